@@ -1,0 +1,570 @@
+"""`FreshCache`: ties a source, the engine and the store together (DESIGN §4, "middleware").
+
+The fresh-hit path is one dict lookup and one clock read. Everything else lives
+here: single flight (one server read per URI and principal however many callers
+wait), per-call deadlines (the read goes on in the background after the caller gave
+up), carrying out the engine's decisions, and the listen supervisor that keeps one
+subscription stream open, re-listens with backoff after a loss and swaps streams
+when the selection changes (the new stream is acknowledged before the old one closes,
+so no change falls between them).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable
+from contextlib import aclosing
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from typing_extensions import Self
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ._core import (
+    AWAITING_FRESH_SOURCE,
+    FRESH,
+    Decision,
+    FreshnessEngine,
+    ListenAcknowledged,
+    ListenStarted,
+    ListenUnsupported,
+    ListReply,
+    Partition,
+    Policy,
+    ReadReply,
+    ReadResource,
+    ReadResult,
+    ReadTicket,
+    ReconnectBudget,
+    Relist,
+    Relisten,
+    RequestFailed,
+    ResourceInfo,
+    StreamClosed,
+    StreamEvent,
+    StreamLost,
+    Store,
+    problem_result,
+)
+from ._core._backoff import BackoffSettings
+from ._errors import ConfigurationError, FreshCacheError
+from ._source import ServerInfo, Source
+from ._store import MemoryStore
+
+log = logging.getLogger("freshcache")
+
+
+@dataclass(slots=True)
+class _Flight:
+    """One server read that every concurrent caller of the same URI shares."""
+
+    done: anyio.Event
+    ticket: ReadTicket | None = None
+    result: ReadResult | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListResult:
+    """The answer to `FreshCache.list_resources`."""
+
+    state: str
+    """``fresh``, ``awaiting_fresh_source``, ``denied`` or ``not_found``."""
+    resources: tuple[ResourceInfo, ...] = ()
+    reason: str | None = None
+    server_read: bool = False
+    detail: str | None = None
+
+
+@dataclass(slots=True)
+class _Stream:
+    """Book-keeping of one running ``subscriptions/listen`` stream."""
+
+    uris: frozenset[str]
+    acked: anyio.Event
+    ended: anyio.Event
+    scope: anyio.CancelScope
+    subscription_id: str | int | None = None
+    outcome: str = "running"  # running | lost | closed | unsupported | cancelled
+
+
+class FreshCache:
+    """A freshness-checking cache of MCP resources around one `Source`.
+
+    Use as an async context manager::
+
+        async with FreshCache(HttpSource(url), select=[uri]) as cache:
+            result = await cache.read(uri)
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        *,
+        select: Iterable[str] = (),
+        read_timeout: float = 5.0,
+        policy: Policy | None = None,
+        store: Store | None = None,
+        principal: str | None = None,
+        listen: bool = True,
+        ack_timeout: float = 10.0,
+        backoff: BackoffSettings | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        if isinstance(select, str):
+            raise ConfigurationError(
+                f"select= takes a list of URIs, got the string {select!r}; write [{select!r}]"
+            )
+        _check_timeout("read_timeout", read_timeout)
+        _check_timeout("ack_timeout", ack_timeout)
+        if not isinstance(source, Source):
+            raise ConfigurationError(
+                f"source must be a freshcache Source (HttpSource, StdioSource, ...), got {source!r}"
+            )
+        self.source = source
+        self.read_timeout = read_timeout
+        self.principal = principal
+        self.ack_timeout = ack_timeout
+        self._listen_enabled = listen
+        self.store: Store = store if store is not None else MemoryStore()
+        self.engine = FreshnessEngine(
+            store=self.store,
+            policy=policy,
+            server_id=source.identity,
+            default_partition=principal,
+            clock=clock,
+            wall_clock=wall_clock,
+        )
+        self._hits = self.engine.hits
+        self._clock = clock
+        self._initial_selection = list(select)
+        self._budget = ReconnectBudget(backoff)
+        self._flights: dict[tuple[str, Partition], _Flight] = {}
+        self._relisting = False
+        self._tg: TaskGroup | None = None
+        self._selection_changed = anyio.Event()
+        self._stream: _Stream | None = None
+        self._retry_at: float | None = None
+        self.server_info: ServerInfo | None = None
+        self._entered = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> Self:
+        if self._entered:
+            raise FreshCacheError("this FreshCache was already entered; make a new one")
+        self._entered = True
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        self._carry_out(self.engine.select(self._initial_selection))
+        tg.start_soon(self._supervise_listen)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        tg, self._tg = self._tg, None
+        assert tg is not None
+        tg.cancel_scope.cancel()
+        try:
+            await tg.__aexit__(exc_type, exc, tb)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.source.aclose()
+        return None
+
+    # ------------------------------------------------------------------ reads
+
+    async def read(
+        self, uri: str, *, timeout: float | None = None, principal: str | None = None
+    ) -> ReadResult:
+        """Hand out ``uri``: fresh text, or an explicit state saying why not.
+
+        Does whatever server read the rules require and waits for it up to
+        ``timeout`` seconds (default: ``read_timeout``); after that it returns
+        ``awaiting_fresh_source`` (``timeout``) and the read goes on in the background.
+        """
+        partition = self.principal if principal is None else principal
+        hit = self._hits.get((uri, partition))
+        if hit is not None and self._clock() < hit[0]:
+            return hit[1]
+        return await self._read_slow(uri, partition, timeout)
+
+    def status(self, uri: str, *, principal: str | None = None) -> ReadResult:
+        """What `read` would hand out right now, without any I/O."""
+        return self.engine.status(uri, self.principal if principal is None else principal)
+
+    async def _read_slow(self, uri: str, partition: Partition, timeout: float | None) -> ReadResult:
+        if self._tg is None:
+            raise FreshCacheError("use FreshCache inside 'async with' before reading")
+        if not isinstance(uri, str) or not uri:
+            raise ConfigurationError(f"uri must be a non-empty string, got {uri!r}")
+        deadline = self.read_timeout if timeout is None else timeout
+        _check_timeout("timeout", deadline)
+        cached = self.engine.lookup(uri, partition)
+        if cached is not None:
+            return cached
+        key = (uri, partition)
+        with anyio.move_on_after(deadline):
+            while True:
+                flight = self._flights.get(key) or self._launch(uri, partition)
+                await flight.done.wait()
+                result = flight.result
+                assert result is not None and flight.ticket is not None
+                # An invalidation may have landed between the reply and this wake-up:
+                # text from before it must not be handed out (invariant 1).
+                if result.contents and not self.engine.is_current(flight.ticket):
+                    continue
+                return result
+        return self.engine.note_timeout(uri, partition)
+
+    def _launch(self, uri: str, partition: Partition) -> _Flight:
+        assert self._tg is not None
+        flight = _Flight(done=anyio.Event())
+        self._flights[(uri, partition)] = flight
+        self._tg.start_soon(self._fly, uri, partition, flight)
+        return flight
+
+    async def _fly(self, uri: str, partition: Partition, flight: _Flight) -> None:
+        result: ReadResult | None = None
+        try:
+            for _ in range(self.engine.policy.max_rereads):
+                ticket = self.engine.begin_read(uri, partition)
+                flight.ticket = ticket
+                reply = await self._source_read(uri, partition)
+                result = self.engine.finish_read(ticket, reply)
+                if result is not None:
+                    break
+            if result is None:
+                result = problem_result(
+                    uri, AWAITING_FRESH_SOURCE, "invalidated", server_read=True,
+                    detail="invalidations kept overtaking the re-read",
+                )
+        finally:
+            if result is None:  # cancelled: leave nothing half-done behind
+                result = problem_result(uri, AWAITING_FRESH_SOURCE, "invalidated")
+            flight.result = result
+            if self._flights.get((uri, partition)) is flight:
+                del self._flights[(uri, partition)]
+            flight.done.set()
+
+    async def _source_read(self, uri: str, partition: Partition) -> ReadReply | RequestFailed:
+        try:
+            return await self.source.read_resource(uri, partition)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:  # a source bug must not tear the cache down
+            log.warning("source %s failed reading %s: %r", self.source.identity, uri, exc)
+            return RequestFailed("server_error", f"source raised {type(exc).__name__}: {exc}")
+
+    # ------------------------------------------------------------------ lists
+
+    async def list_resources(
+        self, *, timeout: float | None = None, principal: str | None = None
+    ) -> ListResult:
+        """Every page of ``resources/list``, cached page by page with its own ``ttlMs``."""
+        partition = self.principal if principal is None else principal
+        deadline = self.read_timeout if timeout is None else timeout
+        _check_timeout("timeout", deadline)
+        with anyio.move_on_after(deadline):
+            return await self._walk_list(partition)
+        return ListResult(AWAITING_FRESH_SOURCE, reason="timeout", server_read=True)
+
+    async def _walk_list(self, partition: Partition) -> ListResult:
+        for _ in range(self.engine.policy.max_rereads):
+            resources: list[ResourceInfo] = []
+            cursor: str | None = None
+            server_read = False
+            restarted = False
+            seen: set[str | None] = set()
+            while True:
+                page = self.engine.lookup_list_page(cursor, partition)
+                if page is None:
+                    ticket = self.engine.begin_list(cursor, partition)
+                    server_read = True
+                    try:
+                        reply = await self.source.list_resources(cursor, partition)
+                    except anyio.get_cancelled_exc_class():
+                        raise
+                    except Exception as exc:
+                        reply = RequestFailed("server_error", f"source raised {exc!r}")
+                    judged = self.engine.finish_list(ticket, reply)
+                    if judged is None or (
+                        isinstance(judged, RequestFailed)
+                        and judged.kind == "not_found"
+                        and cursor is not None
+                    ):
+                        restarted = True  # list changed or cursor went bad: from the top
+                        break
+                    if isinstance(judged, RequestFailed):
+                        return _list_failure(judged)
+                    page = judged
+                resources.extend(page.resources)
+                seen.add(cursor)
+                cursor = page.next_cursor
+                if cursor is None or cursor in seen:
+                    break
+            if not restarted:
+                return ListResult(FRESH, tuple(resources), server_read=server_read)
+        return ListResult(AWAITING_FRESH_SOURCE, reason="invalidated", server_read=True)
+
+    async def _relist(self) -> None:
+        if self._relisting:
+            return
+        self._relisting = True
+        try:
+            result = await self._walk_list(self.principal)
+        finally:
+            self._relisting = False
+        if result.state == FRESH:
+            self._carry_out(
+                self.engine.list_complete((r.uri for r in result.resources), self.principal)
+            )
+
+    # ------------------------------------------------------------------ selection
+
+    def select(self, uris: Iterable[str]) -> None:
+        """Replace the set of selected URIs (those the agent relies on)."""
+        if isinstance(uris, str):
+            raise ConfigurationError(f"select() takes a list of URIs, got the string {uris!r}")
+        if self._tg is None:
+            self._initial_selection = list(uris)
+            return
+        self._carry_out(self.engine.select(uris))
+
+    @property
+    def selected(self) -> frozenset[str]:
+        """The URIs the agent relies on now."""
+        return self.engine.selected
+
+    # ------------------------------------------------------------------ decisions
+
+    def _carry_out(self, decisions: list[Decision]) -> None:
+        for decision in decisions:
+            match decision:
+                case ReadResource(uri=uri, partition=partition):
+                    if (uri, partition) not in self._flights and self._tg is not None:
+                        self._launch(uri, partition)
+                case Relist():
+                    if self._tg is not None:
+                        self._tg.start_soon(self._relist)
+                case Relisten(cause=cause):
+                    if cause == "selection_changed":
+                        self._selection_changed.set()
+                    # Losses and closes are handled by the supervisor that saw them.
+
+    # ------------------------------------------------------------------ listening
+
+    @property
+    def stream_status(self) -> str:
+        """``idle``, ``opening``, ``live``, ``closed``, ``lost``, ``unsupported`` or ``disabled``."""
+        if not self._listen_enabled:
+            return "disabled"
+        return self.engine.stream_status
+
+    @property
+    def retry_at(self) -> float | None:
+        """Clock reading of the next re-listen attempt while backing off, else ``None``."""
+        return self._retry_at
+
+    async def _supervise_listen(self) -> None:
+        if not self._listen_enabled:
+            self._carry_out(self.engine.handle(ListenUnsupported("listening disabled")))
+            return
+        info = await self._discover()
+        if info is not None and info.listen is False:
+            self._carry_out(self.engine.handle(ListenUnsupported(info.detail or "no listen")))
+            return
+        assert self._tg is not None
+        while True:
+            if not self.engine.selected:
+                # Nothing to listen for; wait until something is selected.
+                await self._selection_changed.wait()
+                self._selection_changed = anyio.Event()
+                continue
+            self._selection_changed = anyio.Event()
+            stream = self._open_stream(self.engine.selected)
+            await self._watch(stream)
+            if stream.outcome == "unsupported":
+                return
+            if stream.outcome == "cancelled":
+                continue
+            now = self._clock()
+            if stream.acked.is_set():
+                delay = self._budget.delay_after_end(now)
+            else:
+                delay = self._budget.delay_after_failure()
+            self._retry_at = now + delay
+            log.info("subscription %s %s; re-listening in %.2fs", stream.subscription_id, stream.outcome, delay)
+            with anyio.move_on_after(delay):
+                await self._selection_changed.wait()
+            self._retry_at = None
+
+    async def _watch(self, stream: _Stream) -> None:
+        """Wait for ``stream`` to end; on a selection change swap in a new stream."""
+        while True:
+            async with anyio.create_task_group() as waiters:
+                async def on_end() -> None:
+                    await stream.ended.wait()
+                    waiters.cancel_scope.cancel()
+
+                async def on_change() -> None:
+                    await self._selection_changed.wait()
+                    waiters.cancel_scope.cancel()
+
+                waiters.start_soon(on_end)
+                waiters.start_soon(on_change)
+            if stream.ended.is_set():
+                return
+            # Selection changed while live: open the new stream, keep the old one
+            # until the new one is acknowledged (or fails), then close the old one.
+            self._selection_changed = anyio.Event()
+            if stream.uris == self.engine.selected:
+                continue
+            replacement = self._open_stream(self.engine.selected)
+            with anyio.move_on_after(self.ack_timeout):
+                async with anyio.create_task_group() as waiters:
+                    async def on_ack() -> None:
+                        await replacement.acked.wait()
+                        waiters.cancel_scope.cancel()
+
+                    async def on_fail() -> None:
+                        await replacement.ended.wait()
+                        waiters.cancel_scope.cancel()
+
+                    waiters.start_soon(on_ack)
+                    waiters.start_soon(on_fail)
+            if replacement.acked.is_set():
+                self._close_stream(stream)
+                stream = replacement
+            else:
+                self._close_stream(replacement)
+
+    def _open_stream(self, uris: frozenset[str]) -> _Stream:
+        assert self._tg is not None
+        stream = _Stream(uris=uris, acked=anyio.Event(), ended=anyio.Event(), scope=anyio.CancelScope())
+        self._stream = stream
+        self._tg.start_soon(self._consume, stream)
+        return stream
+
+    def _close_stream(self, stream: _Stream) -> None:
+        if not stream.ended.is_set():
+            stream.outcome = "cancelled"
+            stream.scope.cancel()
+        if stream.subscription_id is not None:
+            self.engine.cancel_subscription(stream.subscription_id)
+
+    async def _consume(self, stream: _Stream) -> None:
+        """Read one stream's events into the engine until it ends."""
+        try:
+            with stream.scope:
+                async with aclosing(self.source.listen(stream.uris, True)) as events:
+                    with anyio.move_on_after(self.ack_timeout) as ack_wait:
+                        async for event in events:
+                            if self._feed(stream, event):
+                                return
+                            if stream.acked.is_set():
+                                break
+                    if ack_wait.cancelled_caught:
+                        # No acknowledgment in time: treat as a server that cannot subscribe.
+                        stream.outcome = "lost"
+                        self._carry_out(
+                            self.engine.handle(StreamLost(stream.subscription_id, "no acknowledgment in time"))
+                        )
+                        return
+                    async for event in events:
+                        if self._feed(stream, event):
+                            return
+                # The iterator ended without a final event: that is a loss.
+                stream.outcome = "lost"
+                self._carry_out(self.engine.handle(StreamLost(stream.subscription_id, "stream ended")))
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            stream.outcome = "lost"
+            log.warning("subscription stream failed: %r", exc)
+            self._carry_out(self.engine.handle(StreamLost(stream.subscription_id, repr(exc))))
+        finally:
+            stream.ended.set()
+
+    def _feed(self, stream: _Stream, event: StreamEvent) -> bool:
+        """Hand one event to the engine; True when it ended the stream."""
+        match event:
+            case ListenStarted(subscription_id=sid):
+                stream.subscription_id = sid
+            case ListenAcknowledged(subscription_id=sid) if sid == stream.subscription_id:
+                self._budget.acknowledged(self._clock())
+                decisions = self.engine.handle(event)
+                stream.acked.set()
+                self._carry_out(decisions)
+                return False
+            case StreamLost():
+                stream.outcome = "lost"
+            case StreamClosed():
+                stream.outcome = "closed"
+            case ListenUnsupported():
+                stream.outcome = "unsupported"
+            case _:
+                pass
+        self._carry_out(self.engine.handle(event))
+        return stream.outcome != "running"
+
+    async def _discover(self) -> ServerInfo | None:
+        try:
+            with anyio.fail_after(self.ack_timeout):
+                info = await self.source.start()
+        except anyio.get_cancelled_exc_class():
+            raise
+        except TimeoutError:
+            log.warning("server %s did not answer discovery in %.1fs", self.source.identity, self.ack_timeout)
+            return None
+        except FreshCacheError:
+            raise
+        except Exception as exc:
+            log.warning("server %s discovery failed: %r", self.source.identity, exc)
+            return None
+        self.server_info = info
+        return info
+
+    # ------------------------------------------------------------------ introspection
+
+    def describe(self) -> dict[str, Any]:
+        """A snapshot for status output: stream, selection, counters, store use."""
+        counters = self.engine.counters
+        return {
+            "server": self.source.identity,
+            "stream": self.stream_status,
+            "retry_in": None if self._retry_at is None else max(0.0, self._retry_at - self._clock()),
+            "selected": sorted(self.engine.selected),
+            "covered": sorted(self.engine.covered),
+            "entries": self.store.entry_count,
+            "bytes": self.store.bytes_held,
+            "counters": {name: getattr(counters, name) for name in counters.__slots__},
+        }
+
+
+def _check_timeout(name: str, value: float) -> None:
+    if not isinstance(value, (int, float)) or math.isnan(value) or value < 0:
+        raise ConfigurationError(f"{name} must be a number of seconds >= 0, got {value!r}")
+
+
+def _list_failure(failure: RequestFailed) -> ListResult:
+    match failure.kind:
+        case "denied" | "not_found":
+            return ListResult(failure.kind, reason=failure.kind, server_read=True, detail=failure.detail)
+        case _:
+            return ListResult(
+                AWAITING_FRESH_SOURCE, reason=failure.kind, server_read=True, detail=failure.detail
+            )
+
+
+__all__ = ["FreshCache", "ListReply", "ListResult"]

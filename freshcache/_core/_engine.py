@@ -1,0 +1,684 @@
+"""The freshness engine: this module owns every transition rule (DESIGN §2, §5).
+
+Sans-IO. Facts come in (`handle` for stream events, `finish_read`/`finish_list` for
+replies), decisions come out (`ReadResource`, `Relist`, `Relisten`). The engine never
+sleeps, never touches a socket and reads time only from the injected clocks.
+
+The one promise: the text handed out is never older than the newest change heard
+of. The mechanism is a *generation* per URI. Every invalidation bumps it before
+anything else; a read records the generation when it is *sent* (`begin_read`); when
+the reply lands under a newer generation it is discarded, never stored as fresh
+(invariant 1). Only entries whose generation is current sit in `hits`, the index
+the fast path consults.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing_extensions import assert_never
+
+from ._entries import PUBLIC, Entry, EntryKey, Partition, Store
+from ._events import (
+    Decision,
+    ListenAcknowledged,
+    ListenStarted,
+    ListenUnsupported,
+    ListReply,
+    ReadReply,
+    ReadResource,
+    Relist,
+    Relisten,
+    RequestFailed,
+    ResourceListChanged,
+    ResourceUpdated,
+    StreamClosed,
+    StreamEvent,
+    StreamLost,
+    UntrustedMessage,
+)
+from ._model import (
+    AWAITING_FRESH_SOURCE,
+    DENIED,
+    FRESH,
+    NOT_FOUND,
+    STALE,
+    ReadResult,
+    Reason,
+    ResourceContents,
+    fresh_result,
+    problem_result,
+)
+from ._policy import Policy
+
+READ = "resources/read"
+LIST = "resources/list"
+_INF = float("inf")
+_ENTRY_OVERHEAD = 256  # rough bytes of bookkeeping per entry beyond the contents
+
+SubscriptionId = str | int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadTicket:
+    """Handed out when a server read is sent; the reply is judged against it."""
+
+    uri: str
+    partition: Partition
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class ListTicket:
+    """Handed out when a list page request is sent."""
+
+    cursor: str | None
+    partition: Partition
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class Invalidation:
+    """A record of one invalidation, for telemetry and tests."""
+
+    uri: str
+    cause: str
+    subscription_id: SubscriptionId | None
+    trusted: bool
+
+
+@dataclass(slots=True)
+class _UriState:
+    generation: int = 0
+    invalid_reason: Reason = "not_cached"
+    """Why the URI is not trusted; meaningful only while no entry is at `generation`."""
+    selected: bool = False
+    partitions: set[Partition] = field(default_factory=set)
+    """Partitions that hold an entry for this URI in the store."""
+    problems: dict[Partition, tuple[int, ReadResult]] = field(default_factory=dict)
+    """Latest failed outcome per partition, with the generation it happened at."""
+
+
+@dataclass(slots=True)
+class _Subscription:
+    requested: frozenset[str]
+    list_changed_requested: bool
+    acknowledged: bool = False
+    covered: frozenset[str] = frozenset()
+    list_changed: bool = False
+
+
+@dataclass(slots=True)
+class Counters:
+    """Running totals, for status output, telemetry and tests."""
+
+    server_reads: int = 0
+    local_copy_replies: int = 0
+    superseded_replies: int = 0
+    notifications: int = 0
+    untrusted_messages: int = 0
+    invalidations: int = 0
+    stream_losses: int = 0
+    acknowledgments: int = 0
+    list_requests: int = 0
+
+
+StreamStatus = str  # "idle" | "opening" | "live" | "closed" | "lost" | "unsupported"
+
+
+class FreshnessEngine:
+    """Freshness bookkeeping for one server, many URIs and partitions."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        policy: Policy | None = None,
+        server_id: str = "server",
+        default_partition: Partition = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        on_invalidation: Callable[[Invalidation], None] | None = None,
+    ) -> None:
+        self.policy = policy if policy is not None else Policy()
+        self.server_id = server_id
+        self.default_partition = default_partition
+        self.clock = clock
+        self.wall_clock = wall_clock
+        self.counters = Counters()
+        self.hits: dict[tuple[str, Partition], tuple[float, ReadResult]] = {}
+        """Fast-path index: (uri, partition) -> (fresh until, result). Only trusted entries."""
+        self._store = store
+        self._store.set_eviction_listener(self._evicted)
+        self._uris: dict[str, _UriState] = {}
+        self._subs: dict[SubscriptionId, _Subscription] = {}
+        self._stream_status: StreamStatus = "idle"
+        self._listen_supported: bool | None = None
+        self._list_generation = 0
+        self._list_pages: set[EntryKey] = set()
+        self._on_invalidation = on_invalidation
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def selected(self) -> frozenset[str]:
+        """URIs the agent relies on."""
+        return frozenset(u for u, s in self._uris.items() if s.selected)
+
+    @property
+    def covered(self) -> frozenset[str]:
+        """URIs a live, acknowledged subscription covers now."""
+        out: frozenset[str] = frozenset()
+        for sub in self._subs.values():
+            if sub.acknowledged:
+                out |= sub.covered
+        return out
+
+    @property
+    def stream_status(self) -> StreamStatus:
+        """``idle``, ``opening``, ``live``, ``closed``, ``lost`` or ``unsupported``."""
+        return self._stream_status
+
+    @property
+    def listen_supported(self) -> bool | None:
+        """``False`` once the server showed it has no ``subscriptions/listen``."""
+        return self._listen_supported
+
+    def lookup(self, uri: str, partition: Partition) -> ReadResult | None:
+        """A fresh result from the cache, or ``None`` when a server read is needed."""
+        hit = self.hits.get((uri, partition))
+        now = self.clock()
+        if hit is not None and now < hit[0]:
+            return hit[1]
+        if self.policy.share_public and partition != PUBLIC:
+            state = self._uris.get(uri)
+            if state is not None and partition not in state.problems:
+                hit = self.hits.get((uri, PUBLIC))
+                if hit is not None and now < hit[0]:
+                    return hit[1]
+        return None
+
+    def status(self, uri: str, partition: Partition = None) -> ReadResult:
+        """What a read would hand out right now, without any I/O."""
+        fresh = self.lookup(uri, partition)
+        if fresh is not None:
+            return fresh
+        state = self._uris.get(uri)
+        if state is None:
+            return problem_result(uri, AWAITING_FRESH_SOURCE, "not_cached")
+        problem = state.problems.get(partition)
+        if problem is not None and problem[0] == state.generation:
+            return self._maybe_stale(problem[1], partition)
+        entry = self._entry(uri, partition)
+        if entry is not None and entry.generation == state.generation:
+            if self._uncovered_strict(uri, state):
+                return problem_result(uri, AWAITING_FRESH_SOURCE, "uncovered")
+            return problem_result(uri, AWAITING_FRESH_SOURCE, "expired")
+        if entry is None and state.invalid_reason in ("expired", "uncovered"):
+            return problem_result(uri, AWAITING_FRESH_SOURCE, "not_cached")
+        return problem_result(uri, AWAITING_FRESH_SOURCE, state.invalid_reason)
+
+    # ------------------------------------------------------------------ reads
+
+    def begin_read(self, uri: str, partition: Partition) -> ReadTicket:
+        """Note that a server read of ``uri`` is being sent now."""
+        state = self._state(uri)
+        self.counters.server_reads += 1
+        return ReadTicket(uri, partition, state.generation)
+
+    def is_current(self, ticket: ReadTicket) -> bool:
+        """Whether no invalidation has landed since ``ticket``'s read was sent."""
+        return self._state(ticket.uri).generation == ticket.generation
+
+    def finish_read(
+        self, ticket: ReadTicket, reply: ReadReply | RequestFailed
+    ) -> ReadResult | None:
+        """Judge a reply. ``None`` means an invalidation overtook the read: read again."""
+        uri, partition = ticket.uri, ticket.partition
+        state = self._state(uri)
+        match reply:
+            case ReadReply():
+                if ticket.generation != state.generation:
+                    self.counters.superseded_replies += 1
+                    return None
+                if not reply.from_server:
+                    # A local copy proves nothing about the server (invariant 1, seed 3).
+                    self.counters.local_copy_replies += 1
+                    return self._record_problem(
+                        state,
+                        partition,
+                        problem_result(uri, AWAITING_FRESH_SOURCE, "local_copy_only"),
+                    )
+                return self._store_reply(ticket, state, reply)
+            case RequestFailed():
+                return self._record_failure(ticket, state, reply)
+            case _:
+                assert_never(reply)
+
+    def note_timeout(self, uri: str, partition: Partition) -> ReadResult:
+        """The caller's deadline passed while the read goes on in the background."""
+        state = self._state(uri)
+        result = problem_result(
+            uri, AWAITING_FRESH_SOURCE, "timeout", server_read=True,
+            detail="the server read did not answer before the deadline",
+        )
+        return self._maybe_stale(self._record_problem(state, partition, result), partition)
+
+    def _store_reply(
+        self, ticket: ReadTicket, state: _UriState, reply: ReadReply
+    ) -> ReadResult:
+        uri, partition = ticket.uri, ticket.partition
+        now = self.clock()
+        fetched_at = self.wall_clock()
+        contents = reply.contents
+        handed = fresh_result(uri, contents, fetched_at=fetched_at, server_read=True)
+        state.problems.pop(partition, None)
+        if reply.multi_round_trip:
+            return handed  # spec: results of multi-round-trip retries are never cached
+        scope = reply.cache_scope or "private"
+        stored_partition = PUBLIC if scope == "public" and self.policy.share_public else partition
+        cached = fresh_result(
+            uri, contents, fetched_at=fetched_at, server_read=False, version=handed.version
+        )
+        entry = Entry(
+            value=cached,
+            generation=state.generation,
+            received_at=now,
+            expires_at=now + self.policy.ttl_seconds(reply.ttl_ms),
+            scope=scope,
+            size=_size_of(uri, contents),
+        )
+        for other in (partition, PUBLIC):
+            if other != stored_partition and other in state.partitions:
+                self._drop_entry(uri, other, state)
+        key: EntryKey = (self.server_id, READ, uri, stored_partition)
+        state.partitions.add(stored_partition)
+        self._store.put(key, entry)
+        self._index(uri, stored_partition, state, entry)
+        return handed
+
+    def _record_failure(
+        self, ticket: ReadTicket, state: _UriState, failure: RequestFailed
+    ) -> ReadResult:
+        uri, partition = ticket.uri, ticket.partition
+        detail = failure.detail or None
+        match failure.kind:
+            case "denied":
+                # Do not cite it to this principal; drop that principal's copy (DESIGN §1).
+                self._drop_entry(uri, partition, state)
+                result = problem_result(uri, DENIED, "denied", server_read=True, detail=detail)
+            case "not_found":
+                self._drop_entry(uri, partition, state)
+                result = problem_result(uri, NOT_FOUND, "not_found", server_read=True, detail=detail)
+            case "timeout" | "unreachable" | "server_error":
+                result = problem_result(
+                    uri, AWAITING_FRESH_SOURCE, failure.kind, server_read=True, detail=detail
+                )
+            case _:
+                assert_never(failure.kind)
+        # A failure makes nothing fresher; it still masks a TTL-valid entry of the
+        # same generation, because read-before-use failed for it.
+        self.hits.pop((uri, partition), None)
+        if ticket.generation == state.generation:
+            state.problems[partition] = (state.generation, result)
+        return self._maybe_stale(result, partition)
+
+    def _record_problem(
+        self, state: _UriState, partition: Partition, result: ReadResult
+    ) -> ReadResult:
+        self.hits.pop((result.uri, partition), None)
+        state.problems[partition] = (state.generation, result)
+        return result
+
+    def _maybe_stale(self, result: ReadResult, partition: Partition) -> ReadResult:
+        """Serve-stale-on-error, only where the policy opted in for this URI."""
+        if result.state != AWAITING_FRESH_SOURCE or result.reason not in (
+            "timeout", "unreachable", "server_error"
+        ):
+            return result
+        if not self.policy.allows_stale(result.uri):
+            return result
+        entry = self._entry(result.uri, partition)
+        if entry is None or not isinstance(entry.value, ReadResult):
+            return result
+        old = entry.value
+        return ReadResult(
+            state=STALE,
+            uri=old.uri,
+            reason=result.reason,
+            contents=old.contents,
+            text=old.text,
+            version=old.version,
+            fetched_at=old.fetched_at,
+            server_read=result.server_read,
+            age=max(0.0, self.clock() - entry.received_at),
+            detail=result.detail,
+        )
+
+    # ------------------------------------------------------------------ lists
+
+    def lookup_list_page(self, cursor: str | None, partition: Partition) -> ListReply | None:
+        """A fresh cached list page, or ``None``."""
+        for part in (partition, PUBLIC) if self.policy.share_public else (partition,):
+            entry = self._store.get((self.server_id, LIST, _cursor_key(cursor), part))
+            if (
+                entry is not None
+                and entry.generation == self._list_generation
+                and self.clock() < entry.expires_at
+                and isinstance(entry.value, ListReply)
+            ):
+                return entry.value
+        return None
+
+    def begin_list(self, cursor: str | None, partition: Partition) -> ListTicket:
+        """Note that a list page request is being sent now."""
+        self.counters.list_requests += 1
+        return ListTicket(cursor, partition, self._list_generation)
+
+    def finish_list(
+        self, ticket: ListTicket, reply: ListReply | RequestFailed
+    ) -> ListReply | RequestFailed | None:
+        """Judge a list page reply; ``None`` means a list change overtook it: list again."""
+        match reply:
+            case RequestFailed():
+                if reply.kind == "not_found" and ticket.cursor is not None:
+                    # Spec (pagination): an invalid cursor discards every cached page.
+                    self._invalidate_lists()
+                return reply
+            case ListReply():
+                if ticket.generation != self._list_generation:
+                    self.counters.superseded_replies += 1
+                    return None
+                scope = reply.cache_scope or "private"
+                part = PUBLIC if scope == "public" and self.policy.share_public else ticket.partition
+                now = self.clock()
+                key: EntryKey = (self.server_id, LIST, _cursor_key(ticket.cursor), part)
+                self._list_pages.add(key)
+                self._store.put(
+                    key,
+                    Entry(
+                        value=reply,
+                        generation=ticket.generation,
+                        received_at=now,
+                        expires_at=now + self.policy.ttl_seconds(reply.ttl_ms),
+                        scope=scope,
+                        size=_ENTRY_OVERHEAD + sum(len(r.uri) + 64 for r in reply.resources),
+                    ),
+                )
+                return reply
+            case _:
+                assert_never(reply)
+
+    def list_complete(self, listed: Iterable[str], partition: Partition) -> list[Decision]:
+        """A full re-list finished: selected URIs that left it are checked by a direct read."""
+        present = set(listed)
+        decisions: list[Decision] = []
+        for uri, state in self._uris.items():
+            if state.selected and uri not in present:
+                # Invariant 3: the list alone does not decide; a direct read does.
+                self._invalidate(uri, "invalidated", "left_list", None, True)
+                decisions.append(ReadResource(uri, partition, "left_list"))
+        return decisions
+
+    # ------------------------------------------------------------------ selection
+
+    def select(self, uris: Iterable[str]) -> list[Decision]:
+        """Replace the selection; returns reads for new URIs and a re-listen if needed."""
+        wanted = frozenset(uris)
+        before = self.selected
+        for uri in before - wanted:
+            self._uris[uri].selected = False
+        decisions: list[Decision] = []
+        for uri in wanted - before:
+            state = self._state(uri)
+            state.selected = True
+            if self._uncovered_strict(uri, state):
+                self._unindex(uri, state)
+            decisions.append(ReadResource(uri, self.default_partition, "selected"))
+        if wanted != before and self._listen_supported is not False:
+            decisions.append(Relisten(wanted, "selection_changed"))
+        return decisions
+
+    # ------------------------------------------------------------------ stream events
+
+    def handle(self, event: StreamEvent) -> list[Decision]:
+        """Feed one stream event; returns what the middleware must do next."""
+        match event:
+            case ListenStarted():
+                self._subs[event.subscription_id] = _Subscription(
+                    event.resource_uris, event.list_changed
+                )
+                if self._stream_status != "live":
+                    self._stream_status = "opening"
+                return []
+            case ListenAcknowledged():
+                return self._acknowledged(event)
+            case ResourceUpdated():
+                self.counters.notifications += 1
+                trusted = self._trusted(event.subscription_id)
+                decisions: list[Decision] = []
+                for uri in self._named_by(event.uri):
+                    self._invalidate(
+                        uri, "invalidated", "resources/updated", event.subscription_id, trusted
+                    )
+                    if self._uris[uri].selected:
+                        decisions.append(
+                            ReadResource(uri, self.default_partition, "resources/updated")
+                        )
+                return decisions
+            case ResourceListChanged():
+                self.counters.notifications += 1
+                self._trusted(event.subscription_id)
+                self._invalidate_lists()
+                return [Relist("list_changed")]
+            case StreamLost():
+                return self._stream_ended(event.subscription_id, lost=True)
+            case StreamClosed():
+                return self._stream_ended(event.subscription_id, lost=False)
+            case ListenUnsupported():
+                self._listen_supported = False
+                self._stream_status = "unsupported"
+                self._subs.clear()
+                self._reindex_selected()
+                return []
+            case UntrustedMessage():
+                self.counters.untrusted_messages += 1
+                return []
+            case _:
+                assert_never(event)
+
+    def cancel_subscription(self, subscription_id: SubscriptionId) -> None:
+        """The client closed a subscription it no longer needs (a newer one replaced it)."""
+        sub = self._subs.pop(subscription_id, None)
+        if sub is not None and sub.acknowledged:
+            # URIs only the cancelled stream covered are no longer covered.
+            self._reindex_selected()
+
+    def _trusted(self, subscription_id: SubscriptionId | None) -> bool:
+        sub = self._subs.get(subscription_id) if subscription_id is not None else None
+        if sub is None or not sub.acknowledged:
+            # Unknown id or before the acknowledgment: may only make content less fresh.
+            self.counters.untrusted_messages += 1
+            return False
+        return True
+
+    def _acknowledged(self, event: ListenAcknowledged) -> list[Decision]:
+        sub = self._subs.get(event.subscription_id)
+        if sub is None or sub.acknowledged:
+            self.counters.untrusted_messages += 1
+            return []
+        self.counters.acknowledgments += 1
+        extra = event.resource_uris - sub.requested
+        if extra:
+            self.counters.untrusted_messages += 1  # an ack cannot cover what was not asked for
+        sub.acknowledged = True
+        sub.covered = event.resource_uris & sub.requested
+        sub.list_changed = event.list_changed and sub.list_changed_requested
+        self._listen_supported = True
+        self._stream_status = "live"
+        self._reindex_selected()
+        # A new stream proves nothing about the time before it (invariant 4): read
+        # every selected URI it was asked to cover, and the list if it watches it.
+        decisions: list[Decision] = [
+            ReadResource(uri, self.default_partition, "acknowledged")
+            for uri in sorted(sub.requested)
+            if uri in self._uris and self._uris[uri].selected
+        ]
+        if sub.list_changed:
+            self._invalidate_lists()
+            decisions.append(Relist("acknowledged"))
+        return decisions
+
+    def _stream_ended(self, subscription_id: SubscriptionId | None, *, lost: bool) -> list[Decision]:
+        sub = self._subs.pop(subscription_id, None) if subscription_id is not None else None
+        if sub is None:
+            if subscription_id is not None or not lost:
+                self.counters.untrusted_messages += 1
+                return []
+            # A loss with no id: every live subscription is gone (the channel broke).
+            subs = list(self._subs.values())
+            self._subs.clear()
+        else:
+            subs = [sub]
+        if lost:
+            self.counters.stream_losses += 1
+            for gone in subs:
+                # Only what an acknowledged stream covered was ever vouched for.
+                for uri in sorted(gone.covered):
+                    if uri in self._uris:
+                        self._invalidate(uri, "stream_lost", "stream_lost", subscription_id, True)
+            if any(s.list_changed for s in subs):
+                self._invalidate_lists()
+        if not self._subs:
+            self._stream_status = "lost" if lost else "closed"
+        self._reindex_selected()
+        if self._subs:
+            return []
+        return [Relisten(self.selected, "stream_lost" if lost else "stream_closed")]
+
+    # ------------------------------------------------------------------ internals
+
+    def _named_by(self, uri: str) -> list[str]:
+        """URIs a ``resources/updated`` for ``uri`` invalidates.
+
+        The URI itself, and, when the notification names a sub-resource of a URI we
+        subscribed to (the schema allows that), the subscribed parent too: a hint may
+        only make content less fresh.
+        """
+        named = [uri] if uri in self._uris else []
+        for sub in self._subs.values():
+            for parent in sub.requested:
+                if parent != uri and parent in self._uris and _is_under(uri, parent):
+                    named.append(parent)
+        return named
+
+    def _state(self, uri: str) -> _UriState:
+        state = self._uris.get(uri)
+        if state is None:
+            state = self._uris[uri] = _UriState()
+        return state
+
+    def _entry(self, uri: str, partition: Partition) -> Entry | None:
+        entry = self._store.get((self.server_id, READ, uri, partition))
+        if entry is None and self.policy.share_public:
+            entry = self._store.get((self.server_id, READ, uri, PUBLIC))
+        return entry
+
+    def _uncovered_strict(self, uri: str, state: _UriState) -> bool:
+        return (
+            state.selected
+            and self.policy.uncovered == "read_before_use"
+            and uri not in self.covered
+        )
+
+    def _invalidate(
+        self,
+        uri: str,
+        reason: Reason,
+        cause: str,
+        subscription_id: SubscriptionId | None,
+        trusted: bool,
+    ) -> None:
+        state = self._state(uri)
+        state.generation += 1  # first, so that any read in flight is now outdated
+        state.invalid_reason = reason
+        self._unindex(uri, state)
+        self.counters.invalidations += 1
+        if self._on_invalidation is not None:
+            self._on_invalidation(Invalidation(uri, cause, subscription_id, trusted))
+
+    def _invalidate_lists(self) -> None:
+        self._list_generation += 1
+        for key in self._list_pages:
+            self._store.discard(key)
+        self._list_pages.clear()
+
+    def _index(self, uri: str, partition: Partition, state: _UriState, entry: Entry) -> None:
+        assert isinstance(entry.value, ReadResult)
+        if self._uncovered_strict(uri, state):
+            return
+        until = entry.expires_at
+        if self.policy.subscription_backed and state.selected and uri in self.covered:
+            until = _INF
+        self.hits[(uri, partition)] = (until, entry.value)
+
+    def _unindex(self, uri: str, state: _UriState) -> None:
+        for part in state.partitions:
+            self.hits.pop((uri, part), None)
+
+    def _reindex_selected(self) -> None:
+        """Coverage changed: recompute the fast-path index of selected URIs."""
+        for uri, state in self._uris.items():
+            if not state.selected:
+                continue
+            self._unindex(uri, state)
+            for part in state.partitions:
+                entry = self._store.get((self.server_id, READ, uri, part))
+                if entry is not None and entry.generation == state.generation:
+                    problem = state.problems.get(part)
+                    if problem is None or problem[0] != state.generation:
+                        self._index(uri, part, state, entry)
+
+    def _drop_entry(self, uri: str, partition: Partition, state: _UriState) -> None:
+        self.hits.pop((uri, partition), None)
+        state.partitions.discard(partition)
+        self._store.discard((self.server_id, READ, uri, partition))
+
+    def _evicted(self, key: EntryKey) -> None:
+        _, method, param, partition = key
+        if method == LIST:
+            self._list_pages.discard(key)
+            return
+        state = self._uris.get(param)
+        if state is not None:
+            state.partitions.discard(partition)
+        self.hits.pop((param, partition), None)
+
+
+def _is_under(uri: str, parent: str) -> bool:
+    if not uri.startswith(parent):
+        return False
+    return parent.endswith("/") or uri[len(parent) : len(parent) + 1] in ("/", "#", "?")
+
+
+def _cursor_key(cursor: str | None) -> str:
+    # The spec says "" is a valid cursor, distinct from "no cursor" (the first page).
+    return "\x00first" if cursor is None else cursor
+
+
+def _size_of(uri: str, contents: tuple[ResourceContents, ...]) -> int:
+    size = _ENTRY_OVERHEAD + len(uri)
+    for item in contents:
+        size += len(item.uri) + len(item.text or "") + len(item.blob or "") + 64
+    return size
+
+
+__all__ = [
+    "FRESH",
+    "Counters",
+    "FreshnessEngine",
+    "Invalidation",
+    "ListTicket",
+    "ReadTicket",
+]

@@ -1,0 +1,69 @@
+"""Stored entries and the small `Store` protocol the engine keeps them in (DESIGN §4).
+
+The engine decides *whether* an entry may be served; the store only holds entries
+within its bounds. An entry the store evicts is simply a miss (invariant 7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from ._events import ListReply
+from ._model import CacheScope, ReadResult
+
+Partition = str | None
+"""The principal an entry belongs to; ``None`` is the cache's anonymous default."""
+
+PUBLIC = "\x00public"
+"""Partition of ``public`` entries shared by all principals (only with ``share_public``)."""
+
+EntryKey = tuple[str, str, str, Partition]
+"""(server identity, method, the parameter that varies the result, partition)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One cached result: a read's contents or one page of a list."""
+
+    value: ReadResult | ListReply
+    generation: int
+    """The URI's (or list's) generation when the read that produced it was *sent*."""
+    received_at: float
+    """Monotonic clock reading when the reply arrived."""
+    expires_at: float
+    """``received_at + ttl``: the end of the server's freshness window."""
+    scope: CacheScope
+    size: int
+    """Approximate bytes held, for the store's byte bound."""
+
+
+class Store(Protocol):
+    """Where entries live. Implementations bound memory and report evictions."""
+
+    def get(self, key: EntryKey) -> Entry | None:
+        """The entry under ``key``, or ``None``."""
+        ...
+
+    def put(self, key: EntryKey, entry: Entry) -> None:
+        """Store ``entry`` (evicting others as the bounds require)."""
+        ...
+
+    def discard(self, key: EntryKey) -> None:
+        """Remove ``key`` if present."""
+        ...
+
+    def set_eviction_listener(self, listener: Callable[[EntryKey], None]) -> None:
+        """Call ``listener(key)`` whenever the store drops an entry on its own."""
+        ...
+
+    @property
+    def entry_count(self) -> int:
+        """Entries held now."""
+        ...
+
+    @property
+    def bytes_held(self) -> int:
+        """Approximate bytes held now."""
+        ...

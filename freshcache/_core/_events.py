@@ -1,0 +1,179 @@
+"""Events the engine is fed and decisions it hands back (DESIGN §4).
+
+Events are past-tense facts that a source saw on the wire or that the middleware
+observed; decisions are imperatives for the middleware to carry out. All are frozen,
+slotted dataclasses so they can be recorded, compared and replayed in tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ._model import CacheScope, ResourceContents
+
+SubscriptionId = "str | int"
+
+FailureKind = Literal[
+    "timeout", "unreachable", "denied", "not_found", "server_error"
+]
+"""Why a server request did not produce contents (see DESIGN §5 for the mapping)."""
+
+
+# --- Replies to requests (what a source hands back for one read or one list page) ---
+
+
+@dataclass(frozen=True, slots=True)
+class ReadReply:
+    """Contents a source obtained for one ``resources/read``."""
+
+    contents: tuple[ResourceContents, ...]
+    ttl_ms: float | None = None
+    """The result's ``ttlMs``; ``None`` (absent) counts as 0."""
+    cache_scope: CacheScope | None = None
+    from_server: bool = True
+    """False when a loader answered from a local copy instead of the server."""
+    multi_round_trip: bool = False
+    """True for results of a retry with ``inputResponses``/``requestState``: never cached."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceInfo:
+    """One entry of a ``resources/list`` page."""
+
+    uri: str
+    name: str | None = None
+    mime_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListReply:
+    """One page of a ``resources/list`` result."""
+
+    resources: tuple[ResourceInfo, ...]
+    next_cursor: str | None = None
+    ttl_ms: float | None = None
+    cache_scope: CacheScope | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFailed:
+    """A request that produced no contents; ``kind`` decides the result state."""
+
+    kind: FailureKind
+    detail: str = ""
+    code: int | None = None
+    """The JSON-RPC error code or HTTP status, when there was one."""
+
+
+# --- Stream events (a source yields these from its subscription stream) ---
+
+
+@dataclass(frozen=True, slots=True)
+class ListenStarted:
+    """A ``subscriptions/listen`` request went out with this id and filter."""
+
+    subscription_id: str | int
+    resource_uris: frozenset[str]
+    list_changed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ListenAcknowledged:
+    """``notifications/subscriptions/acknowledged``: the honoured subset of the filter."""
+
+    subscription_id: str | int
+    resource_uris: frozenset[str]
+    list_changed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceUpdated:
+    """``notifications/resources/updated`` for ``uri``.
+
+    ``subscription_id`` is ``None`` when the envelope carried none: the hint still
+    invalidates (invariant 9: a change hint may only make content less fresh).
+    """
+
+    uri: str
+    subscription_id: str | int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceListChanged:
+    """``notifications/resources/list_changed``."""
+
+    subscription_id: str | int | None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamLost:
+    """The subscription stream ended without the server's ``complete`` result."""
+
+    subscription_id: str | int | None
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamClosed:
+    """The server ended the subscription on purpose (``resultType: "complete"``)."""
+
+    subscription_id: str | int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ListenUnsupported:
+    """The server has no ``subscriptions/listen`` (no capability, -32601/404, no ack)."""
+
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class UntrustedMessage:
+    """A message the source could not trust (malformed, unknown id, wrong order)."""
+
+    detail: str
+    subscription_id: str | int | None = None
+
+
+StreamEvent = (
+    ListenStarted
+    | ListenAcknowledged
+    | ResourceUpdated
+    | ResourceListChanged
+    | StreamLost
+    | StreamClosed
+    | ListenUnsupported
+    | UntrustedMessage
+)
+"""Everything a subscription stream can report to the engine."""
+
+
+# --- Decisions (the engine tells the middleware what to do) ---
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResource:
+    """Read ``uri`` from the server now (in the background) for ``partition``."""
+
+    uri: str
+    partition: str | None
+    cause: str
+
+
+@dataclass(frozen=True, slots=True)
+class Relist:
+    """Fetch ``resources/list`` again from the first page."""
+
+    cause: str
+
+
+@dataclass(frozen=True, slots=True)
+class Relisten:
+    """Open a new ``subscriptions/listen`` stream for the current selection."""
+
+    resource_uris: frozenset[str]
+    cause: str
+
+
+Decision = ReadResource | Relist | Relisten

@@ -1,0 +1,167 @@
+"""What a read returns: result states, reasons and resource contents (DESIGN §1).
+
+A `ReadResult` is immutable and built once per server read; a fresh cache hit hands
+out the very object that was built when the read landed, so the hit path allocates
+nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+State = Literal["fresh", "awaiting_fresh_source", "denied", "not_found", "stale"]
+"""Closed set of result states; only ``fresh`` and ``stale`` carry text."""
+
+FRESH: State = "fresh"
+AWAITING_FRESH_SOURCE: State = "awaiting_fresh_source"
+DENIED: State = "denied"
+NOT_FOUND: State = "not_found"
+STALE: State = "stale"
+
+Reason = Literal[
+    # The reasons of DESIGN §1:
+    "invalidated",  # a change was heard of; a re-read is needed or under way
+    "timeout",  # the server read did not answer within the deadline
+    "unreachable",  # the server could not be reached
+    "stream_lost",  # the subscription that covered the URI broke
+    "local_copy_only",  # the loader answered from a local copy, not the server
+    "server_error",  # the server answered with an internal error
+    # Finer-grained reasons for situations DESIGN §1 leaves open:
+    "expired",  # the server's ttlMs window passed
+    "not_cached",  # nothing has been read yet
+    "uncovered",  # no live subscription covers the URI: it is read before each use
+    "denied",  # reason carried by `denied` results
+    "not_found",  # reason carried by `not_found` results
+]
+"""Why a result is not plain ``fresh``."""
+
+STATES: tuple[State, ...] = get_args(State)
+REASONS: tuple[Reason, ...] = get_args(Reason)
+
+CacheScope = Literal["public", "private"]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceContents:
+    """One item of a ``resources/read`` result, in MCP's shape (text or blob)."""
+
+    uri: str
+    text: str | None = None
+    """Text contents (``TextResourceContents``); ``None`` for a blob."""
+    blob: str | None = None
+    """Base64 contents (``BlobResourceContents``); ``None`` for text."""
+    mime_type: str | None = None
+    annotations: Mapping[str, Any] | None = None
+    meta: Mapping[str, Any] | None = None
+
+    @classmethod
+    def from_mcp(cls, item: Mapping[str, Any]) -> ResourceContents:
+        """Build from a wire dict (``uri``, ``text``/``blob``, ``mimeType`` ...)."""
+        return cls(
+            uri=str(item["uri"]),
+            text=item.get("text"),
+            blob=item.get("blob"),
+            mime_type=item.get("mimeType"),
+            annotations=item.get("annotations"),
+            meta=item.get("_meta"),
+        )
+
+    def to_mcp(self) -> dict[str, Any]:
+        """The wire dict for this item."""
+        out: dict[str, Any] = {"uri": self.uri}
+        if self.mime_type is not None:
+            out["mimeType"] = self.mime_type
+        if self.text is not None:
+            out["text"] = self.text
+        if self.blob is not None:
+            out["blob"] = self.blob
+        if self.annotations is not None:
+            out["annotations"] = dict(self.annotations)
+        if self.meta is not None:
+            out["_meta"] = dict(self.meta)
+        return out
+
+
+def version_of(contents: Sequence[ResourceContents]) -> str:
+    """A short digest of the contents, so that "v1" and "v2" are observable."""
+    canonical = json.dumps(
+        [item.to_mcp() for item in contents], sort_keys=True, separators=(",", ":")
+    )
+    return hashlib.blake2b(canonical.encode(), digest_size=8).hexdigest()
+
+
+def text_of(contents: Sequence[ResourceContents]) -> str | None:
+    """The text handed to a model: the text items joined by newlines, else ``None``."""
+    texts = [item.text for item in contents if item.text is not None]
+    if not texts:
+        return None
+    return texts[0] if len(texts) == 1 else "\n".join(texts)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """The answer to one read or status call.
+
+    Only ``fresh`` and ``stale`` results carry ``contents``/``text``/``version``;
+    every other state carries none, so stale text cannot leak by accident.
+    """
+
+    state: State
+    uri: str
+    reason: Reason | None = None
+    """Why the result is not plain ``fresh``; ``None`` for a fresh result."""
+    contents: tuple[ResourceContents, ...] = ()
+    text: str | None = None
+    version: str | None = None
+    """Digest of ``contents`` (see `version_of`)."""
+    fetched_at: float | None = None
+    """Wall-clock time (seconds since the epoch) the contents were received."""
+    server_read: bool = False
+    """Whether a server read happened for this call."""
+    age: float | None = None
+    """Seconds since the contents were received; set on ``stale`` results."""
+    detail: str | None = field(default=None, compare=False)
+    """Human-readable detail of a failure (server message, exception text)."""
+
+    @property
+    def ok(self) -> bool:
+        """True when the result may be handed to a model as current (``fresh``)."""
+        return self.state == FRESH
+
+
+def fresh_result(
+    uri: str,
+    contents: tuple[ResourceContents, ...],
+    *,
+    fetched_at: float,
+    server_read: bool,
+    version: str | None = None,
+) -> ReadResult:
+    """Build a ``fresh`` result (computing version and text once)."""
+    return ReadResult(
+        state=FRESH,
+        uri=uri,
+        contents=contents,
+        text=text_of(contents),
+        version=version if version is not None else version_of(contents),
+        fetched_at=fetched_at,
+        server_read=server_read,
+    )
+
+
+def problem_result(
+    uri: str,
+    state: State,
+    reason: Reason,
+    *,
+    server_read: bool = False,
+    detail: str | None = None,
+) -> ReadResult:
+    """Build a result that carries no text."""
+    return ReadResult(
+        state=state, uri=uri, reason=reason, server_read=server_read, detail=detail
+    )

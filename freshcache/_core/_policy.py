@@ -1,0 +1,80 @@
+"""How strict the cache is: the `Policy` object (DESIGN §2, spec server/utilities/caching).
+
+The default is strict: text is fresh only inside the server's ``ttlMs`` window and only
+after a server read sent after the latest invalidation; selected URIs no live
+subscription covers are read before every use; nothing stale is ever served.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .._errors import ConfigurationError
+
+UncoveredMode = Literal["read_before_use", "ttl"]
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Freshness rules. Frozen; build a new one with `dataclasses.replace`."""
+
+    max_ttl: float = 24 * 3600.0
+    """Upper bound, in seconds, on the server's ``ttlMs`` (a buggy server cannot pin text for ever)."""
+
+    uncovered: UncoveredMode = "read_before_use"
+    """Selected URIs that no live, acknowledged subscription covers (invariant 5):
+    ``"read_before_use"`` reads them from the server before each use whatever their
+    TTL; ``"ttl"`` relaxes that to the TTL alone."""
+
+    subscription_backed: bool = False
+    """Opt-in: a selected URI covered by a live acknowledged subscription stays fresh
+    past its TTL until a notification, a stream loss or a re-listen invalidates it."""
+
+    stale_on_error: tuple[str, ...] = ()
+    """URI patterns (``fnmatch`` syntax) for which a failed re-read (timeout,
+    unreachable, server error) may hand out the old copy flagged ``stale``. The spec
+    allows it; freshcache never does it unless asked."""
+
+    share_public: bool = False
+    """Opt-in: entries the server marks ``cacheScope: "public"`` are shared by all
+    principals. ``private`` entries are never shared (invariant 6)."""
+
+    max_rereads: int = 8
+    """How many times one read is repeated when invalidations keep overtaking it."""
+
+    _stale_re: re.Pattern[str] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        if not self.max_ttl >= 0:
+            raise ConfigurationError(f"Policy.max_ttl must be >= 0 seconds, got {self.max_ttl!r}")
+        if self.uncovered not in ("read_before_use", "ttl"):
+            raise ConfigurationError(
+                f"Policy.uncovered must be 'read_before_use' or 'ttl', got {self.uncovered!r}"
+            )
+        if isinstance(self.stale_on_error, str):
+            raise ConfigurationError(
+                "Policy.stale_on_error takes a tuple of patterns, got the string "
+                f"{self.stale_on_error!r}; write ({self.stale_on_error!r},)"
+            )
+        if self.max_rereads < 1:
+            raise ConfigurationError(f"Policy.max_rereads must be >= 1, got {self.max_rereads!r}")
+        patterns: Iterable[str] = self.stale_on_error
+        if patterns:
+            joined = "|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)
+            object.__setattr__(self, "_stale_re", re.compile(joined))
+
+    def allows_stale(self, uri: str) -> bool:
+        """Whether the caller opted in to serve-stale-on-error for ``uri``."""
+        return self._stale_re is not None and self._stale_re.match(uri) is not None
+
+    def ttl_seconds(self, ttl_ms: float | None) -> float:
+        """The spec's freshness window: absent or negative ``ttlMs`` is 0; clamp at `max_ttl`."""
+        if ttl_ms is None or not ttl_ms > 0:
+            return 0.0
+        return min(ttl_ms / 1000.0, self.max_ttl)

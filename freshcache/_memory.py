@@ -1,0 +1,104 @@
+"""`InMemorySource`: a `Source` wired straight to a `ReferenceServer`, no transport.
+
+This is how the acceptance tables run at the engine level (fast and deterministic),
+and how `freshcache acceptance` demonstrates the cache with no setup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import anyio
+
+from ._core import (
+    ListenAcknowledged,
+    ListenStarted,
+    ListenUnsupported,
+    ListReply,
+    Partition,
+    ReadReply,
+    RequestFailed,
+    ResourceListChanged,
+    ResourceUpdated,
+    StreamClosed,
+    StreamEvent,
+    StreamLost,
+    UntrustedMessage,
+)
+from ._reference import ReferenceServer
+from ._source import PROTOCOL_VERSION, ServerInfo
+
+
+class InMemorySource:
+    """A `Source` that calls a `ReferenceServer` in the same process."""
+
+    def __init__(self, server: ReferenceServer | None = None, *, identity: str = "memory://reference") -> None:
+        self.server = server if server is not None else ReferenceServer()
+        self._identity = identity
+
+    @property
+    def identity(self) -> str:
+        return self._identity
+
+    async def start(self) -> ServerInfo:
+        server = self.server
+        if server.down:
+            return ServerInfo(reachable=False, detail="reference server is down")
+        return ServerInfo(
+            reachable=True,
+            supported_versions=(PROTOCOL_VERSION,),
+            protocol_version=PROTOCOL_VERSION,
+            subscribe=server.listen_supported,
+            list_changed=server.list_changed_supported,
+            listen=server.listen_supported,
+            name="freshcache-reference",
+        )
+
+    async def aclose(self) -> None:
+        return None
+
+    async def read_resource(self, uri: str, principal: Partition) -> ReadReply | RequestFailed:
+        await anyio.lowlevel.checkpoint()
+        return await self.server.read(uri, principal)
+
+    async def list_resources(self, cursor: str | None, principal: Partition) -> ListReply | RequestFailed:
+        await anyio.lowlevel.checkpoint()
+        return self.server.list_page(cursor)
+
+    async def listen(self, uris: frozenset[str], list_changed: bool) -> AsyncIterator[StreamEvent]:
+        server = self.server
+        sid = f"listen-{server.next_subscription_id()}"
+        yield ListenStarted(sid, uris, list_changed)
+        if not server.listen_supported:
+            yield ListenUnsupported("the reference server has listening switched off")
+            return
+        registered = server.subscribe(sid, uris, list_changed)
+        if registered is None:
+            yield StreamLost(sid, "connection refused: reference server is down")
+            return
+        _, receive = registered
+        try:
+            async with receive:
+                async for kind, payload in receive:
+                    match kind:
+                        case "ack":
+                            assert isinstance(payload, tuple)
+                            honoured, honoured_list = payload
+                            yield ListenAcknowledged(sid, honoured, honoured_list)
+                        case "updated":
+                            yield ResourceUpdated(str(payload), sid)
+                        case "list_changed":
+                            yield ResourceListChanged(sid)
+                        case "foreign_update":
+                            yield ResourceUpdated(str(payload), "not-a-subscription")
+                        case "garbage":
+                            yield UntrustedMessage(f"malformed frame: {payload!r}", sid)
+                        case "complete":
+                            yield StreamClosed(sid)
+                            return
+                        case _:  # "drop"
+                            yield StreamLost(sid, "stream dropped")
+                            return
+            yield StreamLost(sid, "stream ended")
+        finally:
+            server.unsubscribe(sid)

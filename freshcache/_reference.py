@@ -1,0 +1,265 @@
+"""The reference server: a transport-neutral MCP resource server with fault switches.
+
+It holds resources whose text changes, answers reads and lists, keeps listening
+subscribers and publishes notifications to them. Its faults (hold reads, time out,
+deny, drop streams, go down, omit URIs from acknowledgments, notify before the
+acknowledgment ...) are what the acceptance tables switch on. `InMemorySource`
+talks to it directly; the wire servers in `freshcache.testing` put it behind real
+HTTP and stdio transports.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Literal
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ._core import (
+    ListReply,
+    ReadReply,
+    RequestFailed,
+    ResourceContents,
+    ResourceInfo,
+)
+
+Fault = Literal[
+    "timeout", "denied", "not_found", "server_error", "local_copy", "unreachable"
+]
+"""What the next read of a URI does instead of answering normally."""
+
+Push = tuple[str, object]
+"""A message queued for one subscriber: (kind, payload)."""
+
+
+@dataclass(slots=True)
+class Resource:
+    """One resource the reference server serves."""
+
+    uri: str
+    text: str
+    ttl_ms: int = 60_000
+    cache_scope: Literal["public", "private"] = "private"
+    listed: bool = True
+    mime_type: str = "text/plain"
+
+
+@dataclass(slots=True)
+class Subscriber:
+    """One open listen stream, as the server sees it."""
+
+    subscription_id: str | int
+    resource_uris: frozenset[str]
+    list_changed: bool
+    send: MemoryObjectSendStream[Push]
+    acknowledged: bool = False
+
+
+@dataclass(slots=True)
+class ReferenceServer:
+    """State and faults of the embedded reference server (no transport)."""
+
+    resources: dict[str, Resource] = field(default_factory=dict)
+    down: bool = False
+    """While true, reads fail as unreachable and listens are refused."""
+    listen_supported: bool = True
+    omit_from_ack: set[str] = field(default_factory=set)
+    """URIs the acknowledgment leaves out (the server will not notify for them)."""
+    list_changed_supported: bool = True
+    faults: dict[str, deque[Fault]] = field(default_factory=dict)
+    """Per URI, faults that the next reads consume in order."""
+    denied_principals: dict[str, set[str | None]] = field(default_factory=dict)
+    """Per URI, principals refused until further notice."""
+    local_copies: dict[str, str] = field(default_factory=dict)
+    """What a loader's local copy holds (for the ``local_copy`` fault)."""
+    page_size: int = 100
+    list_ttl_ms: int = 60_000
+    reads: int = 0
+    """Server reads answered (or failed) so far."""
+    read_log: list[str] = field(default_factory=list)
+    subscribers: dict[str | int, Subscriber] = field(default_factory=dict)
+    _held: anyio.Event | None = None
+    _held_count: int = 0
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    early_notifications: list[str] = field(default_factory=list)
+    """URIs to notify about *before* the acknowledgment of the next listen (invariant 9)."""
+    cursor_epoch: int = 0
+
+    # --- content -----------------------------------------------------------------
+
+    def set(self, uri: str, text: str, *, notify: bool = False, **options: object) -> None:
+        """Create or change a resource; with ``notify`` publish ``resources/updated``."""
+        existing = self.resources.get(uri)
+        if existing is None:
+            self.resources[uri] = Resource(uri, text, **options)  # type: ignore[arg-type]
+            if notify:
+                self.notify_list_changed()
+        else:
+            existing.text = text
+            for name, value in options.items():
+                setattr(existing, name, value)
+        if notify:
+            self.notify_updated(uri)
+
+    def remove(self, uri: str, *, notify: bool = True) -> None:
+        """Delete a resource (reads then answer not found)."""
+        self.resources.pop(uri, None)
+        if notify:
+            self.notify_list_changed()
+
+    def hide(self, uri: str, *, notify: bool = True) -> None:
+        """Keep a resource readable but leave it out of the list."""
+        self.resources[uri].listed = False
+        if notify:
+            self.notify_list_changed()
+
+    # --- faults ------------------------------------------------------------------
+
+    def fail_next(self, uri: str, fault: Fault) -> None:
+        """Make the next read of ``uri`` fail with ``fault``."""
+        self.faults.setdefault(uri, deque()).append(fault)
+
+    def hold_reads(self) -> None:
+        """Keep every read in flight until `release_reads`."""
+        if self._held is None:
+            self._held = anyio.Event()
+
+    def release_reads(self) -> None:
+        """Let held reads answer (with whatever the resource holds by then)."""
+        held, self._held = self._held, None
+        if held is not None:
+            held.set()
+
+    @property
+    def reads_in_flight(self) -> int:
+        """Reads waiting on `hold_reads`."""
+        return self._held_count
+
+    # --- requests ----------------------------------------------------------------
+
+    async def read(self, uri: str, principal: str | None = None) -> ReadReply | RequestFailed:
+        """Answer one ``resources/read``."""
+        held = self._held
+        if held is not None:
+            self._held_count += 1
+            try:
+                await held.wait()
+            finally:
+                self._held_count -= 1
+        self.reads += 1
+        self.read_log.append(uri)
+        if self.down:
+            return RequestFailed("unreachable", "reference server is down")
+        queue = self.faults.get(uri)
+        fault = queue.popleft() if queue else None
+        if fault == "local_copy":
+            copy = self.local_copies.get(uri, "")
+            return ReadReply((ResourceContents(uri, text=copy, mime_type="text/plain"),), from_server=False)
+        if fault is not None:
+            return RequestFailed(fault, f"injected fault: {fault}")
+        if principal in self.denied_principals.get(uri, set()):
+            return RequestFailed("denied", f"principal {principal!r} may not read {uri}")
+        resource = self.resources.get(uri)
+        if resource is None:
+            return RequestFailed("not_found", f"Resource not found: {uri}", code=-32602)
+        self.local_copies[uri] = resource.text
+        return ReadReply(
+            (ResourceContents(uri, text=resource.text, mime_type=resource.mime_type),),
+            ttl_ms=resource.ttl_ms,
+            cache_scope=resource.cache_scope,
+        )
+
+    def list_page(self, cursor: str | None) -> ListReply | RequestFailed:
+        """Answer one ``resources/list`` page."""
+        if self.down:
+            return RequestFailed("unreachable", "reference server is down")
+        listed = [r for r in self.resources.values() if r.listed]
+        start = 0
+        if cursor is not None:
+            try:
+                epoch, offset = cursor.split(":")
+                if int(epoch) != self.cursor_epoch:
+                    raise ValueError(cursor)
+                start = int(offset)
+            except ValueError:
+                return RequestFailed("not_found", f"Invalid cursor: {cursor!r}", code=-32602)
+        page = listed[start : start + self.page_size]
+        end = start + self.page_size
+        return ListReply(
+            tuple(ResourceInfo(r.uri, r.uri.rsplit("/", 1)[-1], r.mime_type) for r in page),
+            next_cursor=f"{self.cursor_epoch}:{end}" if end < len(listed) else None,
+            ttl_ms=self.list_ttl_ms,
+            cache_scope="private",
+        )
+
+    # --- subscriptions -------------------------------------------------------------
+
+    def subscribe(
+        self, subscription_id: str | int, resource_uris: frozenset[str], list_changed: bool
+    ) -> tuple[Subscriber, MemoryObjectReceiveStream[Push]] | None:
+        """Register a listen stream; ``None`` when down. Queues the acknowledgment."""
+        if self.down:
+            return None
+        send, receive = anyio.create_memory_object_stream[Push](max_buffer_size=10_000)
+        sub = Subscriber(subscription_id, resource_uris, list_changed, send)
+        self.subscribers[subscription_id] = sub
+        for uri in self.early_notifications:
+            send.send_nowait(("updated", uri))
+        self.early_notifications.clear()
+        honoured = frozenset(resource_uris - self.omit_from_ack)
+        send.send_nowait(("ack", (honoured, list_changed and self.list_changed_supported)))
+        sub.resource_uris = honoured
+        sub.list_changed = list_changed and self.list_changed_supported
+        sub.acknowledged = True
+        return sub, receive
+
+    def unsubscribe(self, subscription_id: str | int) -> None:
+        """The client went away (closed the stream or sent ``notifications/cancelled``)."""
+        sub = self.subscribers.pop(subscription_id, None)
+        if sub is not None:
+            sub.send.close()
+
+    def notify_updated(self, uri: str, *, raw: bool = False) -> None:
+        """Publish ``resources/updated`` for ``uri`` to subscribers that asked for it.
+
+        With ``raw`` it goes to every subscriber whatever its filter (a misbehaving server).
+        """
+        for sub in list(self.subscribers.values()):
+            if raw or uri in sub.resource_uris:
+                self._push(sub, ("updated", uri))
+
+    def notify_list_changed(self) -> None:
+        """Publish ``resources/list_changed`` to subscribers that asked for it."""
+        for sub in list(self.subscribers.values()):
+            if sub.list_changed:
+                self._push(sub, ("list_changed", None))
+
+    def push_raw(self, kind: str, payload: object = None) -> None:
+        """Queue an arbitrary message to every subscriber (garbage, foreign ids ...)."""
+        for sub in list(self.subscribers.values()):
+            self._push(sub, (kind, payload))
+
+    def drop_streams(self) -> None:
+        """Break every listen stream abruptly (no ``complete`` result)."""
+        for sub in list(self.subscribers.values()):
+            self._push(sub, ("drop", None))
+            self.subscribers.pop(sub.subscription_id, None)
+
+    def close_streams(self) -> None:
+        """End every listen stream on purpose (``resultType: "complete"``)."""
+        for sub in list(self.subscribers.values()):
+            self._push(sub, ("complete", None))
+            self.subscribers.pop(sub.subscription_id, None)
+
+    def next_subscription_id(self) -> int:
+        return next(self._ids)
+
+    def _push(self, sub: Subscriber, message: Push) -> None:
+        try:
+            sub.send.send_nowait(message)
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            # A subscriber that cannot keep up or went away loses its stream.
+            self.subscribers.pop(sub.subscription_id, None)

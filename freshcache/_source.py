@@ -1,0 +1,83 @@
+"""The `Source` protocol: one way of reaching a server (DESIGN §4, "sources").
+
+A source is thin. It speaks one transport, turns replies into `ReadReply` /
+`ListReply` / `RequestFailed` values and its subscription stream into core
+`StreamEvent`s. It holds no freshness logic: that is the engine's.
+
+Contract of `Source.listen`:
+
+1. it yields `ListenStarted` (with the listen request's id) before anything else;
+2. then whatever the stream carries, translated: `ListenAcknowledged`,
+   `ResourceUpdated`, `ResourceListChanged`, `UntrustedMessage`;
+3. and it ends by yielding exactly one of `StreamClosed` (the server's ``complete``
+   result), `StreamLost` (anything else that ends the stream) or `ListenUnsupported`.
+
+Closing the iterator early (``aclose``) cancels the subscription the way the
+transport requires (HTTP: close the stream; stdio: ``notifications/cancelled``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from ._core import ListReply, Partition, ReadReply, RequestFailed, StreamEvent
+
+PROTOCOL_VERSION = "2026-07-28"
+"""The MCP revision freshcache speaks."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """What a source learned about its server when it started (``server/discover``)."""
+
+    reachable: bool
+    supported_versions: tuple[str, ...] = ()
+    protocol_version: str | None = None
+    """The version in use, once agreed."""
+    subscribe: bool | None = None
+    """``capabilities.resources.subscribe``; ``None`` when unknown."""
+    list_changed: bool | None = None
+    """``capabilities.resources.listChanged``; ``None`` when unknown."""
+    listen: bool | None = None
+    """Whether ``subscriptions/listen`` can be used at all; ``None`` when unknown."""
+    name: str | None = None
+    version: str | None = None
+    ttl_ms: float | None = None
+    cache_scope: str | None = None
+    detail: str = ""
+    raw: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
+
+
+@runtime_checkable
+class Source(Protocol):
+    """How `FreshCache` reaches a server."""
+
+    @property
+    def identity(self) -> str:
+        """A stable name of the server (URL, command line); part of every cache key."""
+        ...
+
+    async def start(self) -> ServerInfo:
+        """Prepare the transport and discover the server. Must not raise when the
+        server is down: report ``reachable=False`` instead."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release the transport (close connections, stop the subprocess)."""
+        ...
+
+    async def read_resource(self, uri: str, principal: Partition) -> ReadReply | RequestFailed:
+        """One ``resources/read`` that really reaches the server."""
+        ...
+
+    async def list_resources(
+        self, cursor: str | None, principal: Partition
+    ) -> ListReply | RequestFailed:
+        """One page of ``resources/list``."""
+        ...
+
+    def listen(self, uris: frozenset[str], list_changed: bool) -> AsyncIterator[StreamEvent]:
+        """Open one ``subscriptions/listen`` stream (see the module docstring)."""
+        ...
