@@ -237,6 +237,9 @@ class FreshCache:
     async def _fly(self, uri: str, partition: Partition, flight: _Flight) -> None:
         result: ReadResult | None = None
         try:
+            # Let notifications already queued land first: a burst of invalidations
+            # then costs one read sent after the last of them, not one read each.
+            await anyio.lowlevel.checkpoint()
             for _ in range(self.engine.policy.max_rereads):
                 ticket = self.engine.begin_read(uri, partition)
                 flight.ticket = ticket
@@ -536,6 +539,16 @@ class FreshCache:
         return info
 
     # ------------------------------------------------------------------ introspection
+
+    @property
+    def pending_reads(self) -> int:
+        """Server reads under way now (one per URI and principal: single flight)."""
+        return len(self._flights)
+
+    @property
+    def relisting(self) -> bool:
+        """Whether a re-list is under way."""
+        return self._relisting
 
     def describe(self) -> dict[str, Any]:
         """A snapshot for status output: stream, selection, counters, store use."""

@@ -71,12 +71,16 @@ class ReferenceServer:
     list_changed_supported: bool = True
     faults: dict[str, deque[Fault]] = field(default_factory=dict)
     """Per URI, faults that the next reads consume in order."""
+    sticky_faults: dict[str, Fault] = field(default_factory=dict)
+    """Per URI, a fault every read hits until it is cleared."""
     denied_principals: dict[str, set[str | None]] = field(default_factory=dict)
     """Per URI, principals refused until further notice."""
     local_copies: dict[str, str] = field(default_factory=dict)
     """What a loader's local copy holds (for the ``local_copy`` fault)."""
     page_size: int = 100
     list_ttl_ms: int = 60_000
+    later_pages_ttl_ms: int | None = None
+    """``ttlMs`` of list pages after the first (default: ``list_ttl_ms``)."""
     reads: int = 0
     """Server reads answered (or failed) so far."""
     read_log: list[str] = field(default_factory=list)
@@ -122,6 +126,13 @@ class ReferenceServer:
         """Make the next read of ``uri`` fail with ``fault``."""
         self.faults.setdefault(uri, deque()).append(fault)
 
+    def fail_always(self, uri: str, fault: Fault | None) -> None:
+        """Make every read of ``uri`` fail with ``fault`` (``None``: answer normally again)."""
+        if fault is None:
+            self.sticky_faults.pop(uri, None)
+        else:
+            self.sticky_faults[uri] = fault
+
     def hold_reads(self) -> None:
         """Keep every read in flight until `release_reads`."""
         if self._held is None:
@@ -141,7 +152,12 @@ class ReferenceServer:
     # --- requests ----------------------------------------------------------------
 
     async def read(self, uri: str, principal: str | None = None) -> ReadReply | RequestFailed:
-        """Answer one ``resources/read``."""
+        """Answer one ``resources/read``.
+
+        The answer is decided when the request *arrives*; a held read delivers that
+        answer late, like a server that read its database and then stalled.
+        """
+        answer = self._answer(uri, principal)
         held = self._held
         if held is not None:
             self._held_count += 1
@@ -149,12 +165,15 @@ class ReferenceServer:
                 await held.wait()
             finally:
                 self._held_count -= 1
+        return answer
+
+    def _answer(self, uri: str, principal: str | None) -> ReadReply | RequestFailed:
         self.reads += 1
         self.read_log.append(uri)
         if self.down:
             return RequestFailed("unreachable", "reference server is down")
         queue = self.faults.get(uri)
-        fault = queue.popleft() if queue else None
+        fault = queue.popleft() if queue else self.sticky_faults.get(uri)
         if fault == "local_copy":
             copy = self.local_copies.get(uri, "")
             return ReadReply((ResourceContents(uri, text=copy, mime_type="text/plain"),), from_server=False)
@@ -191,7 +210,8 @@ class ReferenceServer:
         return ListReply(
             tuple(ResourceInfo(r.uri, r.uri.rsplit("/", 1)[-1], r.mime_type) for r in page),
             next_cursor=f"{self.cursor_epoch}:{end}" if end < len(listed) else None,
-            ttl_ms=self.list_ttl_ms,
+            ttl_ms=self.list_ttl_ms if start == 0 or self.later_pages_ttl_ms is None
+            else self.later_pages_ttl_ms,
             cache_scope="private",
         )
 

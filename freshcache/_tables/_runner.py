@@ -1,0 +1,462 @@
+"""Plays acceptance cases against a `World`: a cache plus a server it can steer.
+
+The runner knows nothing of transports. A `World` builds the seed situation (the
+selected resource cached at v1, the stream live and acknowledged), turns each step
+into server actions, and waits for the cache to settle. `EngineWorld` does this in
+memory with a virtual clock; wire worlds (HTTP, stdio) put the same reference server
+behind a real transport.
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from .._cache import FreshCache, ListResult
+from .._core import Policy, ReadResult
+from .._core._backoff import BackoffSettings
+from .._reference import ReferenceServer
+from ._format import Case
+from ._steps import (
+    ALIASES,
+    Expect,
+    Given,
+    NextRead,
+    Notify,
+    Observe,
+    Select,
+    ServerChange,
+    ServerSets,
+    Step,
+    TimePasses,
+    text_for,
+)
+
+Observation = ReadResult | ListResult
+
+
+class VirtualClock:
+    """A clock that moves only when told (TTL decisions in tables are deterministic)."""
+
+    def __init__(self, start: float = 1_000.0, wall_start: float = 1_800_000_000.0) -> None:
+        self.now = start
+        self._wall_offset = wall_start - start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def wall(self) -> float:
+        return self.now + self._wall_offset
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass(slots=True)
+class Setup:
+    """The starting situation after the row's ``given`` steps."""
+
+    listen: bool = True
+    list_changed: bool = True
+    ack_omits: set[str] = field(default_factory=set)
+    cached: bool = True
+    ttl_ms: int = 60_000
+    scope: str = "private"
+    policy: dict[str, Any] = field(default_factory=dict)
+    selected: list[str] = field(default_factory=lambda: [ALIASES["selected"]])
+    principal: str | None = None
+    page_size: int = 100
+    store_entries: int | None = None
+    later_pages_ttl_ms: int | None = None
+
+    @classmethod
+    def from_givens(cls, givens: Sequence[Given]) -> Setup:
+        setup = cls()
+        for given in givens:
+            match given.what:
+                case "no_listen":
+                    setup.listen = False
+                case "no_list_changed":
+                    setup.list_changed = False
+                case "ack_omits":
+                    setup.ack_omits.add(given.arg)
+                case "not_cached":
+                    setup.cached = False
+                case "ttl":
+                    setup.ttl_ms = int(given.arg)
+                case "subscription_backed":
+                    setup.policy["subscription_backed"] = True
+                case "ttl_for_uncovered":
+                    setup.policy["uncovered"] = "ttl"
+                case "stale_allowed":
+                    setup.policy["stale_on_error"] = (*setup.policy.get("stale_on_error", ()), given.arg)
+                case "public_shared":
+                    setup.policy["share_public"] = True
+                case "scope_public":
+                    setup.scope = "public"
+                case "also_selected":
+                    setup.selected.append(given.arg)
+                case "principal":
+                    setup.principal = given.arg
+                case "page_size":
+                    setup.page_size = int(given.arg)
+                case "store_entries":
+                    setup.store_entries = int(given.arg)
+                case "later_pages_ttl":
+                    setup.later_pages_ttl_ms = int(given.arg)
+        return setup
+
+
+class World(abc.ABC):
+    """A cache and a server to steer, at one level (engine, HTTP, stdio)."""
+
+    name = "world"
+    cache: FreshCache
+    clock: VirtualClock
+
+    @abc.abstractmethod
+    async def start(self, setup: Setup) -> None:
+        """Start the server and the cache; reach the stream-live state."""
+
+    @abc.abstractmethod
+    async def stop(self) -> None:
+        """Stop everything started."""
+
+    @abc.abstractmethod
+    async def act(self, step: ServerSets | Notify | NextRead | ServerChange) -> None:
+        """Make the server do what the step says."""
+
+    @abc.abstractmethod
+    async def settle(self) -> None:
+        """Wait until the cache has taken in everything the server did."""
+
+    @abc.abstractmethod
+    def server_reads(self) -> int:
+        """Reads the server has answered so far."""
+
+    def unplayable(self, case: Case) -> str | None:
+        """Why this world cannot play ``case`` (``None`` when it can)."""
+        return None
+
+
+@dataclass(slots=True)
+class CaseReport:
+    """What happened when one case was played."""
+
+    id: str
+    where: str
+    passed: bool
+    expected: str
+    actual: str
+    failures: list[str] = field(default_factory=list)
+    skipped: str | None = None
+    seconds: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "where": self.where,
+            "passed": self.passed,
+            "skipped": self.skipped,
+            "expected": self.expected,
+            "actual": self.actual,
+            "failures": self.failures,
+            "seconds": round(self.seconds, 4),
+        }
+
+
+def describe(observation: Observation | None) -> str:
+    """A short human form of an observation: ``fresh v2``, ``awaiting_fresh_source (timeout)``."""
+    if observation is None:
+        return "(nothing observed)"
+    if isinstance(observation, ListResult):
+        if observation.state == "fresh":
+            return f"list of {len(observation.resources)}"
+        return f"list {observation.state} ({observation.reason})"
+    label = _version_label(observation)
+    parts = [observation.state]
+    if label:
+        parts.append(label)
+    if observation.reason:
+        parts.append(f"({observation.reason})")
+    return " ".join(parts)
+
+
+def _version_label(result: ReadResult) -> str | None:
+    text = result.text
+    if text is None:
+        return None
+    prefix = f"{result.uri} @ "
+    return text[len(prefix) :] if text.startswith(prefix) else repr(text[:40])
+
+
+async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseReport:
+    """Play one case in a fresh ``world``; never raises for a failing case."""
+    started = time.perf_counter()
+    expected = case.expect_text
+    reason = world.unplayable(case)
+    if reason is not None:
+        return CaseReport(case.id, case.where, True, expected, "-", skipped=reason)
+    givens = [s for s in case.row.steps if isinstance(s, Given)]
+    steps: list[Step] = [s for s in case.row.steps if not isinstance(s, Given)]
+    setup = Setup.from_givens(givens)
+    last: Observation | None = None
+    failures: list[str] = []
+    try:
+        with anyio.fail_after(step_timeout * (len(steps) + 2)):
+            await world.start(setup)
+            try:
+                baseline = world.server_reads()
+                background: list[ReadResult] = []
+                async with anyio.create_task_group() as tg:
+                    for step in steps:
+                        last = await _do(world, step, tg, background, last, setup)
+                    await world.settle()
+                failures = _check(case.row.expect, last, world, world.server_reads() - baseline)
+            finally:
+                await world.stop()
+    except TimeoutError:
+        failures = [f"the case did not finish within {step_timeout * (len(steps) + 2):.0f}s"]
+    except Exception as exc:  # a crash is a failed case, reported with its cause
+        failures = [f"crashed: {type(exc).__name__}: {exc}"]
+    return CaseReport(
+        case.id,
+        case.where,
+        not failures,
+        expected,
+        describe(last),
+        failures,
+        seconds=time.perf_counter() - started,
+    )
+
+
+async def _do(
+    world: World,
+    step: Step,
+    tg: anyio.abc.TaskGroup,
+    background: list[ReadResult],
+    last: Observation | None,
+    setup: Setup,
+) -> Observation | None:
+    cache = world.cache
+    match step:
+        case Observe(how="read", uri=uri, principal=principal):
+            result = await cache.read(uri, principal=principal)
+            await world.settle()
+            return result
+        case Observe(how="status", uri=uri, principal=principal):
+            await world.settle()
+            return cache.status(uri, principal=principal)
+        case Observe(how="list"):
+            listed = await cache.list_resources()
+            await world.settle()
+            return listed
+        case Observe(how="background", uri=uri):
+            async def read_later() -> None:
+                background.append(await cache.read(uri, timeout=30.0))
+
+            tg.start_soon(read_later)
+            await world.settle()
+            return last
+        case Observe(how="await_background"):
+            with anyio.fail_after(30.0):
+                while not background:
+                    await anyio.sleep(0.005)
+            await world.settle()
+            return background.pop(0)
+        case Observe():
+            raise AssertionError(step)
+        case TimePasses(seconds=seconds):
+            world.clock.advance(seconds)
+            await world.settle()
+            return last
+        case Select(uris=uris):
+            cache.select(uris)
+            await world.settle()
+            return last
+        case ServerSets() | Notify() | NextRead() | ServerChange():
+            await world.act(step)
+            await world.settle()
+            return last
+
+
+def _check(
+    expectations: Sequence[Expect], last: Observation | None, world: World, reads: int
+) -> list[str]:
+    failures: list[str] = []
+    for expect in expectations:
+        match expect.what:
+            case "state":
+                if last is None:
+                    failures.append("nothing was observed (add a 'read' or 'status' step)")
+                    continue
+                if last.state != expect.state:
+                    failures.append(f"state is {last.state}, expected {expect.state}")
+                if expect.reason is not None and last.reason != expect.reason:
+                    failures.append(f"reason is {last.reason}, expected {expect.reason}")
+                if expect.version is not None:
+                    if not isinstance(last, ReadResult) or last.text is None:
+                        failures.append(f"no text, expected {expect.version}")
+                    elif last.text != text_for(last.uri, expect.version):
+                        failures.append(f"text is {last.text!r}, expected version {expect.version}")
+            case "server_read" | "no_server_read":
+                wanted = expect.what == "server_read"
+                if last is None or last.server_read != wanted:
+                    failures.append(
+                        f"server_read is {None if last is None else last.server_read}, expected {wanted}"
+                    )
+            case "server_reads":
+                if reads != expect.number:
+                    failures.append(f"the server answered {reads} reads, expected {expect.number}")
+            case "server_reads_at_most":
+                if reads > expect.number:
+                    failures.append(f"the server answered {reads} reads, expected at most {expect.number}")
+            case "listed" | "not_listed":
+                if not isinstance(last, ListResult):
+                    failures.append("the last observation is not a list")
+                    continue
+                present = any(r.uri == expect.uri for r in last.resources)
+                if present != (expect.what == "listed"):
+                    failures.append(f"{expect.uri} {'missing from' if not present else 'present in'} the list")
+            case "stream":
+                if world.cache.stream_status != expect.word:
+                    failures.append(f"stream is {world.cache.stream_status}, expected {expect.word}")
+            case "untrusted":
+                got = world.cache.engine.counters.untrusted_messages
+                if got < expect.number:
+                    failures.append(f"{got} untrusted messages counted, expected at least {expect.number}")
+    return failures
+
+
+# ---------------------------------------------------------------------- engine level
+
+
+class EngineWorld(World):
+    """The engine level: `InMemorySource` and a virtual clock; no sockets, no sleeps
+    but the few event-loop turns background work needs."""
+
+    name = "engine"
+
+    def __init__(self) -> None:
+        self.server = ReferenceServer()
+        self.clock = VirtualClock()
+        self.principal: str | None = None
+
+    async def start(self, setup: Setup) -> None:
+        from .._memory import InMemorySource
+        from .._store import MemoryStore
+
+        server = self.server
+        self.principal = setup.principal
+        server.listen_supported = setup.listen
+        server.list_changed_supported = setup.list_changed
+        server.omit_from_ack = set(setup.ack_omits)
+        server.page_size = setup.page_size
+        server.later_pages_ttl_ms = setup.later_pages_ttl_ms
+        for alias in ("selected", "other", "extra"):
+            uri = ALIASES[alias]
+            server.set(uri, text_for(uri, "v1"), ttl_ms=setup.ttl_ms, cache_scope=setup.scope)
+        self.cache = FreshCache(
+            InMemorySource(server),
+            select=setup.selected,
+            policy=Policy(**setup.policy),
+            store=None if setup.store_entries is None else MemoryStore(max_entries=setup.store_entries),
+            principal=setup.principal,
+            read_timeout=2.0,
+            ack_timeout=2.0,
+            backoff=BackoffSettings(base=0.002, cap=0.01, quick_death=0.0),
+            clock=self.clock,
+            wall_clock=self.clock.wall,
+        )
+        await self.cache.__aenter__()
+        await self.settle()
+        if setup.cached:
+            for uri in (ALIASES["selected"], ALIASES["other"]):
+                await self.cache.read(uri)
+            await self.settle()
+
+    async def stop(self) -> None:
+        self.server.release_reads()
+        await self.cache.__aexit__(None, None, None)
+
+    async def act(self, step: ServerSets | Notify | NextRead | ServerChange) -> None:
+        apply_to_reference(self.server, step, self.principal)
+
+    async def settle(self) -> None:
+        cache, server = self.cache, self.server
+        with anyio.move_on_after(5.0):
+            while True:
+                for _ in range(20):
+                    await anyio.sleep(0)
+                if cache.pending_reads > server.reads_in_flight or cache.relisting:
+                    await anyio.sleep(0.001)
+                    continue
+                wants_stream = (
+                    server.listen_supported and not server.down and cache.selected
+                    and cache.stream_status not in ("live", "unsupported", "disabled")
+                )
+                if wants_stream:
+                    await anyio.sleep(0.002)
+                    continue
+                return
+
+    def server_reads(self) -> int:
+        return self.server.reads
+
+
+def apply_to_reference(
+    server: ReferenceServer,
+    step: ServerSets | Notify | NextRead | ServerChange,
+    principal: str | None = None,
+) -> None:
+    """Carry out one server-side step on a `ReferenceServer` (``principal``: the cache's)."""
+    match step:
+        case ServerSets(uri=uri, version=version, notify=notify):
+            server.set(uri, text_for(uri, version), notify=notify)
+        case Notify(kind="updated", uri=uri, count=count):
+            for _ in range(count):
+                server.notify_updated(uri, raw=True)
+        case Notify(kind="list_changed"):
+            server.notify_list_changed()
+        case Notify(kind="updated_before_ack", uri=uri):
+            server.early_notifications.append(uri)
+        case Notify(kind="foreign", uri=uri):
+            server.push_raw("foreign_update", uri)
+        case Notify(kind="garbage"):
+            server.push_raw("garbage", "{not json")
+        case NextRead(uri=uri, fault=fault, sticky=True):
+            server.fail_always(uri, fault)
+        case NextRead(uri=uri, fault=fault):
+            assert fault is not None
+            server.fail_next(uri, fault)
+        case ServerChange(what="down"):
+            server.down = True
+            server.drop_streams()
+        case ServerChange(what="up"):
+            server.down = False
+        case ServerChange(what="drop_stream"):
+            server.drop_streams()
+        case ServerChange(what="close_stream"):
+            server.close_streams()
+        case ServerChange(what="hold_reads"):
+            server.hold_reads()
+        case ServerChange(what="release_reads"):
+            server.release_reads()
+        case ServerChange(what="remove", uri=uri):
+            server.remove(uri)
+        case ServerChange(what="hide", uri=uri):
+            server.hide(uri)
+        case ServerChange(what="deny", uri=uri, principal=who):
+            server.denied_principals.setdefault(uri, set()).add(who or principal)
+        case ServerChange(what="allow", uri=uri, principal=who):
+            server.denied_principals.get(uri, set()).discard(who or principal)
+        case ServerChange(what="invalidate_cursors"):
+            server.cursor_epoch += 1
+        case _:
+            raise AssertionError(f"unhandled step {step!r}")

@@ -1,0 +1,275 @@
+"""The step vocabulary of acceptance tables: plain phrases, parsed into small types.
+
+Every phrase names something that happens at the server or the client, never a
+transport detail, so one row runs against the engine and over every wire. URIs may
+be written out or by alias: ``selected`` (the resource the agent relies on),
+``other`` (a resource the cache also read, not selected), ``extra`` (a third one).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+ALIASES = {
+    "selected": "guide://shipping/approval",
+    "other": "guide://shipping/rates",
+    "extra": "guide://shipping/holidays",
+}
+
+
+def resolve(word: str) -> str:
+    """An alias or a literal URI."""
+    return ALIASES.get(word, word)
+
+
+def text_for(uri: str, version: str) -> str:
+    """The text the reference server holds for ``uri`` at version label ``version``."""
+    return f"{uri} @ {version}"
+
+
+# --- given: how the case starts (before the seed situation is set up) ---
+
+
+@dataclass(frozen=True, slots=True)
+class Given:
+    """A change to the starting situation."""
+
+    what: Literal[
+        "no_listen",
+        "ack_omits",
+        "not_cached",
+        "ttl",
+        "subscription_backed",
+        "ttl_for_uncovered",
+        "stale_allowed",
+        "public_shared",
+        "scope_public",
+        "also_selected",
+        "principal",
+        "page_size",
+        "no_list_changed",
+        "store_entries",
+        "later_pages_ttl",
+    ]
+    arg: str = ""
+
+
+# --- actions ---
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSets:
+    """The server changes a resource; with ``notify`` it publishes ``resources/updated``."""
+
+    uri: str
+    version: str
+    notify: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Notify:
+    """A notification arrives on the stream: ``updated`` (for ``uri``, whatever the
+    filter said), ``list_changed``, ``updated_before_ack`` (on the next stream,
+    before its acknowledgment), ``foreign`` (with a subscription id nobody asked
+    for), ``garbage`` (a malformed frame)."""
+
+    kind: Literal["updated", "list_changed", "updated_before_ack", "foreign", "garbage"]
+    uri: str = ""
+    count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class NextRead:
+    """Server reads of ``uri`` fail this way instead of answering: the next one only,
+    or (``sticky``) every one until ``reads of X recover``; ``fault`` ``None`` recovers."""
+
+    uri: str
+    fault: Literal["timeout", "denied", "not_found", "server_error", "local_copy", "unreachable"] | None
+    sticky: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ServerChange:
+    """A change of the server as a whole or of one resource's presence."""
+
+    what: Literal[
+        "down", "up", "drop_stream", "close_stream", "hold_reads", "release_reads",
+        "remove", "hide", "deny", "allow", "invalidate_cursors",
+    ]
+    uri: str = ""
+    principal: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TimePasses:
+    """The (virtual) clock moves on."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Observe:
+    """The client looks: ``read`` (may do I/O), ``status`` (no I/O), ``list``,
+    ``background`` (a read that is left running; observed with ``await background``)."""
+
+    how: Literal["read", "status", "list", "background", "await_background"]
+    uri: str = ""
+    principal: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Select:
+    """The agent changes its selection at run time."""
+
+    uris: tuple[str, ...]
+
+
+Step = ServerSets | Notify | NextRead | ServerChange | TimePasses | Observe | Select
+Setup = Given
+
+_URI = r"(\S+)"
+_PATTERNS: list[tuple[re.Pattern[str], Callable[[re.Match[str]], Step | Given]]] = []
+
+
+def _rule(pattern: str) -> Callable[[Callable[[re.Match[str]], Step | Given]], Callable[[re.Match[str]], Step | Given]]:
+    def register(build: Callable[[re.Match[str]], Step | Given]) -> Callable[[re.Match[str]], Step | Given]:
+        _PATTERNS.append((re.compile(pattern + r"$", re.IGNORECASE), build))
+        return build
+
+    return register
+
+
+# given ...
+_rule(r"given no listen")(lambda m: Given("no_listen"))
+_rule(r"given no list changes")(lambda m: Given("no_list_changed"))
+_rule(rf"given ack omits {_URI}")(lambda m: Given("ack_omits", resolve(m[1])))
+_rule(r"given not cached")(lambda m: Given("not_cached"))
+_rule(r"given ttl (\d+) ?ms")(lambda m: Given("ttl", m[1]))
+_rule(r"given policy subscription-backed")(lambda m: Given("subscription_backed"))
+_rule(r"given policy ttl for uncovered")(lambda m: Given("ttl_for_uncovered"))
+_rule(rf"given stale allowed for {_URI}")(lambda m: Given("stale_allowed", resolve(m[1])))
+_rule(r"given public shared")(lambda m: Given("public_shared"))
+_rule(r"given scope public")(lambda m: Given("scope_public"))
+_rule(rf"given also selected {_URI}")(lambda m: Given("also_selected", resolve(m[1])))
+_rule(r"given principal (\w+)")(lambda m: Given("principal", m[1]))
+_rule(r"given page size (\d+)")(lambda m: Given("page_size", m[1]))
+_rule(r"given store holds (\d+) entr(?:y|ies)")(lambda m: Given("store_entries", m[1]))
+_rule(r"given later list pages ttl (\d+) ?ms")(lambda m: Given("later_pages_ttl", m[1]))
+
+# server content
+_rule(rf"server sets {_URI} (v\d+)( and notifies)?")(
+    lambda m: ServerSets(resolve(m[1]), m[2], bool(m[3]))
+)
+_rule(rf"server removes {_URI}")(lambda m: ServerChange("remove", resolve(m[1])))
+_rule(rf"server unlists {_URI}")(lambda m: ServerChange("hide", resolve(m[1])))
+_rule(rf"server denies {_URI}(?: to (\w+))?")(lambda m: ServerChange("deny", resolve(m[1]), m[2]))
+_rule(rf"server allows {_URI}(?: to (\w+))?")(lambda m: ServerChange("allow", resolve(m[1]), m[2]))
+_rule(r"server invalidates cursors")(lambda m: ServerChange("invalidate_cursors"))
+
+# notifications
+_rule(rf"notify updated {_URI}(?: x(\d+))?")(
+    lambda m: Notify("updated", resolve(m[1]), int(m[2] or 1))
+)
+_rule(r"notify list changed")(lambda m: Notify("list_changed"))
+_rule(rf"notify updated {_URI} before ack")(lambda m: Notify("updated_before_ack", resolve(m[1])))
+_rule(rf"notify updated {_URI} with unknown subscription")(lambda m: Notify("foreign", resolve(m[1])))
+_rule(r"send malformed frame")(lambda m: Notify("garbage"))
+
+# read faults
+_rule(rf"next read of {_URI} times out")(lambda m: NextRead(resolve(m[1]), "timeout"))
+_rule(rf"next read of {_URI} is denied")(lambda m: NextRead(resolve(m[1]), "denied"))
+_rule(rf"next read of {_URI} is not found")(lambda m: NextRead(resolve(m[1]), "not_found"))
+_rule(rf"next read of {_URI} fails")(lambda m: NextRead(resolve(m[1]), "server_error"))
+_rule(rf"next read of {_URI} returns local copy")(lambda m: NextRead(resolve(m[1]), "local_copy"))
+_rule(rf"reads of {_URI} time out")(lambda m: NextRead(resolve(m[1]), "timeout", sticky=True))
+_rule(rf"reads of {_URI} fail")(lambda m: NextRead(resolve(m[1]), "server_error", sticky=True))
+_rule(rf"reads of {_URI} return local copy")(lambda m: NextRead(resolve(m[1]), "local_copy", sticky=True))
+_rule(rf"reads of {_URI} recover")(lambda m: NextRead(resolve(m[1]), None, sticky=True))
+
+# server and stream life
+_rule(r"server goes down")(lambda m: ServerChange("down"))
+_rule(r"server comes back")(lambda m: ServerChange("up"))
+_rule(r"stream drops")(lambda m: ServerChange("drop_stream"))
+_rule(r"stream closes")(lambda m: ServerChange("close_stream"))
+_rule(r"hold reads")(lambda m: ServerChange("hold_reads"))
+_rule(r"release reads")(lambda m: ServerChange("release_reads"))
+
+# time and the client
+_rule(r"time passes (\d+(?:\.\d+)?) ?s")(lambda m: TimePasses(float(m[1])))
+_rule(rf"read {_URI}(?: as (\w+))?")(lambda m: Observe("read", resolve(m[1]), m[2]))
+_rule(rf"status {_URI}(?: as (\w+))?")(lambda m: Observe("status", resolve(m[1]), m[2]))
+_rule(rf"read {_URI} in background")(lambda m: Observe("background", resolve(m[1])))
+_rule(r"await background")(lambda m: Observe("await_background"))
+_rule(r"list")(lambda m: Observe("list"))
+_rule(r"select (.+)")(lambda m: Select(tuple(resolve(w) for w in m[1].replace(",", " ").split())))
+
+
+def parse_step(text: str) -> Step | Given:
+    """Parse one phrase; raises ``ValueError`` naming the phrase when nothing matches."""
+    phrase = " ".join(text.split())
+    # Longest pattern first, so "read X in background" is not taken for "read X".
+    for pattern, build in sorted(_PATTERNS, key=lambda p: -len(p[0].pattern)):
+        match = pattern.match(phrase)
+        if match:
+            return build(match)
+    raise ValueError(f"unknown step {phrase!r}")
+
+
+# --- expectations ---
+
+ExpectState = Literal["fresh", "awaiting_fresh_source", "denied", "not_found", "stale"]
+
+
+@dataclass(frozen=True, slots=True)
+class Expect:
+    """One check on the last observation or on the run as a whole."""
+
+    what: Literal[
+        "state", "server_read", "no_server_read", "server_reads", "server_reads_at_most",
+        "listed", "not_listed", "stream", "untrusted",
+    ]
+    state: ExpectState | None = None
+    version: str | None = None
+    reason: str | None = None
+    uri: str = ""
+    number: int = 0
+    word: str = ""
+
+
+_EXPECT_STATE = re.compile(
+    r"(fresh|awaiting_fresh_source|denied|not_found|stale)"
+    r"(?: (v\d+))?"
+    r"(?: \((\w+)\))?$"
+)
+
+
+def parse_expect(text: str) -> Expect:
+    """Parse one expectation; raises ``ValueError`` naming it when nothing matches."""
+    phrase = " ".join(text.split())
+    if m := _EXPECT_STATE.match(phrase):
+        state = m[1]
+        if state in ("fresh", "stale") and m[2] is None:
+            raise ValueError(f"{phrase!r}: say which version, e.g. '{state} v1'")
+        if state not in ("fresh", "stale") and m[2] is not None:
+            raise ValueError(f"{phrase!r}: only fresh and stale results carry a version")
+        return Expect("state", state=state, version=m[2], reason=m[3])  # type: ignore[arg-type]
+    if phrase == "server read":
+        return Expect("server_read")
+    if phrase == "no server read":
+        return Expect("no_server_read")
+    if m := re.match(r"server reads (\d+)$", phrase):
+        return Expect("server_reads", number=int(m[1]))
+    if m := re.match(r"server reads at most (\d+)$", phrase):
+        return Expect("server_reads_at_most", number=int(m[1]))
+    if m := re.match(rf"listed {_URI}$", phrase):
+        return Expect("listed", uri=resolve(m[1]))
+    if m := re.match(rf"not listed {_URI}$", phrase):
+        return Expect("not_listed", uri=resolve(m[1]))
+    if m := re.match(r"stream (live|lost|closed|unsupported|opening)$", phrase):
+        return Expect("stream", word=m[1])
+    if m := re.match(r"untrusted messages (\d+)$", phrase):
+        return Expect("untrusted", number=int(m[1]))
+    raise ValueError(f"unknown expectation {phrase!r}")
