@@ -1,0 +1,461 @@
+"""MCP 2026-07-28 messages, sans-IO: build requests, read replies and stream messages.
+
+Shared by every transport (HTTP, stdio). Spec pages: basic/index (``_meta`` keys,
+error codes), basic/transports/streamable-http (headers, Base64 sentinel),
+basic/patterns/subscriptions (listen, acknowledgment, graceful close),
+server/resources and server/utilities/caching (read/list results).
+
+pydantic validates what comes off the wire; what goes on is plain dicts. Nothing in
+here performs I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ._core import (
+    ListenAcknowledged,
+    ListReply,
+    ReadReply,
+    RequestFailed,
+    ResourceContents,
+    ResourceInfo,
+    ResourceListChanged,
+    ResourceUpdated,
+    StreamClosed,
+    StreamEvent,
+    UntrustedMessage,
+)
+from ._errors import ConfigurationError, HeaderMismatchError, ProtocolError
+
+PROTOCOL_VERSION = "2026-07-28"
+SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)
+
+META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
+META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+
+# JSON-RPC / MCP error codes (basic/index "Error codes").
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602  # also "resource not found" and "invalid cursor"
+INTERNAL_ERROR = -32603
+LEGACY_RESOURCE_NOT_FOUND = -32002
+HEADER_MISMATCH = -32020
+MISSING_CLIENT_CAPABILITY = -32021
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+
+_DENIAL_WORDS = (
+    r"(?i)\b(forbidden|access denied|permission denied|not permitted|not allowed|"
+    r"unauthori[sz]ed|not authori[sz]ed|insufficient[_ ]scope)\b"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DenialRules:
+    """Which JSON-RPC errors mean "this principal may not read it" (DESIGN §5).
+
+    No code is reserved for denial, so servers differ. By default an error whose
+    message says so in plain words (forbidden, access denied, unauthorized ...)
+    counts as a denial, whatever its code; list the codes your server uses in
+    ``codes`` to be exact. HTTP 401 and 403 always mean denied.
+    """
+
+    codes: frozenset[int] = frozenset()
+    """JSON-RPC error codes that always mean denied."""
+    message_pattern: str | None = _DENIAL_WORDS
+    """Regular expression searched in the error message; ``None`` turns it off."""
+    _compiled: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        reserved = {INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, INTERNAL_ERROR, METHOD_NOT_FOUND}
+        clash = set(self.codes) & reserved
+        if clash:
+            raise ConfigurationError(
+                f"DenialRules.codes {sorted(clash)} already mean not found / internal error "
+                "/ method not found in MCP; pick your server's own denial code"
+            )
+        if self.message_pattern is not None:
+            try:
+                object.__setattr__(self, "_compiled", re.compile(self.message_pattern))
+            except re.error as exc:
+                raise ConfigurationError(
+                    f"DenialRules.message_pattern is not a valid regular expression: {exc}"
+                ) from exc
+
+    def is_denial(self, code: int, message: str) -> bool:
+        if code in self.codes:
+            return True
+        if code in (INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND, METHOD_NOT_FOUND):
+            return False
+        return self._compiled is not None and self._compiled.search(message) is not None
+
+
+# --------------------------------------------------------------------------- outgoing
+
+
+@dataclass(frozen=True, slots=True)
+class ClientIdentity:
+    """What freshcache says about itself in every request's ``_meta``."""
+
+    name: str = "freshcache"
+    version: str = "0.1.0"
+    capabilities: Mapping[str, Any] = field(default_factory=dict)
+
+
+def request_meta(identity: ClientIdentity, protocol_version: str) -> dict[str, Any]:
+    """The ``_meta`` every 2026-07-28 request carries."""
+    return {
+        META_PROTOCOL_VERSION: protocol_version,
+        META_CLIENT_INFO: {"name": identity.name, "version": identity.version},
+        META_CLIENT_CAPABILITIES: dict(identity.capabilities),
+    }
+
+
+def build_request(
+    request_id: str | int,
+    method: str,
+    params: Mapping[str, Any] | None,
+    *,
+    identity: ClientIdentity,
+    protocol_version: str = PROTOCOL_VERSION,
+    extra_meta: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A JSON-RPC request with the required ``_meta`` (and e.g. ``traceparent``)."""
+    body: dict[str, Any] = dict(params or {})
+    meta = request_meta(identity, protocol_version)
+    if extra_meta:
+        meta.update(extra_meta)
+    body["_meta"] = meta
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body}
+
+
+def build_notification(method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method, "params": dict(params)}
+
+
+def listen_params(uris: frozenset[str], list_changed: bool) -> dict[str, Any]:
+    """``subscriptions/listen`` params: the filter (spec basic/patterns/subscriptions)."""
+    notifications: dict[str, Any] = {}
+    if list_changed:
+        notifications["resourcesListChanged"] = True
+    if uris:
+        notifications["resourceSubscriptions"] = sorted(uris)
+    return {"notifications": notifications}
+
+
+_PLAIN_HEADER = re.compile(r"^[\x21-\x7e]([\x20-\x7e\t]*[\x21-\x7e])?$")
+
+
+def encode_header_value(value: str) -> str:
+    """A header value per streamable-http "Value encoding": plain visible ASCII as is,
+    anything else (non-ASCII, control characters, edge whitespace, or a value that
+    looks like the sentinel) as ``=?base64?...?=`` of its UTF-8 bytes."""
+    looks_encoded = value.startswith("=?base64?") and value.endswith("?=")
+    if value == "" or (_PLAIN_HEADER.match(value) and not looks_encoded):
+        return value
+    return "=?base64?" + base64.b64encode(value.encode("utf-8")).decode("ascii") + "?="
+
+
+def decode_header_value(value: str) -> str:
+    """Inverse of `encode_header_value` (servers and tests use it)."""
+    if value.startswith("=?base64?") and value.endswith("?="):
+        return base64.b64decode(value[len("=?base64?") : -2]).decode("utf-8")
+    return value
+
+
+def http_headers(
+    method: str, params: Mapping[str, Any] | None, protocol_version: str = PROTOCOL_VERSION
+) -> dict[str, str]:
+    """Headers for one Streamable HTTP POST (DESIGN §5)."""
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": protocol_version,
+        "Mcp-Method": method,
+    }
+    if params is not None:
+        if method == "resources/read" and "uri" in params:
+            headers["Mcp-Name"] = encode_header_value(str(params["uri"]))
+        elif method in ("tools/call", "prompts/get") and "name" in params:
+            headers["Mcp-Name"] = encode_header_value(str(params["name"]))
+    return headers
+
+
+# --------------------------------------------------------------------------- incoming
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    jsonrpc: Literal["2.0"]
+    id: str | int | None = None
+    method: str | None = None
+    params: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A JSON-RPC success response."""
+
+    id: str | int | None
+    result: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorResponse:
+    """A JSON-RPC error response."""
+
+    id: str | int | None
+    code: int
+    message: str
+    data: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    method: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A request sent *by the server* (not allowed in 2026-07-28; counted, ignored)."""
+
+    id: str | int
+    method: str
+
+
+@dataclass(frozen=True, slots=True)
+class Malformed:
+    """Something that is not a JSON-RPC message."""
+
+    detail: str
+
+
+Message = Response | ErrorResponse | Notification | Request | Malformed
+
+
+def parse_message(obj: Any) -> Message:
+    """Classify one decoded JSON value; never raises."""
+    if not isinstance(obj, dict):
+        return Malformed(f"not a JSON object: {type(obj).__name__}")
+    try:
+        msg = _Message.model_validate(obj)
+    except ValidationError as exc:
+        return Malformed(f"not a JSON-RPC 2.0 message: {exc.errors()[0]['msg']}")
+    if msg.method is not None:
+        if msg.id is not None:
+            return Request(msg.id, msg.method)
+        return Notification(msg.method, msg.params or {})
+    if msg.error is not None:
+        code = msg.error.get("code")
+        if not isinstance(code, int):
+            return Malformed("error response without an integer code")
+        return ErrorResponse(msg.id, code, str(msg.error.get("message", "")), msg.error.get("data"))
+    if msg.result is not None:
+        return Response(msg.id, msg.result)
+    return Malformed("neither result, error nor method")
+
+
+class _Contents(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    uri: str
+    text: str | None = None
+    blob: str | None = None
+    mimeType: str | None = None  # noqa: N815 - wire name
+    annotations: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class _ReadResult(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    resultType: str = "complete"  # noqa: N815 - absent means complete (older servers)
+    contents: list[_Contents] = Field(default_factory=list)
+    ttlMs: float | None = None  # noqa: N815
+    cacheScope: Literal["public", "private"] | None = None  # noqa: N815
+    requestState: str | None = None  # noqa: N815
+    inputRequests: dict[str, Any] | None = None  # noqa: N815
+
+
+class _Resource(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    uri: str
+    name: str | None = None
+    mimeType: str | None = None  # noqa: N815
+
+
+class _ListResult(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    resultType: str = "complete"  # noqa: N815
+    resources: list[_Resource]
+    nextCursor: str | None = None  # noqa: N815
+    ttlMs: float | None = None  # noqa: N815
+    cacheScope: Literal["public", "private"] | None = None  # noqa: N815
+
+
+@dataclass(frozen=True, slots=True)
+class InputRequired:
+    """A ``resultType: "input_required"`` read result (multi-round-trip)."""
+
+    request_state: str | None
+    input_requests: dict[str, Any] | None
+
+
+def read_reply(result: Mapping[str, Any], *, retried: bool = False) -> ReadReply | InputRequired | RequestFailed:
+    """Turn a ``resources/read`` result into a reply (``retried``: an MRTR retry's result)."""
+    try:
+        parsed = _ReadResult.model_validate(result)
+    except ValidationError as exc:
+        return RequestFailed("server_error", f"malformed read result: {exc.errors()[0]['msg']}")
+    if parsed.resultType == "input_required":
+        return InputRequired(parsed.requestState, parsed.inputRequests)
+    if parsed.resultType != "complete":
+        return RequestFailed("server_error", f"unknown resultType {parsed.resultType!r}")
+    contents = tuple(
+        ResourceContents(
+            uri=c.uri, text=c.text, blob=c.blob, mime_type=c.mimeType,
+            annotations=c.annotations, meta=c.meta,
+        )
+        for c in parsed.contents
+    )
+    return ReadReply(
+        contents,
+        ttl_ms=parsed.ttlMs,
+        cache_scope=parsed.cacheScope,
+        multi_round_trip=retried,
+    )
+
+
+def list_reply(result: Mapping[str, Any]) -> ListReply | RequestFailed:
+    """Turn a ``resources/list`` result into a page."""
+    try:
+        parsed = _ListResult.model_validate(result)
+    except ValidationError as exc:
+        return RequestFailed("server_error", f"malformed list result: {exc.errors()[0]['msg']}")
+    return ListReply(
+        tuple(ResourceInfo(r.uri, r.name, r.mimeType) for r in parsed.resources),
+        next_cursor=parsed.nextCursor,
+        ttl_ms=parsed.ttlMs,
+        cache_scope=parsed.cacheScope,
+    )
+
+
+def failure_from_error(
+    code: int,
+    message: str,
+    *,
+    data: Any = None,
+    denial: DenialRules,
+    http_status: int | None = None,
+) -> RequestFailed:
+    """Map a JSON-RPC error to a result-deciding failure (DESIGN §5).
+
+    Raises `ProtocolError` subclasses for errors that are configuration problems
+    (header mismatch, method not found), not resource states.
+    """
+    if code in (INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND):
+        return RequestFailed("not_found", message, code)
+    if denial.is_denial(code, message):
+        return RequestFailed("denied", message, code)
+    if code == HEADER_MISMATCH:
+        raise HeaderMismatchError(
+            f"the server says request headers and body disagree (-32020): {message}. "
+            "This is a bug in freshcache or a proxy rewriting headers; please report it."
+        )
+    if code == METHOD_NOT_FOUND:
+        raise ProtocolError(
+            f"the server does not implement this method (-32601): {message}. Check that "
+            "the URL points at an MCP 2026-07-28 endpoint."
+        )
+    return RequestFailed("server_error", f"{message} ({code})", code)
+
+
+def server_info_fields(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a ``server/discover`` result freshcache uses."""
+    caps = result.get("capabilities") or {}
+    resources = caps.get("resources") if isinstance(caps, dict) else None
+    meta = result.get("_meta") or {}
+    info = meta.get(META_SERVER_INFO) if isinstance(meta, dict) else None
+    versions = result.get("supportedVersions") or []
+    return {
+        "supported_versions": tuple(str(v) for v in versions if isinstance(v, str)),
+        "subscribe": bool(resources.get("subscribe")) if isinstance(resources, dict) else False,
+        "list_changed": bool(resources.get("listChanged")) if isinstance(resources, dict) else False,
+        "name": info.get("name") if isinstance(info, dict) else None,
+        "version": info.get("version") if isinstance(info, dict) else None,
+        "ttl_ms": result.get("ttlMs"),
+        "cache_scope": result.get("cacheScope"),
+    }
+
+
+def subscription_id_of(params: Mapping[str, Any] | None) -> str | int | None:
+    meta = (params or {}).get("_meta")
+    if isinstance(meta, dict):
+        sid = meta.get(META_SUBSCRIPTION_ID)
+        if isinstance(sid, (str, int)) and not isinstance(sid, bool):
+            return sid
+    return None
+
+
+def stream_event(message: Message, listen_id: str | int) -> StreamEvent | None:
+    """Translate one message seen on a listen stream; ``None`` for messages that are
+    not about subscriptions (progress, logging) and are simply ignored.
+
+    Subscription ids are compared with their JSON type (``1`` is not ``"1"``).
+    """
+    match message:
+        case Notification(method="notifications/subscriptions/acknowledged", params=params):
+            sid = subscription_id_of(params)
+            filt = params.get("notifications")
+            if not isinstance(filt, dict):
+                return UntrustedMessage("acknowledgment without a notifications filter", sid)
+            uris = filt.get("resourceSubscriptions") or []
+            if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
+                return UntrustedMessage("acknowledgment with a malformed resourceSubscriptions", sid)
+            return ListenAcknowledged(
+                sid if sid is not None else "\x00missing", frozenset(uris),
+                bool(filt.get("resourcesListChanged")),
+            )
+        case Notification(method="notifications/resources/updated", params=params):
+            uri = params.get("uri")
+            if not isinstance(uri, str) or not uri:
+                return UntrustedMessage("resources/updated without a uri", subscription_id_of(params))
+            return ResourceUpdated(uri, subscription_id_of(params))
+        case Notification(method="notifications/resources/list_changed", params=params):
+            return ResourceListChanged(subscription_id_of(params))
+        case Notification(method="notifications/cancelled", params=params):
+            # cancellation.mdx: a server ending a listen may send this instead of a result.
+            if params.get("requestId") == listen_id and type(params.get("requestId")) is type(listen_id):
+                return StreamClosed(listen_id)
+            return UntrustedMessage(f"notifications/cancelled for unknown request {params.get('requestId')!r}")
+        case Notification(method=method) if method in ("notifications/progress", "notifications/message"):
+            return None
+        case Notification(method=method, params=params):
+            return UntrustedMessage(f"unexpected notification {method}", subscription_id_of(params))
+        case Response(id=rid, result=result):
+            if rid == listen_id and type(rid) is type(listen_id):
+                if result.get("resultType", "complete") == "complete":
+                    return StreamClosed(listen_id)
+                return UntrustedMessage(f"listen result with resultType {result.get('resultType')!r}", rid)
+            return UntrustedMessage(f"response for unknown request id {rid!r}")
+        case ErrorResponse(id=rid, code=code, message=text):
+            if rid == listen_id and type(rid) is type(listen_id):
+                return None  # the caller turns a listen error into unsupported / lost
+            return UntrustedMessage(f"error for unknown request id {rid!r}: {code} {text}")
+        case Request(method=method):
+            return UntrustedMessage(f"server sent a request ({method}); not allowed in 2026-07-28")
+        case Malformed(detail=detail):
+            return UntrustedMessage(detail)
+    return UntrustedMessage(f"unrecognised message {message!r}")

@@ -1,0 +1,278 @@
+"""The reference server's MCP 2026-07-28 protocol, transport-neutral.
+
+`ReferenceProtocol.handle` takes one decoded JSON-RPC message and answers with an
+`Answer`: a single JSON message, a stream of messages (``subscriptions/listen``),
+nothing (a notification), or a fault the transport must act out (stall, hang up,
+cut a frame). The HTTP and stdio reference servers are thin shells around it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from .._core import ListReply, ReadReply, RequestFailed
+from .._reference import ReferenceServer
+from .._wire import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    META_PROTOCOL_VERSION,
+    META_SERVER_INFO,
+    META_SUBSCRIPTION_ID,
+    METHOD_NOT_FOUND,
+    PROTOCOL_VERSION,
+    UNSUPPORTED_PROTOCOL_VERSION,
+)
+
+DENIED_CODE = -32003
+"""The JSON-RPC code the reference server uses for "not allowed" on stdio (HTTP uses 403)."""
+
+SERVER_INFO = {"name": "freshcache-reference", "version": "0.1.0"}
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One JSON-RPC message to send back, with the HTTP status it deserves."""
+
+    message: dict[str, Any]
+    http_status: int = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Denied:
+    """The principal may not read: HTTP answers 403, stdio a JSON-RPC error."""
+
+    request_id: str | int
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Stall:
+    """Answer nothing until the client gives up (a read that times out)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HangUp:
+    """Close the connection without an answer (the server is unreachable)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """A notification: nothing to answer (HTTP 202)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stream:
+    """A listen stream: messages to send as they come (see `StreamItem`)."""
+
+    items: AsyncIterator[StreamItem]
+
+
+@dataclass(frozen=True, slots=True)
+class Garbage:
+    """A malformed frame to put on the stream as is."""
+
+    raw: str
+
+
+@dataclass(frozen=True, slots=True)
+class CutMidFrame:
+    """End the stream abruptly, in the middle of a frame."""
+
+    partial: str
+
+
+StreamItem = dict[str, Any] | Garbage | CutMidFrame
+Answer = Reply | Denied | Stall | HangUp | Accepted | Stream
+
+
+def _result(request_id: str | int, result: dict[str, Any]) -> dict[str, Any]:
+    result = dict(result)
+    result.setdefault("resultType", "complete")
+    result["_meta"] = {**result.get("_meta", {}), META_SERVER_INFO: SERVER_INFO}
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def error(request_id: str | int | None, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    err: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        err["data"] = data
+    body: dict[str, Any] = {"jsonrpc": "2.0", "error": err}
+    if request_id is not None:
+        body["id"] = request_id
+    return body
+
+
+def _status_for(code: int) -> int:
+    if code == METHOD_NOT_FOUND:
+        return 404
+    if code in (INVALID_PARAMS, HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION, -32700, -32600):
+        return 400
+    return 200
+
+
+class ReferenceProtocol:
+    """Answers MCP requests from the state of a `ReferenceServer`."""
+
+    def __init__(self, server: ReferenceServer) -> None:
+        self.server = server
+        self.requests: list[dict[str, Any]] = []
+        """Every request received, as decoded (tests validate them against the schema)."""
+
+    async def handle(self, message: dict[str, Any], principal: str | None = None) -> Answer:
+        self.requests.append(message)
+        request_id = message.get("id")
+        method = message.get("method")
+        params = message.get("params") or {}
+        if request_id is None:
+            return Accepted()
+        if not isinstance(method, str) or not isinstance(params, dict):
+            return Reply(error(request_id, -32600, "Invalid request"), 400)
+        meta = params.get("_meta")
+        if not isinstance(meta, dict) or META_PROTOCOL_VERSION not in meta:
+            return Reply(error(request_id, INVALID_PARAMS, "Missing required _meta"), 400)
+        version = meta[META_PROTOCOL_VERSION]
+        if version != PROTOCOL_VERSION:
+            data = {"supported": [PROTOCOL_VERSION], "requested": version}
+            return Reply(error(request_id, UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version", data), 400)
+        server = self.server
+        match method:
+            case "server/discover":
+                if server.down:
+                    return HangUp()
+                caps: dict[str, Any] = {"resources": {}}
+                if server.listen_supported:
+                    caps["resources"] = {"subscribe": True, "listChanged": server.list_changed_supported}
+                return Reply(_result(request_id, {
+                    "supportedVersions": [PROTOCOL_VERSION],
+                    "capabilities": caps,
+                    "ttlMs": 0,
+                    "cacheScope": "public",
+                }))
+            case "resources/read":
+                uri = params.get("uri")
+                if not isinstance(uri, str):
+                    return Reply(error(request_id, INVALID_PARAMS, "uri is required"), 400)
+                if server.down:
+                    return HangUp()
+                if server.sticky_faults.get(uri) == "timeout" or (
+                    server.faults.get(uri) and server.faults[uri][0] == "timeout"
+                ):
+                    await server.read(uri, principal)  # consume the fault, count the read
+                    return Stall()
+                reply = await server.read(uri, principal)
+                return self._read_answer(request_id, reply)
+            case "resources/list":
+                if server.down:
+                    return HangUp()
+                cursor = params.get("cursor")
+                page = server.list_page(cursor if isinstance(cursor, str) else None)
+                return self._list_answer(request_id, page)
+            case "subscriptions/listen":
+                if server.down:
+                    return HangUp()
+                if not server.listen_supported:
+                    return Reply(error(request_id, METHOD_NOT_FOUND, "Method not found"), 404)
+                filt = params.get("notifications") or {}
+                uris = frozenset(filt.get("resourceSubscriptions") or ())
+                registered = server.subscribe(request_id, uris, bool(filt.get("resourcesListChanged")))
+                if registered is None:
+                    return HangUp()
+                _, receive = registered
+                return Stream(self._stream(request_id, filt, receive))
+            case _:
+                return Reply(error(request_id, METHOD_NOT_FOUND, "Method not found"), 404)
+
+    def _read_answer(self, request_id: str | int, reply: ReadReply | RequestFailed) -> Answer:
+        match reply:
+            case ReadReply():
+                return Reply(_result(request_id, {
+                    "contents": [item.to_mcp() for item in reply.contents],
+                    "ttlMs": int(reply.ttl_ms or 0),
+                    "cacheScope": reply.cache_scope or "private",
+                }))
+            case RequestFailed(kind="denied", detail=detail):
+                return Denied(request_id, detail)
+            case RequestFailed(kind="not_found", detail=detail):
+                return Reply(error(request_id, INVALID_PARAMS, "Resource not found", {"detail": detail}), 400)
+            case RequestFailed(kind="unreachable"):
+                return HangUp()
+            case RequestFailed(detail=detail):
+                return Reply(error(request_id, INTERNAL_ERROR, detail or "Internal error"))
+
+    def _list_answer(self, request_id: str | int, page: ListReply | RequestFailed) -> Answer:
+        match page:
+            case ListReply():
+                body: dict[str, Any] = {
+                    "resources": [
+                        {"uri": r.uri, "name": r.name or r.uri, **({"mimeType": r.mime_type} if r.mime_type else {})}
+                        for r in page.resources
+                    ],
+                    "ttlMs": int(page.ttl_ms or 0),
+                    "cacheScope": page.cache_scope or "private",
+                }
+                if page.next_cursor is not None:
+                    body["nextCursor"] = page.next_cursor
+                return Reply(_result(request_id, body))
+            case RequestFailed(kind="unreachable"):
+                return HangUp()
+            case RequestFailed(detail=detail):
+                return Reply(error(request_id, INVALID_PARAMS, detail), 400)
+
+    async def _stream(
+        self,
+        request_id: str | int,
+        requested: dict[str, Any],
+        receive: anyio.abc.ObjectReceiveStream[tuple[str, object]],
+    ) -> AsyncIterator[StreamItem]:
+        sid_meta = {META_SUBSCRIPTION_ID: request_id}
+        try:
+            async with receive:
+                async for kind, payload in receive:
+                    match kind:
+                        case "ack":
+                            assert isinstance(payload, tuple)
+                            honoured, list_changed = payload
+                            filt: dict[str, Any] = {}
+                            if list_changed:
+                                filt["resourcesListChanged"] = True
+                            if honoured:
+                                filt["resourceSubscriptions"] = sorted(honoured)
+                            yield _notification("notifications/subscriptions/acknowledged",
+                                                {"_meta": sid_meta, "notifications": filt})
+                        case "updated":
+                            yield _notification("notifications/resources/updated",
+                                                {"_meta": sid_meta, "uri": str(payload)})
+                        case "list_changed":
+                            yield _notification("notifications/resources/list_changed", {"_meta": sid_meta})
+                        case "foreign_update":
+                            yield _notification("notifications/resources/updated",
+                                                {"_meta": {META_SUBSCRIPTION_ID: "not-a-subscription"},
+                                                 "uri": str(payload)})
+                        case "garbage":
+                            yield Garbage(str(payload))
+                        case "complete":
+                            yield {"jsonrpc": "2.0", "id": request_id,
+                                   "result": {"resultType": "complete", "_meta": sid_meta}}
+                            return
+                        case _:  # "drop": die in the middle of a frame
+                            frame = json.dumps(_notification("notifications/resources/updated",
+                                                             {"_meta": sid_meta, "uri": "guide://cut"}))
+                            yield CutMidFrame(frame[: len(frame) // 2])
+                            return
+        finally:
+            self.server.unsubscribe(request_id)
+
+
+def _notification(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+def status_for_error(code: int) -> int:
+    """The HTTP status the spec gives a JSON-RPC error code (400, 404, else 200)."""
+    return _status_for(code)
