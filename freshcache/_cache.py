@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from typing_extensions import Self
-
 import anyio
 from anyio.abc import TaskGroup
+from typing_extensions import Self
 
 from ._core import (
     AWAITING_FRESH_SOURCE,
@@ -45,10 +44,10 @@ from ._core import (
     Relisten,
     RequestFailed,
     ResourceInfo,
+    Store,
     StreamClosed,
     StreamEvent,
     StreamLost,
-    Store,
     problem_result,
 )
 from ._core._backoff import BackoffSettings
@@ -172,12 +171,13 @@ class FreshCache:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        tg, self._tg = self._tg, None
+        tg = self._tg
         assert tg is not None
         tg.cancel_scope.cancel()
         try:
             await tg.__aexit__(exc_type, exc, tb)
         finally:
+            self._tg = None
             with anyio.CancelScope(shield=True):
                 await self.source.aclose()
         return None
@@ -218,11 +218,12 @@ class FreshCache:
             while True:
                 flight = self._flights.get(key) or self._launch(uri, partition)
                 await flight.done.wait()
-                result = flight.result
-                assert result is not None and flight.ticket is not None
+                result, ticket = flight.result, flight.ticket
+                assert result is not None
+                assert ticket is not None
                 # An invalidation may have landed between the reply and this wake-up:
                 # text from before it must not be handed out (invariant 1).
-                if result.contents and not self.engine.is_current(flight.ticket):
+                if result.contents and not self.engine.is_current(ticket):
                     continue
                 return result
         return self.engine.note_timeout(uri, partition)
@@ -249,7 +250,10 @@ class FreshCache:
                     break
             if result is None:
                 result = problem_result(
-                    uri, AWAITING_FRESH_SOURCE, "invalidated", server_read=True,
+                    uri,
+                    AWAITING_FRESH_SOURCE,
+                    "invalidated",
+                    server_read=True,
                     detail="invalidations kept overtaking the re-read",
                 )
         finally:
@@ -369,7 +373,7 @@ class FreshCache:
 
     @property
     def stream_status(self) -> str:
-        """``idle``, ``opening``, ``live``, ``closed``, ``lost``, ``unsupported`` or ``disabled``."""
+        """``idle``, ``opening``, ``live``, ``closed``, ``lost``, ``unsupported``, ``disabled``."""
         if not self._listen_enabled:
             return "disabled"
         return self.engine.stream_status
@@ -407,7 +411,12 @@ class FreshCache:
             else:
                 delay = self._budget.delay_after_failure()
             self._retry_at = now + delay
-            log.info("subscription %s %s; re-listening in %.2fs", stream.subscription_id, stream.outcome, delay)
+            log.info(
+                "subscription %s %s; re-listening in %.2fs",
+                stream.subscription_id,
+                stream.outcome,
+                delay,
+            )
             with anyio.move_on_after(delay):
                 await self._selection_changed.wait()
             self._retry_at = None
@@ -415,17 +424,7 @@ class FreshCache:
     async def _watch(self, stream: _Stream) -> None:
         """Wait for ``stream`` to end; on a selection change swap in a new stream."""
         while True:
-            async with anyio.create_task_group() as waiters:
-                async def on_end() -> None:
-                    await stream.ended.wait()
-                    waiters.cancel_scope.cancel()
-
-                async def on_change() -> None:
-                    await self._selection_changed.wait()
-                    waiters.cancel_scope.cancel()
-
-                waiters.start_soon(on_end)
-                waiters.start_soon(on_change)
+            await _first_of(stream.ended, self._selection_changed)
             if stream.ended.is_set():
                 return
             # Selection changed while live: open the new stream, keep the old one
@@ -435,17 +434,7 @@ class FreshCache:
                 continue
             replacement = self._open_stream(self.engine.selected)
             with anyio.move_on_after(self.ack_timeout):
-                async with anyio.create_task_group() as waiters:
-                    async def on_ack() -> None:
-                        await replacement.acked.wait()
-                        waiters.cancel_scope.cancel()
-
-                    async def on_fail() -> None:
-                        await replacement.ended.wait()
-                        waiters.cancel_scope.cancel()
-
-                    waiters.start_soon(on_ack)
-                    waiters.start_soon(on_fail)
+                await _first_of(replacement.acked, replacement.ended)
             if replacement.acked.is_set():
                 self._close_stream(stream)
                 stream = replacement
@@ -454,7 +443,9 @@ class FreshCache:
 
     def _open_stream(self, uris: frozenset[str]) -> _Stream:
         assert self._tg is not None
-        stream = _Stream(uris=uris, acked=anyio.Event(), ended=anyio.Event(), scope=anyio.CancelScope())
+        stream = _Stream(
+            uris=uris, acked=anyio.Event(), ended=anyio.Event(), scope=anyio.CancelScope()
+        )
         self._stream = stream
         self._tg.start_soon(self._consume, stream)
         return stream
@@ -481,7 +472,9 @@ class FreshCache:
                         # No acknowledgment in time: treat as a server that cannot subscribe.
                         stream.outcome = "lost"
                         self._carry_out(
-                            self.engine.handle(StreamLost(stream.subscription_id, "no acknowledgment in time"))
+                            self.engine.handle(
+                                StreamLost(stream.subscription_id, "no acknowledgment in time")
+                            )
                         )
                         return
                     async for event in events:
@@ -489,7 +482,9 @@ class FreshCache:
                             return
                 # The iterator ended without a final event: that is a loss.
                 stream.outcome = "lost"
-                self._carry_out(self.engine.handle(StreamLost(stream.subscription_id, "stream ended")))
+                self._carry_out(
+                    self.engine.handle(StreamLost(stream.subscription_id, "stream ended"))
+                )
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:
@@ -528,7 +523,11 @@ class FreshCache:
         except anyio.get_cancelled_exc_class():
             raise
         except TimeoutError:
-            log.warning("server %s did not answer discovery in %.1fs", self.source.identity, self.ack_timeout)
+            log.warning(
+                "server %s did not answer discovery in %.1fs",
+                self.source.identity,
+                self.ack_timeout,
+            )
             return None
         except FreshCacheError:
             raise
@@ -556,13 +555,27 @@ class FreshCache:
         return {
             "server": self.source.identity,
             "stream": self.stream_status,
-            "retry_in": None if self._retry_at is None else max(0.0, self._retry_at - self._clock()),
+            "retry_in": None
+            if self._retry_at is None
+            else max(0.0, self._retry_at - self._clock()),
             "selected": sorted(self.engine.selected),
             "covered": sorted(self.engine.covered),
             "entries": self.store.entry_count,
             "bytes": self.store.bytes_held,
             "counters": {name: getattr(counters, name) for name in counters.__slots__},
         }
+
+
+async def _first_of(*events: anyio.Event) -> None:
+    """Return as soon as any of ``events`` is set."""
+    async with anyio.create_task_group() as waiters:
+
+        async def wait(event: anyio.Event) -> None:
+            await event.wait()
+            waiters.cancel_scope.cancel()
+
+        for event in events:
+            waiters.start_soon(wait, event)
 
 
 def _check_timeout(name: str, value: float) -> None:
@@ -573,7 +586,9 @@ def _check_timeout(name: str, value: float) -> None:
 def _list_failure(failure: RequestFailed) -> ListResult:
     match failure.kind:
         case "denied" | "not_found":
-            return ListResult(failure.kind, reason=failure.kind, server_read=True, detail=failure.detail)
+            return ListResult(
+                failure.kind, reason=failure.kind, server_read=True, detail=failure.detail
+            )
         case _:
             return ListResult(
                 AWAITING_FRESH_SOURCE, reason=failure.kind, server_read=True, detail=failure.detail

@@ -143,7 +143,12 @@ def cmd_acceptance(args: argparse.Namespace) -> int:
             "freshcache": __version__,
             "wire": args.wire,
             "cases": [{"wire": wire, **r.as_json()} for wire, r in results],
-            "summary": {"passed": passed, "failed": failed, "skipped": skipped, "seconds": round(elapsed, 3)},
+            "summary": {
+                "passed": passed,
+                "failed": failed,
+                "skipped": skipped,
+                "seconds": round(elapsed, 3),
+            },
         }
         json.dump(report, sys.stdout, indent=2)
         print()
@@ -179,7 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="where to play the rows: the in-memory engine (default), real HTTP on "
         "loopback, a stdio subprocess, or all of them",
     )
-    acceptance.add_argument("--only", action="append", metavar="ID", help="play only this case (repeatable)")
+    acceptance.add_argument(
+        "--only", action="append", metavar="ID", help="play only this case (repeatable)"
+    )
     acceptance.set_defaults(handler=cmd_acceptance)
     return parser
 

@@ -6,7 +6,7 @@ and how `freshcache acceptance` demonstrates the cache with no setup.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import anyio
 
@@ -32,7 +32,9 @@ from ._source import PROTOCOL_VERSION, ServerInfo
 class InMemorySource:
     """A `Source` that calls a `ReferenceServer` in the same process."""
 
-    def __init__(self, server: ReferenceServer | None = None, *, identity: str = "memory://reference") -> None:
+    def __init__(
+        self, server: ReferenceServer | None = None, *, identity: str = "memory://reference"
+    ) -> None:
         self.server = server if server is not None else ReferenceServer()
         self._identity = identity
 
@@ -61,11 +63,15 @@ class InMemorySource:
         await anyio.lowlevel.checkpoint()
         return await self.server.read(uri, principal)
 
-    async def list_resources(self, cursor: str | None, principal: Partition) -> ListReply | RequestFailed:
+    async def list_resources(
+        self, cursor: str | None, principal: Partition
+    ) -> ListReply | RequestFailed:
         await anyio.lowlevel.checkpoint()
         return self.server.list_page(cursor)
 
-    async def listen(self, uris: frozenset[str], list_changed: bool) -> AsyncIterator[StreamEvent]:
+    async def listen(
+        self, uris: frozenset[str], list_changed: bool
+    ) -> AsyncGenerator[StreamEvent, None]:
         server = self.server
         sid = f"listen-{server.next_subscription_id()}"
         yield ListenStarted(sid, uris, list_changed)

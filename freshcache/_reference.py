@@ -26,9 +26,7 @@ from ._core import (
     ResourceInfo,
 )
 
-Fault = Literal[
-    "timeout", "denied", "not_found", "server_error", "local_copy", "unreachable"
-]
+Fault = Literal["timeout", "denied", "not_found", "server_error", "local_copy", "unreachable"]
 """What the next read of a URI does instead of answering normally."""
 
 Push = tuple[str, object]
@@ -176,7 +174,9 @@ class ReferenceServer:
         fault = queue.popleft() if queue else self.sticky_faults.get(uri)
         if fault == "local_copy":
             copy = self.local_copies.get(uri, "")
-            return ReadReply((ResourceContents(uri, text=copy, mime_type="text/plain"),), from_server=False)
+            return ReadReply(
+                (ResourceContents(uri, text=copy, mime_type="text/plain"),), from_server=False
+            )
         if fault is not None:
             return RequestFailed(fault, f"injected fault: {fault}")
         if principal in self.denied_principals.get(uri, set()):
@@ -210,7 +210,8 @@ class ReferenceServer:
         return ListReply(
             tuple(ResourceInfo(r.uri, r.uri.rsplit("/", 1)[-1], r.mime_type) for r in page),
             next_cursor=f"{self.cursor_epoch}:{end}" if end < len(listed) else None,
-            ttl_ms=self.list_ttl_ms if start == 0 or self.later_pages_ttl_ms is None
+            ttl_ms=self.list_ttl_ms
+            if start == 0 or self.later_pages_ttl_ms is None
             else self.later_pages_ttl_ms,
             cache_scope="private",
         )
@@ -266,13 +267,13 @@ class ReferenceServer:
         """Break every listen stream abruptly (no ``complete`` result)."""
         for sub in list(self.subscribers.values()):
             self._push(sub, ("drop", None))
-            self.subscribers.pop(sub.subscription_id, None)
+            self.unsubscribe(sub.subscription_id)  # the receiver still gets what was queued
 
     def close_streams(self) -> None:
         """End every listen stream on purpose (``resultType: "complete"``)."""
         for sub in list(self.subscribers.values()):
             self._push(sub, ("complete", None))
-            self.subscribers.pop(sub.subscription_id, None)
+            self.unsubscribe(sub.subscription_id)
 
     def next_subscription_id(self) -> int:
         return next(self._ids)
@@ -282,4 +283,4 @@ class ReferenceServer:
             sub.send.send_nowait(message)
         except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
             # A subscriber that cannot keep up or went away loses its stream.
-            self.subscribers.pop(sub.subscription_id, None)
+            self.unsubscribe(sub.subscription_id)

@@ -18,7 +18,7 @@ transport requires (HTTP: close the stream; stdio: ``notifications/cancelled``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -78,6 +78,6 @@ class Source(Protocol):
         """One page of ``resources/list``."""
         ...
 
-    def listen(self, uris: frozenset[str], list_changed: bool) -> AsyncIterator[StreamEvent]:
+    def listen(self, uris: frozenset[str], list_changed: bool) -> AsyncGenerator[StreamEvent, None]:
         """Open one ``subscriptions/listen`` stream (see the module docstring)."""
         ...

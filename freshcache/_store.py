@@ -7,6 +7,7 @@ may be served, the store only keeps entries within bounds and reports what it dr
 from __future__ import annotations
 
 from collections.abc import Callable
+
 from cachetools import LRUCache
 
 from ._core import Entry, EntryKey

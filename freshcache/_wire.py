@@ -274,35 +274,35 @@ class _Contents(BaseModel):
     uri: str
     text: str | None = None
     blob: str | None = None
-    mimeType: str | None = None  # noqa: N815 - wire name
+    mimeType: str | None = None
     annotations: dict[str, Any] | None = None
     meta: dict[str, Any] | None = Field(default=None, alias="_meta")
 
 
 class _ReadResult(BaseModel):
     model_config = ConfigDict(extra="allow")
-    resultType: str = "complete"  # noqa: N815 - absent means complete (older servers)
+    resultType: str = "complete"
     contents: list[_Contents] = Field(default_factory=list)
-    ttlMs: float | None = None  # noqa: N815
-    cacheScope: Literal["public", "private"] | None = None  # noqa: N815
-    requestState: str | None = None  # noqa: N815
-    inputRequests: dict[str, Any] | None = None  # noqa: N815
+    ttlMs: float | None = None
+    cacheScope: Literal["public", "private"] | None = None
+    requestState: str | None = None
+    inputRequests: dict[str, Any] | None = None
 
 
 class _Resource(BaseModel):
     model_config = ConfigDict(extra="allow")
     uri: str
     name: str | None = None
-    mimeType: str | None = None  # noqa: N815
+    mimeType: str | None = None
 
 
 class _ListResult(BaseModel):
     model_config = ConfigDict(extra="allow")
-    resultType: str = "complete"  # noqa: N815
+    resultType: str = "complete"
     resources: list[_Resource]
-    nextCursor: str | None = None  # noqa: N815
-    ttlMs: float | None = None  # noqa: N815
-    cacheScope: Literal["public", "private"] | None = None  # noqa: N815
+    nextCursor: str | None = None
+    ttlMs: float | None = None
+    cacheScope: Literal["public", "private"] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,7 +313,9 @@ class InputRequired:
     input_requests: dict[str, Any] | None
 
 
-def read_reply(result: Mapping[str, Any], *, retried: bool = False) -> ReadReply | InputRequired | RequestFailed:
+def read_reply(
+    result: Mapping[str, Any], *, retried: bool = False
+) -> ReadReply | InputRequired | RequestFailed:
     """Turn a ``resources/read`` result into a reply (``retried``: an MRTR retry's result)."""
     try:
         parsed = _ReadResult.model_validate(result)
@@ -325,8 +327,12 @@ def read_reply(result: Mapping[str, Any], *, retried: bool = False) -> ReadReply
         return RequestFailed("server_error", f"unknown resultType {parsed.resultType!r}")
     contents = tuple(
         ResourceContents(
-            uri=c.uri, text=c.text, blob=c.blob, mime_type=c.mimeType,
-            annotations=c.annotations, meta=c.meta,
+            uri=c.uri,
+            text=c.text,
+            blob=c.blob,
+            mime_type=c.mimeType,
+            annotations=c.annotations,
+            meta=c.meta,
         )
         for c in parsed.contents
     )
@@ -392,7 +398,9 @@ def server_info_fields(result: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "supported_versions": tuple(str(v) for v in versions if isinstance(v, str)),
         "subscribe": bool(resources.get("subscribe")) if isinstance(resources, dict) else False,
-        "list_changed": bool(resources.get("listChanged")) if isinstance(resources, dict) else False,
+        "list_changed": bool(resources.get("listChanged"))
+        if isinstance(resources, dict)
+        else False,
         "name": info.get("name") if isinstance(info, dict) else None,
         "version": info.get("version") if isinstance(info, dict) else None,
         "ttl_ms": result.get("ttlMs"),
@@ -423,24 +431,36 @@ def stream_event(message: Message, listen_id: str | int) -> StreamEvent | None:
                 return UntrustedMessage("acknowledgment without a notifications filter", sid)
             uris = filt.get("resourceSubscriptions") or []
             if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
-                return UntrustedMessage("acknowledgment with a malformed resourceSubscriptions", sid)
+                return UntrustedMessage(
+                    "acknowledgment with a malformed resourceSubscriptions", sid
+                )
             return ListenAcknowledged(
-                sid if sid is not None else "\x00missing", frozenset(uris),
+                sid if sid is not None else "\x00missing",
+                frozenset(uris),
                 bool(filt.get("resourcesListChanged")),
             )
         case Notification(method="notifications/resources/updated", params=params):
             uri = params.get("uri")
             if not isinstance(uri, str) or not uri:
-                return UntrustedMessage("resources/updated without a uri", subscription_id_of(params))
+                return UntrustedMessage(
+                    "resources/updated without a uri", subscription_id_of(params)
+                )
             return ResourceUpdated(uri, subscription_id_of(params))
         case Notification(method="notifications/resources/list_changed", params=params):
             return ResourceListChanged(subscription_id_of(params))
         case Notification(method="notifications/cancelled", params=params):
             # cancellation.mdx: a server ending a listen may send this instead of a result.
-            if params.get("requestId") == listen_id and type(params.get("requestId")) is type(listen_id):
+            if params.get("requestId") == listen_id and type(params.get("requestId")) is type(
+                listen_id
+            ):
                 return StreamClosed(listen_id)
-            return UntrustedMessage(f"notifications/cancelled for unknown request {params.get('requestId')!r}")
-        case Notification(method=method) if method in ("notifications/progress", "notifications/message"):
+            return UntrustedMessage(
+                f"notifications/cancelled for unknown request {params.get('requestId')!r}"
+            )
+        case Notification(method=method) if method in (
+            "notifications/progress",
+            "notifications/message",
+        ):
             return None
         case Notification(method=method, params=params):
             return UntrustedMessage(f"unexpected notification {method}", subscription_id_of(params))
@@ -448,7 +468,9 @@ def stream_event(message: Message, listen_id: str | int) -> StreamEvent | None:
             if rid == listen_id and type(rid) is type(listen_id):
                 if result.get("resultType", "complete") == "complete":
                     return StreamClosed(listen_id)
-                return UntrustedMessage(f"listen result with resultType {result.get('resultType')!r}", rid)
+                return UntrustedMessage(
+                    f"listen result with resultType {result.get('resultType')!r}", rid
+                )
             return UntrustedMessage(f"response for unknown request id {rid!r}")
         case ErrorResponse(id=rid, code=code, message=text):
             if rid == listen_id and type(rid) is type(listen_id):

@@ -58,9 +58,7 @@ def start_sdk_server(*extra: str, timeout: float = 30.0) -> SdkServer:
         stderr=subprocess.PIPE,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    server = SdkServer(
-        f"http://127.0.0.1:{port}/mcp", f"http://127.0.0.1:{port}/control", process
-    )
+    server = SdkServer(f"http://127.0.0.1:{port}/mcp", f"http://127.0.0.1:{port}/control", process)
     deadline = time.monotonic() + timeout
     while True:
         if process.poll() is not None:
@@ -113,5 +111,8 @@ def schema_validator(schema: dict[str, Any], definition: str) -> Any:
     import jsonschema
 
     return jsonschema.Draft202012Validator(
-        {"$ref": f"#/$defs/{definition}", "$defs": schema.get("$defs", schema.get("definitions", {}))}
+        {
+            "$ref": f"#/$defs/{definition}",
+            "$defs": schema.get("$defs", schema.get("definitions", {})),
+        }
     )

@@ -85,6 +85,7 @@ __all__ = [
     "ResourceListChanged",
     "ResourceUpdated",
     "State",
+    "Store",
     "StreamClosed",
     "StreamEvent",
     "StreamLost",

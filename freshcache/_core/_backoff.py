@@ -40,9 +40,13 @@ class BackoffSettings:
     def __post_init__(self) -> None:
         for name in ("base", "cap", "quick_death", "cooldown"):
             if not getattr(self, name) >= 0:
-                raise ConfigurationError(f"BackoffSettings.{name} must be >= 0, got {getattr(self, name)!r}")
+                raise ConfigurationError(
+                    f"BackoffSettings.{name} must be >= 0, got {getattr(self, name)!r}"
+                )
         if self.max_quick_deaths < 1 or self.max_per_hour < 1:
-            raise ConfigurationError("BackoffSettings.max_quick_deaths and max_per_hour must be >= 1")
+            raise ConfigurationError(
+                "BackoffSettings.max_quick_deaths and max_per_hour must be >= 1"
+            )
 
 
 class ReconnectBudget:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+
 from typing_extensions import assert_never
 
 from ._entries import PUBLIC, Entry, EntryKey, Partition, Store
@@ -92,7 +93,8 @@ class Invalidation:
 class _UriState:
     generation: int = 0
     invalid_reason: Reason = "not_cached"
-    """Why the URI is not trusted; meaningful only while no entry is at `generation`."""
+    """What status says when no entry is at `generation`: why it was invalidated, or
+    ``not_cached`` when nothing was read since (or the entry was evicted)."""
     selected: bool = False
     partitions: set[Partition] = field(default_factory=set)
     """Partitions that hold an entry for this URI in the store."""
@@ -215,8 +217,6 @@ class FreshnessEngine:
             if self._uncovered_strict(uri, state):
                 return problem_result(uri, AWAITING_FRESH_SOURCE, "uncovered")
             return problem_result(uri, AWAITING_FRESH_SOURCE, "expired")
-        if entry is None and state.invalid_reason in ("expired", "uncovered"):
-            return problem_result(uri, AWAITING_FRESH_SOURCE, "not_cached")
         return problem_result(uri, AWAITING_FRESH_SOURCE, state.invalid_reason)
 
     # ------------------------------------------------------------------ reads
@@ -260,20 +260,22 @@ class FreshnessEngine:
         """The caller's deadline passed while the read goes on in the background."""
         state = self._state(uri)
         result = problem_result(
-            uri, AWAITING_FRESH_SOURCE, "timeout", server_read=True,
+            uri,
+            AWAITING_FRESH_SOURCE,
+            "timeout",
+            server_read=True,
             detail="the server read did not answer before the deadline",
         )
         return self._maybe_stale(self._record_problem(state, partition, result), partition)
 
-    def _store_reply(
-        self, ticket: ReadTicket, state: _UriState, reply: ReadReply
-    ) -> ReadResult:
+    def _store_reply(self, ticket: ReadTicket, state: _UriState, reply: ReadReply) -> ReadResult:
         uri, partition = ticket.uri, ticket.partition
         now = self.clock()
         fetched_at = self.wall_clock()
         contents = reply.contents
         handed = fresh_result(uri, contents, fetched_at=fetched_at, server_read=True)
         state.problems.pop(partition, None)
+        state.invalid_reason = "not_cached"  # what status says if this entry is evicted
         if reply.multi_round_trip:
             return handed  # spec: results of multi-round-trip retries are never cached
         scope = reply.cache_scope or "private"
@@ -310,7 +312,9 @@ class FreshnessEngine:
                 result = problem_result(uri, DENIED, "denied", server_read=True, detail=detail)
             case "not_found":
                 self._drop_entry(uri, partition, state)
-                result = problem_result(uri, NOT_FOUND, "not_found", server_read=True, detail=detail)
+                result = problem_result(
+                    uri, NOT_FOUND, "not_found", server_read=True, detail=detail
+                )
             case "timeout" | "unreachable" | "server_error":
                 result = problem_result(
                     uri, AWAITING_FRESH_SOURCE, failure.kind, server_read=True, detail=detail
@@ -334,7 +338,9 @@ class FreshnessEngine:
     def _maybe_stale(self, result: ReadResult, partition: Partition) -> ReadResult:
         """Serve-stale-on-error, only where the policy opted in for this URI."""
         if result.state != AWAITING_FRESH_SOURCE or result.reason not in (
-            "timeout", "unreachable", "server_error"
+            "timeout",
+            "unreachable",
+            "server_error",
         ):
             return result
         if not self.policy.allows_stale(result.uri):
@@ -391,7 +397,9 @@ class FreshnessEngine:
                     self.counters.superseded_replies += 1
                     return None
                 scope = reply.cache_scope or "private"
-                part = PUBLIC if scope == "public" and self.policy.share_public else ticket.partition
+                part = (
+                    PUBLIC if scope == "public" and self.policy.share_public else ticket.partition
+                )
                 now = self.clock()
                 key: EntryKey = (self.server_id, LIST, _cursor_key(ticket.cursor), part)
                 self._list_pages.add(key)
@@ -530,7 +538,9 @@ class FreshnessEngine:
             decisions.append(Relist("acknowledged"))
         return decisions
 
-    def _stream_ended(self, subscription_id: SubscriptionId | None, *, lost: bool) -> list[Decision]:
+    def _stream_ended(
+        self, subscription_id: SubscriptionId | None, *, lost: bool
+    ) -> list[Decision]:
         sub = self._subs.pop(subscription_id, None) if subscription_id is not None else None
         if sub is None:
             if subscription_id is not None or not lost:

@@ -14,9 +14,7 @@ from ._model import CacheScope, ResourceContents
 
 SubscriptionId = "str | int"
 
-FailureKind = Literal[
-    "timeout", "unreachable", "denied", "not_found", "server_error"
-]
+FailureKind = Literal["timeout", "unreachable", "denied", "not_found", "server_error"]
 """Why a server request did not produce contents (see DESIGN §5 for the mapping)."""
 
 

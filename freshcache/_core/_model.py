@@ -162,6 +162,4 @@ def problem_result(
     detail: str | None = None,
 ) -> ReadResult:
     """Build a result that carries no text."""
-    return ReadResult(
-        state=state, uri=uri, reason=reason, server_read=server_read, detail=detail
-    )
+    return ReadResult(state=state, uri=uri, reason=reason, server_read=server_read, detail=detail)

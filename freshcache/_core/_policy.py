@@ -23,7 +23,8 @@ class Policy:
     """Freshness rules. Frozen; build a new one with `dataclasses.replace`."""
 
     max_ttl: float = 24 * 3600.0
-    """Upper bound, in seconds, on the server's ``ttlMs`` (a buggy server cannot pin text for ever)."""
+    """Upper bound, in seconds, on the server's ``ttlMs`` (so a buggy server cannot pin
+    text for ever)."""
 
     uncovered: UncoveredMode = "read_before_use"
     """Selected URIs that no live, acknowledged subscription covers (invariant 5):
@@ -46,9 +47,7 @@ class Policy:
     max_rereads: int = 8
     """How many times one read is repeated when invalidations keep overtaking it."""
 
-    _stale_re: re.Pattern[str] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
+    _stale_re: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.max_ttl >= 0:

@@ -177,7 +177,10 @@ def load_cases(paths: Sequence[Path]) -> list[Case]:
             problems.append(f"{case.where}: duplicate id {case.id!r} (first at {first.where})")
     if not problems and not cases:
         where = ", ".join(str(p) for p in paths) or "(no paths)"
-        problems.append(f"{where}: no acceptance cases found (a table needs the columns id | source | steps | expect)")
+        problems.append(
+            f"{where}: no acceptance cases found "
+            "(a table needs the columns id | source | steps | expect)"
+        )
     if problems:
         raise TableError(problems)
     return cases

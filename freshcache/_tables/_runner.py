@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from .._cache import FreshCache, ListResult
 from .._core import Policy, ReadResult
@@ -95,7 +96,10 @@ class Setup:
                 case "ttl_for_uncovered":
                     setup.policy["uncovered"] = "ttl"
                 case "stale_allowed":
-                    setup.policy["stale_on_error"] = (*setup.policy.get("stale_on_error", ()), given.arg)
+                    setup.policy["stale_on_error"] = (
+                        *setup.policy.get("stale_on_error", ()),
+                        given.arg,
+                    )
                 case "public_shared":
                     setup.policy["share_public"] = True
                 case "scope_public":
@@ -180,7 +184,7 @@ def describe(observation: Observation | None) -> str:
             return f"list of {len(observation.resources)}"
         return f"list {observation.state} ({observation.reason})"
     label = _version_label(observation)
-    parts = [observation.state]
+    parts: list[str] = [observation.state]
     if label:
         parts.append(label)
     if observation.reason:
@@ -258,6 +262,7 @@ async def _do(
             await world.settle()
             return listed
         case Observe(how="background", uri=uri):
+
             async def read_later() -> None:
                 background.append(await cache.read(uri, timeout=30.0))
 
@@ -266,7 +271,7 @@ async def _do(
             return last
         case Observe(how="await_background"):
             with anyio.fail_after(30.0):
-                while not background:
+                while not background:  # noqa: ASYNC110 - the reader appends, no event to wait on
                     await anyio.sleep(0.005)
             await world.settle()
             return background.pop(0)
@@ -308,29 +313,36 @@ def _check(
             case "server_read" | "no_server_read":
                 wanted = expect.what == "server_read"
                 if last is None or last.server_read != wanted:
-                    failures.append(
-                        f"server_read is {None if last is None else last.server_read}, expected {wanted}"
-                    )
+                    flag = None if last is None else last.server_read
+                    failures.append(f"server_read is {flag}, expected {wanted}")
             case "server_reads":
                 if reads != expect.number:
                     failures.append(f"the server answered {reads} reads, expected {expect.number}")
             case "server_reads_at_most":
                 if reads > expect.number:
-                    failures.append(f"the server answered {reads} reads, expected at most {expect.number}")
+                    failures.append(
+                        f"the server answered {reads} reads, expected at most {expect.number}"
+                    )
             case "listed" | "not_listed":
                 if not isinstance(last, ListResult):
                     failures.append("the last observation is not a list")
                     continue
                 present = any(r.uri == expect.uri for r in last.resources)
                 if present != (expect.what == "listed"):
-                    failures.append(f"{expect.uri} {'missing from' if not present else 'present in'} the list")
+                    failures.append(
+                        f"{expect.uri} {'missing from' if not present else 'present in'} the list"
+                    )
             case "stream":
                 if world.cache.stream_status != expect.word:
-                    failures.append(f"stream is {world.cache.stream_status}, expected {expect.word}")
+                    failures.append(
+                        f"stream is {world.cache.stream_status}, expected {expect.word}"
+                    )
             case "untrusted":
                 got = world.cache.engine.counters.untrusted_messages
                 if got < expect.number:
-                    failures.append(f"{got} untrusted messages counted, expected at least {expect.number}")
+                    failures.append(
+                        f"{got} untrusted messages counted, expected at least {expect.number}"
+                    )
     return failures
 
 
@@ -366,7 +378,9 @@ class EngineWorld(World):
             InMemorySource(server),
             select=setup.selected,
             policy=Policy(**setup.policy),
-            store=None if setup.store_entries is None else MemoryStore(max_entries=setup.store_entries),
+            store=None
+            if setup.store_entries is None
+            else MemoryStore(max_entries=setup.store_entries),
             principal=setup.principal,
             read_timeout=2.0,
             ack_timeout=2.0,
@@ -393,12 +407,14 @@ class EngineWorld(World):
         with anyio.move_on_after(5.0):
             while True:
                 for _ in range(20):
-                    await anyio.sleep(0)
+                    await anyio.lowlevel.checkpoint()
                 if cache.pending_reads > server.reads_in_flight or cache.relisting:
                     await anyio.sleep(0.001)
                     continue
                 wants_stream = (
-                    server.listen_supported and not server.down and cache.selected
+                    server.listen_supported
+                    and not server.down
+                    and cache.selected
                     and cache.stream_status not in ("live", "unsupported", "disabled")
                 )
                 if wants_stream:

@@ -87,7 +87,10 @@ class NextRead:
     or (``sticky``) every one until ``reads of X recover``; ``fault`` ``None`` recovers."""
 
     uri: str
-    fault: Literal["timeout", "denied", "not_found", "server_error", "local_copy", "unreachable"] | None
+    fault: (
+        Literal["timeout", "denied", "not_found", "server_error", "local_copy", "unreachable"]
+        | None
+    )
     sticky: bool = False
 
 
@@ -96,8 +99,17 @@ class ServerChange:
     """A change of the server as a whole or of one resource's presence."""
 
     what: Literal[
-        "down", "up", "drop_stream", "close_stream", "hold_reads", "release_reads",
-        "remove", "hide", "deny", "allow", "invalidate_cursors",
+        "down",
+        "up",
+        "drop_stream",
+        "close_stream",
+        "hold_reads",
+        "release_reads",
+        "remove",
+        "hide",
+        "deny",
+        "allow",
+        "invalidate_cursors",
     ]
     uri: str = ""
     principal: str | None = None
@@ -134,8 +146,12 @@ _URI = r"(\S+)"
 _PATTERNS: list[tuple[re.Pattern[str], Callable[[re.Match[str]], Step | Given]]] = []
 
 
-def _rule(pattern: str) -> Callable[[Callable[[re.Match[str]], Step | Given]], Callable[[re.Match[str]], Step | Given]]:
-    def register(build: Callable[[re.Match[str]], Step | Given]) -> Callable[[re.Match[str]], Step | Given]:
+def _rule(
+    pattern: str,
+) -> Callable[[Callable[[re.Match[str]], Step | Given]], Callable[[re.Match[str]], Step | Given]]:
+    def register(
+        build: Callable[[re.Match[str]], Step | Given],
+    ) -> Callable[[re.Match[str]], Step | Given]:
         _PATTERNS.append((re.compile(pattern + r"$", re.IGNORECASE), build))
         return build
 
@@ -175,7 +191,9 @@ _rule(rf"notify updated {_URI}(?: x(\d+))?")(
 )
 _rule(r"notify list changed")(lambda m: Notify("list_changed"))
 _rule(rf"notify updated {_URI} before ack")(lambda m: Notify("updated_before_ack", resolve(m[1])))
-_rule(rf"notify updated {_URI} with unknown subscription")(lambda m: Notify("foreign", resolve(m[1])))
+_rule(rf"notify updated {_URI} with unknown subscription")(
+    lambda m: Notify("foreign", resolve(m[1]))
+)
 _rule(r"send malformed frame")(lambda m: Notify("garbage"))
 
 # read faults
@@ -186,7 +204,9 @@ _rule(rf"next read of {_URI} fails")(lambda m: NextRead(resolve(m[1]), "server_e
 _rule(rf"next read of {_URI} returns local copy")(lambda m: NextRead(resolve(m[1]), "local_copy"))
 _rule(rf"reads of {_URI} time out")(lambda m: NextRead(resolve(m[1]), "timeout", sticky=True))
 _rule(rf"reads of {_URI} fail")(lambda m: NextRead(resolve(m[1]), "server_error", sticky=True))
-_rule(rf"reads of {_URI} return local copy")(lambda m: NextRead(resolve(m[1]), "local_copy", sticky=True))
+_rule(rf"reads of {_URI} return local copy")(
+    lambda m: NextRead(resolve(m[1]), "local_copy", sticky=True)
+)
 _rule(rf"reads of {_URI} recover")(lambda m: NextRead(resolve(m[1]), None, sticky=True))
 
 # server and stream life
@@ -228,8 +248,15 @@ class Expect:
     """One check on the last observation or on the run as a whole."""
 
     what: Literal[
-        "state", "server_read", "no_server_read", "server_reads", "server_reads_at_most",
-        "listed", "not_listed", "stream", "untrusted",
+        "state",
+        "server_read",
+        "no_server_read",
+        "server_reads",
+        "server_reads_at_most",
+        "listed",
+        "not_listed",
+        "stream",
+        "untrusted",
     ]
     state: ExpectState | None = None
     version: str | None = None

@@ -98,7 +98,9 @@ def _result(request_id: str | int, result: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
-def error(request_id: str | int | None, code: int, message: str, data: Any = None) -> dict[str, Any]:
+def error(
+    request_id: str | int | None, code: int, message: str, data: Any = None
+) -> dict[str, Any]:
     err: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         err["data"] = data
@@ -139,7 +141,12 @@ class ReferenceProtocol:
         version = meta[META_PROTOCOL_VERSION]
         if version != PROTOCOL_VERSION:
             data = {"supported": [PROTOCOL_VERSION], "requested": version}
-            return Reply(error(request_id, UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version", data), 400)
+            return Reply(
+                error(
+                    request_id, UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version", data
+                ),
+                400,
+            )
         server = self.server
         match method:
             case "server/discover":
@@ -147,13 +154,21 @@ class ReferenceProtocol:
                     return HangUp()
                 caps: dict[str, Any] = {"resources": {}}
                 if server.listen_supported:
-                    caps["resources"] = {"subscribe": True, "listChanged": server.list_changed_supported}
-                return Reply(_result(request_id, {
-                    "supportedVersions": [PROTOCOL_VERSION],
-                    "capabilities": caps,
-                    "ttlMs": 0,
-                    "cacheScope": "public",
-                }))
+                    caps["resources"] = {
+                        "subscribe": True,
+                        "listChanged": server.list_changed_supported,
+                    }
+                return Reply(
+                    _result(
+                        request_id,
+                        {
+                            "supportedVersions": [PROTOCOL_VERSION],
+                            "capabilities": caps,
+                            "ttlMs": 0,
+                            "cacheScope": "public",
+                        },
+                    )
+                )
             case "resources/read":
                 uri = params.get("uri")
                 if not isinstance(uri, str):
@@ -180,7 +195,9 @@ class ReferenceProtocol:
                     return Reply(error(request_id, METHOD_NOT_FOUND, "Method not found"), 404)
                 filt = params.get("notifications") or {}
                 uris = frozenset(filt.get("resourceSubscriptions") or ())
-                registered = server.subscribe(request_id, uris, bool(filt.get("resourcesListChanged")))
+                registered = server.subscribe(
+                    request_id, uris, bool(filt.get("resourcesListChanged"))
+                )
                 if registered is None:
                     return HangUp()
                 _, receive = registered
@@ -191,15 +208,22 @@ class ReferenceProtocol:
     def _read_answer(self, request_id: str | int, reply: ReadReply | RequestFailed) -> Answer:
         match reply:
             case ReadReply():
-                return Reply(_result(request_id, {
-                    "contents": [item.to_mcp() for item in reply.contents],
-                    "ttlMs": int(reply.ttl_ms or 0),
-                    "cacheScope": reply.cache_scope or "private",
-                }))
+                return Reply(
+                    _result(
+                        request_id,
+                        {
+                            "contents": [item.to_mcp() for item in reply.contents],
+                            "ttlMs": int(reply.ttl_ms or 0),
+                            "cacheScope": reply.cache_scope or "private",
+                        },
+                    )
+                )
             case RequestFailed(kind="denied", detail=detail):
                 return Denied(request_id, detail)
             case RequestFailed(kind="not_found", detail=detail):
-                return Reply(error(request_id, INVALID_PARAMS, "Resource not found", {"detail": detail}), 400)
+                return Reply(
+                    error(request_id, INVALID_PARAMS, "Resource not found", {"detail": detail}), 400
+                )
             case RequestFailed(kind="unreachable"):
                 return HangUp()
             case RequestFailed(detail=detail):
@@ -210,7 +234,11 @@ class ReferenceProtocol:
             case ListReply():
                 body: dict[str, Any] = {
                     "resources": [
-                        {"uri": r.uri, "name": r.name or r.uri, **({"mimeType": r.mime_type} if r.mime_type else {})}
+                        {
+                            "uri": r.uri,
+                            "name": r.name or r.uri,
+                            **({"mimeType": r.mime_type} if r.mime_type else {}),
+                        }
                         for r in page.resources
                     ],
                     "ttlMs": int(page.ttl_ms or 0),
@@ -243,26 +271,43 @@ class ReferenceProtocol:
                                 filt["resourcesListChanged"] = True
                             if honoured:
                                 filt["resourceSubscriptions"] = sorted(honoured)
-                            yield _notification("notifications/subscriptions/acknowledged",
-                                                {"_meta": sid_meta, "notifications": filt})
+                            yield _notification(
+                                "notifications/subscriptions/acknowledged",
+                                {"_meta": sid_meta, "notifications": filt},
+                            )
                         case "updated":
-                            yield _notification("notifications/resources/updated",
-                                                {"_meta": sid_meta, "uri": str(payload)})
+                            yield _notification(
+                                "notifications/resources/updated",
+                                {"_meta": sid_meta, "uri": str(payload)},
+                            )
                         case "list_changed":
-                            yield _notification("notifications/resources/list_changed", {"_meta": sid_meta})
+                            yield _notification(
+                                "notifications/resources/list_changed", {"_meta": sid_meta}
+                            )
                         case "foreign_update":
-                            yield _notification("notifications/resources/updated",
-                                                {"_meta": {META_SUBSCRIPTION_ID: "not-a-subscription"},
-                                                 "uri": str(payload)})
+                            yield _notification(
+                                "notifications/resources/updated",
+                                {
+                                    "_meta": {META_SUBSCRIPTION_ID: "not-a-subscription"},
+                                    "uri": str(payload),
+                                },
+                            )
                         case "garbage":
                             yield Garbage(str(payload))
                         case "complete":
-                            yield {"jsonrpc": "2.0", "id": request_id,
-                                   "result": {"resultType": "complete", "_meta": sid_meta}}
+                            yield {
+                                "jsonrpc": "2.0",
+                                "id": request_id,
+                                "result": {"resultType": "complete", "_meta": sid_meta},
+                            }
                             return
                         case _:  # "drop": die in the middle of a frame
-                            frame = json.dumps(_notification("notifications/resources/updated",
-                                                             {"_meta": sid_meta, "uri": "guide://cut"}))
+                            frame = json.dumps(
+                                _notification(
+                                    "notifications/resources/updated",
+                                    {"_meta": sid_meta, "uri": "guide://cut"},
+                                )
+                            )
                             yield CutMidFrame(frame[: len(frame) // 2])
                             return
         finally:

@@ -1,0 +1,83 @@
+"""The shape of the package: a sans-IO core, a curated public surface."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import freshcache
+
+CORE = Path(freshcache.__file__).parent / "_core"
+ALLOWED_IN_CORE = {
+    "__future__",
+    "collections",
+    "dataclasses",
+    "fnmatch",
+    "hashlib",
+    "json",
+    "random",
+    "re",
+    "time",
+    "typing",
+    "typing_extensions",
+}
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_the_core_imports_nothing_that_does_io():
+    for path in sorted(CORE.glob("*.py")):
+        outside = imported_modules(path) - ALLOWED_IN_CORE
+        assert not outside, f"{path.name} imports {sorted(outside)}: the core must stay sans-IO"
+
+
+def test_the_core_reaches_the_rest_of_the_package_only_for_errors():
+    for path in sorted(CORE.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 2:
+                assert node.module == "_errors", f"{path.name} imports ..{node.module}"
+
+
+def test_public_names_are_sorted_and_all_importable():
+    names = freshcache.__all__
+    assert list(names) == sorted(names, key=lambda n: (not n.isupper(), n.startswith("_"), n))
+    for name in names:
+        assert hasattr(freshcache, name), name
+
+
+def test_the_public_names_outside_checks_rely_on_exist():
+    for name in (
+        "FreshCache",
+        "HttpSource",
+        "StdioSource",
+        "McpClientSource",
+        "ReadResult",
+        "Policy",
+    ):
+        assert name in freshcache.__all__, name
+
+
+def test_the_package_ships_type_information():
+    assert (Path(freshcache.__file__).parent / "py.typed").exists()
+
+
+def test_importing_freshcache_does_not_import_the_sdk_or_an_otel_sdk():
+    code = (
+        "import sys, freshcache; "
+        "bad = [m for m in ('mcp', 'opentelemetry.sdk', 'freshcache.testing', 'uvicorn') if m in sys.modules]; "
+        "print(bad)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
