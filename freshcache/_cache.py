@@ -22,6 +22,8 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.trace import Span, TracerProvider
 from typing_extensions import Self
 
 from ._core import (
@@ -29,6 +31,7 @@ from ._core import (
     FRESH,
     Decision,
     FreshnessEngine,
+    Invalidation,
     ListenAcknowledged,
     ListenStarted,
     ListenUnsupported,
@@ -44,16 +47,19 @@ from ._core import (
     Relisten,
     RequestFailed,
     ResourceInfo,
+    ResourceListChanged,
     Store,
     StreamClosed,
     StreamEvent,
     StreamLost,
+    UntrustedMessage,
     problem_result,
 )
 from ._core._backoff import BackoffSettings
 from ._errors import ConfigurationError, FreshCacheError
 from ._source import ServerInfo, Source
 from ._store import MemoryStore
+from ._telemetry import JSONRPC_REQUEST_ID, Telemetry
 
 log = logging.getLogger("freshcache")
 
@@ -89,6 +95,7 @@ class _Stream:
     scope: anyio.CancelScope
     subscription_id: str | int | None = None
     outcome: str = "running"  # running | lost | closed | unsupported | cancelled
+    span: Span | None = None
 
 
 class FreshCache:
@@ -114,6 +121,9 @@ class FreshCache:
         backoff: BackoffSettings | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+        trace_hits: bool = False,
     ) -> None:
         if isinstance(select, str):
             raise ConfigurationError(
@@ -131,6 +141,10 @@ class FreshCache:
         self.ack_timeout = ack_timeout
         self._listen_enabled = listen
         self.store: Store = store if store is not None else MemoryStore()
+        self.telemetry = Telemetry(
+            tracer_provider=tracer_provider, meter_provider=meter_provider, trace_hits=trace_hits
+        )
+        self.telemetry.watch_store(lambda: self.store.entry_count, lambda: self.store.bytes_held)
         self.engine = FreshnessEngine(
             store=self.store,
             policy=policy,
@@ -138,9 +152,16 @@ class FreshCache:
             default_partition=principal,
             clock=clock,
             wall_clock=wall_clock,
+            on_invalidation=self._invalidated,
         )
         self._hits = self.engine.hits
+        self._counts = self.telemetry.counts
+        if trace_hits:
+            # Chosen once here, so the default hit path pays nothing for the option.
+            self.read = self._read_tracing_hits  # type: ignore[method-assign]
         self._clock = clock
+        self._wall_clock = wall_clock
+        self._listen_attempts = 0
         self._initial_selection = list(select)
         self._budget = ReconnectBudget(backoff)
         self._flights: dict[tuple[str, Partition], _Flight] = {}
@@ -196,8 +217,24 @@ class FreshCache:
         partition = self.principal if principal is None else principal
         hit = self._hits.get((uri, partition))
         if hit is not None and self._clock() < hit[0]:
+            self._counts.hits += 1
             return hit[1]
-        return await self._read_slow(uri, partition, timeout)
+        with self.telemetry.read_span(uri) as span:
+            result = await self._read_slow(uri, partition, timeout)
+            self.telemetry.read_result(span, result, self._wall_clock())
+            return result
+
+    async def _read_tracing_hits(
+        self, uri: str, *, timeout: float | None = None, principal: str | None = None
+    ) -> ReadResult:
+        """`read` when ``trace_hits`` is on: every plain fresh hit gets a span too."""
+        partition = self.principal if principal is None else principal
+        hit = self._hits.get((uri, partition))
+        if hit is not None and self._clock() < hit[0]:
+            self._counts.hits += 1
+            self.telemetry.traced_hit(hit[1], self._wall_clock())
+            return hit[1]
+        return await FreshCache.read(self, uri, timeout=timeout, principal=principal)
 
     def status(self, uri: str, *, principal: str | None = None) -> ReadResult:
         """What `read` would hand out right now, without any I/O."""
@@ -228,14 +265,16 @@ class FreshCache:
                 return result
         return self.engine.note_timeout(uri, partition)
 
-    def _launch(self, uri: str, partition: Partition) -> _Flight:
+    def _launch(self, uri: str, partition: Partition, cause: str = "read") -> _Flight:
         assert self._tg is not None
         flight = _Flight(done=anyio.Event())
         self._flights[(uri, partition)] = flight
-        self._tg.start_soon(self._fly, uri, partition, flight)
+        # The task inherits the current context: its request span is a child of the
+        # caller's read span, or of the listen span for re-reads a notification caused.
+        self._tg.start_soon(self._fly, uri, partition, flight, cause)
         return flight
 
-    async def _fly(self, uri: str, partition: Partition, flight: _Flight) -> None:
+    async def _fly(self, uri: str, partition: Partition, flight: _Flight, cause: str) -> None:
         result: ReadResult | None = None
         try:
             # Let notifications already queued land first: a burst of invalidations
@@ -244,10 +283,17 @@ class FreshCache:
             for _ in range(self.engine.policy.max_rereads):
                 ticket = self.engine.begin_read(uri, partition)
                 flight.ticket = ticket
-                reply = await self._source_read(uri, partition)
+                self.telemetry.server_read(cause)
+                with self.telemetry.request("resources/read", uri=uri) as span:
+                    reply = await self._source_read(uri, partition)
+                    if isinstance(reply, RequestFailed):
+                        self.telemetry.request_failed(span, reply)
                 result = self.engine.finish_read(ticket, reply)
                 if result is not None:
+                    if result.state == FRESH:
+                        self.telemetry.fresh_again(uri, self._clock())
                     break
+                cause = "superseded"
             if result is None:
                 result = problem_result(
                     uri,
@@ -298,12 +344,15 @@ class FreshCache:
                 if page is None:
                     ticket = self.engine.begin_list(cursor, partition)
                     server_read = True
-                    try:
-                        reply = await self.source.list_resources(cursor, partition)
-                    except anyio.get_cancelled_exc_class():
-                        raise
-                    except Exception as exc:
-                        reply = RequestFailed("server_error", f"source raised {exc!r}")
+                    with self.telemetry.request("resources/list") as span:
+                        try:
+                            reply = await self.source.list_resources(cursor, partition)
+                        except anyio.get_cancelled_exc_class():
+                            raise
+                        except Exception as exc:
+                            reply = RequestFailed("server_error", f"source raised {exc!r}")
+                        if isinstance(reply, RequestFailed):
+                            self.telemetry.request_failed(span, reply)
                     judged = self.engine.finish_list(ticket, reply)
                     if judged is None or (
                         isinstance(judged, RequestFailed)
@@ -358,9 +407,9 @@ class FreshCache:
     def _carry_out(self, decisions: list[Decision]) -> None:
         for decision in decisions:
             match decision:
-                case ReadResource(uri=uri, partition=partition):
+                case ReadResource(uri=uri, partition=partition, cause=cause):
                     if (uri, partition) not in self._flights and self._tg is not None:
-                        self._launch(uri, partition)
+                        self._launch(uri, partition, cause)
                 case Relist():
                     if self._tg is not None:
                         self._tg.start_soon(self._relist)
@@ -406,6 +455,9 @@ class FreshCache:
             if stream.outcome == "cancelled":
                 continue
             now = self._clock()
+            self.telemetry.relisten(
+                stream.outcome if stream.acked.is_set() else f"{stream.outcome}_before_ack"
+            )
             if stream.acked.is_set():
                 delay = self._budget.delay_after_end(now)
             else:
@@ -459,66 +511,89 @@ class FreshCache:
 
     async def _consume(self, stream: _Stream) -> None:
         """Read one stream's events into the engine until it ends."""
-        try:
-            with stream.scope:
-                async with aclosing(self.source.listen(stream.uris, True)) as events:
-                    with anyio.move_on_after(self.ack_timeout) as ack_wait:
-                        async for event in events:
-                            if self._feed(stream, event):
-                                return
-                            if stream.acked.is_set():
-                                break
-                    if ack_wait.cancelled_caught:
-                        # No acknowledgment in time: treat as a server that cannot subscribe.
-                        stream.outcome = "lost"
-                        self._carry_out(
-                            self.engine.handle(
-                                StreamLost(stream.subscription_id, "no acknowledgment in time")
-                            )
-                        )
-                        return
-                    async for event in events:
-                        if self._feed(stream, event):
-                            return
-                # The iterator ended without a final event: that is a loss.
+        self._listen_attempts += 1
+        with self.telemetry.listen_span(stream.uris, self._listen_attempts) as span:
+            stream.span = span
+            try:
+                with stream.scope:
+                    await self._consume_events(stream)
+            except anyio.get_cancelled_exc_class():
+                raise
+            except Exception as exc:
                 stream.outcome = "lost"
-                self._carry_out(
-                    self.engine.handle(StreamLost(stream.subscription_id, "stream ended"))
-                )
-        except anyio.get_cancelled_exc_class():
-            raise
-        except Exception as exc:
-            stream.outcome = "lost"
-            log.warning("subscription stream failed: %r", exc)
-            self._carry_out(self.engine.handle(StreamLost(stream.subscription_id, repr(exc))))
-        finally:
-            stream.ended.set()
+                log.warning("subscription stream failed: %r", exc)
+                self._feed(stream, StreamLost(stream.subscription_id, repr(exc)))
+            finally:
+                Telemetry.event(span, "freshcache.stream_end", outcome=stream.outcome)
+                stream.ended.set()
+
+    async def _consume_events(self, stream: _Stream) -> None:
+        async with aclosing(self.source.listen(stream.uris, True)) as events:
+            with anyio.move_on_after(self.ack_timeout) as ack_wait:
+                async for event in events:
+                    if self._feed(stream, event):
+                        return
+                    if stream.acked.is_set():
+                        break
+            if ack_wait.cancelled_caught:
+                # No acknowledgment in time: treat the stream as lost and back off.
+                self._feed(stream, StreamLost(stream.subscription_id, "no acknowledgment in time"))
+                return
+            async for event in events:
+                if self._feed(stream, event):
+                    return
+        # The iterator ended without a final event: that is a loss.
+        self._feed(stream, StreamLost(stream.subscription_id, "stream ended"))
 
     def _feed(self, stream: _Stream, event: StreamEvent) -> bool:
         """Hand one event to the engine; True when it ended the stream."""
+        span = stream.span
         match event:
             case ListenStarted(subscription_id=sid):
                 stream.subscription_id = sid
+                if span is not None:
+                    span.set_attribute(JSONRPC_REQUEST_ID, str(sid))
             case ListenAcknowledged(subscription_id=sid) if sid == stream.subscription_id:
                 self._budget.acknowledged(self._clock())
+                if span is not None:
+                    Telemetry.event(
+                        span,
+                        "freshcache.acknowledged",
+                        subscription_id=str(sid),
+                        resource_uris=sorted(event.resource_uris),
+                        list_changed=event.list_changed,
+                    )
                 decisions = self.engine.handle(event)
                 stream.acked.set()
                 self._carry_out(decisions)
                 return False
-            case StreamLost():
+            case StreamLost(detail=detail):
                 stream.outcome = "lost"
+                if span is not None:
+                    Telemetry.event(span, "freshcache.stream_lost", detail=detail)
             case StreamClosed():
                 stream.outcome = "closed"
-            case ListenUnsupported():
+                if span is not None:
+                    Telemetry.event(span, "freshcache.stream_closed")
+            case ListenUnsupported(detail=detail):
                 stream.outcome = "unsupported"
+                if span is not None:
+                    Telemetry.event(span, "freshcache.listen_unsupported", detail=detail)
+            case UntrustedMessage(detail=detail) if span is not None:
+                Telemetry.event(span, "freshcache.untrusted_message", detail=detail)
+            case ResourceListChanged() if span is not None:
+                Telemetry.event(span, "freshcache.list_changed")
             case _:
                 pass
         self._carry_out(self.engine.handle(event))
         return stream.outcome != "running"
 
+    def _invalidated(self, event: Invalidation) -> None:
+        self.telemetry.invalidated(event, self._clock())
+
     async def _discover(self) -> ServerInfo | None:
         try:
-            with anyio.fail_after(self.ack_timeout):
+            with anyio.fail_after(self.ack_timeout), self.telemetry.request("server/discover"):
                 info = await self.source.start()
         except anyio.get_cancelled_exc_class():
             raise

@@ -1,0 +1,309 @@
+"""OpenTelemetry for freshcache: spans, span events and metrics (issue 6).
+
+Only ``opentelemetry-api`` is required; without an SDK everything is a no-op. The
+tracer and meter come from the provider arguments or, when those are ``None``, from
+the global providers *at call time* (the API's proxy objects follow a provider that
+is installed later), never at import.
+
+Names follow the OpenTelemetry semantic conventions for MCP (Development status):
+client spans are named ``{mcp.method.name}`` (no URI in the name: high cardinality)
+and carry ``mcp.method.name``, ``mcp.resource.uri``, ``mcp.protocol.version``,
+``jsonrpc.request.id``, ``error.type``, ``network.transport``, ``server.address`` and
+``server.port``; the duration histogram is ``mcp.client.operation.duration``. What the
+conventions do not cover — freshness — lives under ``freshcache.*``.
+
+W3C trace context reaches the server in each request's ``params._meta``
+(``traceparent``, ``tracestate``), as MCP 2026-07-28 reserves those keys.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, MutableMapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import metrics, propagate, trace
+from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+
+from ._core import Invalidation, ReadResult, RequestFailed
+
+SCOPE = "freshcache"
+
+# Semantic-convention attribute names (MCP, JSON-RPC, network, error).
+MCP_METHOD_NAME = "mcp.method.name"
+MCP_RESOURCE_URI = "mcp.resource.uri"
+MCP_PROTOCOL_VERSION = "mcp.protocol.version"
+JSONRPC_REQUEST_ID = "jsonrpc.request.id"
+ERROR_TYPE = "error.type"
+NETWORK_TRANSPORT = "network.transport"
+NETWORK_PROTOCOL_NAME = "network.protocol.name"
+SERVER_ADDRESS = "server.address"
+SERVER_PORT = "server.port"
+RPC_RESPONSE_STATUS_CODE = "rpc.response.status_code"
+MCP_CLIENT_OPERATION_DURATION = "mcp.client.operation.duration"
+
+# freshcache's own names.
+READ_SPAN = "freshcache.read"
+STATE = "freshcache.state"
+REASON = "freshcache.reason"
+VERSION = "freshcache.version"
+SERVER_READ = "freshcache.server_read"
+AGE = "freshcache.age_s"
+CAUSE = "freshcache.cause"
+SUBSCRIPTION_ID = "freshcache.subscription_id"
+TRUSTED = "freshcache.trusted"
+
+
+def inject_trace_context(meta: MutableMapping[str, Any]) -> None:
+    """Put ``traceparent``/``tracestate`` of the current span into a request's ``_meta``."""
+    propagate.inject(meta)
+
+
+def annotate_request(
+    request_id: str | int,
+    *,
+    transport: str,
+    address: str | None = None,
+    port: int | None = None,
+    protocol: str | None = None,
+) -> None:
+    """Sources call this when they send a request: it decorates the current span."""
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return
+    span.set_attribute(JSONRPC_REQUEST_ID, str(request_id))
+    span.set_attribute(NETWORK_TRANSPORT, transport)
+    if protocol is not None:
+        span.set_attribute(NETWORK_PROTOCOL_NAME, protocol)
+    if address is not None:
+        span.set_attribute(SERVER_ADDRESS, address)
+    if port is not None:
+        span.set_attribute(SERVER_PORT, port)
+
+
+def note_response_status(code: int | str) -> None:
+    """Record the JSON-RPC error code (or HTTP status) of a failed request on the current span."""
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.set_attribute(RPC_RESPONSE_STATUS_CODE, str(code))
+
+
+@dataclass(slots=True)
+class _Counts:
+    """Plain counters the observable instruments report; cheap to bump on hot paths."""
+
+    hits: int = 0
+    reads: dict[tuple[str, str, bool], int] = field(default_factory=dict)
+
+
+class Telemetry:
+    """Spans and metrics of one `FreshCache`."""
+
+    def __init__(
+        self,
+        *,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        trace_hits: bool = False,
+        protocol_version: str = "2026-07-28",
+    ) -> None:
+        self.trace_hits = trace_hits
+        """Also make a span for every plain fresh hit (off by default: the hit path is hot)."""
+        self.protocol_version = protocol_version
+        self._tracer = trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
+        meter = metrics.get_meter(SCOPE, meter_provider=meter_provider)
+        self.counts = _Counts()
+        self._entries: Any = None
+        self._duration = meter.create_histogram(
+            MCP_CLIENT_OPERATION_DURATION,
+            unit="s",
+            description="Duration of an MCP request as the client saw it",
+        )
+        self._invalidations = meter.create_counter(
+            "freshcache.invalidations", unit="{invalidation}", description="Invalidations by cause"
+        )
+        self._server_reads = meter.create_counter(
+            "freshcache.server_reads", unit="{read}", description="resources/read sent, by cause"
+        )
+        self._relistens = meter.create_counter(
+            "freshcache.relistens", unit="{stream}", description="subscriptions/listen by outcome"
+        )
+        self._to_fresh = meter.create_histogram(
+            "freshcache.invalidation_to_fresh",
+            unit="s",
+            description="Time from an invalidation of a URI until it was fresh again",
+        )
+        meter.create_observable_counter(
+            "freshcache.reads",
+            callbacks=[self._observe_reads],
+            unit="{read}",
+            description="Reads handed out, by state, reason and whether the server was read",
+        )
+        self._store_callbacks: list[Any] = []
+        meter.create_observable_gauge(
+            "freshcache.store.entries", callbacks=[self._observe_entries], unit="{entry}"
+        )
+        meter.create_observable_gauge(
+            "freshcache.store.bytes", callbacks=[self._observe_bytes], unit="By"
+        )
+        self._invalidated_at: dict[str, float] = {}
+
+    # -- store gauges ----------------------------------------------------------
+
+    def watch_store(self, entries: Any, bytes_held: Any) -> None:
+        """Report the store's size through the gauges (callables returning ints)."""
+        self._store_callbacks = [entries, bytes_held]
+
+    def _observe_entries(self, options: CallbackOptions) -> Iterable[Observation]:
+        if self._store_callbacks:
+            yield Observation(self._store_callbacks[0]())
+
+    def _observe_bytes(self, options: CallbackOptions) -> Iterable[Observation]:
+        if self._store_callbacks:
+            yield Observation(self._store_callbacks[1]())
+
+    def _observe_reads(self, options: CallbackOptions) -> Iterable[Observation]:
+        counts = self.counts
+        if counts.hits:
+            yield Observation(counts.hits, {STATE: "fresh", REASON: "", SERVER_READ: False})
+        for (state, reason, server_read), n in counts.reads.items():
+            yield Observation(n, {STATE: state, REASON: reason, SERVER_READ: server_read})
+
+    # -- spans -------------------------------------------------------------------
+
+    @contextmanager
+    def request(self, method: str, *, uri: str | None = None) -> Iterator[Span]:
+        """A CLIENT span around one MCP request, with the duration metric."""
+        attributes: dict[str, Any] = {
+            MCP_METHOD_NAME: method,
+            MCP_PROTOCOL_VERSION: self.protocol_version,
+        }
+        if uri is not None:
+            attributes[MCP_RESOURCE_URI] = uri
+        started = time.perf_counter()
+        error: str | None = None
+        with self._tracer.start_as_current_span(
+            method,
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                yield span
+            except BaseException as exc:
+                error = type(exc).__qualname__
+                span.set_attribute(ERROR_TYPE, error)
+                span.set_status(Status(StatusCode.ERROR, str(exc)[:200]))
+                raise
+            finally:
+                if error is None:
+                    error = _error_of(span)
+                duration_attrs = {MCP_METHOD_NAME: method}
+                if error is not None:
+                    duration_attrs[ERROR_TYPE] = error
+                self._duration.record(time.perf_counter() - started, duration_attrs)
+
+    def request_failed(self, span: Span, failure: RequestFailed) -> None:
+        """Mark a request span as failed with freshcache's failure kind as ``error.type``."""
+        span.set_attribute(ERROR_TYPE, failure.kind)
+        if failure.code is not None:
+            span.set_attribute(RPC_RESPONSE_STATUS_CODE, str(failure.code))
+        span.set_status(Status(StatusCode.ERROR, failure.detail[:200] or failure.kind))
+
+    @contextmanager
+    def read_span(self, uri: str) -> Iterator[Span]:
+        """An INTERNAL span around a read that was not a plain fresh hit."""
+        with self._tracer.start_as_current_span(
+            READ_SPAN, attributes={MCP_RESOURCE_URI: uri}
+        ) as span:
+            yield span
+
+    def read_result(self, span: Span | None, result: ReadResult, now: float) -> None:
+        """Record what a read handed out: on its span and in the reads counter."""
+        key = (result.state, result.reason or "", result.server_read)
+        self.counts.reads[key] = self.counts.reads.get(key, 0) + 1
+        if span is None or not span.is_recording():
+            return
+        span.set_attribute(STATE, result.state)
+        span.set_attribute(SERVER_READ, result.server_read)
+        if result.reason is not None:
+            span.set_attribute(REASON, result.reason)
+        if result.version is not None:
+            span.set_attribute(VERSION, result.version)
+        if result.fetched_at is not None:
+            span.set_attribute(
+                AGE, max(0.0, now - result.fetched_at) if result.age is None else result.age
+            )
+
+    def traced_hit(self, result: ReadResult, now: float) -> None:
+        """A span for a plain fresh hit (only with ``trace_hits``)."""
+        with self._tracer.start_as_current_span(
+            READ_SPAN, attributes={MCP_RESOURCE_URI: result.uri}
+        ) as span:
+            self.read_result(span, result, now)
+
+    # -- events on the listen span and metrics ---------------------------------------
+
+    def invalidated(self, event: Invalidation, now: float) -> None:
+        self._invalidations.add(1, {CAUSE: event.cause, TRUSTED: event.trusted})
+        self._invalidated_at.setdefault(event.uri, now)
+        span = trace.get_current_span()
+        if span.is_recording():
+            attrs: dict[str, Any] = {
+                MCP_RESOURCE_URI: event.uri,
+                CAUSE: event.cause,
+                TRUSTED: event.trusted,
+            }
+            if event.subscription_id is not None:
+                attrs[SUBSCRIPTION_ID] = str(event.subscription_id)
+            span.add_event("freshcache.invalidated", attrs)
+
+    def fresh_again(self, uri: str, now: float) -> None:
+        since = self._invalidated_at.pop(uri, None)
+        if since is not None:
+            self._to_fresh.record(max(0.0, now - since), {MCP_RESOURCE_URI: uri})
+
+    def server_read(self, cause: str) -> None:
+        self._server_reads.add(1, {CAUSE: cause})
+
+    def relisten(self, outcome: str) -> None:
+        self._relistens.add(1, {"freshcache.outcome": outcome})
+
+    @contextmanager
+    def listen_span(self, uris: Iterable[str], attempt: int) -> Iterator[Span]:
+        with self._tracer.start_as_current_span(
+            "subscriptions/listen",
+            kind=SpanKind.CLIENT,
+            attributes={
+                MCP_METHOD_NAME: "subscriptions/listen",
+                MCP_PROTOCOL_VERSION: self.protocol_version,
+                "freshcache.listen.attempt": attempt,
+                "freshcache.listen.uris": sorted(uris),
+            },
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            started = time.perf_counter()
+            try:
+                yield span
+            finally:
+                self._duration.record(
+                    time.perf_counter() - started, {MCP_METHOD_NAME: "subscriptions/listen"}
+                )
+
+    @staticmethod
+    def event(span: Span, name: str, **attributes: Any) -> None:
+        if span.is_recording():
+            span.add_event(name, {k: v for k, v in attributes.items() if v is not None})
+
+
+def _error_of(span: Span) -> str | None:
+    attributes = getattr(span, "attributes", None)
+    if attributes is None:
+        return None
+    value = attributes.get(ERROR_TYPE)
+    return str(value) if value is not None else None
