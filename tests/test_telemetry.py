@@ -1,0 +1,233 @@
+"""OpenTelemetry: span names, attributes, events and metric names (in memory)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+from opentelemetry.trace import SpanKind
+
+from freshcache import BackoffSettings, FreshCache, InMemorySource, ReferenceServer
+from tests.telemetry_support import Recorder
+
+U = "guide://shipping/approval"
+FAST = BackoffSettings(base=0.005, cap=0.02, quick_death=0.0)
+
+pytestmark = pytest.mark.anyio
+
+
+async def until(condition, timeout: float = 5.0) -> None:
+    with anyio.fail_after(timeout):
+        while not condition():
+            await anyio.sleep(0.002)
+
+
+@pytest.fixture
+def recorder():
+    rec = Recorder.make()
+    yield rec
+    rec.shutdown()
+
+
+@pytest.fixture
+async def live_cache(recorder) -> AsyncIterator[tuple[FreshCache, ReferenceServer]]:
+    server = ReferenceServer()
+    server.set(U, "v1")
+    async with FreshCache(
+        InMemorySource(server), select=[U], backoff=FAST, read_timeout=0.5, **recorder.kwargs()
+    ) as cache:
+        await until(
+            lambda: (
+                cache.stream_status == "live"
+                and cache.pending_reads == 0
+                and cache.status(U).state == "fresh"
+            )
+        )
+        recorder.spans_exporter.clear()
+        yield cache, server
+
+
+async def test_a_plain_fresh_hit_makes_no_span_but_is_counted(recorder, live_cache):
+    cache, _ = live_cache
+    for _ in range(3):
+        assert (await cache.read(U)).state == "fresh"
+    assert recorder.spans() == []
+    reads = recorder.metrics()["freshcache.reads"]
+    assert (
+        {"freshcache.state": "fresh", "freshcache.reason": "", "freshcache.server_read": False},
+        3,
+    ) in reads
+
+
+async def test_a_read_that_reaches_the_server_has_a_read_span_and_a_client_request_span(recorder):
+    server = ReferenceServer()
+    server.set(U, "v1")
+    async with FreshCache(InMemorySource(server), listen=False, **recorder.kwargs()) as cache:
+        result = await cache.read(U)
+    (read,) = recorder.spans("freshcache.read")
+    (request,) = recorder.spans("resources/read")
+    assert request.kind == SpanKind.CLIENT
+    assert request.parent is not None
+    assert request.parent.span_id == read.context.span_id
+    assert dict(request.attributes) == {
+        "mcp.method.name": "resources/read",
+        "mcp.resource.uri": U,
+        "mcp.protocol.version": "2026-07-28",
+    }
+    assert read.attributes["freshcache.state"] == "fresh"
+    assert read.attributes["freshcache.version"] == result.version
+    assert read.attributes["freshcache.server_read"] is True
+    assert "freshcache.reason" not in read.attributes
+    durations = recorder.metrics()["mcp.client.operation.duration"]
+    assert ({"mcp.method.name": "resources/read"}, 1) in durations
+
+
+async def test_seed_1_the_notification_is_an_event_on_the_listen_span_and_the_reread_its_child(
+    recorder, live_cache
+):
+    cache, server = live_cache
+    server.hold_reads()
+    server.notify_updated(U)
+    await until(lambda: cache.status(U).reason == "invalidated" and server.reads_in_flight == 1)
+    server.release_reads()
+    await until(lambda: cache.status(U).state == "fresh")
+    await until(lambda: bool(recorder.spans("resources/read")))
+    server.close_streams()  # the listen span is still open: end it to export it
+    await until(lambda: any(s.name == "subscriptions/listen" for s in recorder.spans()))
+    listen = recorder.spans("subscriptions/listen")[0]
+    (reread,) = recorder.spans("resources/read")
+    assert reread.parent is not None
+    assert reread.parent.span_id == listen.context.span_id
+    invalidated = [e for e in listen.events if e.name == "freshcache.invalidated"]
+    assert len(invalidated) == 1
+    assert dict(invalidated[0].attributes) == {
+        "mcp.resource.uri": U,
+        "freshcache.cause": "resources/updated",
+        "freshcache.trusted": True,
+        "freshcache.subscription_id": str(listen.attributes["jsonrpc.request.id"]),
+    }
+    metrics = recorder.metrics()
+    assert ({"freshcache.cause": "resources/updated", "freshcache.trusted": True}, 1) in metrics[
+        "freshcache.invalidations"
+    ]
+    assert ({"freshcache.cause": "resources/updated"}, 1) in metrics["freshcache.server_reads"]
+    assert metrics["freshcache.invalidation_to_fresh"][0][1] == 1
+
+
+async def test_seed_4_a_timeout_is_visible_on_both_spans(recorder, live_cache):
+    cache, server = live_cache
+    server.fail_always(U, "timeout")
+    server.notify_updated(U)
+    await until(lambda: cache.status(U).reason == "timeout")
+    result = await cache.read(U)
+    assert result.reason == "timeout"
+    read = recorder.spans("freshcache.read")[-1]
+    assert (read.attributes["freshcache.state"], read.attributes["freshcache.reason"]) == (
+        "awaiting_fresh_source",
+        "timeout",
+    )
+    failed = [
+        s for s in recorder.spans("resources/read") if s.attributes.get("error.type") == "timeout"
+    ]
+    assert failed
+    assert not failed[0].status.is_ok
+
+
+async def test_seed_5_a_denial_is_visible_on_both_spans(recorder, live_cache):
+    cache, server = live_cache
+    server.denied_principals[U] = {None}
+    server.notify_updated(U)
+    await until(lambda: cache.status(U).state == "denied")
+    assert (await cache.read(U)).state == "denied"
+    read = recorder.spans("freshcache.read")[-1]
+    assert read.attributes["freshcache.state"] == "denied"
+    assert all(s.attributes["error.type"] == "denied" for s in recorder.spans("resources/read"))
+
+
+async def test_seed_8_loss_relisten_and_reread_are_all_visible(recorder, live_cache):
+    cache, server = live_cache
+    server.down = True
+    server.drop_streams()
+    server.set(U, "v2")
+    await until(lambda: cache.status(U).reason == "stream_lost")
+    server.down = False
+    await until(lambda: cache.status(U).text == "v2")
+    server.close_streams()
+
+    def acknowledged_later() -> bool:
+        listens = recorder.spans("subscriptions/listen")
+        return len(listens) >= 2 and any(
+            e.name == "freshcache.acknowledged" for e in listens[-1].events
+        )
+
+    await until(acknowledged_later)
+    listens = recorder.spans("subscriptions/listen")
+    first = listens[0]
+    names = [e.name for e in first.events]
+    assert names[-3:] == [
+        "freshcache.stream_lost",
+        "freshcache.invalidated",
+        "freshcache.stream_end",
+    ]
+    assert first.events[-2].attributes["freshcache.cause"] == "stream_lost"
+    acknowledged = [
+        s for s in listens if any(e.name == "freshcache.acknowledged" for e in s.events)
+    ]
+    assert (
+        acknowledged[-1].attributes["freshcache.listen.attempt"]
+        > first.attributes["freshcache.listen.attempt"]
+    )
+    rereads = [
+        s
+        for s in recorder.spans("resources/read")
+        if s.parent and s.parent.span_id == acknowledged[-1].context.span_id
+    ]
+    assert rereads
+    metrics = recorder.metrics()
+    assert any(
+        attrs == {"freshcache.cause": "stream_lost", "freshcache.trusted": True}
+        for attrs, _ in metrics["freshcache.invalidations"]
+    )
+    assert any(
+        attrs == {"freshcache.cause": "acknowledged"}
+        for attrs, _ in metrics["freshcache.server_reads"]
+    )
+    assert any(
+        attrs["freshcache.outcome"] == "lost" for attrs, _ in metrics["freshcache.relistens"]
+    )
+
+
+async def test_hits_are_traced_only_when_asked(recorder):
+    server = ReferenceServer()
+    server.set(U, "v1")
+    async with FreshCache(
+        InMemorySource(server), listen=False, trace_hits=True, **recorder.kwargs()
+    ) as cache:
+        await cache.read(U)
+        recorder.spans_exporter.clear()
+        hit = await cache.read(U)
+    (span,) = recorder.spans("freshcache.read")
+    assert span.attributes["freshcache.state"] == "fresh"
+    assert span.attributes["freshcache.version"] == hit.version
+    assert span.attributes["freshcache.server_read"] is False
+
+
+async def test_store_gauges_report_entries_and_bytes(recorder):
+    server = ReferenceServer()
+    server.set(U, "v1")
+    async with FreshCache(InMemorySource(server), listen=False, **recorder.kwargs()) as cache:
+        await cache.read(U)
+        metrics = recorder.metrics()
+    assert metrics["freshcache.store.entries"] == [({}, 1)]
+    assert metrics["freshcache.store.bytes"][0][1] == cache.store.bytes_held > 0
+
+
+async def test_without_an_sdk_everything_is_a_silent_no_op():
+    server = ReferenceServer()
+    server.set(U, "v1")
+    async with FreshCache(InMemorySource(server), select=[U], backoff=FAST) as cache:
+        await until(lambda: cache.status(U).state == "fresh")
+        server.notify_updated(U)
+        await until(lambda: cache.engine.counters.invalidations == 1)
+        assert (await cache.read(U)).state in ("fresh", "awaiting_fresh_source")
