@@ -215,7 +215,7 @@ class FreshCache:
         ``awaiting_fresh_source`` (``timeout``) and the read goes on in the background.
         """
         partition = self.principal if principal is None else principal
-        hit = self._hits.get((uri, partition))
+        hit = self._hits.get(uri if partition is None else (uri, partition))
         if hit is not None and self._clock() < hit[0]:
             self._counts.hits += 1
             return hit[1]
@@ -229,7 +229,7 @@ class FreshCache:
     ) -> ReadResult:
         """`read` when ``trace_hits`` is on: every plain fresh hit gets a span too."""
         partition = self.principal if principal is None else principal
-        hit = self._hits.get((uri, partition))
+        hit = self._hits.get(uri if partition is None else (uri, partition))
         if hit is not None and self._clock() < hit[0]:
             self._counts.hits += 1
             self.telemetry.traced_hit(hit[1], self._wall_clock())

@@ -211,6 +211,8 @@ def test_a_public_reply_replaces_the_principals_private_copy():
     assert engine.lookup(U, "alice").text == "public"
     assert (U, "alice") not in engine.hits
     assert (U, PUBLIC) in engine.hits
+    read(engine, "anonymous")
+    assert U in engine.hits  # the default partition is keyed by the bare URI
 
 
 def test_status_of_an_unknown_uri_is_not_cached():

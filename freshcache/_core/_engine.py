@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from typing_extensions import assert_never
 
@@ -59,6 +59,13 @@ _INF = float("inf")
 _ENTRY_OVERHEAD = 256  # rough bytes of bookkeeping per entry beyond the contents
 
 SubscriptionId = str | int
+HitKey = str | tuple[str, Partition]
+
+
+def hit_key(uri: str, partition: Partition) -> HitKey:
+    """Key of the fast-path index: the bare URI for the default partition (no tuple to
+    build or hash on the hot path), ``(uri, partition)`` otherwise."""
+    return uri if partition is None else (uri, partition)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +96,9 @@ class Invalidation:
     trusted: bool
 
 
+_DEFAULT_ONLY: tuple[Partition, ...] = (None,)
+
+
 @dataclass(slots=True)
 class _UriState:
     generation: int = 0
@@ -96,10 +106,39 @@ class _UriState:
     """What status says when no entry is at `generation`: why it was invalidated, or
     ``not_cached`` when nothing was read since (or the entry was evicted)."""
     selected: bool = False
-    partitions: set[Partition] = field(default_factory=set)
-    """Partitions that hold an entry for this URI in the store."""
-    problems: dict[Partition, tuple[int, ReadResult]] = field(default_factory=dict)
-    """Latest failed outcome per partition, with the generation it happened at."""
+    partitions: tuple[Partition, ...] = ()
+    """Partitions that hold an entry for this URI in the store (usually one)."""
+    problems: dict[Partition, tuple[int, ReadResult]] | None = None
+    """Latest failed outcome per partition, with the generation it happened at.
+    Both are created on first use: most URIs never fail and have one partition,
+    and at 100k entries an empty set and dict each would cost ~450 bytes."""
+
+    def problem(self, partition: Partition) -> tuple[int, ReadResult] | None:
+        return None if self.problems is None else self.problems.get(partition)
+
+    def set_problem(self, partition: Partition, result: ReadResult) -> None:
+        if self.problems is None:
+            self.problems = {}
+        self.problems[partition] = (self.generation, result)
+
+    def clear_problem(self, partition: Partition) -> None:
+        if self.problems is not None:
+            self.problems.pop(partition, None)
+
+    def add_partition(self, partition: Partition) -> None:
+        if partition not in self.partitions:
+            self.partitions = (
+                _DEFAULT_ONLY
+                if not self.partitions and partition is None
+                else (
+                    *self.partitions,
+                    partition,
+                )
+            )
+
+    def drop_partition(self, partition: Partition) -> None:
+        if partition in self.partitions:
+            self.partitions = tuple(p for p in self.partitions if p != partition)
 
 
 @dataclass(slots=True)
@@ -149,8 +188,8 @@ class FreshnessEngine:
         self.clock = clock
         self.wall_clock = wall_clock
         self.counters = Counters()
-        self.hits: dict[tuple[str, Partition], tuple[float, ReadResult]] = {}
-        """Fast-path index: (uri, partition) -> (fresh until, result). Only trusted entries."""
+        self.hits: dict[HitKey, tuple[float, ReadResult]] = {}
+        """Fast-path index: `hit_key` -> (fresh until, result). Only trusted entries."""
         self._store = store
         self._store.set_eviction_listener(self._evicted)
         self._uris: dict[str, _UriState] = {}
@@ -189,14 +228,14 @@ class FreshnessEngine:
 
     def lookup(self, uri: str, partition: Partition) -> ReadResult | None:
         """A fresh result from the cache, or ``None`` when a server read is needed."""
-        hit = self.hits.get((uri, partition))
+        hit = self.hits.get(hit_key(uri, partition))
         now = self.clock()
         if hit is not None and now < hit[0]:
             return hit[1]
         if self.policy.share_public and partition != PUBLIC:
             state = self._uris.get(uri)
-            if state is not None and partition not in state.problems:
-                hit = self.hits.get((uri, PUBLIC))
+            if state is not None and state.problem(partition) is None:
+                hit = self.hits.get(hit_key(uri, PUBLIC))
                 if hit is not None and now < hit[0]:
                     return hit[1]
         return None
@@ -209,7 +248,7 @@ class FreshnessEngine:
         state = self._uris.get(uri)
         if state is None:
             return problem_result(uri, AWAITING_FRESH_SOURCE, "not_cached")
-        problem = state.problems.get(partition)
+        problem = state.problem(partition)
         if problem is not None and problem[0] == state.generation:
             return self._maybe_stale(problem[1], partition)
         entry = self._entry(uri, partition)
@@ -274,7 +313,7 @@ class FreshnessEngine:
         fetched_at = self.wall_clock()
         contents = reply.contents
         handed = fresh_result(uri, contents, fetched_at=fetched_at, server_read=True)
-        state.problems.pop(partition, None)
+        state.clear_problem(partition)
         state.invalid_reason = "not_cached"  # what status says if this entry is evicted
         if reply.multi_round_trip:
             return handed  # spec: results of multi-round-trip retries are never cached
@@ -295,7 +334,7 @@ class FreshnessEngine:
             if other != stored_partition and other in state.partitions:
                 self._drop_entry(uri, other, state)
         key: EntryKey = (self.server_id, READ, uri, stored_partition)
-        state.partitions.add(stored_partition)
+        state.add_partition(stored_partition)
         self._store.put(key, entry)
         self._index(uri, stored_partition, state, entry)
         return handed
@@ -323,16 +362,16 @@ class FreshnessEngine:
                 assert_never(failure.kind)
         # A failure makes nothing fresher; it still masks a TTL-valid entry of the
         # same generation, because read-before-use failed for it.
-        self.hits.pop((uri, partition), None)
+        self.hits.pop(hit_key(uri, partition), None)
         if ticket.generation == state.generation:
-            state.problems[partition] = (state.generation, result)
+            state.set_problem(partition, result)
         return self._maybe_stale(result, partition)
 
     def _record_problem(
         self, state: _UriState, partition: Partition, result: ReadResult
     ) -> ReadResult:
-        self.hits.pop((result.uri, partition), None)
-        state.problems[partition] = (state.generation, result)
+        self.hits.pop(hit_key(result.uri, partition), None)
+        state.set_problem(partition, result)
         return result
 
     def _maybe_stale(self, result: ReadResult, partition: Partition) -> ReadResult:
@@ -631,11 +670,11 @@ class FreshnessEngine:
         until = entry.expires_at
         if self.policy.subscription_backed and state.selected and uri in self.covered:
             until = _INF
-        self.hits[(uri, partition)] = (until, entry.value)
+        self.hits[hit_key(uri, partition)] = (until, entry.value)
 
     def _unindex(self, uri: str, state: _UriState) -> None:
         for part in state.partitions:
-            self.hits.pop((uri, part), None)
+            self.hits.pop(hit_key(uri, part), None)
 
     def _reindex_selected(self) -> None:
         """Coverage changed: recompute the fast-path index of selected URIs."""
@@ -646,13 +685,13 @@ class FreshnessEngine:
             for part in state.partitions:
                 entry = self._store.get((self.server_id, READ, uri, part))
                 if entry is not None and entry.generation == state.generation:
-                    problem = state.problems.get(part)
+                    problem = state.problem(part)
                     if problem is None or problem[0] != state.generation:
                         self._index(uri, part, state, entry)
 
     def _drop_entry(self, uri: str, partition: Partition, state: _UriState) -> None:
-        self.hits.pop((uri, partition), None)
-        state.partitions.discard(partition)
+        self.hits.pop(hit_key(uri, partition), None)
+        state.drop_partition(partition)
         self._store.discard((self.server_id, READ, uri, partition))
 
     def _evicted(self, key: EntryKey) -> None:
@@ -662,8 +701,8 @@ class FreshnessEngine:
             return
         state = self._uris.get(param)
         if state is not None:
-            state.partitions.discard(partition)
-        self.hits.pop((param, partition), None)
+            state.drop_partition(partition)
+        self.hits.pop(hit_key(param, partition), None)
 
 
 def _is_under(uri: str, parent: str) -> bool:
