@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from opentelemetry import propagate
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._core import (
@@ -135,6 +136,9 @@ def build_request(
     meta = request_meta(identity, protocol_version)
     if extra_meta:
         meta.update(extra_meta)
+    # W3C trace context of the current span (basic/index: the reserved, unprefixed
+    # `traceparent`/`tracestate` keys); a no-op when nothing is being traced.
+    propagate.inject(meta)
     body["_meta"] = meta
     return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body}
 
