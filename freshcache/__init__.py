@@ -30,10 +30,14 @@ from ._errors import (
     TableError,
     UnsupportedVersionError,
 )
+from ._http import HttpSource
+from ._loader import Loaded, LoaderSource
+from ._mcp_client import McpClientSource
 from ._memory import InMemorySource
 from ._reference import ReferenceServer
 from ._source import PROTOCOL_VERSION, ServerInfo, Source
 from ._store import MemoryStore
+from ._wire import ClientIdentity, DenialRules
 
 __version__ = "0.1.0"
 
@@ -45,13 +49,19 @@ __all__ = [
     "PROTOCOL_VERSION",
     "STALE",
     "BackoffSettings",
+    "ClientIdentity",
     "ConfigurationError",
+    "DenialRules",
     "FreshCache",
     "FreshCacheError",
     "HeaderMismatchError",
+    "HttpSource",
     "InMemorySource",
     "ListReply",
     "ListResult",
+    "Loaded",
+    "LoaderSource",
+    "McpClientSource",
     "MemoryStore",
     "MissingDependencyError",
     "Policy",

@@ -44,6 +44,7 @@ class Model:
     invalidated_at: dict[str, int] = field(default_factory=lambda: dict.fromkeys(URIS, -1))
     sub_id: int = 0
     started: bool = False
+    requested: frozenset[str] = frozenset()
     acked: bool = False
     covered: frozenset[str] = frozenset()
     in_flight: list[tuple[object, str, int, int, str | None]] = field(default_factory=list)
@@ -160,13 +161,15 @@ def test_random_interleavings_keep_the_invariants(steps, subscription_backed, tt
             case ("listen", uris):
                 model.sub_id += 1
                 model.started = True
+                model.requested = frozenset(uris)
                 model.acked = False
                 engine.handle(ListenStarted(f"s{model.sub_id}", frozenset(uris), True))
             case ("ack", uris):
                 engine.handle(ListenAcknowledged(f"s{model.sub_id}", frozenset(uris), True))
                 if model.started and not model.acked:
                     model.acked = True
-                    model.covered = frozenset(uris)
+                    # An acknowledgment cannot cover what the listen did not ask for.
+                    model.covered = frozenset(uris) & model.requested
             case ("lose", how):
                 sid = f"s{model.sub_id}"
                 if how == "lost":

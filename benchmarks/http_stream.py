@@ -1,0 +1,198 @@
+"""How fast the HTTP source turns wire traffic into freshness decisions, on loopback.
+
+    python benchmarks/http_stream.py [--updates N] [--restarts R] [--json PATH]
+
+Measures, against `ReferenceHttpServer` on 127.0.0.1 in the same process:
+
+- SSE parsing throughput of `freshcache._sse.SseParser` (and of httpx-sse's decoder on
+  the same bytes, for scale), in MB/s and frames/s;
+- the time from a ``notifications/resources/updated`` frame being written to the
+  socket until the selected URI no longer reads fresh (the engine's invalidation):
+  loopback transfer, httpx, the SSE parser, the message layer and the engine; median
+  and p99;
+- the time from a server restart (every socket closed, then listening again) until
+  the selected URI reads fresh again, with the default reconnect backoff (which
+  dominates: the first re-listen waits a jittered 0.25 to 0.5 s).
+
+Not a pass/fail test: the figures go in the closing note and the README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+from httpx_sse._decoders import SSEDecoder, SSELineDecoder
+
+from freshcache import FreshCache, HttpSource, ReferenceServer
+from freshcache._core import ReconnectBudget
+from freshcache._sse import SseEvent, SseParser
+from freshcache.testing._http_server import ReferenceHttpServer
+
+URI = "guide://shipping/approval"
+
+
+def parser_throughput(frames: int = 50_000, chunk: int = 65_536) -> dict[str, float]:
+    frame = (
+        b"event: message\r\ndata: "
+        + json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/resources/updated",
+                "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": 7}, "uri": URI},
+            }
+        ).encode()
+        + b"\r\n\r\n"
+    )
+    stream = frame * frames
+    chunks = [stream[i : i + chunk] for i in range(0, len(stream), chunk)]
+    best = float("inf")
+    for _ in range(3):
+        parser = SseParser()
+        start = time.perf_counter()
+        seen = sum(1 for c in chunks for item in parser.feed(c) if isinstance(item, SseEvent))
+        best = min(best, time.perf_counter() - start)
+        assert seen == frames
+    theirs = float("inf")
+    text_chunks = [c.decode() for c in chunks]
+    for _ in range(3):
+        lines, decoder = SSELineDecoder(), SSEDecoder()
+        start = time.perf_counter()
+        count = sum(
+            1 for c in text_chunks for line in lines.decode(c) if decoder.decode(line) is not None
+        )
+        theirs = min(theirs, time.perf_counter() - start)
+        assert count == frames
+    megabytes = len(stream) / 1e6
+    return {
+        "bytes": len(stream),
+        "mb_per_s": megabytes / best,
+        "frames_per_s": frames / best,
+        "httpx_sse_mb_per_s": megabytes / theirs,
+    }
+
+
+async def update_latency(updates: int) -> dict[str, float]:
+    server = ReferenceServer()
+    server.set(URI, "v1", ttl_ms=3_600_000)
+    written: list[int] = []  # when each listen frame left for the socket
+    invalidated: list[int] = []
+    samples: list[float] = []
+    async with (
+        ReferenceHttpServer(server, keepalive_interval=1.0) as http,
+        httpx.AsyncClient(trust_env=False) as client,
+    ):
+        original = http.count_frame
+
+        def count_frame(request_id: str | int) -> None:
+            written.append(time.perf_counter_ns())
+            original(request_id)
+
+        http.count_frame = count_frame  # type: ignore[method-assign]
+        source = HttpSource(http.url, client=client)
+        async with FreshCache(source, select=[URI]) as cache:
+            engine = cache.engine
+            on_invalidation = engine._on_invalidation
+
+            landed = anyio.Event()
+
+            def noted(event: Any) -> None:
+                invalidated.append(time.perf_counter_ns())
+                landed.set()
+                if on_invalidation is not None:
+                    on_invalidation(event)
+
+            engine._on_invalidation = noted
+            with anyio.fail_after(10):
+                while not (cache.stream_status == "live" and cache.status(URI).state == "fresh"):
+                    await anyio.sleep(0.001)
+            for _ in range(updates):
+                written.clear()
+                invalidated.clear()
+                landed = anyio.Event()
+                server.notify_updated(URI)
+                with anyio.fail_after(10):
+                    await landed.wait()  # the loop sleeps in epoll, as in real use
+                    # Let the re-read land so every round starts fresh.
+                    while cache.status(URI).state != "fresh" or cache.pending_reads:
+                        await anyio.sleep(0.0005)
+                samples.append((invalidated[0] - written[-1]) / 1e3)
+    return _summary(samples)
+
+
+async def restart_to_fresh(restarts: int) -> dict[str, float]:
+    server = ReferenceServer()
+    server.set(URI, "v1", ttl_ms=3_600_000)
+    times: list[float] = []
+    async with (
+        ReferenceHttpServer(server) as http,
+        httpx.AsyncClient(trust_env=False) as client,
+        FreshCache(HttpSource(http.url, client=client), select=[URI]) as cache,
+    ):
+        for round_number in range(restarts):
+            with anyio.fail_after(30):
+                while not (cache.stream_status == "live" and cache.status(URI).state == "fresh"):
+                    await anyio.sleep(0.001)
+            server.down = True
+            server.drop_streams()
+            await http.go_down()
+            server.set(URI, f"v{round_number + 2}")
+            server.down = False
+            started = time.perf_counter()
+            await http.come_up()
+            with anyio.fail_after(30):
+                while cache.status(URI).text != f"v{round_number + 2}":
+                    await anyio.sleep(0.001)
+            times.append((time.perf_counter() - started) * 1e3)
+            # Rounds follow each other within seconds: a fresh budget each time keeps
+            # its "3 quick deaths in a row, 5 an hour" rules out of the measurement.
+            cache._budget = ReconnectBudget()
+    return _summary(times, unit="ms")
+
+
+def _summary(values: list[float], unit: str = "us") -> dict[str, float]:
+    ordered = sorted(values)
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+    return {
+        "n": len(values),
+        f"median_{unit}": statistics.median(values),
+        f"p99_{unit}": p99,
+        f"max_{unit}": ordered[-1],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--updates", type=int, default=2000)
+    parser.add_argument("--restarts", type=int, default=5)
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=Path(__file__).parent / "results" / "http_stream.json",
+    )
+    args = parser.parse_args()
+    report = {
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+        },
+        "sse_parser": parser_throughput(),
+        "update_to_not_fresh": anyio.run(update_latency, args.updates),
+        "restart_to_fresh": anyio.run(restart_to_fresh, args.restarts),
+    }
+    print(json.dumps(report, indent=2))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

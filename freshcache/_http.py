@@ -1,0 +1,827 @@
+"""`HttpSource`: MCP 2026-07-28 over Streamable HTTP, on httpx (DESIGN §4 "sources", §5).
+
+Spec pages: basic/transports/streamable-http (one POST per request, headers, the
+Base64 sentinel, JSON or SSE answers, cancellation by closing the stream),
+basic/patterns/subscriptions (listen, acknowledgment first, graceful close),
+basic/versioning (``-32022``), basic/index (``_meta``, error codes).
+
+The source is thin: it turns HTTP exchanges into `ReadReply` / `ListReply` /
+`RequestFailed` values and a listen stream into core `StreamEvent`s. It keeps no
+freshness state. httpx errors are translated here, at the boundary; nothing from
+httpx escapes.
+
+How answers become states (DESIGN §5):
+
+=====================================================  =============================
+what happened                                          outcome
+=====================================================  =============================
+connection refused, reset, cut before the answer       ``unreachable``
+no byte for ``idle_timeout`` / over ``timeout`` total  ``timeout``
+HTTP 401 (after one retry with fresh credentials), 403 ``denied``
+JSON-RPC error the `DenialRules` call a denial         ``denied``
+``-32602`` / ``-32002``                                ``not_found``
+``-32603``, other JSON-RPC errors, HTTP 5xx            ``server_error``
+an unusable answer (bad JSON, wrong id, over limit)    ``server_error``
+an answer that carries ``Age`` (an intermediary's      a reply with
+copy, RFC 9111 §5.1: not from the origin server)       ``from_server=False``
+``-32022`` listing a version freshcache speaks         retried with that version
+``-32022`` otherwise                                   `UnsupportedVersionError`
+``-32020``                                             `HeaderMismatchError`
+``-32601`` / HTTP 404 (not for listen)                 `ProtocolError` (wrong URL?)
+=====================================================  =============================
+
+For ``subscriptions/listen`` a 404 or ``-32601`` means `ListenUnsupported`, and
+every way the stream can end other than the listen request's ``complete`` result
+(or a server ``notifications/cancelled`` naming it) is a `StreamLost`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import math
+from collections.abc import AsyncGenerator, Callable, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import anyio
+import httpx
+
+from ._core import (
+    ListenAcknowledged,
+    ListenStarted,
+    ListenUnsupported,
+    ListReply,
+    Partition,
+    ReadReply,
+    RequestFailed,
+    ResourceListChanged,
+    ResourceUpdated,
+    StreamClosed,
+    StreamEvent,
+    StreamLost,
+    UntrustedMessage,
+)
+from ._errors import ConfigurationError, HeaderMismatchError, ProtocolError, UnsupportedVersionError
+from ._source import ServerInfo
+from ._sse import SseComment, SseEvent, SseItem, SseOversized, SseParser
+from ._wire import (
+    HEADER_MISMATCH,
+    METHOD_NOT_FOUND,
+    PROTOCOL_VERSION,
+    SUPPORTED_VERSIONS,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    ClientIdentity,
+    DenialRules,
+    ErrorResponse,
+    InputRequired,
+    Malformed,
+    Message,
+    Notification,
+    Request,
+    Response,
+    build_request,
+    failure_from_error,
+    http_headers,
+    list_reply,
+    listen_params,
+    parse_message,
+    read_reply,
+    server_info_fields,
+    stream_event,
+)
+
+log = logging.getLogger("freshcache.http")
+
+Auth = Callable[[Partition], Mapping[str, str]]
+"""Credentials per principal: returns the headers (e.g. ``Authorization``) for one."""
+
+_RESERVED_HEADERS = frozenset(
+    {"accept", "content-type", "mcp-protocol-version", "mcp-method", "mcp-name", "content-length"}
+)
+_MAX_ROUNDS = 4  # requestState round trips of one read
+_ENDINGS = (StreamLost, StreamClosed, ListenUnsupported)
+_SNIPPET = 200
+
+
+@dataclass(slots=True)
+class StreamStats:
+    """What one open listen stream has carried so far (introspection, tests)."""
+
+    uris: frozenset[str]
+    list_changed: bool
+    acknowledged: bool = False
+    frames: int = 0
+    """SSE events taken in and handed on (their stream events were consumed)."""
+    keepalives: int = 0
+
+
+@dataclass(slots=True)
+class HttpStats:
+    """Running totals of one `HttpSource`, for status output and tests."""
+
+    requests: int = 0
+    retries: int = 0
+    frames: int = 0
+    keepalives: int = 0
+    untrusted: int = 0
+    """Messages that could not be trusted: malformed, wrong id, out of order."""
+    oversized: int = 0
+    idle_timeouts: int = 0
+    streams_opened: int = 0
+    streams_lost: int = 0
+    streams_closed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """What one POST brought back, before it is judged."""
+
+    status: int
+    message: Message | None
+    """The JSON-RPC answer to our request, a `Malformed`, or ``None`` (no JSON-RPC body)."""
+    detail: str = ""
+    from_cache: bool = False
+    broken: bool = False
+    """An SSE answer stream that ended before the answer (spec: re-issue the request)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Retry:
+    reason: str
+
+
+@dataclass(slots=True)
+class _Attempt:
+    reauthorized: bool = False
+    renegotiated: bool = False
+    reissued: bool = False
+    history: list[str] = field(default_factory=list)
+
+
+class HttpSource:
+    """Reaches one MCP server over Streamable HTTP (protocol revision 2026-07-28).
+
+    ::
+
+        async with FreshCache(HttpSource("http://127.0.0.1:8000/mcp"), select=[uri]) as cache:
+            result = await cache.read(uri)
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        auth: Auth | None = None,
+        timeout: float = 30.0,
+        idle_timeout: float = 60.0,
+        max_frame_bytes: int = 4 * 1024 * 1024,
+        denial: DenialRules | None = None,
+        client: httpx.AsyncClient | None = None,
+        identity: ClientIdentity | None = None,
+    ) -> None:
+        """
+        ``url``: the MCP endpoint (``http://`` or ``https://``).
+        ``headers``: sent with every POST (not the MCP headers freshcache sets itself).
+        ``auth``: principal -> headers, called for every request so that each principal
+        reads with its own credentials; ``None`` is the default principal (used for
+        discovery and the listen stream too).
+        ``timeout``: seconds one request (not the listen stream) may take in all;
+        also the connect timeout.
+        ``idle_timeout``: seconds an answer may stay silent, not even an SSE keep-alive
+        comment, before it counts as lost (listen: `StreamLost`; a request: timeout).
+        ``max_frame_bytes``: the largest JSON body or SSE frame taken in.
+        ``denial``: which JSON-RPC errors mean "denied" (HTTP 401/403 always do).
+        ``client``: an ``httpx.AsyncClient`` to reuse (freshcache will not close it).
+        ``identity``: the ``clientInfo``/``clientCapabilities`` sent in ``_meta``.
+        """
+        self.url = _check_url(url)
+        self.headers = _check_headers(headers)
+        if auth is not None and not callable(auth):
+            raise ConfigurationError(
+                f"HttpSource auth must be a callable principal -> headers, got {auth!r}"
+            )
+        self.auth = auth
+        self.timeout = _check_seconds("timeout", timeout)
+        self.idle_timeout = _check_seconds("idle_timeout", idle_timeout)
+        if not isinstance(max_frame_bytes, int) or max_frame_bytes < 256:
+            raise ConfigurationError(
+                f"HttpSource max_frame_bytes must be an int >= 256, got {max_frame_bytes!r}"
+            )
+        self.max_frame_bytes = max_frame_bytes
+        self.denial = denial if denial is not None else DenialRules()
+        if client is not None and not isinstance(client, httpx.AsyncClient):
+            raise ConfigurationError(
+                f"HttpSource client must be an httpx.AsyncClient, got {type(client).__name__}"
+            )
+        self._client = client
+        self._owns_client = client is None
+        self.client_identity = identity if identity is not None else ClientIdentity()
+        self.protocol_version = PROTOCOL_VERSION
+        """The version sent in headers and ``_meta``; changed by ``-32022`` negotiation."""
+        self.stats = HttpStats()
+        self.streams: dict[str | int, StreamStats] = {}
+        """Listen streams open now, by subscription id."""
+        self._ids = itertools.count(1)
+        self._identity = str(httpx.URL(self.url).copy_with(username=None, password=None))
+
+    # ------------------------------------------------------------------ Source
+
+    @property
+    def identity(self) -> str:
+        """The endpoint URL without credentials; part of every cache key."""
+        return self._identity
+
+    async def start(self) -> ServerInfo:
+        """``server/discover``. A server that cannot be reached is reported, not raised."""
+        outcome = await self._call("server/discover", {}, None)
+        if isinstance(outcome, RequestFailed):
+            reachable = outcome.kind not in ("unreachable", "timeout")
+            return ServerInfo(
+                reachable=reachable,
+                protocol_version=self.protocol_version if reachable else None,
+                detail=f"server/discover: {outcome.kind}: {outcome.detail}",
+            )
+        result, _ = outcome
+        fields = server_info_fields(result)
+        caps = result.get("capabilities")
+        resources = caps.get("resources") if isinstance(caps, dict) else None
+        listen = bool(fields["subscribe"] or fields["list_changed"])
+        detail = "" if listen else "the server advertises no resource subscriptions"
+        if not isinstance(resources, dict):
+            detail = "the server advertises no resources capability"
+        return ServerInfo(
+            reachable=True,
+            supported_versions=fields["supported_versions"],
+            protocol_version=self.protocol_version,
+            subscribe=fields["subscribe"],
+            list_changed=fields["list_changed"],
+            listen=listen,
+            name=fields["name"],
+            version=fields["version"],
+            ttl_ms=fields["ttl_ms"],
+            cache_scope=fields["cache_scope"],
+            detail=detail,
+            raw=dict(result),
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this source made it."""
+        client = self._client
+        if client is not None and self._owns_client:
+            self._client = None
+            await client.aclose()
+
+    async def read_resource(self, uri: str, principal: Partition) -> ReadReply | RequestFailed:
+        """One ``resources/read`` that reaches the server (``requestState`` rounds included)."""
+        params: dict[str, Any] = {"uri": uri}
+        for round_trip in range(_MAX_ROUNDS):
+            outcome = await self._call("resources/read", params, principal)
+            if isinstance(outcome, RequestFailed):
+                return outcome
+            result, from_cache = outcome
+            reply = read_reply(result, retried=round_trip > 0)
+            match reply:
+                case InputRequired(request_state=state, input_requests=asks):
+                    if asks:
+                        return RequestFailed(
+                            "server_error",
+                            f"the server needs input freshcache cannot give for {uri} "
+                            f"({', '.join(sorted(asks))}); it declares no client capabilities",
+                        )
+                    if not state:
+                        return RequestFailed(
+                            "server_error",
+                            "input_required result with neither requestState nor inputRequests",
+                        )
+                    params = {"uri": uri, "requestState": state}
+                case ReadReply():
+                    return replace(reply, from_server=False) if from_cache else reply
+                case RequestFailed():
+                    return reply
+        return RequestFailed(
+            "server_error", f"still input_required after {_MAX_ROUNDS} round trips for {uri}"
+        )
+
+    async def list_resources(
+        self, cursor: str | None, principal: Partition
+    ) -> ListReply | RequestFailed:
+        """One page of ``resources/list``."""
+        params: dict[str, Any] = {} if cursor is None else {"cursor": cursor}
+        outcome = await self._call("resources/list", params, principal)
+        if isinstance(outcome, RequestFailed):
+            return outcome
+        return list_reply(outcome[0])
+
+    async def listen(
+        self, uris: frozenset[str], list_changed: bool
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """One ``subscriptions/listen`` stream; see `freshcache._source` for the contract.
+
+        Closing the generator closes the HTTP response, which is how a client
+        cancels on Streamable HTTP.
+        """
+        listen_id: int = next(self._ids)
+        stats = StreamStats(uris, list_changed)
+        self.streams[listen_id] = stats
+        self.stats.streams_opened += 1
+        try:
+            yield ListenStarted(listen_id, uris, list_changed)
+            params = listen_params(uris, list_changed)
+            detail = "the listen stream ended without an outcome"
+            for _ in range(2):  # a second request only after -32022 renegotiation
+                retry = False
+                async with aclosing(self._listen_once(listen_id, params, stats)) as events:
+                    async for event in events:
+                        if isinstance(event, _Retry):
+                            retry = True
+                            detail = f"the protocol version changed twice ({event.reason})"
+                            break
+                        yield event
+                        if isinstance(event, _ENDINGS):
+                            return
+                if not retry:
+                    break
+            self.stats.streams_lost += 1
+            yield StreamLost(listen_id, detail)
+        finally:
+            self.streams.pop(listen_id, None)
+
+    # ------------------------------------------------------------------ listen
+
+    async def _listen_once(
+        self, listen_id: int, params: dict[str, Any], stats: StreamStats
+    ) -> AsyncGenerator[StreamEvent | _Retry, None]:
+        method = "subscriptions/listen"
+        client = self._http()
+        timeout = httpx.Timeout(self.timeout, read=self.idle_timeout)
+        self.stats.requests += 1
+        try:
+            async with client.stream(
+                "POST",
+                self.url,
+                content=self._body(listen_id, method, params),
+                headers=self._headers(method, params, None),
+                timeout=timeout,
+            ) as response:
+                kind = _content_type(response)
+                if kind == "sse" and response.status_code == 200:
+                    async with aclosing(self._listen_events(response, listen_id, stats)) as events:
+                        async for event in events:
+                            yield event
+                    return
+                answer = await self._plain_answer(response, listen_id, kind)
+                yield self._listen_refused(answer, listen_id)
+        except httpx.TimeoutException as exc:
+            self.stats.idle_timeouts += isinstance(exc, httpx.ReadTimeout)
+            self.stats.streams_lost += 1
+            yield StreamLost(
+                listen_id,
+                f"no byte for {self.idle_timeout:g}s on the listen stream, not even a "
+                f"keep-alive ({type(exc).__name__})",
+            )
+        except httpx.HTTPError as exc:
+            self.stats.streams_lost += 1
+            yield StreamLost(listen_id, f"{type(exc).__name__}: {exc}")
+
+    async def _listen_events(
+        self, response: httpx.Response, listen_id: int, stats: StreamStats
+    ) -> AsyncGenerator[StreamEvent, None]:
+        parser = SseParser(max_frame_bytes=self.max_frame_bytes)
+        chunks = response.aiter_bytes()
+        while True:
+            chunk = await anext(chunks, None)
+            for item in parser.feed(chunk) if chunk is not None else parser.end():
+                match item:
+                    case SseComment():
+                        stats.keepalives += 1
+                        self.stats.keepalives += 1
+                    case SseOversized(limit=limit, size=size):
+                        self.stats.oversized += 1
+                        self.stats.streams_lost += 1
+                        log.warning(
+                            "listen %s: frame of %d+ bytes over max_frame_bytes=%d; "
+                            "dropping the stream",
+                            listen_id,
+                            size,
+                            limit,
+                        )
+                        yield StreamLost(
+                            listen_id, f"a frame grew past max_frame_bytes={limit} bytes"
+                        )
+                        return
+                    case SseEvent(data=data):
+                        self.stats.frames += 1
+                        for event in self._translate(_decode(data), listen_id, stats):
+                            yield event
+                            if isinstance(event, _ENDINGS):
+                                stats.frames += 1
+                                return
+                        # Counted once the consumer took every event of the frame in.
+                        stats.frames += 1
+            if chunk is None:
+                break
+        self.stats.streams_lost += 1
+        yield StreamLost(
+            listen_id,
+            "the listen stream ended without the listen result"
+            + (", in the middle of a frame" if parser.cut else ""),
+        )
+
+    def _translate(self, message: Message, listen_id: int, stats: StreamStats) -> list[StreamEvent]:
+        """One message of a listen stream, as the events the engine should see."""
+        event = stream_event(message, listen_id)
+        match event:
+            case None:
+                if isinstance(message, ErrorResponse) and _same_id(message.id, listen_id):
+                    refused = self._listen_refused(_Answer(200, message), listen_id)
+                    if isinstance(refused, _Retry):
+                        # The version changed: the supervisor re-listens with the new one.
+                        self.stats.streams_lost += 1
+                        return [StreamLost(listen_id, refused.reason)]
+                    return [refused]
+                return []  # progress or logging: not about subscriptions
+            case ListenAcknowledged(subscription_id=sid):
+                if not _same_id(sid, listen_id):
+                    return [self._untrusted(f"acknowledgment for subscription {sid!r}", sid)]
+                if stats.acknowledged:
+                    return [self._untrusted("a second acknowledgment", sid)]
+                stats.acknowledged = True
+                return [event]
+            case ResourceUpdated(uri=uri, subscription_id=sid):
+                if sid is None or not _same_id(sid, listen_id):
+                    # Not this stream's: it may only make content less fresh (invariant 9),
+                    # so it goes on without an id the engine could trust.
+                    self._note_untrusted(f"resources/updated with subscription id {sid!r}")
+                    return [ResourceUpdated(uri, None)]
+                if not stats.acknowledged:
+                    self._note_untrusted("resources/updated before the acknowledgment")
+                return [event]
+            case ResourceListChanged(subscription_id=sid):
+                if sid is None or not _same_id(sid, listen_id):
+                    self._note_untrusted(f"resources/list_changed with subscription id {sid!r}")
+                    return [ResourceListChanged(None)]
+                return [event]
+            case StreamClosed():
+                self.stats.streams_closed += 1
+                return [StreamClosed(listen_id)]
+            case UntrustedMessage(detail=detail):
+                self._note_untrusted(detail)
+                return [event]
+            case _:
+                return [self._untrusted(f"unexpected stream event {event!r}")]
+
+    def _listen_refused(self, answer: _Answer, listen_id: int) -> StreamEvent | _Retry:
+        """A listen answered by something other than an SSE stream."""
+        message = answer.message
+        if isinstance(message, ErrorResponse) and message.code == METHOD_NOT_FOUND:
+            return ListenUnsupported(f"the server has no subscriptions/listen ({message.message})")
+        if answer.status == 404:
+            return ListenUnsupported("the server answered HTTP 404 to subscriptions/listen")
+        if isinstance(message, ErrorResponse) and message.code == UNSUPPORTED_PROTOCOL_VERSION:
+            try:
+                self._renegotiate(message, "subscriptions/listen", _Attempt())
+            except UnsupportedVersionError as exc:
+                log.error("%s", exc)
+                self.stats.streams_lost += 1
+                return StreamLost(listen_id, str(exc))
+            return _Retry("renegotiated")
+        if (
+            isinstance(message, Response)
+            and _same_id(message.id, listen_id)
+            and message.result.get("resultType", "complete") == "complete"
+        ):
+            self.stats.streams_closed += 1
+            return StreamClosed(listen_id)
+        self.stats.streams_lost += 1
+        if isinstance(message, ErrorResponse):
+            if message.code == HEADER_MISMATCH:
+                log.error("listen refused: %s", _header_mismatch(message).args[0])
+            return StreamLost(
+                listen_id,
+                f"the server refused the subscription: {message.code} {message.message} "
+                f"(HTTP {answer.status})",
+            )
+        return StreamLost(
+            listen_id, f"the listen request was answered HTTP {answer.status} {answer.detail}"
+        )
+
+    # ------------------------------------------------------------------ requests
+
+    async def _call(
+        self, method: str, params: dict[str, Any], principal: Partition
+    ) -> tuple[dict[str, Any], bool] | RequestFailed:
+        """One request, retried where the protocol says so; the result or why not."""
+        attempt = _Attempt()
+        for _ in range(4):
+            answer = await self._exchange(method, params, principal)
+            if isinstance(answer, RequestFailed):
+                return answer
+            judged = self._judge(answer, method, attempt)
+            if not isinstance(judged, _Retry):
+                return judged
+            self.stats.retries += 1
+            attempt.history.append(judged.reason)
+        return RequestFailed("server_error", f"{method}: gave up after {attempt.history}")
+
+    async def _exchange(
+        self, method: str, params: dict[str, Any], principal: Partition
+    ) -> _Answer | RequestFailed:
+        request_id: int = next(self._ids)
+        body = self._body(request_id, method, params)
+        headers = self._headers(method, params, principal)
+        client = self._http()
+        timeout = httpx.Timeout(self.timeout, read=min(self.idle_timeout, self.timeout))
+        self.stats.requests += 1
+        try:
+            with anyio.fail_after(self.timeout):
+                async with client.stream(
+                    "POST", self.url, content=body, headers=headers, timeout=timeout
+                ) as response:
+                    kind = _content_type(response)
+                    if kind == "sse":
+                        return await self._sse_answer(response, request_id)
+                    return await self._plain_answer(response, request_id, kind)
+        except TimeoutError:
+            return RequestFailed("timeout", f"{method}: no answer within {self.timeout:g}s")
+        except httpx.TimeoutException as exc:
+            what = "connecting" if isinstance(exc, httpx.ConnectTimeout) else "waiting"
+            return RequestFailed(
+                "timeout", f"{method}: timed out {what} ({type(exc).__name__}: {exc})"
+            )
+        except httpx.TransportError as exc:
+            return RequestFailed("unreachable", f"{method}: {type(exc).__name__}: {exc}")
+        except httpx.HTTPError as exc:
+            return RequestFailed("server_error", f"{method}: {type(exc).__name__}: {exc}")
+
+    async def _plain_answer(self, response: httpx.Response, request_id: int, kind: str) -> _Answer:
+        status = response.status_code
+        from_cache = "age" in response.headers
+        raw = bytearray()
+        async for chunk in response.aiter_bytes():
+            raw += chunk
+            if len(raw) > self.max_frame_bytes:
+                self.stats.oversized += 1
+                return _Answer(
+                    status,
+                    Malformed(f"answer body over max_frame_bytes={self.max_frame_bytes}"),
+                    from_cache=from_cache,
+                )
+        if kind != "json" or not raw:
+            text = bytes(raw[:_SNIPPET]).decode("utf-8", "replace")
+            return _Answer(status, None, f"({response.headers.get('content-type')}) {text}".strip())
+        message = _decode(bytes(raw))
+        if isinstance(message, (Response, ErrorResponse)) and not _matches(message.id, request_id):
+            self._note_untrusted(f"an answer for request {message.id!r}, not {request_id}")
+            message = Malformed(f"the answer is for request {message.id!r}, not {request_id}")
+        return _Answer(status, message, from_cache=from_cache)
+
+    async def _sse_answer(self, response: httpx.Response, request_id: int) -> _Answer:
+        """An answer sent as an SSE stream: skip what is not our answer, take the answer."""
+        status = response.status_code
+        from_cache = "age" in response.headers
+        parser = SseParser(max_frame_bytes=self.max_frame_bytes)
+        chunks = response.aiter_bytes()
+        try:
+            while True:
+                chunk = await anext(chunks, None)
+                for item in parser.feed(chunk) if chunk is not None else parser.end():
+                    answer = self._take(item, request_id, status, from_cache)
+                    if answer is not None:
+                        return answer
+                if chunk is None:
+                    break
+        except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+            # The stream broke mid-answer: the spec says re-issue the request.
+            return _Answer(status, None, f"{type(exc).__name__}: {exc}", broken=True)
+        return _Answer(
+            status,
+            None,
+            "the SSE answer ended before the answer" + (" (cut mid-frame)" if parser.cut else ""),
+            broken=True,
+        )
+
+    def _take(
+        self, item: SseItem, request_id: int, status: int, from_cache: bool
+    ) -> _Answer | None:
+        """One item of an SSE answer: the answer to our request, or ``None`` (go on)."""
+        match item:
+            case SseComment():
+                self.stats.keepalives += 1
+            case SseOversized(limit=limit):
+                self.stats.oversized += 1
+                return _Answer(status, Malformed(f"an SSE frame over max_frame_bytes={limit}"))
+            case SseEvent(data=data):
+                self.stats.frames += 1
+                message = _decode(data)
+                match message:
+                    case Response(id=rid) | ErrorResponse(id=rid) if _matches(rid, request_id):
+                        return _Answer(status, message, from_cache=from_cache)
+                    case Notification(method=m) if m in (
+                        "notifications/progress",
+                        "notifications/message",
+                    ):
+                        pass
+                    case _:
+                        self._note_untrusted(f"unexpected message in an answer: {message}")
+        return None
+
+    def _judge(
+        self, answer: _Answer, method: str, attempt: _Attempt
+    ) -> tuple[dict[str, Any], bool] | RequestFailed | _Retry:
+        status, message = answer.status, answer.message
+        if status == 401:
+            if not attempt.reauthorized and self.auth is not None:
+                attempt.reauthorized = True
+                return _Retry("HTTP 401: asked for credentials again")
+            return RequestFailed("denied", f"HTTP 401: {_error_text(message, answer.detail)}", 401)
+        if status == 403:
+            return RequestFailed("denied", f"HTTP 403: {_error_text(message, answer.detail)}", 403)
+        match message:
+            case ErrorResponse(code=code):
+                if code == UNSUPPORTED_PROTOCOL_VERSION:
+                    return self._renegotiate(message, method, attempt)
+                if code == HEADER_MISMATCH:
+                    raise _header_mismatch(message)
+                if code == METHOD_NOT_FOUND:
+                    raise ProtocolError(
+                        f"{self.identity} does not implement {method} (-32601, HTTP {status}): "
+                        f"{message.message}. Check that the URL is an MCP 2026-07-28 endpoint."
+                    )
+                return failure_from_error(
+                    code, message.message, data=message.data, denial=self.denial, http_status=status
+                )
+            case Response(result=result):
+                return result, answer.from_cache
+            case Malformed(detail=detail):
+                self._note_untrusted(detail)
+                return RequestFailed("server_error", f"{method}: unusable answer: {detail}", status)
+            case _:
+                pass
+        if answer.broken and not attempt.reissued:
+            # Spec: a broken stream loses the request; re-issue it with a new id.
+            attempt.reissued = True
+            return _Retry("the SSE answer broke off")
+        if answer.broken:
+            return RequestFailed("unreachable", f"{method}: {answer.detail}", status)
+        if status == 404:
+            raise ProtocolError(
+                f"nothing answers MCP at {self.identity} (HTTP 404 without a JSON-RPC body); "
+                "check the endpoint path"
+            )
+        if 300 <= status < 400:
+            where = answer.detail
+            return RequestFailed(
+                "server_error", f"{method}: redirected (HTTP {status}); use the final URL {where}"
+            )
+        return RequestFailed(
+            "server_error", f"{method}: HTTP {status} without a JSON-RPC answer {answer.detail}"
+        )
+
+    def _renegotiate(self, error: ErrorResponse, method: str, attempt: _Attempt) -> _Retry:
+        data = error.data if isinstance(error.data, dict) else {}
+        offered = data.get("supported")
+        supported = [v for v in offered if isinstance(v, str)] if isinstance(offered, list) else []
+        requested = str(data.get("requested") or self.protocol_version)
+        common = [v for v in SUPPORTED_VERSIONS if v in supported]
+        if common and not attempt.renegotiated:
+            attempt.renegotiated = True
+            self.protocol_version = common[0]
+            return _Retry(f"-32022: retrying {method} with {common[0]}")
+        if common:
+            why = f"it rejected {requested} although it lists it as supported"
+        else:
+            why = "no version in common"
+        raise UnsupportedVersionError(
+            f"{self.identity} supports MCP {supported or '(no versions listed)'}, freshcache "
+            f"speaks {list(SUPPORTED_VERSIONS)}: {why}. Upgrade freshcache or the server.",
+            supported=supported,
+            requested=requested,
+        )
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=self.timeout)
+            self._owns_client = True
+        return self._client
+
+    def _body(self, request_id: int, method: str, params: Mapping[str, Any]) -> bytes:
+        message = build_request(
+            request_id,
+            method,
+            params,
+            identity=self.client_identity,
+            protocol_version=self.protocol_version,
+        )
+        return json.dumps(message, separators=(",", ":")).encode()
+
+    def _headers(
+        self, method: str, params: Mapping[str, Any], principal: Partition
+    ) -> dict[str, str]:
+        headers = dict(self.headers)
+        if self.auth is not None:
+            headers.update(self.auth(principal))
+        headers.update(http_headers(method, params, self.protocol_version))
+        return headers
+
+    def _untrusted(self, detail: str, sid: str | int | None = None) -> UntrustedMessage:
+        self._note_untrusted(detail)
+        return UntrustedMessage(detail, sid)
+
+    def _note_untrusted(self, detail: str) -> None:
+        self.stats.untrusted += 1
+        log.info("%s: untrusted message: %s", self.identity, detail)
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _same_id(got: object, expected: str | int) -> bool:
+    """Subscription and request ids compare with their JSON type: ``1`` is not ``"1"``."""
+    return type(got) is type(expected) and got == expected
+
+
+def _matches(got: str | int | None, expected: int) -> bool:
+    # An error whose id the server could not read comes without one (JSON-RPC 2.0).
+    return got is None or _same_id(got, expected)
+
+
+def _decode(data: str | bytes) -> Message:
+    try:
+        obj = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        return Malformed(f"invalid JSON: {exc}")
+    message = parse_message(obj)
+    if isinstance(message, Request):
+        return Malformed(f"the server sent a request ({message.method}); not allowed")
+    return message
+
+
+def _content_type(response: httpx.Response) -> str:
+    value = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if value == "text/event-stream":
+        return "sse"
+    if value == "application/json" or value.endswith("+json"):
+        return "json"
+    return "other"
+
+
+def _error_text(message: Message | None, detail: str) -> str:
+    if isinstance(message, ErrorResponse):
+        return f"{message.message} ({message.code})"
+    return detail or "no detail"
+
+
+def _header_mismatch(error: ErrorResponse) -> HeaderMismatchError:
+    return HeaderMismatchError(
+        f"the server says request headers and body disagree (-32020): {error.message}. "
+        "A proxy may be rewriting MCP headers; otherwise please report it to freshcache."
+    )
+
+
+def _check_url(url: object) -> str:
+    if not isinstance(url, str):
+        raise ConfigurationError(f"HttpSource url must be a string, got {url!r}")
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise ConfigurationError(f"HttpSource url {url!r} is not a valid URL: {exc}") from exc
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ConfigurationError(
+            f"HttpSource url must be an http:// or https:// URL of the MCP endpoint, got {url!r}"
+        )
+    return url
+
+
+def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in (headers or {}).items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise ConfigurationError(f"HttpSource headers must map str to str, got {name!r}")
+        if name.lower() in _RESERVED_HEADERS:
+            raise ConfigurationError(
+                f"HttpSource headers may not set {name!r}: freshcache sets it for every request"
+            )
+        out[name] = value
+    return out
+
+
+def _check_seconds(name: str, value: object) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or math.isnan(value)
+        or value <= 0
+    ):
+        raise ConfigurationError(
+            f"HttpSource {name} must be a number of seconds > 0, got {value!r}"
+        )
+    return float(value)
+
+
+__all__ = ["Auth", "HttpSource", "HttpStats", "StreamStats"]

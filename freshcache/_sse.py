@@ -1,0 +1,187 @@
+"""Server-sent events, sans-IO: bytes in, events out.
+
+Implements the event-stream interpretation of the WHATWG HTML standard (§9.2.6) for
+the Streamable HTTP transport of MCP 2026-07-28, where every answer to a POST may be
+an SSE stream and ``subscriptions/listen`` always is one. Lines end in CRLF, LF or a
+lone CR, and a CRLF may be split across two reads; a leading byte-order mark is
+dropped; ``data`` lines of one event are joined with LF; comment lines (``:``) are the
+spec's keep-alives and are reported as such, never as malformed input; an event
+still incomplete when the stream ends is discarded.
+
+Why not httpx-sse: its decoder has the same line rules, but it buffers an unbounded
+line (a hostile server can grow memory without limit), hides comments (so a caller
+cannot tell keep-alives from silence) and cannot say whether the stream ended in the
+middle of a frame. This parser bounds every frame by ``max_frame_bytes``, reports
+comments, and knows what is pending. It never raises on input; "need more" is an
+empty list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True, slots=True)
+class SseEvent:
+    """One dispatched event: its ``data`` (lines joined by LF) and type."""
+
+    data: str
+    event: str = ""
+    """The ``event:`` field; empty means the default type, ``message``."""
+    id: str | None = None
+    size: int = 0
+    """Bytes the frame took on the wire (for limits and metrics)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SseComment:
+    """A comment line: a keep-alive."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class SseOversized:
+    """A frame grew past the limit; the parser accepts nothing after it."""
+
+    limit: int
+    size: int
+
+
+SseItem = SseEvent | SseComment | SseOversized
+
+
+class SseParser:
+    """Incremental event-stream parser; feed it bytes as they arrive."""
+
+    def __init__(self, *, max_frame_bytes: int = 4 * 1024 * 1024) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self._buf = bytearray()
+        self._bom_checked = False
+        self._failed = False
+        self._frame_bytes = 0  # bytes of complete lines of the event being collected
+        self._data: list[bytes] = []
+        self._event = b""
+        self._id: bytes | None = None
+        self._last_id: bytes | None = None
+        self.cut = False
+        """Set by `end`: the stream ended in the middle of a frame (which is discarded)."""
+
+    @property
+    def pending(self) -> bool:
+        """Whether a frame has started and not ended (bytes that no event used yet)."""
+        return bool(self._buf) or self._frame_bytes > 0
+
+    @property
+    def failed(self) -> bool:
+        """True once a frame went over the limit."""
+        return self._failed
+
+    def feed(self, data: bytes) -> list[SseItem]:
+        """Take the next bytes of the stream; return the items they complete."""
+        if self._failed or not data:
+            return []
+        buf = self._buf
+        split_cr = buf.endswith(b"\r")
+        buf += data
+        if not self._bom_checked:
+            if len(buf) < len(_BOM) and _BOM.startswith(bytes(buf)):
+                return []  # might still become a BOM
+            if buf.startswith(_BOM):
+                del buf[: len(_BOM)]
+            self._bom_checked = True
+        if split_cr or b"\n" in data or b"\r" in data:
+            return self._drain(final=False)
+        # No line ended: only the limit needs checking (and nothing is copied).
+        if self._frame_bytes + len(buf) > self.max_frame_bytes:
+            size = self._frame_bytes + len(buf)
+            self._fail()
+            return [SseOversized(self.max_frame_bytes, size)]
+        return []
+
+    def end(self) -> list[SseItem]:
+        """The stream ended: return what a final lone CR completes, and set `cut` when
+        a frame was left unfinished (it is discarded, as the standard says)."""
+        out = [] if self._failed else self._drain(final=True)
+        self.cut = self.pending and not self._failed
+        self._buf.clear()
+        self._reset_event()
+        return out
+
+    def _drain(self, *, final: bool) -> list[SseItem]:
+        buf = self._buf
+        out: list[SseItem] = []
+        # bytes.splitlines splits on exactly the standard's terminators: CRLF, LF, CR.
+        lines = bytes(buf).splitlines(keepends=True)
+        keep = b""
+        if lines and not lines[-1].endswith(b"\n") and not (final and lines[-1].endswith(b"\r")):
+            keep = lines.pop()  # an unfinished line, or a CR that may be half a CRLF
+        for line in lines:
+            body = line[:-2] if line.endswith(b"\r\n") else line[:-1]
+            item = self._line(body, len(line))
+            if item is not None:
+                out.append(item)
+                if isinstance(item, SseOversized):
+                    self._fail()
+                    return out
+        buf[:] = keep
+        if self._frame_bytes + len(keep) > self.max_frame_bytes:
+            out.append(SseOversized(self.max_frame_bytes, self._frame_bytes + len(keep)))
+            self._fail()
+        return out
+
+    # ------------------------------------------------------------------ internals
+
+    def _line(self, line: bytes, width: int) -> SseItem | None:
+        if not line:
+            return self._dispatch(width)
+        self._frame_bytes += width
+        if self._frame_bytes > self.max_frame_bytes:
+            return SseOversized(self.max_frame_bytes, self._frame_bytes)
+        if line.startswith(b"data:"):  # by far the most common line: straight through
+            self._data.append(line[6:] if line[5:6] == b" " else line[5:])
+            return None
+        if line[0] == 0x3A:  # ":" starts a comment
+            return SseComment(line[1:].decode("utf-8", "replace").lstrip(" "))
+        field, colon, value = line.partition(b":")
+        if colon and value[:1] == b" ":
+            value = value[1:]
+        if field == b"data":
+            self._data.append(value)
+        elif field == b"event":
+            self._event = value
+        elif field == b"id" and b"\x00" not in value:
+            self._id = value
+        # "retry" and unknown fields are ignored: MCP has no reconnection by SSE rules.
+        return None
+
+    def _dispatch(self, width: int) -> SseEvent | None:
+        size = self._frame_bytes + width
+        data, event, event_id = self._data, self._event, self._id
+        self._reset_event()
+        if event_id is not None:
+            self._last_id = event_id
+        if not data:
+            return None  # a comment-only or empty frame dispatches nothing
+        return SseEvent(
+            data=b"\n".join(data).decode("utf-8", "replace"),
+            event=event.decode("utf-8", "replace"),
+            id=None if self._last_id is None else self._last_id.decode("utf-8", "replace"),
+            size=size,
+        )
+
+    def _reset_event(self) -> None:
+        self._frame_bytes = 0
+        self._data = []
+        self._event = b""
+        self._id = None
+
+    def _fail(self) -> None:
+        self._failed = True
+        self._buf.clear()
+        self._reset_event()
+
+
+__all__ = ["SseComment", "SseEvent", "SseItem", "SseOversized", "SseParser"]
