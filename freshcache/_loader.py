@@ -1,0 +1,448 @@
+"""`LoaderSource`: a `Source` around any ``async (uri) -> contents`` function.
+
+DESIGN §4 ("a generic wrapper for a user's own async loader"). Agents often already
+have a loader (a database query, a file read, a call into another client) and a feed
+of change events (a message bus, a file watcher). This source wraps both: the loader
+answers reads, the feed becomes the subscription stream.
+
+**Where an answer came from.** A loader returns `Loaded(contents, from_server=...)`:
+
+- ``from_server=True``: it asked the source of truth for this answer.
+- ``from_server=False``: it answered from a copy of its own. The engine never makes
+  content fresh from such an answer (invariant 1, seed case 3): the result is
+  ``awaiting_fresh_source`` (``local_copy_only``), always.
+- ``from_server=None``, or a bare value (``str``, ``bytes``, `ResourceContents`): it
+  cannot tell. Such an answer is accepted as the server's **until freshcache has
+  heard of a change to that URI**, and treated as a local copy (``local_copy_only``)
+  from then on, until the loader answers that URI with ``from_server=True``.
+
+Why that line: freshcache promises text never older than the newest change it has
+heard of. Before any change of *u* was heard of, nothing the loader can return is
+older than that, so refusing it would only make the loader useless; after a change,
+only an answer known to come from the server can prove it saw the change, and an
+answer of unknown origin may be the very copy the change made stale. "A change heard
+of" is what this source itself reports or sees: a changed URI from the feed (and a
+URI it names a sub-resource of, as the engine's rule goes), a feed loss (every URI),
+a feed that failed (every URI), and a URI that left the list between two lists. TTL
+expiry is *not* a change heard of: an unknown-origin answer after the ``ttlMs`` window
+is still accepted while no change was heard. If your loader may answer from its own
+cache past a change, say ``from_server`` explicitly.
+
+**Failures.** A loader signals failures by raising (or returning a `RequestFailed`):
+
+===============================================  ==============================
+what the loader does                             result state
+===============================================  ==============================
+raises ``PermissionError``                       ``denied``
+raises ``FileNotFoundError`` or ``KeyError``     ``not_found``
+returns ``None``                                 ``not_found``
+raises ``TimeoutError`` (asyncio's, anyio's)     awaiting (``timeout``)
+raises ``ConnectionError``, another ``OSError``  awaiting (``unreachable``)
+raises anything else                             awaiting (``server_error``)
+returns a `RequestFailed`                        the state its ``kind`` names
+===============================================  ==============================
+
+**The change feed** (``changes=``) is an async iterator of: a URI string (that
+resource changed), ``LoaderSource.LIST_CHANGED`` (the list of resources changed),
+``LoaderSource.LOST`` (the feed itself missed events, e.g. it reconnected: every URI
+is invalidated and re-read). It is read by one background task from the first
+``start``/``listen`` on, and shared by every subscription stream. When it ends the
+streams close and URIs are read before each use from then on; when it raises, that
+counts as a loss first. Without a feed, every selected URI is read before each use.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import logging
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import anyio
+
+from ._background import BackgroundTask
+from ._core import (
+    CacheScope,
+    FailureKind,
+    ListenAcknowledged,
+    ListenStarted,
+    ListenUnsupported,
+    ListReply,
+    Partition,
+    ReadReply,
+    RequestFailed,
+    ResourceContents,
+    ResourceInfo,
+    ResourceListChanged,
+    ResourceUpdated,
+    StreamClosed,
+    StreamEvent,
+    StreamLost,
+    UntrustedMessage,
+)
+from ._errors import ConfigurationError
+from ._source import PROTOCOL_VERSION, ServerInfo
+
+log = logging.getLogger("freshcache")
+
+Contents = str | bytes | ResourceContents | Sequence[ResourceContents]
+"""What a loader may hand back as contents: text, bytes (a blob), or MCP items."""
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A loader's answer, with where it came from."""
+
+    contents: Contents
+    """Text, bytes (sent as a base64 blob), one `ResourceContents` or several."""
+    from_server: bool | None
+    """``True``: read from the source of truth now. ``False``: a local copy (never
+    fresh). ``None``: cannot tell (fresh only until a change of the URI is heard of)."""
+    ttl_ms: float | None = None
+    """How long the answer may be served without asking again; ``None``: the
+    source's ``default_ttl_ms``."""
+    cache_scope: CacheScope | None = None
+    """``"public"`` or ``"private"`` (the default)."""
+    mime_type: str | None = None
+    """MIME type of text or bytes contents."""
+
+
+LoaderResult = Loaded | Contents | RequestFailed | None
+Loader = Callable[[str], Awaitable[LoaderResult]]
+Lister = Callable[[], Awaitable[Iterable[str | ResourceInfo]]]
+
+
+class _Signal:
+    """A feed item that is not a URI (`LoaderSource.LIST_CHANGED`, `LoaderSource.LOST`)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"LoaderSource.{self.name}"
+
+
+LIST_CHANGED: Final = _Signal("LIST_CHANGED")
+LOST: Final = _Signal("LOST")
+
+_MAX_PENDING = 1024
+"""Per stream; a stream that falls further behind is lost (its URIs are re-read)."""
+
+
+@dataclass(eq=False)
+class _Inbox:
+    """Feed items waiting for one open stream."""
+
+    uris: frozenset[str]
+    items: deque[tuple[str, str]]
+    wake: anyio.Event
+    overflowed: bool = False
+
+
+class LoaderSource:
+    """A `Source` that calls ``load(uri)`` for reads and reads ``changes`` for the stream.
+
+    See the module docstring for what ``from_server`` means, how exceptions map to
+    result states and what the change feed may carry. ``list`` (optional) returns the
+    URIs (or `ResourceInfo` items) there are; ``default_ttl_ms`` is the ``ttlMs`` of answers
+    and lists that name none (``None``: 0, read again before each use). The loader is
+    called with the URI only: one loader serves one principal.
+    """
+
+    LIST_CHANGED: Final = LIST_CHANGED
+    """Put this in the change feed when the list of resources changed."""
+    LOST: Final = LOST
+    """Put this in the change feed when the feed itself may have missed changes."""
+
+    def __init__(
+        self,
+        load: Loader,
+        *,
+        changes: AsyncIterable[object] | None = None,
+        list: Lister | None = None,
+        identity: str | None = None,
+        default_ttl_ms: float | None = None,
+    ) -> None:
+        if not callable(load):
+            raise ConfigurationError(
+                f"load must be an async function (uri) -> contents, got {load!r}"
+            )
+        if list is not None and not callable(list):
+            raise ConfigurationError(f"list must be an async function () -> URIs, got {list!r}")
+        if changes is not None and not hasattr(changes, "__aiter__"):
+            raise ConfigurationError(
+                f"changes must be an async iterator of change events, got {changes!r}"
+            )
+        if default_ttl_ms is not None and not default_ttl_ms >= 0:
+            raise ConfigurationError(f"default_ttl_ms must be >= 0 or None, got {default_ttl_ms!r}")
+        self._load = load
+        self._list = list
+        self._changes = changes
+        self._identity = identity if identity is not None else _identity_of(load)
+        self.default_ttl_ms = default_ttl_ms
+        # Changes heard of, for answers of unknown origin (see the module docstring).
+        self._tainted: set[str] = set()
+        self._all_tainted = False
+        self._cleared: set[str] = set()
+        """URIs a from_server=True answer cleared since everything was tainted."""
+        self._epochs: dict[str, int] = {}
+        self._global_epoch = 0
+        self._listed: set[str] | None = None
+        # The feed and the streams it serves.
+        self._inboxes: set[_Inbox] = set()
+        self._feed_over: str | None = None
+        self._feed_task = BackgroundTask(f"change feed of {self._identity}", self._pump)
+        self._ids = itertools.count(1)
+
+    def __repr__(self) -> str:
+        return f"LoaderSource({self._identity!r})"
+
+    @property
+    def identity(self) -> str:
+        return self._identity
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> ServerInfo:
+        has_feed = self._changes is not None
+        if has_feed:
+            self._feed_task.start()
+        return ServerInfo(
+            reachable=True,
+            supported_versions=(PROTOCOL_VERSION,),
+            protocol_version=PROTOCOL_VERSION,
+            subscribe=has_feed,
+            list_changed=has_feed and self._list is not None,
+            listen=has_feed and self._feed_over is None,
+            name="loader",
+            detail="" if has_feed else "no change feed: selected URIs are read before each use",
+        )
+
+    async def aclose(self) -> None:
+        await self._feed_task.stop()
+
+    # ------------------------------------------------------------------ reads
+
+    async def read_resource(self, uri: str, principal: Partition) -> ReadReply | RequestFailed:
+        epochs = (self._global_epoch, self._epochs.get(uri, 0))
+        try:
+            answer = await self._load(uri)
+        except Exception as exc:
+            return failure_from_exception(exc)
+        match answer:
+            case RequestFailed():
+                return answer
+            case None:
+                return RequestFailed("not_found", f"the loader found nothing for {uri}")
+            case Loaded(contents=contents, from_server=said, ttl_ms=ttl, cache_scope=scope):
+                mime = answer.mime_type
+            case _:
+                contents, said, ttl, scope, mime = answer, None, None, None, None
+        try:
+            items = _contents(uri, contents, mime)
+        except TypeError as exc:
+            return RequestFailed("server_error", str(exc))
+        if said is True:
+            if epochs == (self._global_epoch, self._epochs.get(uri, 0)):
+                # Nothing was heard of while it loaded: this answer saw every change.
+                self._tainted.discard(uri)
+                self._cleared.add(uri)
+            from_server = True
+        elif said is False:
+            from_server = False
+        else:
+            from_server = not self._is_tainted(uri)
+        return ReadReply(
+            items,
+            ttl_ms=ttl if ttl is not None else self.default_ttl_ms,
+            cache_scope=scope,
+            from_server=from_server,
+        )
+
+    async def list_resources(
+        self, cursor: str | None, principal: Partition
+    ) -> ListReply | RequestFailed:
+        if self._list is None:
+            return RequestFailed("not_found", "this LoaderSource was given no list= function")
+        if cursor is not None:
+            return RequestFailed(
+                "not_found", f"unknown cursor {cursor!r}: loader lists have one page"
+            )
+        try:
+            listed = await self._list()
+            resources = tuple(
+                item if isinstance(item, ResourceInfo) else ResourceInfo(str(item))
+                for item in listed
+            )
+        except Exception as exc:
+            return failure_from_exception(exc)
+        present = {r.uri for r in resources}
+        if self._listed is not None:
+            # A URI that left the list changed, as far as an unknown-origin loader goes.
+            for uri in self._listed - present:
+                self._taint(uri)
+        self._listed = present
+        return ListReply(resources, ttl_ms=self.default_ttl_ms)
+
+    # ------------------------------------------------------------------ listening
+
+    async def listen(
+        self, uris: frozenset[str], list_changed: bool
+    ) -> AsyncGenerator[StreamEvent, None]:
+        sid = f"loader-listen-{next(self._ids)}"
+        yield ListenStarted(sid, uris, list_changed)
+        if self._changes is None:
+            yield ListenUnsupported("this LoaderSource was given no change feed (changes=)")
+            return
+        if self._feed_over is not None:
+            yield ListenUnsupported(f"the change feed is over: {self._feed_over}")
+            return
+        self._feed_task.start()
+        inbox = _Inbox(uris, deque(), anyio.Event())
+        self._inboxes.add(inbox)  # before the ack: nothing after it can be missed
+        try:
+            yield ListenAcknowledged(sid, uris, list_changed and self._list is not None)
+            while True:
+                while not inbox.items:
+                    if inbox.overflowed:
+                        yield StreamLost(sid, f"more than {_MAX_PENDING} changes waiting")
+                        return
+                    await inbox.wake.wait()
+                    inbox.wake = anyio.Event()
+                kind, value = inbox.items.popleft()
+                match kind:
+                    case "updated":
+                        yield ResourceUpdated(value, sid)
+                    case "list_changed":
+                        if list_changed:
+                            yield ResourceListChanged(sid)
+                    case "untrusted":
+                        yield UntrustedMessage(value, sid)
+                    case "closed":
+                        yield StreamClosed(sid)
+                        return
+                    case _:  # "lost"
+                        yield StreamLost(sid, value)
+                        return
+        finally:
+            self._inboxes.discard(inbox)
+
+    async def _pump(self) -> None:
+        """The background task: read the feed once, fan each item out to every stream."""
+        changes = self._changes
+        assert changes is not None
+        iterator = changes.__aiter__()
+        try:
+            async for item in iterator:
+                self._take(item)
+        except Exception as exc:
+            detail = f"the change feed raised {type(exc).__name__}: {exc}"
+            self._taint_everything()
+            self._feed_over = detail
+            self._deliver("lost", detail)
+            return
+        finally:
+            close = getattr(iterator, "aclose", None)
+            if close is not None:
+                with anyio.move_on_after(1.0, shield=True):
+                    try:
+                        await close()
+                    except Exception as exc:  # its own cleanup failing is not ours to raise
+                        log.debug("closing the change feed: %r", exc)
+        self._feed_over = "the change feed ended"
+        self._deliver("closed", self._feed_over)
+
+    def _take(self, item: object) -> None:
+        if isinstance(item, str) and item:
+            self._taint(item)
+            for inbox in self._inboxes:
+                for parent in inbox.uris:
+                    if parent != item and _is_under(item, parent):
+                        self._taint(parent)
+            self._deliver("updated", item)
+        elif item is LIST_CHANGED:
+            self._deliver("list_changed", "")
+        elif item is LOST:
+            self._taint_everything()
+            self._deliver("lost", "the change feed reported that it lost changes")
+        else:
+            # Not a change we understand: it can make nothing fresher (invariant 9).
+            self._deliver("untrusted", f"unrecognised change feed item {item!r}")
+
+    def _deliver(self, kind: str, value: str) -> None:
+        for inbox in self._inboxes:
+            if len(inbox.items) >= _MAX_PENDING:
+                inbox.overflowed = True
+            else:
+                inbox.items.append((kind, value))
+            inbox.wake.set()
+
+    # ------------------------------------------------------------------ changes heard of
+
+    def _taint(self, uri: str) -> None:
+        self._tainted.add(uri)
+        self._cleared.discard(uri)
+        self._epochs[uri] = self._epochs.get(uri, 0) + 1
+
+    def _taint_everything(self) -> None:
+        self._all_tainted = True
+        self._cleared.clear()
+        self._global_epoch += 1
+
+    def _is_tainted(self, uri: str) -> bool:
+        return uri in self._tainted or (self._all_tainted and uri not in self._cleared)
+
+
+def failure_from_exception(exc: BaseException) -> RequestFailed:
+    """Map what a loader raised to a result-deciding failure (see the module table)."""
+    kind: FailureKind
+    if isinstance(exc, PermissionError):
+        kind = "denied"
+    elif isinstance(exc, (FileNotFoundError, KeyError)):
+        kind = "not_found"
+    elif isinstance(exc, TimeoutError):  # an OSError subclass: before the next line
+        kind = "timeout"
+    elif isinstance(exc, OSError):  # ConnectionError included
+        kind = "unreachable"
+    else:
+        kind = "server_error"
+    text = str(exc)
+    return RequestFailed(kind, f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+
+
+def _contents(uri: str, contents: object, mime_type: str | None) -> tuple[ResourceContents, ...]:
+    match contents:
+        case str():
+            return (ResourceContents(uri, text=contents, mime_type=mime_type),)
+        case bytes() | bytearray():
+            blob = base64.b64encode(bytes(contents)).decode("ascii")
+            return (ResourceContents(uri, blob=blob, mime_type=mime_type),)
+        case ResourceContents():
+            return (contents,)
+        case Sequence() if all(isinstance(item, ResourceContents) for item in contents):
+            return tuple(contents)
+    raise TypeError(
+        f"the loader returned {type(contents).__name__} for {uri}; return text, bytes, "
+        "ResourceContents, a sequence of them, or Loaded(...)"
+    )
+
+
+def _is_under(uri: str, parent: str) -> bool:
+    """``uri`` names a sub-resource of ``parent`` (the engine's rule, DESIGN §2 inv. 2)."""
+    if not uri.startswith(parent):
+        return False
+    return parent.endswith("/") or uri[len(parent) : len(parent) + 1] in ("/", "#", "?")
+
+
+def _identity_of(load: Callable[..., Any]) -> str:
+    module = getattr(load, "__module__", None) or "?"
+    name = getattr(load, "__qualname__", None) or type(load).__qualname__
+    return f"loader:{module}.{name}"
+
+
+__all__ = ["LIST_CHANGED", "LOST", "Loaded", "LoaderSource", "failure_from_exception"]

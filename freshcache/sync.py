@@ -1,0 +1,149 @@
+"""`SyncFreshCache`: `FreshCache` for code that is not async.
+
+The cache runs on an event loop in a background thread (an anyio blocking portal on
+asyncio); every method hands its work to that loop and waits for the answer, so the
+results are exactly `FreshCache`'s. Any number of threads may call it at once: reads
+of the same URI still share one server read. ``close()`` (or leaving the ``with``
+block) stops the subscription stream, closes the source and ends the thread.
+
+    from freshcache import LoaderSource
+    from freshcache.sync import SyncFreshCache
+
+    with SyncFreshCache(LoaderSource(load), select=["guide://shipping/approval"]) as cache:
+        result = cache.read("guide://shipping/approval")
+
+Build sources as usual (``McpClientSource.connect(url)``, ``LoaderSource(...)``,
+``HttpSource(url)``); an already entered ``mcp.Client`` belongs to another event loop
+and cannot be used here.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable, Iterable
+from contextlib import AbstractContextManager
+from functools import partial
+from types import TracebackType
+from typing import Any, TypeVar
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from typing_extensions import Self
+
+from ._cache import FreshCache, ListResult
+from ._core import ReadResult
+from ._errors import FreshCacheError
+from ._source import ServerInfo, Source
+
+T = TypeVar("T")
+
+__all__ = ["SyncFreshCache"]
+
+
+class SyncFreshCache:
+    """A `FreshCache` driven from ordinary (non-async) code, safe to share between threads.
+
+    Takes the same arguments as `FreshCache`. The cache starts at construction
+    (its loop thread, then ``FreshCache.__aenter__``) and stops at `close`.
+    """
+
+    def __init__(self, source: Source, *, select: Iterable[str] = (), **options: Any) -> None:
+        selection = list(select) if not isinstance(select, str) else select
+        self._lock = threading.Lock()
+        self._closed = False
+        self._portal_cm: AbstractContextManager[BlockingPortal] = start_blocking_portal("asyncio")
+        self._portal = self._portal_cm.__enter__()
+        try:
+            # Built on the loop thread: FreshCache makes anyio objects that need a loop.
+            self._cache: FreshCache = self._portal.call(
+                partial(FreshCache, source, select=selection, **options)
+            )
+            self._cache_cm = self._portal.wrap_async_context_manager(self._cache)
+            self._cache_cm.__enter__()
+        except BaseException:
+            self._portal_cm.__exit__(None, None, None)
+            raise
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the cache, close the source and end the loop thread. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._cache_cm.__exit__(None, None, None)
+        finally:
+            self._portal_cm.__exit__(None, None, None)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # ------------------------------------------------------------------ the cache
+
+    def read(
+        self, uri: str, *, timeout: float | None = None, principal: str | None = None
+    ) -> ReadResult:
+        """`FreshCache.read`: fresh text, or an explicit state saying why not."""
+        return self._run(partial(self._cache.read, uri, timeout=timeout, principal=principal))
+
+    def status(self, uri: str, *, principal: str | None = None) -> ReadResult:
+        """`FreshCache.status`: what `read` would hand out now, without I/O."""
+        return self._call(partial(self._cache.status, uri, principal=principal))
+
+    def list_resources(
+        self, *, timeout: float | None = None, principal: str | None = None
+    ) -> ListResult:
+        """`FreshCache.list_resources`."""
+        return self._run(partial(self._cache.list_resources, timeout=timeout, principal=principal))
+
+    def select(self, uris: Iterable[str]) -> None:
+        """`FreshCache.select`: replace the selected URIs."""
+        chosen = list(uris) if not isinstance(uris, str) else uris
+        self._call(partial(self._cache.select, chosen))
+
+    @property
+    def selected(self) -> frozenset[str]:
+        return self._call(lambda: self._cache.selected)
+
+    @property
+    def stream_status(self) -> str:
+        return self._call(lambda: self._cache.stream_status)
+
+    @property
+    def server_info(self) -> ServerInfo | None:
+        return self._call(lambda: self._cache.server_info)
+
+    def describe(self) -> dict[str, Any]:
+        """`FreshCache.describe`."""
+        return self._call(self._cache.describe)
+
+    def _run(self, func: Callable[[], Awaitable[T]]) -> T:
+        """Await ``func()`` on the loop thread."""
+        return self._guard(lambda: self._portal.call(func))
+
+    def _call(self, func: Callable[[], T]) -> T:
+        """Call ``func()`` on the loop thread."""
+        return self._guard(lambda: self._portal.call(func))
+
+    def _guard(self, call: Callable[[], T]) -> T:
+        if self._closed:
+            raise FreshCacheError("this SyncFreshCache is closed; make a new one")
+        try:
+            return call()
+        except RuntimeError as exc:
+            if self._closed or "not running" in str(exc):
+                raise FreshCacheError("this SyncFreshCache was closed during the call") from exc
+            raise
