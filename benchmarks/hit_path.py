@@ -6,7 +6,9 @@ Compares, in one process and one event loop:
 
 - ``await cache.read(uri)`` on a fresh entry (freshcache's hit path);
 - a bare ``cachetools.TTLCache`` lookup (``ttl[uri]``, synchronous);
-- an awaited dict lookup (``await get(uri)``: the floor for any async cache).
+- an awaited dict lookup (``await get(uri)``: the floor for any async cache);
+- the hit path with an OpenTelemetry SDK installed (hits untraced, the default) and
+  with ``trace_hits=True`` (a span per hit, batched to an exporter that drops them).
 
 Prints nanoseconds per call (best of R repeats of N calls each) and the ratios, and
 writes the same to a JSON file. Not a pass/fail test: the figures go in the README.
@@ -58,21 +60,48 @@ async def measure(loops: int, repeats: int) -> dict[str, float]:
     async def dict_get(uri: str) -> str:
         return plain[uri]
 
-    server = ReferenceServer()
-    server.set(URI, "v1", ttl_ms=3_600_000)
-    async with FreshCache(InMemorySource(server), listen=False) as cache:
-        first = await cache.read(URI)
-        assert first.state == "fresh"
-        hit = await cache.read(URI)
-        assert hit.state == "fresh"
-        assert hit.server_read is False
-        results = {
-            "ttlcache_lookup": per_call_sync(lambda: ttl[URI], loops, repeats),
-            "awaited_dict_lookup": await per_call_async(lambda: dict_get(URI), loops, repeats),
-            "freshcache_read_hit": await per_call_async(lambda: cache.read(URI), loops, repeats),
-        }
-        assert server.reads == 1, "the benchmark must measure hits only"
+    results = {
+        "ttlcache_lookup": per_call_sync(lambda: ttl[URI], loops, repeats),
+        "awaited_dict_lookup": await per_call_async(lambda: dict_get(URI), loops, repeats),
+    }
+    for name, options in telemetry_variants():
+        server = ReferenceServer()
+        server.set(URI, "v1", ttl_ms=3_600_000)
+        async with FreshCache(InMemorySource(server), listen=False, **options) as cache:
+            first = await cache.read(URI)
+            assert first.state == "fresh"
+            hit = await cache.read(URI)
+            assert hit.state == "fresh"
+            assert hit.server_read is False
+            results[name] = await per_call_async(lambda c=cache: c.read(URI), loops, repeats)
+            assert server.reads == 1, "the benchmark must measure hits only"
     return results
+
+
+def telemetry_variants() -> list[tuple[str, dict[str, object]]]:
+    """Tracing off (API only, no SDK), an SDK installed with hits untraced, hits traced."""
+    variants: list[tuple[str, dict[str, object]]] = [("freshcache_read_hit", {})]
+    try:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import (
+            BatchSpanProcessor,
+            SpanExporter,
+            SpanExportResult,
+        )
+    except ImportError:  # the SDK is a test extra
+        return variants
+
+    class Discard(SpanExporter):
+        def export(self, spans: object) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(Discard()))
+    sdk = {"tracer_provider": tracer_provider, "meter_provider": MeterProvider()}
+    variants.append(("freshcache_hit_sdk_untraced", sdk))
+    variants.append(("freshcache_hit_sdk_traced", {**sdk, "trace_hits": True}))
+    return variants
 
 
 def main() -> None:

@@ -67,6 +67,7 @@ from ._core import (
 from ._errors import ConfigurationError, HeaderMismatchError, ProtocolError, UnsupportedVersionError
 from ._source import ServerInfo
 from ._sse import SseComment, SseEvent, SseItem, SseOversized, SseParser
+from ._telemetry import annotate_request
 from ._wire import (
     HEADER_MISMATCH,
     METHOD_NOT_FOUND,
@@ -227,6 +228,9 @@ class HttpSource:
         """Listen streams open now, by subscription id."""
         self._ids = itertools.count(1)
         self._identity = str(httpx.URL(self.url).copy_with(username=None, password=None))
+        parsed = httpx.URL(self.url)
+        self._address = parsed.host
+        self._port = parsed.port or (443 if parsed.scheme == "https" else 80)
 
     # ------------------------------------------------------------------ Source
 
@@ -711,6 +715,9 @@ class HttpSource:
         return self._client
 
     def _body(self, request_id: int, method: str, params: Mapping[str, Any]) -> bytes:
+        annotate_request(
+            request_id, transport="tcp", protocol="http", address=self._address, port=self._port
+        )
         message = build_request(
             request_id,
             method,

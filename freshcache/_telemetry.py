@@ -240,11 +240,21 @@ class Telemetry:
             )
 
     def traced_hit(self, result: ReadResult, now: float) -> None:
-        """A span for a plain fresh hit (only with ``trace_hits``)."""
-        with self._tracer.start_as_current_span(
-            READ_SPAN, attributes={MCP_RESOURCE_URI: result.uri}
-        ) as span:
-            self.read_result(span, result, now)
+        """A span for a plain fresh hit (only with ``trace_hits``).
+
+        Built in one call with all its attributes and never made current: a hit
+        does no I/O, so nothing would be its child, and attaching a context costs.
+        """
+        attributes: dict[str, Any] = {
+            MCP_RESOURCE_URI: result.uri,
+            STATE: result.state,
+            SERVER_READ: False,
+        }
+        if result.version is not None:
+            attributes[VERSION] = result.version
+        if result.fetched_at is not None:
+            attributes[AGE] = max(0.0, now - result.fetched_at)
+        self._tracer.start_span(READ_SPAN, attributes=attributes).end()
 
     # -- events on the listen span and metrics ---------------------------------------
 

@@ -64,7 +64,10 @@ class HttpWorld(World):
         idle_timeout: float = 0.5,
         keepalive_interval: float = 0.1,
         settle_timeout: float = 5.0,
+        cache_options: dict[str, Any] | None = None,
     ) -> None:
+        self.cache_options = dict(cache_options or {})
+        """Extra `FreshCache` arguments (e.g. tracer and meter providers)."""
         self.server = ReferenceServer()
         self.clock = VirtualClock()
         self.reply_mode: ReplyMode = reply_mode
@@ -119,6 +122,7 @@ class HttpWorld(World):
                 backoff=BackoffSettings(base=0.002, cap=0.01, quick_death=0.0),
                 clock=self.clock,
                 wall_clock=self.clock.wall,
+                **self.cache_options,
             )
         )
         await self.settle()
