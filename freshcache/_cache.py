@@ -518,6 +518,8 @@ class FreshCache:
                 with stream.scope:
                     await self._consume_events(stream)
             except anyio.get_cancelled_exc_class():
+                if stream.outcome == "running":
+                    stream.outcome = "cancelled"  # the cache is closing
                 raise
             except Exception as exc:
                 stream.outcome = "lost"
