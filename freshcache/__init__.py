@@ -36,6 +36,7 @@ from ._mcp_client import McpClientSource
 from ._memory import InMemorySource
 from ._reference import ReferenceServer
 from ._source import PROTOCOL_VERSION, ServerInfo, Source
+from ._stdio import StdioSource
 from ._store import MemoryStore
 from ._wire import ClientIdentity, DenialRules
 
@@ -74,6 +75,7 @@ __all__ = [
     "ResourceInfo",
     "ServerInfo",
     "Source",
+    "StdioSource",
     "TableError",
     "UnsupportedVersionError",
     "__version__",

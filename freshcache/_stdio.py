@@ -1,0 +1,1180 @@
+"""`StdioSource`: freshcache over an MCP server run as a subprocess.
+
+Spec: basic/transports/stdio (framing, shutdown, restart), basic/patterns/subscriptions
+(one channel, many subscriptions, demultiplexed by ``subscriptionId``) and
+basic/patterns/cancellation (``notifications/cancelled`` ends a listen on stdio).
+
+Three layers, innermost first:
+
+- `LineBuffer` (sans-IO): bytes in, complete lines out. A line longer than
+  ``max_line_bytes`` is skipped as it streams by and reported once as an
+  `OverlongLine`; what is left at end of input is a cut line.
+- `Demultiplexer` (sans-IO): routes the server's lines. Responses go to the request
+  with that id; subscription messages go to the subscription named by
+  ``_meta["io.modelcontextprotocol/subscriptionId"]`` (other subscriptions' messages
+  may come first, and an update before its subscription's acknowledgment is passed on
+  as it is: the engine counts it untrusted and lets it only invalidate). Lines it
+  cannot trust (not JSON, not JSON-RPC, a request written by the server, a hint with
+  an unknown subscription id) never raise; they are counted, logged, and reported to
+  one open subscription so the engine sees them (a change hint may still invalidate).
+- `StdioSource`: the process. One *service task* per source owns a task group in
+  which the current process is served: one reader task feeds stdout to the
+  demultiplexer, one drains stderr into logging (logger ``freshcache.stdio``; never
+  parsed). When the process exits unexpectedly, every request in flight fails as
+  ``unreachable``, every open subscription ends with `StreamLost`, and the service
+  task starts a new process after a backoff under a budget (`BackoffSettings`, the
+  same rules as re-listening). `FreshCache` then re-listens (the server keeps no
+  subscription state across processes) and re-reads every selected URI.
+
+Why a service task rather than a task group entered in ``start()``: the `Source`
+contract has ``start()`` called by one task and ``aclose()`` by another, and an anyio
+task group must be left by the task that entered it. The service task is the one
+piece started outside structured concurrency; everything else lives in its group,
+and ``aclose()`` cancels it and waits for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import logging
+import math
+import os
+import shlex
+import signal
+from collections import deque
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+
+from ._background import BackgroundTask
+from ._core import (
+    ListenAcknowledged,
+    ListenStarted,
+    ListenUnsupported,
+    ListReply,
+    Partition,
+    ReadReply,
+    ReconnectBudget,
+    RequestFailed,
+    StreamClosed,
+    StreamEvent,
+    StreamLost,
+    UntrustedMessage,
+)
+from ._core._backoff import BackoffSettings
+from ._errors import ConfigurationError, UnsupportedVersionError
+from ._source import PROTOCOL_VERSION, ServerInfo
+from ._telemetry import annotate_request
+from ._wire import (
+    METHOD_NOT_FOUND,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    ClientIdentity,
+    DenialRules,
+    ErrorResponse,
+    InputRequired,
+    Malformed,
+    Message,
+    Notification,
+    Request,
+    Response,
+    build_notification,
+    build_request,
+    failure_from_error,
+    list_reply,
+    listen_params,
+    parse_message,
+    read_reply,
+    server_info_fields,
+    stream_event,
+    subscription_id_of,
+)
+
+log = logging.getLogger("freshcache.stdio")
+
+RequestId = str | int
+_Key = tuple[bool, RequestId]
+"""A request id compared with its JSON type: ``1`` and ``"1"`` are different ids."""
+
+_IGNORED_NOTIFICATIONS = ("notifications/progress", "notifications/message")
+_SIGKILL = getattr(signal, "SIGKILL", signal.SIGTERM)  # Windows has no SIGKILL
+_STDERR_LINE_LIMIT = 64 * 1024
+_FINAL_EVENTS = (StreamClosed, StreamLost, ListenUnsupported)
+
+
+def _key(request_id: RequestId) -> _Key:
+    return (isinstance(request_id, str), request_id)
+
+
+# --------------------------------------------------------------------------- framing
+
+
+@dataclass(frozen=True, slots=True)
+class OverlongLine:
+    """A line longer than the limit; its bytes were skipped, not kept."""
+
+    size: int
+
+
+class LineBuffer:
+    """Splits a byte stream into newline-terminated lines (sans-IO).
+
+    Feeding the same bytes split at any boundaries yields the same lines. A line
+    longer than ``max_line_bytes`` is never held in memory: once it passes the limit
+    its bytes are skipped up to the next newline and it is reported once as an
+    `OverlongLine` with its full size.
+    """
+
+    def __init__(self, max_line_bytes: int) -> None:
+        self.max_line_bytes = max_line_bytes
+        self._buffer = bytearray()
+        self._skipped: int | None = None  # bytes of an over-long line skipped so far
+
+    def feed(self, data: bytes) -> list[bytes | OverlongLine]:
+        """Take more bytes; return the lines they complete (without the newline)."""
+        out: list[bytes | OverlongLine] = []
+        start = 0
+        limit = self.max_line_bytes
+        while True:
+            end = data.find(b"\n", start)
+            if end < 0:
+                break
+            size = end - start
+            if self._skipped is not None:
+                out.append(OverlongLine(self._skipped + size))
+                self._skipped = None
+            elif len(self._buffer) + size > limit:
+                out.append(OverlongLine(len(self._buffer) + size))
+                self._buffer.clear()
+            elif self._buffer:
+                self._buffer += data[start:end]
+                out.append(bytes(self._buffer))
+                self._buffer.clear()
+            else:
+                out.append(data[start:end])
+            start = end + 1
+        rest = len(data) - start
+        if rest:
+            if self._skipped is not None:
+                self._skipped += rest
+            elif len(self._buffer) + rest > limit:
+                self._skipped = len(self._buffer) + rest
+                self._buffer.clear()
+            else:
+                self._buffer += data[start:]
+        return out
+
+    def feed_eof(self) -> bytes | OverlongLine | None:
+        """The input ended: what was left of an unterminated (cut) line, if anything."""
+        if self._skipped is not None:
+            cut: bytes | OverlongLine | None = OverlongLine(self._skipped)
+        elif self._buffer:
+            cut = bytes(self._buffer)
+        else:
+            cut = None
+        self._buffer.clear()
+        self._skipped = None
+        return cut
+
+    @property
+    def pending(self) -> int:
+        """Bytes of an unfinished line held (or skipped) so far."""
+        return self._skipped if self._skipped is not None else len(self._buffer)
+
+
+# --------------------------------------------------------------------------- routing
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseFor:
+    """The response to one of our requests."""
+
+    request_id: RequestId
+    message: Response | ErrorResponse
+
+
+@dataclass(frozen=True, slots=True)
+class EventFor:
+    """A stream event for one open subscription; ``final`` ends the subscription."""
+
+    subscription_id: RequestId
+    event: StreamEvent
+    final: bool = False
+
+
+Delivery = ResponseFor | EventFor
+
+
+@dataclass(slots=True)
+class StdioCounters:
+    """Running totals of what came off the server's stdout (all processes)."""
+
+    lines: int = 0
+    """Complete lines read (every newline, blank and over-long lines included)."""
+    messages: int = 0
+    """Lines that were JSON-RPC messages."""
+    malformed: int = 0
+    """Lines that were not JSON, or not JSON-RPC."""
+    overlong: int = 0
+    """Lines longer than ``max_line_bytes`` (skipped)."""
+    cut_lines: int = 0
+    """Unterminated lines left when a process died."""
+    server_requests: int = 0
+    """Requests written by the server (not allowed on 2026-07-28 stdio)."""
+    unknown_responses: int = 0
+    """Responses whose id matches nothing in flight (late answers after a timeout ...)."""
+    unknown_subscriptions: int = 0
+    """Subscription messages with an unknown or missing subscription id."""
+    before_ack: int = 0
+    """Subscription messages that came before their acknowledgment."""
+    overflows: int = 0
+    """Subscriptions ended because their consumer fell ``max_backlog`` messages behind."""
+    starts: int = 0
+    """Processes started."""
+    unexpected_exits: int = 0
+    """Processes that went away without being asked to."""
+
+
+@dataclass(slots=True)
+class _Route:
+    acknowledged: bool = False
+
+
+class Demultiplexer:
+    """Routes the server's stdout lines (sans-IO; one instance per process).
+
+    Register what is in flight with `expect_response` and `open_subscription`; feed
+    bytes; act on the returned deliveries in order.
+    """
+
+    def __init__(self, max_line_bytes: int, counters: StdioCounters | None = None) -> None:
+        self.lines = LineBuffer(max_line_bytes)
+        self.counters = counters if counters is not None else StdioCounters()
+        self._requests: set[_Key] = set()
+        self._subscriptions: dict[_Key, _Route] = {}
+        self._ids: dict[_Key, RequestId] = {}
+
+    # --- bookkeeping
+
+    def expect_response(self, request_id: RequestId) -> None:
+        self._requests.add(_key(request_id))
+
+    def forget_request(self, request_id: RequestId) -> None:
+        self._requests.discard(_key(request_id))
+
+    def open_subscription(self, subscription_id: RequestId) -> None:
+        key = _key(subscription_id)
+        self._subscriptions[key] = _Route()
+        self._ids[key] = subscription_id
+
+    def close_subscription(self, subscription_id: RequestId) -> None:
+        key = _key(subscription_id)
+        self._subscriptions.pop(key, None)
+        self._ids.pop(key, None)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._requests)
+
+    @property
+    def open_subscriptions(self) -> list[RequestId]:
+        return [self._ids[k] for k in self._subscriptions]
+
+    # --- input
+
+    def feed(self, data: bytes) -> list[Delivery]:
+        """Route the lines ``data`` completes."""
+        out: list[Delivery] = []
+        for line in self.lines.feed(data):
+            self.counters.lines += 1
+            if isinstance(line, OverlongLine):
+                self.counters.overlong += 1
+                log.info(
+                    "skipped a %d-byte line from the server (limit %d bytes)",
+                    line.size,
+                    self.lines.max_line_bytes,
+                )
+                self._untrusted(out, f"over-long line of {line.size} bytes skipped")
+                continue
+            self._route_line(line, out)
+        return out
+
+    def feed_eof(self) -> int:
+        """The server's stdout ended; returns the size of a cut last line (0: none)."""
+        cut = self.lines.feed_eof()
+        if cut is None:
+            return 0
+        self.counters.cut_lines += 1
+        size = cut.size if isinstance(cut, OverlongLine) else len(cut)
+        log.debug("the server's output ended in the middle of a %d-byte line", size)
+        return size
+
+    def _route_line(self, line: bytes, out: list[Delivery]) -> None:
+        if not line.strip():
+            return  # a blank line carries nothing
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:  # includes UnicodeDecodeError
+            self.counters.malformed += 1
+            log.info("the server wrote a line that is not JSON (%s): %.200r", exc, line)
+            self._untrusted(out, f"line is not JSON: {line[:80]!r}")
+            return
+        self.route(_fast_notification(obj) or parse_message(obj), out)
+
+    def route(self, message: Message, out: list[Delivery]) -> None:
+        """Route one decoded message (the line layer's output)."""
+        match message:
+            case Response(id=rid) | ErrorResponse(id=rid):
+                self.counters.messages += 1
+                if rid is None:
+                    self.counters.unknown_responses += 1
+                    log.info("the server answered a request it could not identify: %r", message)
+                    return
+                key = _key(rid)
+                if key in self._requests:
+                    self._requests.discard(key)
+                    out.append(ResponseFor(rid, message))
+                elif key in self._subscriptions:
+                    self._listen_answer(rid, message, out)
+                else:
+                    self.counters.unknown_responses += 1
+                    log.debug(
+                        "ignored a response for request %r, which is no longer in flight", rid
+                    )
+            case Notification(method="notifications/cancelled", params=params):
+                self.counters.messages += 1
+                rid = params.get("requestId")
+                if (
+                    isinstance(rid, (str, int))
+                    and not isinstance(rid, bool)
+                    and _key(rid) in self._subscriptions
+                ):
+                    # cancellation.mdx: a server ending a listen may send this instead of a result.
+                    self._emit(rid, StreamClosed(rid), out, final=True)
+                else:
+                    self.counters.unknown_subscriptions += 1
+                    log.info("the server cancelled %r, which is no open subscription", rid)
+                    self._untrusted(out, f"notifications/cancelled for unknown request {rid!r}")
+            case Notification(method=method, params=params):
+                self.counters.messages += 1
+                sid = subscription_id_of(params)
+                if sid is not None and _key(sid) in self._subscriptions:
+                    event = stream_event(message, sid)
+                    if event is not None:
+                        self._emit(sid, event, out)
+                    return
+                if sid is None and method in _IGNORED_NOTIFICATIONS:
+                    return
+                # A hint for a subscription we do not have: it may still invalidate
+                # (invariant 9), so it goes to the engine, tagged with its own id.
+                self.counters.unknown_subscriptions += 1
+                log.info("%s for unknown subscription %r", method, sid)
+                target = self._catch_all()
+                if target is not None:
+                    event = stream_event(message, "\x00no-listen")
+                    if event is not None:
+                        out.append(EventFor(target, event))
+            case Request(method=method):
+                self.counters.messages += 1
+                self.counters.server_requests += 1
+                log.info(
+                    "the server sent a %s request; servers must not send requests "
+                    "(2026-07-28); ignored",
+                    method,
+                )
+                self._untrusted(out, f"server sent a request ({method})")
+            case Malformed(detail=detail):
+                self.counters.malformed += 1
+                log.info("the server wrote a line that is not JSON-RPC: %s", detail)
+                self._untrusted(out, detail)
+
+    def _listen_answer(
+        self, sid: RequestId, message: Response | ErrorResponse, out: list[Delivery]
+    ) -> None:
+        match message:
+            case Response(result=result):
+                if result.get("resultType", "complete") == "complete":
+                    self._emit(sid, StreamClosed(sid), out, final=True)
+                else:
+                    self._emit(
+                        sid,
+                        UntrustedMessage(
+                            f"listen result with resultType {result.get('resultType')!r}", sid
+                        ),
+                        out,
+                    )
+            case ErrorResponse(code=code, message=text):
+                if code == METHOD_NOT_FOUND:
+                    self._emit(
+                        sid,
+                        ListenUnsupported(f"subscriptions/listen: {text} ({code})"),
+                        out,
+                        final=True,
+                    )
+                else:
+                    self._emit(
+                        sid,
+                        StreamLost(sid, f"the server refused the listen: {text} ({code})"),
+                        out,
+                        final=True,
+                    )
+
+    def _emit(
+        self, sid: RequestId, event: StreamEvent, out: list[Delivery], *, final: bool = False
+    ) -> None:
+        key = _key(sid)
+        route = self._subscriptions.get(key)
+        if route is None:
+            return
+        if isinstance(event, ListenAcknowledged):
+            route.acknowledged = True
+        elif not route.acknowledged and not final:
+            self.counters.before_ack += 1
+        if final:
+            self.close_subscription(sid)
+        out.append(EventFor(sid, event, final))
+
+    def _catch_all(self) -> RequestId | None:
+        """The subscription that hears about messages no subscription claims."""
+        for key in self._subscriptions:
+            return self._ids[key]
+        return None
+
+    def _untrusted(self, out: list[Delivery], detail: str) -> None:
+        target = self._catch_all()
+        if target is not None:
+            out.append(EventFor(target, UntrustedMessage(detail, None)))
+
+
+def _fast_notification(obj: Any) -> Notification | None:
+    """The common case of a flood, a well-formed notification, without the validating
+    parser; anything else (``None``) goes through `parse_message`, which decides the
+    same way for these."""
+    if (
+        type(obj) is dict
+        and obj.get("jsonrpc") == "2.0"
+        and type(obj.get("method")) is str
+        and type(obj.get("params")) is dict
+        and "id" not in obj
+        and "result" not in obj
+        and "error" not in obj
+    ):
+        return Notification(obj["method"], obj["params"])
+    return None
+
+
+# --------------------------------------------------------------------------- the process
+
+
+class _Gone(Exception):
+    """The process cannot be written to any more."""
+
+
+@dataclass(slots=True)
+class _Waiter:
+    done: anyio.Event = field(default_factory=anyio.Event)
+    result: Response | ErrorResponse | RequestFailed | None = None
+
+
+class _Inbox:
+    """Events for one subscription, in order; a final event always fits."""
+
+    def __init__(self, limit: int) -> None:
+        self.items: deque[StreamEvent] = deque()
+        self.limit = limit
+        self.closed = False
+        self._wakeup = anyio.Event()
+
+    def put(self, event: StreamEvent, *, final: bool = False) -> bool:
+        if self.closed:
+            return True
+        if not final and len(self.items) >= self.limit:
+            return False
+        self.items.append(event)
+        self.closed = final
+        self._wakeup.set()
+        return True
+
+    async def get(self) -> StreamEvent:
+        while not self.items:
+            if self._wakeup.is_set():
+                self._wakeup = anyio.Event()
+            await self._wakeup.wait()
+        return self.items.popleft()
+
+
+class _Connection:
+    """One running server process and what is in flight on it."""
+
+    def __init__(
+        self, process: anyio.abc.Process, max_line_bytes: int, counters: StdioCounters
+    ) -> None:
+        self.process = process
+        self.pid = process.pid
+        self.demux = Demultiplexer(max_line_bytes, counters)
+        self.waiters: dict[_Key, _Waiter] = {}
+        self.inboxes: dict[_Key, _Inbox] = {}
+        self.write_lock = anyio.Lock()
+        self.alive = True
+        self.healthy = False
+        self.lines_at_start = counters.lines
+        self.stderr_tail: deque[str] = deque(maxlen=3)
+        self.detail = ""
+        self.stderr_done = anyio.Event()
+        self.tg: anyio.abc.TaskGroup | None = None
+
+    async def send(self, message: Mapping[str, Any]) -> None:
+        if not self.alive or self.process.stdin is None:
+            raise _Gone(self.detail or "the server process is gone")
+        data = (
+            json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+        )
+        async with self.write_lock:
+            try:
+                await self.process.stdin.send(data)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                raise _Gone(f"writing to the server process failed: {exc!r}") from exc
+
+    async def cancel(self, request_id: RequestId, reason: str) -> None:
+        """Best effort ``notifications/cancelled``; never raises, never blocks for long."""
+        if not self.alive:
+            return
+        message = build_notification(
+            "notifications/cancelled", {"requestId": request_id, "reason": reason}
+        )
+        with anyio.move_on_after(1.0, shield=True), contextlib.suppress(_Gone):
+            await self.send(message)
+
+
+# --------------------------------------------------------------------------- the source
+
+
+@dataclass(frozen=True, slots=True)
+class StdioStats:
+    """A snapshot of a `StdioSource`, for status output and tests."""
+
+    pid: int | None
+    """The running server process, or ``None`` between processes."""
+    lines_from_current: int
+    """Complete lines read from the current process."""
+    backlog: int
+    """Subscription messages read but not yet taken by their consumers."""
+    in_flight: int
+    open_subscriptions: int
+    counters: StdioCounters
+
+
+class StdioSource:
+    """A `Source` that runs an MCP server as a subprocess and talks to it over stdio.
+
+    ::
+
+        StdioSource(["python", "-m", "my_server"])
+
+    ``env`` replaces the child's environment (default: the caller's whole
+    environment); ``timeout`` bounds each request (a listen waits for its
+    acknowledgment under the cache's ``ack_timeout`` instead); ``restart`` paces
+    restarts after an unexpected exit (default `BackoffSettings`); ``identity`` is
+    what freshcache says about itself in every request's ``_meta`` (not to be confused
+    with the `identity` property, the server's name in cache keys).
+    """
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        timeout: float = 30.0,
+        max_line_bytes: int = 32 * 1024 * 1024,
+        max_backlog: int = 10_000,
+        restart: BackoffSettings | None = None,
+        shutdown_timeout: float = 2.0,
+        denial: DenialRules | None = None,
+        identity: ClientIdentity | None = None,
+        name: str | None = None,
+    ) -> None:
+        if isinstance(command, (str, bytes)):
+            raise ConfigurationError(
+                "command takes an argument list like ['python', '-m', 'server'], got the "
+                f"string {command!r}; split it, e.g. with shlex.split"
+            )
+        argv = list(command)
+        if not argv or not all(isinstance(a, str) and a for a in argv):
+            raise ConfigurationError(
+                f"command must be a non-empty list of non-empty strings, got {command!r}"
+            )
+        for label, value in (("timeout", timeout), ("shutdown_timeout", shutdown_timeout)):
+            if not isinstance(value, (int, float)) or math.isnan(value) or value <= 0:
+                raise ConfigurationError(
+                    f"StdioSource {label} must be a number of seconds > 0, got {value!r}"
+                )
+        if not isinstance(max_line_bytes, int) or max_line_bytes < 1024:
+            raise ConfigurationError(
+                f"StdioSource max_line_bytes must be an int >= 1024, got {max_line_bytes!r}"
+            )
+        if not isinstance(max_backlog, int) or max_backlog < 1:
+            raise ConfigurationError(
+                f"StdioSource max_backlog must be an int >= 1, got {max_backlog!r}"
+            )
+        self.command = argv
+        self.env = dict(env) if env is not None else None
+        self.cwd = cwd
+        self.timeout = float(timeout)
+        self.max_line_bytes = max_line_bytes
+        self.max_backlog = max_backlog
+        self.shutdown_timeout = float(shutdown_timeout)
+        self.denial = denial if denial is not None else DenialRules()
+        self.client = identity if identity is not None else ClientIdentity()
+        self.counters = StdioCounters()
+        self._name = name or "stdio:" + shlex.join(argv)
+        self._label = _shorten(name or shlex.join(argv), 60)
+        self._budget = ReconnectBudget(restart)
+        self._ids = itertools.count(1)
+        self._conn: _Connection | None = None
+        self._pending = False
+        """A start attempt is under way, or a lost process's restart is being decided."""
+        self._spawn_failed = False
+        self._next_attempt_at: float | None = None
+        self._why_down = "the server process has not been started yet"
+        self._changed = anyio.Event()
+        self._service = BackgroundTask(f"StdioSource {self._label}", self._serve)
+        self._closing = False
+
+    # ------------------------------------------------------------------ Source
+
+    @property
+    def identity(self) -> str:
+        """The server's stable name in cache keys: ``stdio:`` and the command line."""
+        return self._name
+
+    @property
+    def pid(self) -> int | None:
+        """The running server process id, or ``None`` between processes."""
+        conn = self._conn
+        return conn.pid if conn is not None and conn.alive else None
+
+    def stats(self) -> StdioStats:
+        """What the source is doing right now (no I/O)."""
+        conn = self._conn
+        live = conn is not None and conn.alive
+        return StdioStats(
+            pid=conn.pid if live and conn is not None else None,
+            lines_from_current=self.counters.lines - conn.lines_at_start
+            if live and conn is not None
+            else 0,
+            backlog=sum(len(i.items) for i in conn.inboxes.values()) if conn is not None else 0,
+            in_flight=len(conn.waiters) if conn is not None else 0,
+            open_subscriptions=len(conn.inboxes) if conn is not None else 0,
+            counters=self.counters,
+        )
+
+    async def start(self) -> ServerInfo:
+        """Start the server process (if it is not running) and probe it with ``server/discover``.
+
+        Never raises because the server cannot be started or reached: that is
+        ``reachable=False`` with the reason in ``detail``. Raises
+        `UnsupportedVersionError` when the server answers that it does not speak
+        2026-07-28 at all.
+        """
+        answer = await self._call("server/discover", {}, self.timeout)
+        match answer:
+            case RequestFailed(kind="timeout"):
+                return ServerInfo(
+                    reachable=False, detail=f"no answer to server/discover within {self.timeout:g}s"
+                )
+            case RequestFailed(detail=detail):
+                return ServerInfo(reachable=False, detail=detail)
+            case ErrorResponse(code=code, message=text, data=data):
+                if code == UNSUPPORTED_PROTOCOL_VERSION:
+                    supported = data.get("supported", []) if isinstance(data, dict) else []
+                    if PROTOCOL_VERSION not in supported:
+                        raise UnsupportedVersionError(
+                            f"the stdio server {self.identity} does not speak MCP "
+                            f"{PROTOCOL_VERSION} (it supports {supported}); freshcache needs it",
+                            supported=[str(v) for v in supported],
+                            requested=PROTOCOL_VERSION,
+                        )
+                # Another error: an older server (spec: era detection) or a broken one.
+                return ServerInfo(reachable=True, detail=f"server/discover failed: {text} ({code})")
+            case Response(result=result):
+                fields = server_info_fields(result)
+                versions = fields["supported_versions"]
+                listen = bool(fields["subscribe"] or fields["list_changed"])
+                return ServerInfo(
+                    reachable=True,
+                    supported_versions=versions,
+                    protocol_version=PROTOCOL_VERSION
+                    if PROTOCOL_VERSION in versions or not versions
+                    else None,
+                    subscribe=fields["subscribe"],
+                    list_changed=fields["list_changed"],
+                    listen=listen,
+                    name=fields["name"],
+                    version=fields["version"],
+                    ttl_ms=fields["ttl_ms"],
+                    cache_scope=fields["cache_scope"],
+                    detail="" if listen else "the server offers no resource subscriptions",
+                    raw=dict(result),
+                )
+
+    async def read_resource(self, uri: str, principal: Partition) -> ReadReply | RequestFailed:
+        """One ``resources/read``. stdio has one authorization context per process:
+        ``principal`` only partitions the cache, it is not sent."""
+        answer = await self._call("resources/read", {"uri": uri}, self.timeout)
+        match answer:
+            case RequestFailed():
+                return answer
+            case ErrorResponse(code=code, message=text, data=data):
+                return failure_from_error(code, text, data=data, denial=self.denial)
+            case Response(result=result):
+                reply = read_reply(result)
+                if isinstance(reply, InputRequired):
+                    return RequestFailed(
+                        "server_error",
+                        "the server asked for more input (input_required); freshcache declares no "
+                        "client capabilities and cannot answer it",
+                    )
+                return reply
+
+    async def list_resources(
+        self, cursor: str | None, principal: Partition
+    ) -> ListReply | RequestFailed:
+        """One page of ``resources/list``."""
+        params: dict[str, Any] = {} if cursor is None else {"cursor": cursor}
+        answer = await self._call("resources/list", params, self.timeout)
+        match answer:
+            case RequestFailed():
+                return answer
+            case ErrorResponse(code=code, message=text, data=data):
+                return failure_from_error(code, text, data=data, denial=self.denial)
+            case Response(result=result):
+                return list_reply(result)
+
+    async def listen(
+        self, uris: frozenset[str], list_changed: bool
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """One ``subscriptions/listen`` on the shared channel (see `Source.listen`).
+
+        Closing the iterator early sends ``notifications/cancelled`` naming the
+        listen request id.
+        """
+        self._ensure_service()
+        sid = f"listen-{next(self._ids)}"
+        conn = await self._connection(self.timeout, wait_for_restart=True)
+        yield ListenStarted(sid, uris, list_changed)
+        if conn is None:
+            yield StreamLost(sid, self._down_detail())
+            return
+        key = _key(sid)
+        inbox = _Inbox(self.max_backlog)
+        conn.inboxes[key] = inbox
+        conn.demux.open_subscription(sid)
+        if not conn.alive:  # it died while ListenStarted was being taken in
+            inbox.put(StreamLost(sid, conn.detail or self._down_detail()), final=True)
+        ended = False
+        try:
+            request = build_request(
+                sid, "subscriptions/listen", listen_params(uris, list_changed), identity=self.client
+            )
+            # If writing fails, the connection's end has put StreamLost in the inbox.
+            with contextlib.suppress(_Gone):
+                await conn.send(request)
+            while True:
+                event = await inbox.get()
+                ended = isinstance(event, _FINAL_EVENTS)
+                yield event
+                if ended:
+                    return
+        finally:
+            conn.inboxes.pop(key, None)
+            if not ended and conn.alive:
+                conn.demux.close_subscription(sid)
+                await conn.cancel(sid, "the client closed the subscription")
+
+    async def aclose(self) -> None:
+        """Stop the server: close its stdin, wait, then SIGTERM, then SIGKILL (each
+        step bounded by ``shutdown_timeout``), and stop the service task."""
+        first = not self._closing
+        self._closing = True
+        with anyio.CancelScope(shield=True):
+            conn = self._conn
+            if first and conn is not None:
+                self._why_down = "the source was closed"
+                await self._stop_process(conn, close_stdin=True)
+            await self._service.stop(timeout=self.shutdown_timeout * 3)
+        self._notify_changed()
+
+    # ------------------------------------------------------------------ escape hatch
+
+    async def send_request(
+        self, method: str, params: Mapping[str, Any] | None = None, *, timeout: float | None = None
+    ) -> Response | ErrorResponse | RequestFailed:
+        """Any other request on the same channel (``tools/call`` ...), with ``_meta``.
+
+        Returns the response, the error response, or a `RequestFailed` when the
+        server could not be reached or did not answer in time.
+        """
+        return await self._call(
+            method, dict(params or {}), self.timeout if timeout is None else timeout
+        )
+
+    # ------------------------------------------------------------------ requests
+
+    async def _call(
+        self, method: str, params: dict[str, Any], timeout: float
+    ) -> Response | ErrorResponse | RequestFailed:
+        self._ensure_service()
+        deadline = anyio.current_time() + timeout
+        conn = await self._connection(timeout, wait_for_restart=False)
+        if conn is None:
+            return RequestFailed("unreachable", self._down_detail())
+        rid = next(self._ids)
+        key = _key(rid)
+        waiter = _Waiter()
+        conn.waiters[key] = waiter
+        conn.demux.expect_response(rid)
+        annotate_request(rid, transport="pipe")  # the current span, if one is recording
+        try:
+            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+                try:
+                    await conn.send(build_request(rid, method, params, identity=self.client))
+                except _Gone as exc:
+                    if waiter.result is None:
+                        waiter.result = RequestFailed("unreachable", conn.detail or str(exc))
+                else:
+                    await waiter.done.wait()
+            if waiter.result is not None:
+                return waiter.result
+            return RequestFailed("timeout", f"{method} got no answer within {timeout:g}s")
+        finally:
+            if not isinstance(waiter.result, (Response, ErrorResponse)):
+                conn.waiters.pop(key, None)
+                conn.demux.forget_request(rid)
+                if conn.alive and waiter.result is None:
+                    # Timed out or abandoned: tell the server (spec cancellation: SHOULD).
+                    await conn.cancel(rid, "the client stopped waiting")
+
+    async def _connection(self, limit: float, *, wait_for_restart: bool) -> _Connection | None:
+        """The live connection, or ``None`` when the server is not running.
+
+        Waits (up to ``limit`` seconds) for a start attempt under way; with
+        ``wait_for_restart`` also for a restart due within ``limit``. A command that
+        cannot be started at all is reported at once.
+        """
+        deadline = anyio.current_time() + limit
+        while True:
+            conn = self._conn
+            if conn is not None and conn.alive:
+                return conn
+            if self._closing:
+                return None
+            if not self._pending:
+                due = self._next_attempt_at
+                if not wait_for_restart or self._spawn_failed or due is None or due > deadline:
+                    return None
+            changed = self._changed
+            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())) as waited:
+                await changed.wait()
+            if waited.cancelled_caught:
+                conn = self._conn
+                return conn if conn is not None and conn.alive else None
+
+    def _down_detail(self) -> str:
+        detail = self._why_down
+        due = self._next_attempt_at
+        if self._closing:
+            return detail
+        if due is not None:
+            wait = max(0.0, due - anyio.current_time())
+            spent = " (restart budget spent)" if self._budget.exhausted else ""
+            detail += f"; next start in {wait:.2f}s{spent}"
+        return detail
+
+    def _notify_changed(self) -> None:
+        changed, self._changed = self._changed, anyio.Event()
+        changed.set()
+
+    # ------------------------------------------------------------------ the service task
+
+    def _ensure_service(self) -> None:
+        if self._service.started or self._closing:
+            return
+        self._pending = True  # the service starts the first process at once
+        self._service.start()
+
+    async def _serve(self) -> None:
+        """The service task: keep one server process running until `aclose`."""
+        try:
+            while not self._closing:
+                self._pending = True
+                conn = await self._spawn()
+                if conn is None:
+                    delay = self._budget.delay_after_failure()
+                else:
+                    self._pending = False
+                    self._notify_changed()
+                    await self._run(conn)
+                    if self._closing:
+                        break
+                    self.counters.unexpected_exits += 1
+                    delay = (
+                        self._budget.delay_after_end(anyio.current_time())
+                        if conn.healthy
+                        else self._budget.delay_after_failure()
+                    )
+                self._next_attempt_at = anyio.current_time() + delay
+                self._pending = False
+                log.warning(
+                    "stdio server %s: %s; starting it again in %.2fs",
+                    self._label,
+                    self._why_down,
+                    delay,
+                )
+                self._notify_changed()
+                await anyio.sleep(delay)
+        finally:
+            # Whatever ended the service (aclose, the event loop closing, a bug), no
+            # process will be started any more.
+            if not self._closing:
+                self._closing = True
+                self._why_down = "the stdio source stopped"
+            self._pending = False
+            conn = self._conn
+            if conn is not None and conn.alive:
+                with anyio.CancelScope(shield=True):
+                    await self._stop_process(conn, close_stdin=True)
+                    self._lost(conn)
+                    with anyio.move_on_after(self.shutdown_timeout):
+                        await conn.process.aclose()
+            self._notify_changed()
+
+    async def _spawn(self) -> _Connection | None:
+        try:
+            process = await anyio.open_process(
+                self.command, env=self.env, cwd=self.cwd, start_new_session=True
+            )
+        except FileNotFoundError as exc:
+            reason = (
+                f"{self.command[0]!r} was not found ({exc.strerror}); check the command and PATH"
+                if exc.filename in (None, self.command[0])
+                else str(exc)
+            )
+            return self._spawn_failure(f"cannot start the stdio server: {reason}")
+        except PermissionError as exc:
+            return self._spawn_failure(
+                f"cannot start the stdio server: {self.command[0]!r} is not executable "
+                f"({exc.strerror})"
+            )
+        except OSError as exc:
+            return self._spawn_failure(f"cannot start the stdio server {self.command!r}: {exc}")
+        self._spawn_failed = False
+        self.counters.starts += 1
+        conn = _Connection(process, self.max_line_bytes, self.counters)
+        self._conn = conn
+        self._next_attempt_at = None
+        log.info("started stdio server %s (pid %d)", self._label, conn.pid)
+        return conn
+
+    def _spawn_failure(self, detail: str) -> _Connection | None:
+        self._spawn_failed = True
+        self._why_down = detail
+        log.error("%s", detail)
+        return None
+
+    async def _run(self, conn: _Connection) -> None:
+        """Serve ``conn`` until its process is gone, then fail over what was in flight."""
+        try:
+            async with anyio.create_task_group() as tg:
+                conn.tg = tg
+                tg.start_soon(self._drain_stderr, conn)
+                tg.start_soon(self._watch_exit, conn, tg.cancel_scope)
+                await self._read_stdout(conn)
+                # stdout ended: the process is leaving. Give it a moment, then make sure.
+                with anyio.move_on_after(self.shutdown_timeout):
+                    await conn.process.wait()
+                if conn.process.returncode is None:
+                    await self._stop_process(conn, close_stdin=True)
+                # Its last stderr lines explain the exit: let them be read first.
+                with anyio.move_on_after(0.2):
+                    await conn.stderr_done.wait()
+                tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                self._lost(conn)
+                with anyio.move_on_after(self.shutdown_timeout):
+                    await conn.process.aclose()
+
+    async def _read_stdout(self, conn: _Connection) -> None:
+        stdout = conn.process.stdout
+        assert stdout is not None
+        while True:
+            try:
+                chunk = await stdout.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                break
+            self._deliver(conn, conn.demux.feed(chunk))
+            # Receiving buffered data does not yield; let consumers drain between chunks.
+            await anyio.lowlevel.checkpoint()
+        cut = conn.demux.feed_eof()
+        if cut:
+            conn.detail = f"(its last line was cut off after {cut} bytes)"
+
+    def _deliver(self, conn: _Connection, deliveries: list[Delivery]) -> None:
+        for delivery in deliveries:
+            if not conn.healthy and (
+                isinstance(delivery, ResponseFor)
+                or not isinstance(delivery.event, UntrustedMessage)
+            ):
+                # The process speaks the protocol: a later exit is a death, not a failed start.
+                conn.healthy = True
+                self._budget.acknowledged(anyio.current_time())
+            match delivery:
+                case ResponseFor(request_id=rid, message=message):
+                    waiter = conn.waiters.pop(_key(rid), None)
+                    if waiter is not None:
+                        waiter.result = message
+                        waiter.done.set()
+                case EventFor(subscription_id=sid, event=event, final=final):
+                    inbox = conn.inboxes.get(_key(sid))
+                    if inbox is None:
+                        continue
+                    if inbox.put(event, final=final):
+                        continue
+                    # The consumer fell too far behind: end the subscription as a loss
+                    # (safe: a loss invalidates and re-listens), and tell the server.
+                    self.counters.overflows += 1
+                    conn.demux.close_subscription(sid)
+                    inbox.put(
+                        StreamLost(sid, f"the consumer fell {inbox.limit} messages behind"),
+                        final=True,
+                    )
+                    log.warning(
+                        "subscription %r fell %d messages behind; ended it", sid, inbox.limit
+                    )
+                    if conn.tg is not None:
+                        conn.tg.start_soon(conn.cancel, sid, "the client could not keep up")
+
+    async def _drain_stderr(self, conn: _Connection) -> None:
+        stderr = conn.process.stderr
+        if stderr is None:
+            conn.stderr_done.set()
+            return
+        lines = LineBuffer(_STDERR_LINE_LIMIT)
+        pid = conn.pid
+        while True:
+            try:
+                chunk = await stderr.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                break
+            for line in lines.feed(chunk):
+                self._log_stderr(conn, pid, line)
+        rest = lines.feed_eof()
+        if rest is not None:
+            self._log_stderr(conn, pid, rest)
+        conn.stderr_done.set()
+
+    def _log_stderr(self, conn: _Connection, pid: int, line: bytes | OverlongLine) -> None:
+        if isinstance(line, OverlongLine):
+            text = f"<{line.size}-byte line>"
+        else:
+            text = line.decode("utf-8", errors="replace").rstrip()
+            if not text:
+                return
+        conn.stderr_tail.append(text[:500])
+        log.info("[%s pid %d] %s", self._label, pid, text)
+
+    async def _watch_exit(self, conn: _Connection, scope: anyio.CancelScope) -> None:
+        await conn.process.wait()
+        # stdout normally ends with the process; a grandchild holding it open must
+        # not keep the connection alive.
+        await anyio.sleep(max(1.0, self.shutdown_timeout))
+        scope.cancel()
+
+    def _lost(self, conn: _Connection) -> None:
+        if not conn.alive:
+            return
+        conn.alive = False
+        if self._conn is conn:
+            self._conn = None
+        code = conn.process.returncode
+        if self._closing:
+            detail = "the source was closed"
+        else:
+            if code is None:
+                detail = f"the server process {conn.pid} closed its output"
+            elif code < 0:
+                try:
+                    name = signal.Signals(-code).name
+                except ValueError:
+                    name = str(-code)
+                detail = f"the server process {conn.pid} was killed by {name}"
+            else:
+                detail = f"the server process {conn.pid} exited with code {code}"
+            if conn.detail:
+                detail += f" {conn.detail}"
+            if conn.stderr_tail:
+                detail += f"; its last stderr line: {conn.stderr_tail[-1]!r}"
+        conn.detail = detail
+        self._why_down = detail
+        if not self._closing:
+            self._pending = True  # the service decides when to start the next process
+        for waiter in conn.waiters.values():
+            if waiter.result is None:
+                waiter.result = RequestFailed("unreachable", detail)
+                waiter.done.set()
+        conn.waiters.clear()
+        for key, inbox in conn.inboxes.items():
+            sid = key[1]
+            inbox.put(StreamLost(sid, detail), final=True)
+            conn.demux.close_subscription(sid)
+        self._notify_changed()
+
+    async def _stop_process(self, conn: _Connection, *, close_stdin: bool) -> None:
+        """stdio shutdown: close stdin, wait, SIGTERM, wait, SIGKILL (spec: transports/stdio)."""
+        process = conn.process
+        with anyio.CancelScope(shield=True):
+            if close_stdin and process.stdin is not None:
+                # Not under the write lock: a writer stuck on a full pipe must not
+                # keep the process from being stopped.
+                with contextlib.suppress(
+                    OSError, anyio.BrokenResourceError, anyio.ClosedResourceError
+                ):
+                    await process.stdin.aclose()
+            for step in (None, signal.SIGTERM, _SIGKILL):
+                if process.returncode is not None:
+                    return
+                if step is not None:
+                    try:
+                        process.send_signal(step)
+                    except ProcessLookupError:
+                        return
+                    log.warning(
+                        "stdio server %s (pid %d) did not exit; sent %s",
+                        self._label,
+                        conn.pid,
+                        step.name,
+                    )
+                with anyio.move_on_after(self.shutdown_timeout):
+                    await process.wait()
+
+
+def _shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+__all__ = [
+    "Demultiplexer",
+    "EventFor",
+    "LineBuffer",
+    "OverlongLine",
+    "ResponseFor",
+    "StdioCounters",
+    "StdioSource",
+    "StdioStats",
+]

@@ -1,0 +1,406 @@
+"""`StdioWorld`: acceptance rows played over a real stdio subprocess.
+
+The cache talks to ``python -m freshcache.testing._stdio_server`` through a
+`StdioSource`; the world steers that server through its loopback control port and a
+state file (see the server's docstring). How the table's words map to stdio:
+
+- *stream drops*: the server process dies in the middle of writing a line (stdio has
+  no way to break one subscription and keep the channel). The source restarts it;
+  the cache re-listens and re-reads, exactly as after a dropped HTTP stream.
+- *server goes down*: the process dies the same way, and every process started
+  until *server comes back* exits at once (the state file says ``down``): the
+  command no longer starts. Server-side steps while it is down edit the state file,
+  which the next process loads.
+- *reads of X return local copy*: a local copy is something a user's read function
+  hands back instead of asking the server; the wire cannot carry it. The world puts
+  such a function (`LocalCopyLoader`) between the cache and the source.
+- principals: a stdio process serves one authorization context, so the server sees
+  every read as the cache's own principal; denying *another* principal cannot be
+  expressed on stdio and is not sent (those rows only check the client side).
+
+``settle`` waits, within a deadline, until the server has nothing queued, every line
+it wrote has been read and routed, the cache has no server read in flight beyond
+those the server holds, and the stream is live when it can be.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import sys
+import tempfile
+from collections.abc import AsyncGenerator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from .._cache import FreshCache
+from .._core import (
+    ListReply,
+    Partition,
+    Policy,
+    ReadReply,
+    RequestFailed,
+    ResourceContents,
+    StreamEvent,
+)
+from .._core._backoff import BackoffSettings
+from .._reference import ReferenceServer
+from .._source import ServerInfo
+from .._stdio import StdioSource
+from .._store import MemoryStore
+from .._tables._format import Case
+from .._tables._runner import Setup, VirtualClock, World, apply_to_reference
+from .._tables._steps import ALIASES, NextRead, Notify, ServerChange, ServerSets, text_for
+from ._stdio_server import load_state, save_state, step_to_json
+
+ServerStep = ServerSets | Notify | NextRead | ServerChange
+
+SERVER_MODULE = "freshcache.testing._stdio_server"
+
+
+class LocalCopyLoader:
+    """A user's read function over a source, as the tables' *local copy* steps need it.
+
+    Normally it reads from the server and remembers what it got; when told to, it
+    hands back that remembered copy instead (``from_server=False``), which the cache
+    must never take for a server read (invariant 1, seed case 3).
+    """
+
+    def __init__(self, source: StdioSource) -> None:
+        self.source = source
+        self.once: dict[str, int] = {}
+        self.always: set[str] = set()
+        self.copies: dict[str, tuple[ResourceContents, ...]] = {}
+
+    @property
+    def identity(self) -> str:
+        return self.source.identity
+
+    async def start(self) -> ServerInfo:
+        return await self.source.start()
+
+    async def aclose(self) -> None:
+        await self.source.aclose()
+
+    async def read_resource(self, uri: str, principal: Partition) -> ReadReply | RequestFailed:
+        if self.once.get(uri) or uri in self.always:
+            if self.once.get(uri):
+                self.once[uri] -= 1
+            await anyio.lowlevel.checkpoint()
+            copy = self.copies.get(uri) or (ResourceContents(uri, text="", mime_type="text/plain"),)
+            return ReadReply(copy, from_server=False)
+        reply = await self.source.read_resource(uri, principal)
+        if isinstance(reply, ReadReply):
+            self.copies[uri] = reply.contents
+        return reply
+
+    async def list_resources(
+        self, cursor: str | None, principal: Partition
+    ) -> ListReply | RequestFailed:
+        return await self.source.list_resources(cursor, principal)
+
+    def listen(self, uris: frozenset[str], list_changed: bool) -> AsyncGenerator[StreamEvent, None]:
+        return self.source.listen(uris, list_changed)
+
+
+class ControlChannel:
+    """Commands to the fault server's control port (one connection per process)."""
+
+    def __init__(self, control_file: Path) -> None:
+        self.control_file = control_file
+        self._pid: int | None = None
+        self._stream: anyio.abc.SocketStream | None = None
+        self._buffered: BufferedByteReceiveStream | None = None
+
+    async def command(
+        self, pid: int | None, payload: dict[str, Any], *, timeout: float = 5.0
+    ) -> dict[str, Any] | None:
+        """Send ``payload`` to process ``pid``; ``None`` when that process cannot be reached."""
+        if pid is None:
+            return None
+        try:
+            with anyio.fail_after(timeout):
+                if self._pid != pid or self._stream is None:
+                    await self.aclose()
+                    try:
+                        info = json.loads(self.control_file.read_text())
+                    except (OSError, ValueError):
+                        return None
+                    if info.get("pid") != pid:
+                        return None  # that process has not announced its port yet
+                    self._stream = await anyio.connect_tcp("127.0.0.1", int(info["port"]))
+                    self._buffered = BufferedByteReceiveStream(self._stream)
+                    self._pid = pid
+                assert self._buffered is not None
+                await self._stream.send(json.dumps(payload).encode("utf-8") + b"\n")
+                line = await self._buffered.receive_until(b"\n", 1 << 26)
+        except (
+            OSError,
+            TimeoutError,
+            anyio.EndOfStream,
+            anyio.IncompleteRead,
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+        ):
+            await self.aclose()
+            return None
+        reply: dict[str, Any] = json.loads(line)
+        if not reply.get("ok", False):
+            raise RuntimeError(f"the stdio fault server refused {payload!r}: {reply.get('error')}")
+        return reply
+
+    async def aclose(self) -> None:
+        stream, self._stream, self._buffered, self._pid = self._stream, None, None, None
+        if stream is not None:
+            with anyio.CancelScope(shield=True):
+                await stream.aclose()
+
+
+class StdioWorld(World):
+    """Acceptance rows over ``python -m freshcache.testing._stdio_server`` (see module doc)."""
+
+    name = "stdio"
+
+    def __init__(
+        self,
+        *,
+        request_timeout: float = 0.5,
+        read_timeout: float = 5.0,
+        settle_limit: float = 15.0,
+        python: str = sys.executable,
+    ) -> None:
+        self.clock = VirtualClock()
+        self.request_timeout = request_timeout
+        self.read_timeout = read_timeout
+        self.settle_limit = settle_limit
+        self.python = python
+        self.principal: str | None = None
+        self.listen_supported = True
+        self.down = False
+        self.settle_timeouts = 0
+        """How often `settle` gave up waiting (tests assert none)."""
+        self.last_busy: str | None = None
+        """What `settle` was still waiting for when it last gave up."""
+        self._reads = 0
+        self._dir: Path | None = None
+        self._control: ControlChannel | None = None
+        self.source: StdioSource
+        self.loader: LocalCopyLoader
+
+    def unplayable(self, case: Case) -> str | None:
+        return None
+
+    # ------------------------------------------------------------------ life
+
+    @property
+    def state_file(self) -> Path:
+        assert self._dir is not None
+        return self._dir / "state.json"
+
+    async def start(self, setup: Setup) -> None:
+        self._dir = Path(tempfile.mkdtemp(prefix="freshcache-stdio-"))
+        control_file = self._dir / "control.json"
+        self._control = ControlChannel(control_file)
+        self.principal = setup.principal
+        self.listen_supported = setup.listen
+        reference = ReferenceServer()
+        reference.listen_supported = setup.listen
+        reference.list_changed_supported = setup.list_changed
+        reference.omit_from_ack = set(setup.ack_omits)
+        reference.page_size = setup.page_size
+        reference.later_pages_ttl_ms = setup.later_pages_ttl_ms
+        for alias in ("selected", "other", "extra"):
+            uri = ALIASES[alias]
+            reference.set(uri, text_for(uri, "v1"), ttl_ms=setup.ttl_ms, cache_scope=setup.scope)
+        save_state(self.state_file, reference)
+        self.source = StdioSource(
+            [
+                self.python,
+                "-m",
+                SERVER_MODULE,
+                "--state",
+                str(self.state_file),
+                "--control-file",
+                str(control_file),
+            ],
+            timeout=self.request_timeout,
+            restart=BackoffSettings(base=0.05, cap=0.2, quick_death=0.0, max_per_hour=1_000_000),
+            shutdown_timeout=2.0,
+            name="freshcache stdio fault server",
+        )
+        await self._warm_up()
+        self.loader = LocalCopyLoader(self.source)
+        self.cache = FreshCache(
+            self.loader,
+            select=setup.selected,
+            policy=Policy(**setup.policy),
+            store=None
+            if setup.store_entries is None
+            else MemoryStore(max_entries=setup.store_entries),
+            principal=setup.principal,
+            read_timeout=self.read_timeout,
+            ack_timeout=self.read_timeout,
+            backoff=BackoffSettings(base=0.002, cap=0.01, quick_death=0.0),
+            clock=self.clock,
+            wall_clock=self.clock.wall,
+        )
+        await self.cache.__aenter__()
+        await self.settle()
+        if setup.cached:
+            for uri in (ALIASES["selected"], ALIASES["other"]):
+                await self.cache.read(uri)
+            await self.settle()
+
+    async def _warm_up(self) -> None:
+        """Start the server before the cache: request timeouts then measure the server,
+        not the interpreter starting up."""
+        with anyio.fail_after(self.settle_limit * 2):
+            while not (await self.source.start()).reachable:  # noqa: ASYNC110 - a retry
+                await anyio.sleep(0.05)
+
+    async def stop(self) -> None:
+        try:
+            await self.cache.__aexit__(None, None, None)
+        finally:
+            if self._control is not None:
+                await self._control.aclose()
+            if self._dir is not None:
+                shutil.rmtree(self._dir, ignore_errors=True)
+
+    # ------------------------------------------------------------------ steps
+
+    async def act(self, step: ServerSets | Notify | NextRead | ServerChange) -> None:
+        match step:
+            case NextRead(uri=uri, fault="local_copy", sticky=sticky):
+                if sticky:
+                    self.loader.always.add(uri)
+                else:
+                    self.loader.once[uri] = self.loader.once.get(uri, 0) + 1
+                return
+            case NextRead(uri=uri, fault=None):
+                self.loader.always.discard(uri)
+                self.loader.once.pop(uri, None)
+            case ServerChange(what="deny" | "allow", principal=who) if who not in (
+                None,
+                self.principal,
+            ):
+                return  # one authorization context per process: another principal cannot be denied
+            case ServerChange(what="deny" | "allow", uri=uri, principal=_):
+                step = ServerChange(step.what, uri, None)
+            case _:
+                pass
+        if self.down:
+            self._edit_state(step)
+            if isinstance(step, ServerChange) and step.what == "up":
+                self.down = False
+            return
+        if isinstance(step, ServerChange) and step.what == "up":
+            return  # it was not down
+        dies = isinstance(step, ServerChange) and step.what in ("down", "drop_stream")
+        before = self.source.pid
+        await self._send_step(step, once=dies)
+        if isinstance(step, ServerChange) and step.what == "down":
+            self.down = True
+        if dies:
+            # The step is done once the source has seen that process go: only then is
+            # the loss on its way to the cache, and the state file ours to edit.
+            with anyio.fail_after(self.settle_limit):
+                while self.source.pid == before:  # noqa: ASYNC110 - polling another process
+                    await anyio.sleep(0.005)
+
+    async def _send_step(self, step: ServerStep, *, once: bool) -> None:
+        assert self._control is not None
+        payload = {"op": "step", "step": step_to_json(step), "principal": None}
+        with anyio.fail_after(self.settle_limit):
+            while True:
+                pid = self.source.pid
+                reply = await self._control.command(pid, payload)
+                if reply is not None or (once and pid is not None):
+                    return
+                await anyio.sleep(0.01)
+
+    def _edit_state(self, step: ServerStep) -> None:
+        """A server-side step while no process runs: change what the next one loads."""
+        reference = load_state(self.state_file)
+        match step:
+            case ServerChange(what="up"):
+                reference.down = False
+            case ServerChange(what="down" | "drop_stream"):
+                pass
+            case _:
+                apply_to_reference(reference, step, None)
+        save_state(self.state_file, reference)
+
+    async def command(self, op: str, **fields: Any) -> dict[str, Any] | None:
+        """Any control command to the running server (tests use the stdio-only faults)."""
+        assert self._control is not None
+        return await self._control.command(self.source.pid, {"op": op, **fields})
+
+    # ------------------------------------------------------------------ settling
+
+    async def settle(self) -> None:
+        busy: str | None = "not looked yet"
+        with anyio.move_on_after(self.settle_limit):
+            while True:
+                for _ in range(10):
+                    await anyio.lowlevel.checkpoint()
+                busy = self._busy(await self._server_state())
+                if busy is None:
+                    break
+                await anyio.sleep(0.003)
+        if busy is not None:
+            self.settle_timeouts += 1
+            self.last_busy = busy
+        await self._note_reads()
+
+    async def _server_state(self) -> dict[str, Any] | None:
+        if self.down or self._control is None:
+            return None
+        return await self._control.command(self.source.pid, {"op": "state"}, timeout=2.0)
+
+    def _busy(self, state: dict[str, Any] | None) -> str | None:
+        """What the world still waits for (``None``: settled)."""
+        cache = self.cache
+        stats = self.source.stats()
+        if cache.relisting:
+            return "a re-list"
+        if stats.backlog:
+            return f"{stats.backlog} messages not yet taken by the cache"
+        held = int(state["reads_in_flight"]) if state is not None else 0
+        if cache.pending_reads > held:
+            return f"{cache.pending_reads} server reads ({held} held by the server)"
+        if self.down:
+            return None
+        if state is None or state["pid"] != stats.pid:
+            return "the server process (re)starting"
+        if state["pending_out"]:
+            return f"{state['pending_out']} messages queued in the server"
+        if state["lines_written"] != stats.lines_from_current:
+            return f"{state['lines_written'] - stats.lines_from_current} lines in the pipe"
+        if (
+            self.listen_supported
+            and cache.selected
+            and cache.stream_status not in ("live", "unsupported", "disabled")
+        ):
+            return f"the stream ({cache.stream_status})"
+        return None
+
+    async def _note_reads(self) -> None:
+        state = await self._server_state()
+        if state is not None:
+            self._reads = int(state["reads"])
+        else:
+            with contextlib.suppress(OSError, ValueError):
+                self._reads = load_state(self.state_file).reads
+
+    def server_reads(self) -> int:
+        return self._reads
+
+
+__all__ = ["ControlChannel", "LocalCopyLoader", "StdioWorld"]

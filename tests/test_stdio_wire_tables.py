@@ -1,0 +1,54 @@
+"""Acceptance rows end to end over stdio subprocesses.
+
+Every row plays against the project's own fault-injecting stdio server (`StdioWorld`);
+the seed rows also play against the official-SDK fixture served over stdio
+(`SdkStdioWorld`, steered through its MCP tools). ``FRESHCACHE_SDK_ALL_ROWS=1`` plays
+every row against the SDK server too (about 80 s).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from freshcache._tables import Case, CaseReport, load_cases, play
+from freshcache.testing import StdioWorld
+
+from .sdk_stdio_world import SdkStdioWorld
+
+TABLES = Path(__file__).resolve().parents[1] / "acceptance_tables"
+CASES = load_cases([TABLES])
+SEEDS = [c for c in CASES if c.id.startswith("seed-")]
+SDK_CASES = CASES if os.environ.get("FRESHCACHE_SDK_ALL_ROWS") else SEEDS
+
+pytestmark = [pytest.mark.wire, pytest.mark.anyio]
+
+
+def _explain(report: CaseReport) -> str:
+    return f"{report.where}: expected {report.expected}, got {report.actual}: {report.failures}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+async def test_row_passes_over_stdio(case: Case) -> None:
+    world = StdioWorld()
+    report = await play(case, world)
+    assert report.skipped is None, report.skipped
+    assert report.passed, _explain(report)
+    assert world.settle_timeouts == 0, f"settle gave up waiting for {world.last_busy}"
+
+
+@pytest.mark.parametrize("case", SDK_CASES, ids=[c.id for c in SDK_CASES])
+async def test_row_passes_over_stdio_against_the_official_sdk_server(case: Case) -> None:
+    world = SdkStdioWorld()
+    report = await play(case, world)
+    assert report.skipped is None, report.skipped
+    assert report.passed, _explain(report)
+    assert world.settle_timeouts == 0, f"settle gave up waiting for {world.last_busy}"
+
+
+def test_every_seed_row_is_played_against_the_official_sdk_server() -> None:
+    assert {c.id for c in SEEDS} >= {f"seed-{n}" for n in range(1, 10)}
+    assert all(SdkStdioWorld().unplayable(c) is None for c in SEEDS)
+    assert all(StdioWorld().unplayable(c) is None for c in CASES)
