@@ -108,7 +108,9 @@ class McpClientWorld(World):
 
     def unplayable(self, case: Case) -> str | None:
         http = self.mode != "stdio"
-        silent_ok = {g.arg for g in case.row.steps if isinstance(g, Given) and g.what == "ack_omits"}
+        silent_ok = {
+            g.arg for g in case.row.steps if isinstance(g, Given) and g.what == "ack_omits"
+        }
         if any(isinstance(s, NextRead) and s.fault == "local_copy" for s in case.row.steps):
             return (
                 "McpClientSource never answers from a local copy: every read goes to the "
@@ -145,7 +147,9 @@ class McpClientWorld(World):
                     return f"the stdio fixture has no tool to {step.what.replace('_', ' ')}"
                 case ServerChange(what="hold_reads"):
                     self.long_reads = True
-                case ServerChange(what="drop_stream" | "close_stream" | "deny" | "allow" | "remove"):
+                case ServerChange(
+                    what="drop_stream" | "close_stream" | "deny" | "allow" | "remove"
+                ):
                     if step.principal is not None:
                         return "the SDK fixture has one principal"
                 case ServerChange():
@@ -194,7 +198,9 @@ class McpClientWorld(World):
                 await self.client.__aenter__()
                 source = McpClientSource(self.client)
             else:
-                source = McpClientSource.connect(self.fixture.url, read_timeout_seconds=read_timeout)
+                source = McpClientSource.connect(
+                    self.fixture.url, read_timeout_seconds=read_timeout
+                )
         self.cache = FreshCache(
             source,
             select=setup.selected,
@@ -205,11 +211,7 @@ class McpClientWorld(World):
         )
         await self.cache.__aenter__()
         self._entered = True
-        await self.settle()
-        if setup.cached:
-            for uri in (ALIASES["selected"], ALIASES["other"]):
-                await self.cache.read(uri)
-            await self.settle()
+        await self.reach_seed_situation(setup)
 
     async def stop(self) -> None:
         try:

@@ -26,11 +26,9 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from freshcache import FreshCache, Policy
 from freshcache._core import RequestFailed
 from freshcache._core._backoff import BackoffSettings
 from freshcache._stdio import StdioSource
-from freshcache._store import MemoryStore
 from freshcache._tables import Case, Setup, VirtualClock, World
 from freshcache._tables._steps import ALIASES, NextRead, Notify, ServerChange, ServerSets, text_for
 from freshcache._wire import ErrorResponse, Response
@@ -94,26 +92,11 @@ class SdkStdioWorld(World):
         )
         await self._warm_up()
         self.loader = LocalCopyLoader(self.source)
-        self.cache = FreshCache(
-            self.loader,
-            select=setup.selected,
-            policy=Policy(**setup.policy),
-            store=None
-            if setup.store_entries is None
-            else MemoryStore(max_entries=setup.store_entries),
-            principal=setup.principal,
-            read_timeout=self.read_timeout,
-            ack_timeout=self.read_timeout,
-            backoff=BackoffSettings(base=0.002, cap=0.01, quick_death=0.0),
-            clock=self.clock,
-            wall_clock=self.clock.wall,
+        self.cache = self.make_cache(
+            self.loader, setup, read_timeout=self.read_timeout, ack_timeout=self.read_timeout
         )
         await self.cache.__aenter__()
-        await self.settle()
-        if setup.cached:
-            for uri in (ALIASES["selected"], ALIASES["other"]):
-                await self.cache.read(uri)
-            await self.settle()
+        await self.reach_seed_situation(setup)
 
     async def _warm_up(self) -> None:
         """Start the server before the cache: request timeouts then measure the server,

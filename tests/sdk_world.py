@@ -35,9 +35,8 @@ import anyio.lowlevel
 import anyio.to_thread
 import httpx
 
-from freshcache import FreshCache, HttpSource, Policy
+from freshcache import HttpSource
 from freshcache._core._backoff import BackoffSettings
-from freshcache._store import MemoryStore
 from freshcache._tables import Case, Setup, VirtualClock, World
 from freshcache._tables._steps import ALIASES, NextRead, Notify, ServerChange, ServerSets, text_for
 from freshcache.testing._http_world import bearer
@@ -203,26 +202,15 @@ class SdkHttpWorld(World):
             client=client,
         )
         self.cache = await stack.enter_async_context(
-            FreshCache(
+            self.make_cache(
                 self.source,
-                select=setup.selected,
-                policy=Policy(**setup.policy),
-                store=None
-                if setup.store_entries is None
-                else MemoryStore(max_entries=setup.store_entries),
-                principal=setup.principal,
+                setup,
                 read_timeout=self.read_timeout,
                 ack_timeout=3.0,
                 backoff=BackoffSettings(base=0.005, cap=0.05, quick_death=0.0),
-                clock=self.clock,
-                wall_clock=self.clock.wall,
             )
         )
-        await self.settle()
-        if setup.cached:
-            for uri in (ALIASES["selected"], ALIASES["other"]):
-                await self.cache.read(uri)
-            await self.settle()
+        await self.reach_seed_situation(setup)
 
     async def stop(self) -> None:
         if not self._down:

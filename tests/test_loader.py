@@ -21,7 +21,6 @@ from freshcache import (
     FreshCache,
     Loaded,
     LoaderSource,
-    Policy,
     ReadReply,
     RequestFailed,
     ResourceContents,
@@ -38,7 +37,6 @@ from freshcache._core import (
     UntrustedMessage,
 )
 from freshcache._loader import failure_from_exception
-from freshcache._store import MemoryStore
 from freshcache._tables import Case, EngineWorld, Setup, load_cases, play
 from freshcache._tables._steps import ALIASES, Given, Notify, ServerChange, text_for
 
@@ -141,24 +139,9 @@ class LoaderWorld(EngineWorld):
         source = LoaderSource(
             self.load, changes=self.feed(), list=self.list_uris, default_ttl_ms=server.list_ttl_ms
         )
-        self.cache = FreshCache(
-            source,
-            select=setup.selected,
-            policy=Policy(**setup.policy),
-            store=None if setup.store_entries is None else MemoryStore(max_entries=setup.store_entries),
-            principal=setup.principal,
-            read_timeout=2.0,
-            ack_timeout=2.0,
-            backoff=FAST,
-            clock=self.clock,
-            wall_clock=self.clock.wall,
-        )
+        self.cache = self.make_cache(source, setup, backoff=FAST)
         await self.cache.__aenter__()
-        await self.settle()
-        if setup.cached:
-            for uri in (ALIASES["selected"], ALIASES["other"]):
-                await self.cache.read(uri)
-            await self.settle()
+        await self.reach_seed_situation(setup)
 
     async def act(self, step: Any) -> None:
         await super().act(step)
@@ -174,7 +157,9 @@ LOADER_PLAYABLE = [c for c in CASES if LoaderWorld().unplayable(c) is None]
 async def test_row_passes_through_a_loader_and_its_change_feed(case):
     world = LoaderWorld()
     report = await play(case, world)
-    assert report.passed, f"{case.where}: expected {report.expected}, got {report.actual}: {report.failures}"
+    assert report.passed, (
+        f"{case.where}: expected {report.expected}, got {report.actual}: {report.failures}"
+    )
 
 
 def test_of_the_seed_rows_only_the_partial_acknowledgment_is_skipped():
@@ -227,7 +212,11 @@ async def test_an_answer_of_unknown_origin_is_fresh_until_a_change_is_heard_of(s
         after = await cache.read(U)
         untouched = await cache.read(V)
     assert (first.state, first.text) == ("fresh", "v1")
-    assert (after.state, after.reason, after.text) == ("awaiting_fresh_source", "local_copy_only", None)
+    assert (after.state, after.reason, after.text) == (
+        "awaiting_fresh_source",
+        "local_copy_only",
+        None,
+    )
     assert (untouched.state, untouched.text) == ("fresh", "other v1")
 
 
@@ -263,7 +252,9 @@ async def test_a_loader_that_says_local_copy_is_never_fresh_even_at_first():
     async with FreshCache(LoaderSource(load), select=[U]) as cache:
         result = await cache.read(U)
     assert (result.state, result.reason, result.text) == (
-        "awaiting_fresh_source", "local_copy_only", None,
+        "awaiting_fresh_source",
+        "local_copy_only",
+        None,
     )
 
 
@@ -418,8 +409,15 @@ async def test_a_cancelled_loader_is_not_turned_into_a_failure():
         (42, RequestFailed("server_error", "")),
     ],
     ids=[
-        "text", "bytes-become-a-blob", "one-item", "several-items", "loaded-with-hints",
-        "loaded-local-copy", "request-failed-passes-through", "none-is-not-found", "bad-type",
+        "text",
+        "bytes-become-a-blob",
+        "one-item",
+        "several-items",
+        "loaded-with-hints",
+        "loaded-local-copy",
+        "request-failed-passes-through",
+        "none-is-not-found",
+        "bad-type",
     ],
 )
 async def test_what_a_loader_returns_becomes_a_reply(answer, expected):

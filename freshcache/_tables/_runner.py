@@ -23,6 +23,8 @@ from .._cache import FreshCache, ListResult
 from .._core import Policy, ReadResult
 from .._core._backoff import BackoffSettings
 from .._reference import ReferenceServer
+from .._source import Source
+from .._store import MemoryStore
 from ._format import Case
 from ._steps import (
     ALIASES,
@@ -147,6 +149,36 @@ class World(abc.ABC):
     def unplayable(self, case: Case) -> str | None:
         """Why this world cannot play ``case`` (``None`` when it can)."""
         return None
+
+    def make_cache(self, source: Source, setup: Setup, **options: Any) -> FreshCache:
+        """The cache a row is played with: the row's selection, policy, store bound and
+        principal, the world's virtual clock for TTLs and a quick re-listen backoff.
+        ``options`` override or add `FreshCache` arguments (timeouts, telemetry)."""
+        store = (
+            None if setup.store_entries is None else MemoryStore(max_entries=setup.store_entries)
+        )
+        arguments: dict[str, Any] = {
+            "select": setup.selected,
+            "policy": Policy(**setup.policy),
+            "store": store,
+            "principal": setup.principal,
+            "read_timeout": 2.0,
+            "ack_timeout": 2.0,
+            "backoff": BackoffSettings(base=0.002, cap=0.01, quick_death=0.0),
+            "clock": self.clock,
+            "wall_clock": self.clock.wall,
+        }
+        arguments.update(options)
+        return FreshCache(source, **arguments)
+
+    async def reach_seed_situation(self, setup: Setup) -> None:
+        """After the cache is entered: stream live and, unless ``given not cached``,
+        the selected and the other resource read once (DESIGN §3's starting point)."""
+        await self.settle()
+        if setup.cached:
+            for uri in (ALIASES["selected"], ALIASES["other"]):
+                await self.cache.read(uri)
+            await self.settle()
 
 
 @dataclass(slots=True)
@@ -362,7 +394,6 @@ class EngineWorld(World):
 
     async def start(self, setup: Setup) -> None:
         from .._memory import InMemorySource
-        from .._store import MemoryStore
 
         server = self.server
         self.principal = setup.principal
@@ -374,26 +405,9 @@ class EngineWorld(World):
         for alias in ("selected", "other", "extra"):
             uri = ALIASES[alias]
             server.set(uri, text_for(uri, "v1"), ttl_ms=setup.ttl_ms, cache_scope=setup.scope)
-        self.cache = FreshCache(
-            InMemorySource(server),
-            select=setup.selected,
-            policy=Policy(**setup.policy),
-            store=None
-            if setup.store_entries is None
-            else MemoryStore(max_entries=setup.store_entries),
-            principal=setup.principal,
-            read_timeout=2.0,
-            ack_timeout=2.0,
-            backoff=BackoffSettings(base=0.002, cap=0.01, quick_death=0.0),
-            clock=self.clock,
-            wall_clock=self.clock.wall,
-        )
+        self.cache = self.make_cache(InMemorySource(server), setup)
         await self.cache.__aenter__()
-        await self.settle()
-        if setup.cached:
-            for uri in (ALIASES["selected"], ALIASES["other"]):
-                await self.cache.read(uri)
-            await self.settle()
+        await self.reach_seed_situation(setup)
 
     async def stop(self) -> None:
         self.server.release_reads()

@@ -34,12 +34,9 @@ import anyio.lowlevel
 import httpx
 from anyio.streams.memory import MemoryObjectSendStream
 
-from .._cache import FreshCache
-from .._core import Partition, Policy
-from .._core._backoff import BackoffSettings
+from .._core import Partition
 from .._http import HttpSource
 from .._reference import Push, ReferenceServer
-from .._store import MemoryStore
 from .._tables._format import Case
 from .._tables._runner import Setup, VirtualClock, World, apply_to_reference
 from .._tables._steps import ALIASES, NextRead, Notify, ServerChange, ServerSets, text_for
@@ -109,27 +106,11 @@ class HttpWorld(World):
             client=client,
         )
         self.cache = await stack.enter_async_context(
-            FreshCache(
-                self.source,
-                select=setup.selected,
-                policy=Policy(**setup.policy),
-                store=None
-                if setup.store_entries is None
-                else MemoryStore(max_entries=setup.store_entries),
-                principal=setup.principal,
-                read_timeout=self.read_timeout,
-                ack_timeout=2.0,
-                backoff=BackoffSettings(base=0.002, cap=0.01, quick_death=0.0),
-                clock=self.clock,
-                wall_clock=self.clock.wall,
-                **self.cache_options,
+            self.make_cache(
+                self.source, setup, read_timeout=self.read_timeout, **self.cache_options
             )
         )
-        await self.settle()
-        if setup.cached:
-            for uri in (ALIASES["selected"], ALIASES["other"]):
-                await self.cache.read(uri)
-            await self.settle()
+        await self.reach_seed_situation(setup)
 
     async def stop(self) -> None:
         self.server.release_reads()

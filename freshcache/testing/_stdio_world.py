@@ -39,11 +39,9 @@ import anyio.abc
 import anyio.lowlevel
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .._cache import FreshCache
 from .._core import (
     ListReply,
     Partition,
-    Policy,
     ReadReply,
     RequestFailed,
     ResourceContents,
@@ -53,7 +51,6 @@ from .._core._backoff import BackoffSettings
 from .._reference import ReferenceServer
 from .._source import ServerInfo
 from .._stdio import StdioSource
-from .._store import MemoryStore
 from .._tables._format import Case
 from .._tables._runner import Setup, VirtualClock, World, apply_to_reference
 from .._tables._steps import ALIASES, NextRead, Notify, ServerChange, ServerSets, text_for
@@ -236,26 +233,11 @@ class StdioWorld(World):
         )
         await self._warm_up()
         self.loader = LocalCopyLoader(self.source)
-        self.cache = FreshCache(
-            self.loader,
-            select=setup.selected,
-            policy=Policy(**setup.policy),
-            store=None
-            if setup.store_entries is None
-            else MemoryStore(max_entries=setup.store_entries),
-            principal=setup.principal,
-            read_timeout=self.read_timeout,
-            ack_timeout=self.read_timeout,
-            backoff=BackoffSettings(base=0.002, cap=0.01, quick_death=0.0),
-            clock=self.clock,
-            wall_clock=self.clock.wall,
+        self.cache = self.make_cache(
+            self.loader, setup, read_timeout=self.read_timeout, ack_timeout=self.read_timeout
         )
         await self.cache.__aenter__()
-        await self.settle()
-        if setup.cached:
-            for uri in (ALIASES["selected"], ALIASES["other"]):
-                await self.cache.read(uri)
-            await self.settle()
+        await self.reach_seed_situation(setup)
 
     async def _warm_up(self) -> None:
         """Start the server before the cache: request timeouts then measure the server,
