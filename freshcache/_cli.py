@@ -163,10 +163,20 @@ def cmd_acceptance(args: argparse.Namespace) -> int:
         print()
     else:
         print()
+        for wire in dict.fromkeys(w for w, _ in results):
+            mine = [r for w, r in results if w == wire]
+            ok = sum(1 for r in mine if r.passed and not r.skipped)
+            print(f"{wire}: {ok}/{len(mine)} passed", end="")
+            print(
+                f", {sum(1 for r in mine if r.skipped)} not playable"
+                if any(r.skipped for r in mine)
+                else ""
+            )
+        print(f"({elapsed:.1f}s)")
         line = f"{passed} passed, {failed} failed"
         if skipped:
             line += f", {skipped} skipped"
-        print(f"{line} in {elapsed:.2f}s")
+        print(line)
     return EXIT_OK if failed == 0 else EXIT_FAILED
 
 
@@ -432,7 +442,8 @@ def build_parser() -> argparse.ArgumentParser:
         "acceptance",
         help="play acceptance tables against the cache",
         description="Play acceptance tables (Markdown files or folders of them). With no "
-        "PATH, play the tables shipped with freshcache. Exit 0 when every case passes, "
+        "PATH, play the tables shipped with freshcache, on the engine and over real "
+        "HTTP and stdio against the embedded reference server. Exit 0 when every case passes, "
         "1 when a case fails, 2 when the input is unusable.",
     )
     acceptance.add_argument("paths", nargs="*", metavar="PATH", help="table files or folders")
@@ -440,9 +451,9 @@ def build_parser() -> argparse.ArgumentParser:
     acceptance.add_argument(
         "--wire",
         choices=["engine", "http", "stdio", "all"],
-        default="engine",
-        help="where to play the rows: the in-memory engine (default), real HTTP on "
-        "loopback, a stdio subprocess, or all of them",
+        default="all",
+        help="where to play the rows: the in-memory engine, real HTTP on loopback, a "
+        "stdio subprocess of the reference server, or all three (default)",
     )
     acceptance.add_argument(
         "--only", action="append", metavar="ID", help="play only this case (repeatable)"

@@ -123,7 +123,7 @@ def test_the_command_exits_2_with_file_and_line_on_a_corrupted_table(tmp_path, c
     path = write(
         tmp_path, "broken.md", HEADER + "| seed-x | s | read selected; explode | fresh v1 |\n"
     )
-    assert main(["acceptance", str(path)]) == 2
+    assert main(["acceptance", "--wire", "engine", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"{path}:3: steps: unknown step 'explode'" in err
     assert "Traceback" not in err
@@ -136,7 +136,7 @@ def test_the_command_exits_1_when_a_case_fails_and_says_which(tmp_path, capsys):
         HEADER
         + "| wrong-1 | s | server sets selected v2 and notifies; read selected | fresh v1 |\n",
     )
-    assert main(["acceptance", str(path)]) == 1
+    assert main(["acceptance", "--wire", "engine", str(path)]) == 1
     out = capsys.readouterr().out
     assert "wrong-1" in out
     assert "FAIL" in out
@@ -150,7 +150,7 @@ def test_the_json_report_lists_every_case(tmp_path, capsys):
         HEADER
         + "| one | s | read selected | fresh v1 |\n| two | s | notify updated other; read selected | fresh v1; no server read |\n",
     )
-    assert main(["acceptance", "--json", str(path)]) == 0
+    assert main(["acceptance", "--wire", "engine", "--json", str(path)]) == 0
     report = json.loads(capsys.readouterr().out)
     assert [c["id"] for c in report["cases"]] == ["one", "two"]
     assert all(c["passed"] is True for c in report["cases"])
@@ -159,13 +159,15 @@ def test_the_json_report_lists_every_case(tmp_path, capsys):
 
 def test_only_plays_the_named_cases_and_rejects_unknown_ids(capsys):
     assert main(["acceptance", "--only", "seed-6"]) == 0
-    assert "1 passed, 0 failed" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "3 passed, 0 failed" in out  # the engine, HTTP and stdio
+    assert "stdio: 1/1 passed" in out
     assert main(["acceptance", "--only", "no-such-case"]) == 2
 
 
 def test_the_installed_command_runs_the_shipped_tables():
     done = subprocess.run(
-        [sys.executable, "-m", "freshcache._cli", "acceptance"],
+        [sys.executable, "-m", "freshcache._cli", "acceptance", "--wire", "engine"],
         capture_output=True,
         text=True,
         timeout=120,
