@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import os
 import sys
@@ -437,6 +438,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="A client-side cache for MCP resources that never hands a model stale text.",
     )
     parser.add_argument("--version", action="version", version=f"freshcache {__version__}")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="show what the cache logs (-v: recoveries and warnings, -vv: debug)",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     acceptance = commands.add_parser(
         "acceptance",
@@ -516,6 +524,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         words, command_line = words[:at], words[at + 1 :]
     parser = build_parser()
     args = parser.parse_args(words)
+    # The cache logs what it recovers from (a stdio server restarted, a stream lost) at
+    # WARNING; rows that break servers on purpose would flood the terminal with them.
+    logging.basicConfig(
+        format="%(name)s: %(message)s",
+        level=logging.DEBUG
+        if args.verbose > 1
+        else logging.INFO
+        if args.verbose
+        else logging.ERROR,
+    )
     args.command_line = command_line
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
     if handler is None:
