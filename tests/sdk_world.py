@@ -26,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +34,10 @@ import anyio.lowlevel
 import anyio.to_thread
 import httpx
 
-from freshcache import HttpSource
 from freshcache._core._backoff import BackoffSettings
-from freshcache._tables import Case, Setup, VirtualClock, World
+from freshcache._tables import Case, Setup
 from freshcache._tables._steps import ALIASES, NextRead, Notify, ServerChange, ServerSets, text_for
-from freshcache.testing._http_world import bearer
+from freshcache.testing._http_world import LoopbackHttpWorld
 
 from .conftest import FIXTURES, free_port
 
@@ -127,10 +125,11 @@ class SdkPeer:
             return ""
 
 
-class SdkHttpWorld(World):
+class SdkHttpWorld(LoopbackHttpWorld):
     """A `FreshCache` over `HttpSource` against the official-SDK fixture server."""
 
     name = "sdk-http"
+    settle_pause = 0.005
 
     def __init__(
         self,
@@ -141,22 +140,16 @@ class SdkHttpWorld(World):
         idle_timeout: float = 30.0,
         settle_timeout: float = 8.0,
     ) -> None:
-        self.peer = peer
-        self.clock = VirtualClock()
-        self.read_timeout = read_timeout
         # The SDK answers a slow read with silence (no keep-alive before it commits to SSE
         # at 15 s), so a read that "times out" is caught by the request timeout; its listen
         # streams ping every 15 s, so the idle timeout must be longer than that.
+        super().__init__(
+            read_timeout=read_timeout, idle_timeout=idle_timeout, settle_timeout=settle_timeout
+        )
+        self.peer = peer
         self.request_timeout = request_timeout
-        self.idle_timeout = idle_timeout
-        self.settle_timeout = settle_timeout
-        self.principal: str | None = None
         self.seed: dict[str, Any] = {}
         """The fixture's state as the row set it: what a restarted server comes back with."""
-        self.settle_timeouts = 0
-        self.last_busy: str | None = None
-        self.source: HttpSource
-        self._stack = AsyncExitStack()
         self._control: httpx.AsyncClient
         self._down = False
         self._closing: set[str | int] = set()
@@ -173,44 +166,22 @@ class SdkHttpWorld(World):
 
     async def start(self, setup: Setup) -> None:
         self.principal = setup.principal
-        uris = [ALIASES[a] for a in ("selected", "other", "extra")]
-        self.seed = {
-            "resources": {uri: text_for(uri, "v1") for uri in uris},
-            "ttl": {uri: [setup.ttl_ms, setup.scope] for uri in uris},
-            "ack_exclude": sorted(setup.ack_omits),
-            "listen": setup.listen,
-            "list_changes": setup.list_changed,
-            "page_size": setup.page_size,
-            "later_pages_ttl": setup.later_pages_ttl_ms,
-            "hidden": [],
-            "denied_for": {},
-        }
-        stack = self._stack
+        self.seed = fixture_seed(setup)
+        self.seed["hidden"] = []
+        self.seed["denied_for"] = {}
         self._control = httpx.AsyncClient(trust_env=False, timeout=10.0)
-        stack.push_async_callback(self._control.aclose)
+        self._stack.push_async_callback(self._control.aclose)
         if self.peer.alive:
             await self._op("reset", **self.seed)
         else:
             await anyio.to_thread.run_sync(self.peer.start, self.seed)
-        client = httpx.AsyncClient(trust_env=False)
-        stack.push_async_callback(client.aclose)
-        self.source = HttpSource(
+        await self._connect(
             self.peer.url,
-            auth=bearer,
+            setup,
             timeout=self.request_timeout,
-            idle_timeout=self.idle_timeout,
-            client=client,
+            ack_timeout=3.0,
+            backoff=BackoffSettings(base=0.005, cap=0.05, quick_death=0.0),
         )
-        self.cache = await stack.enter_async_context(
-            self.make_cache(
-                self.source,
-                setup,
-                read_timeout=self.read_timeout,
-                ack_timeout=3.0,
-                backoff=BackoffSettings(base=0.005, cap=0.05, quick_death=0.0),
-            )
-        )
-        await self.reach_seed_situation(setup)
 
     async def stop(self) -> None:
         if not self._down:
@@ -269,29 +240,18 @@ class SdkHttpWorld(World):
             case _:
                 raise AssertionError(f"unhandled step {step!r}")
 
-    async def settle(self) -> None:
-        with anyio.move_on_after(self.settle_timeout) as scope:
-            while True:
-                for _ in range(20):
-                    await anyio.lowlevel.checkpoint()
-                state = None if self._down else await self._op("state")
-                if state is not None:
-                    self._reads = self._reads_before_restarts + _total_reads(state)
-                self.last_busy = self.busy(state)
-                if self.last_busy is None:
-                    return
-                await anyio.sleep(0.005)
-        if scope.cancelled_caught:
-            self.settle_timeouts += 1
+    async def _look(self) -> str | None:
+        state = None if self._down else await self._op("state")
+        if state is not None:
+            self._reads = self._reads_before_restarts + _total_reads(state)
+        return self.busy(state)
 
     def busy(self, state: dict[str, Any] | None) -> str | None:
         """What the cache has not taken in yet (``None``: settled)."""
         cache, streams = self.cache, self.source.streams
         held = state["held_reads"] if state is not None else 0
-        if cache.pending_reads > held:
-            return f"{cache.pending_reads} reads in flight, {held} held"
-        if cache.relisting:
-            return "a re-list is under way"
+        if (busy := self._reads_busy(held)) is not None:
+            return busy
         self._closing &= set(streams)
         if self._closing:
             return f"streams {sorted(map(str, self._closing))} have not ended at the client yet"
@@ -305,10 +265,13 @@ class SdkHttpWorld(World):
                 return f"stream {sid}: {started} frames sent, {stream.frames} taken in"
         if state["backlog"]:
             return f"{state['backlog']} events buffered at the server"
-        if state["listen"] and cache.selected and cache.stream_status != "unsupported":
-            selected = cache.selected
-            if not any(s.uris == selected and s.acknowledged for s in streams.values()):
-                return "no acknowledged stream for the current selection yet"
+        if (
+            state["listen"]
+            and cache.selected
+            and cache.stream_status != "unsupported"
+            and self._selection_unacknowledged()
+        ):
+            return "no acknowledged stream for the current selection yet"
         return None
 
     def server_reads(self) -> int:
@@ -322,6 +285,20 @@ class SdkHttpWorld(World):
         response.raise_for_status()
         result: dict[str, Any] = response.json()
         return result
+
+
+def fixture_seed(setup: Setup) -> dict[str, Any]:
+    """The SDK fixture's starting state for a row (its ``--state`` / ``reset`` format)."""
+    uris = [ALIASES[a] for a in ("selected", "other", "extra")]
+    return {
+        "resources": {uri: text_for(uri, "v1") for uri in uris},
+        "ttl": {uri: [setup.ttl_ms, setup.scope] for uri in uris},
+        "ack_exclude": sorted(setup.ack_omits),
+        "listen": setup.listen,
+        "list_changes": setup.list_changed,
+        "page_size": setup.page_size,
+        "later_pages_ttl": setup.later_pages_ttl_ms,
+    }
 
 
 def _total_reads(state: dict[str, Any]) -> int:

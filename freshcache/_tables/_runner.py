@@ -395,17 +395,9 @@ class EngineWorld(World):
     async def start(self, setup: Setup) -> None:
         from .._memory import InMemorySource
 
-        server = self.server
         self.principal = setup.principal
-        server.listen_supported = setup.listen
-        server.list_changed_supported = setup.list_changed
-        server.omit_from_ack = set(setup.ack_omits)
-        server.page_size = setup.page_size
-        server.later_pages_ttl_ms = setup.later_pages_ttl_ms
-        for alias in ("selected", "other", "extra"):
-            uri = ALIASES[alias]
-            server.set(uri, text_for(uri, "v1"), ttl_ms=setup.ttl_ms, cache_scope=setup.scope)
-        self.cache = self.make_cache(InMemorySource(server), setup)
+        configure_reference(self.server, setup)
+        self.cache = self.make_cache(InMemorySource(self.server), setup)
         await self.cache.__aenter__()
         await self.reach_seed_situation(setup)
 
@@ -438,6 +430,18 @@ class EngineWorld(World):
 
     def server_reads(self) -> int:
         return self.server.reads
+
+
+def configure_reference(server: ReferenceServer, setup: Setup) -> None:
+    """Put a `ReferenceServer` in a row's starting situation (every world starts here)."""
+    server.listen_supported = setup.listen
+    server.list_changed_supported = setup.list_changed
+    server.omit_from_ack = set(setup.ack_omits)
+    server.page_size = setup.page_size
+    server.later_pages_ttl_ms = setup.later_pages_ttl_ms
+    for alias in ("selected", "other", "extra"):
+        uri = ALIASES[alias]
+        server.set(uri, text_for(uri, "v1"), ttl_ms=setup.ttl_ms, cache_scope=setup.scope)
 
 
 def apply_to_reference(

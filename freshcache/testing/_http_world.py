@@ -26,6 +26,7 @@ server can listen, a live stream for the current selection.
 
 from __future__ import annotations
 
+import abc
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -38,8 +39,14 @@ from .._core import Partition
 from .._http import HttpSource
 from .._reference import Push, ReferenceServer
 from .._tables._format import Case
-from .._tables._runner import Setup, VirtualClock, World, apply_to_reference
-from .._tables._steps import ALIASES, NextRead, Notify, ServerChange, ServerSets, text_for
+from .._tables._runner import (
+    Setup,
+    VirtualClock,
+    World,
+    apply_to_reference,
+    configure_reference,
+)
+from .._tables._steps import NextRead, Notify, ServerChange, ServerSets
 from ._http_server import ReferenceHttpServer, ReplyMode
 
 
@@ -48,7 +55,73 @@ def bearer(principal: Partition) -> dict[str, str]:
     return {"Authorization": f"Bearer {principal}"} if principal else {}
 
 
-class HttpWorld(World):
+class LoopbackHttpWorld(World):
+    """What the HTTP worlds share, whichever server answers on loopback: an `HttpSource`
+    with its own client, the cache on an exit stack, and a bounded ``settle`` that looks
+    (`_look`) until nothing is left to wait for."""
+
+    settle_pause = 0.002
+    """Seconds between two looks while `settle` waits."""
+
+    def __init__(self, *, read_timeout: float, idle_timeout: float, settle_timeout: float) -> None:
+        self.clock = VirtualClock()
+        self.read_timeout = read_timeout
+        self.idle_timeout = idle_timeout
+        self.settle_timeout = settle_timeout
+        self.principal: str | None = None
+        self.source: HttpSource
+        self.settle_timeouts = 0
+        """How often `settle` gave up waiting (a row that then fails says why)."""
+        self.last_busy: str | None = None
+        self._stack = AsyncExitStack()
+
+    async def _connect(self, url: str, setup: Setup, *, timeout: float, **options: Any) -> None:
+        """Open an `HttpSource` on ``url``, enter the row's cache over it (``options``:
+        more cache arguments) and reach the seed situation."""
+        # trust_env=False: a proxy from the environment must not sit on loopback traffic.
+        client = httpx.AsyncClient(trust_env=False)
+        self._stack.push_async_callback(client.aclose)
+        self.source = HttpSource(
+            url, auth=bearer, timeout=timeout, idle_timeout=self.idle_timeout, client=client
+        )
+        self.cache = await self._stack.enter_async_context(
+            self.make_cache(self.source, setup, read_timeout=self.read_timeout, **options)
+        )
+        await self.reach_seed_situation(setup)
+
+    async def settle(self) -> None:
+        with anyio.move_on_after(self.settle_timeout) as scope:
+            while True:
+                for _ in range(20):
+                    await anyio.lowlevel.checkpoint()
+                self.last_busy = await self._look()
+                if self.last_busy is None:
+                    return
+                await anyio.sleep(self.settle_pause)
+        if scope.cancelled_caught:
+            self.settle_timeouts += 1
+
+    @abc.abstractmethod
+    async def _look(self) -> str | None:
+        """What the cache has not taken in yet (``None``: settled)."""
+
+    def _reads_busy(self, held: int) -> str | None:
+        """Reads in flight beyond the ``held`` ones, or a list walk (``None``: neither)."""
+        cache = self.cache
+        if cache.pending_reads > held:
+            return f"{cache.pending_reads} reads in flight, {held} held"
+        if cache.relisting:
+            return "a re-list is under way"
+        return None
+
+    def _selection_unacknowledged(self) -> bool:
+        """No acknowledged stream covers the current selection."""
+        selected = self.cache.selected
+        streams = self.source.streams.values()
+        return not any(s.uris == selected and s.acknowledged for s in streams)
+
+
+class HttpWorld(LoopbackHttpWorld):
     """A `FreshCache` over `HttpSource` against `ReferenceHttpServer` on loopback."""
 
     name = "http"
@@ -63,22 +136,15 @@ class HttpWorld(World):
         settle_timeout: float = 5.0,
         cache_options: dict[str, Any] | None = None,
     ) -> None:
+        super().__init__(
+            read_timeout=read_timeout, idle_timeout=idle_timeout, settle_timeout=settle_timeout
+        )
         self.cache_options = dict(cache_options or {})
         """Extra `FreshCache` arguments (e.g. tracer and meter providers)."""
         self.server = ReferenceServer()
-        self.clock = VirtualClock()
         self.reply_mode: ReplyMode = reply_mode
-        self.read_timeout = read_timeout
-        self.idle_timeout = idle_timeout
         self.keepalive_interval = keepalive_interval
-        self.settle_timeout = settle_timeout
-        self.principal: str | None = None
         self.http: ReferenceHttpServer
-        self.source: HttpSource
-        self.settle_timeouts = 0
-        """How often `settle` gave up waiting (a row that then fails says why)."""
-        self.last_busy: str | None = None
-        self._stack = AsyncExitStack()
         self._queues: dict[str | int, MemoryObjectSendStream[Push]] = {}
 
     def unplayable(self, case: Case) -> str | None:
@@ -87,30 +153,14 @@ class HttpWorld(World):
     async def start(self, setup: Setup) -> None:
         configure_reference(self.server, setup)
         self.principal = setup.principal
-        stack = self._stack
-        self.http = await stack.enter_async_context(
+        self.http = await self._stack.enter_async_context(
             ReferenceHttpServer(
                 self.server,
                 reply_mode=self.reply_mode,
                 keepalive_interval=self.keepalive_interval,
             )
         )
-        # trust_env=False: a proxy from the environment must not sit on loopback traffic.
-        client = httpx.AsyncClient(trust_env=False)
-        stack.push_async_callback(client.aclose)
-        self.source = HttpSource(
-            self.http.url,
-            auth=bearer,
-            timeout=10.0,
-            idle_timeout=self.idle_timeout,
-            client=client,
-        )
-        self.cache = await stack.enter_async_context(
-            self.make_cache(
-                self.source, setup, read_timeout=self.read_timeout, **self.cache_options
-            )
-        )
-        await self.reach_seed_situation(setup)
+        await self._connect(self.http.url, setup, timeout=10.0, **self.cache_options)
 
     async def stop(self) -> None:
         self.server.release_reads()
@@ -127,25 +177,14 @@ class HttpWorld(World):
             case _:
                 pass
 
-    async def settle(self) -> None:
-        with anyio.move_on_after(self.settle_timeout) as scope:
-            while True:
-                for _ in range(20):
-                    await anyio.lowlevel.checkpoint()
-                self.last_busy = self.busy()
-                if self.last_busy is None:
-                    return
-                await anyio.sleep(0.002)
-        if scope.cancelled_caught:
-            self.settle_timeouts += 1
+    async def _look(self) -> str | None:
+        return self.busy()
 
     def busy(self) -> str | None:
         """What the cache has not taken in yet, or ``None`` when it is settled."""
         cache, server, source, http = self.cache, self.server, self.source, self.http
-        if cache.pending_reads > server.reads_in_flight:
-            return f"{cache.pending_reads} reads in flight, {server.reads_in_flight} held"
-        if cache.relisting:
-            return "a re-list is under way"
+        if (busy := self._reads_busy(server.reads_in_flight)) is not None:
+            return busy
         self._capture_queues()
         for sid, stream in list(source.streams.items()):
             if not stream.acknowledged:
@@ -161,10 +200,9 @@ class HttpWorld(World):
             and not server.down
             and cache.selected
             and cache.stream_status not in ("unsupported", "disabled")
+            and self._selection_unacknowledged()
         ):
-            selected = cache.selected
-            if not any(s.uris == selected and s.acknowledged for s in source.streams.values()):
-                return "no acknowledged stream for the current selection yet"
+            return "no acknowledged stream for the current selection yet"
         return None
 
     def server_reads(self) -> int:
@@ -175,17 +213,4 @@ class HttpWorld(World):
             self._queues[sid] = sub.send
 
 
-def configure_reference(server: ReferenceServer, setup: Setup) -> None:
-    """Put a `ReferenceServer` in a row's starting situation (as the engine level does)."""
-    server.listen_supported = setup.listen
-    server.list_changed_supported = setup.list_changed
-    server.omit_from_ack = set(setup.ack_omits)
-    server.page_size = setup.page_size
-    server.later_pages_ttl_ms = setup.later_pages_ttl_ms
-    options: dict[str, Any] = {"ttl_ms": setup.ttl_ms, "cache_scope": setup.scope}
-    for alias in ("selected", "other", "extra"):
-        uri = ALIASES[alias]
-        server.set(uri, text_for(uri, "v1"), **options)
-
-
-__all__ = ["HttpWorld", "bearer", "configure_reference"]
+__all__ = ["HttpWorld", "LoopbackHttpWorld", "bearer", "configure_reference"]

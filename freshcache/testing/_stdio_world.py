@@ -25,6 +25,7 @@ those the server holds, and the stream is live when it can be.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import json
 import shutil
@@ -50,10 +51,16 @@ from .._core import (
 from .._core._backoff import BackoffSettings
 from .._reference import ReferenceServer
 from .._source import ServerInfo
-from .._stdio import StdioSource
+from .._stdio import StdioSource, StdioStats
 from .._tables._format import Case
-from .._tables._runner import Setup, VirtualClock, World, apply_to_reference
-from .._tables._steps import ALIASES, NextRead, Notify, ServerChange, ServerSets, text_for
+from .._tables._runner import (
+    Setup,
+    VirtualClock,
+    World,
+    apply_to_reference,
+    configure_reference,
+)
+from .._tables._steps import NextRead, Notify, ServerChange, ServerSets
 from ._stdio_server import load_state, save_state, step_to_json
 
 ServerStep = ServerSets | Notify | NextRead | ServerChange
@@ -159,24 +166,24 @@ class ControlChannel:
                 await stream.aclose()
 
 
-class StdioWorld(World):
-    """Acceptance rows over ``python -m freshcache.testing._stdio_server`` (see module doc)."""
+class StdioProcessWorld(World):
+    """What every stdio world shares, whichever server process it runs: the temporary
+    directory, warm-up, *local copy* steps, waiting for a process to go, and ``settle``.
 
-    name = "stdio"
+    A subclass says how the server is launched (`_launch`) and steered (`act`), what
+    its state looks like (`_server_state`, `_server_busy`, `_held_reads`) and how reads
+    are counted (`_note_reads`).
+    """
 
-    def __init__(
-        self,
-        *,
-        request_timeout: float = 0.5,
-        read_timeout: float = 5.0,
-        settle_limit: float = 15.0,
-        python: str = sys.executable,
-    ) -> None:
+    temp_prefix = "freshcache-stdio-"
+    settle_pause = 0.003
+    """Seconds between two looks while `settle` waits."""
+
+    def __init__(self, *, request_timeout: float, read_timeout: float, settle_limit: float) -> None:
         self.clock = VirtualClock()
         self.request_timeout = request_timeout
         self.read_timeout = read_timeout
         self.settle_limit = settle_limit
-        self.python = python
         self.principal: str | None = None
         self.listen_supported = True
         self.down = False
@@ -186,7 +193,6 @@ class StdioWorld(World):
         """What `settle` was still waiting for when it last gave up."""
         self._reads = 0
         self._dir: Path | None = None
-        self._control: ControlChannel | None = None
         self.source: StdioSource
         self.loader: LocalCopyLoader
 
@@ -201,36 +207,10 @@ class StdioWorld(World):
         return self._dir / "state.json"
 
     async def start(self, setup: Setup) -> None:
-        self._dir = Path(tempfile.mkdtemp(prefix="freshcache-stdio-"))
-        control_file = self._dir / "control.json"
-        self._control = ControlChannel(control_file)
+        self._dir = Path(tempfile.mkdtemp(prefix=self.temp_prefix))
         self.principal = setup.principal
         self.listen_supported = setup.listen
-        reference = ReferenceServer()
-        reference.listen_supported = setup.listen
-        reference.list_changed_supported = setup.list_changed
-        reference.omit_from_ack = set(setup.ack_omits)
-        reference.page_size = setup.page_size
-        reference.later_pages_ttl_ms = setup.later_pages_ttl_ms
-        for alias in ("selected", "other", "extra"):
-            uri = ALIASES[alias]
-            reference.set(uri, text_for(uri, "v1"), ttl_ms=setup.ttl_ms, cache_scope=setup.scope)
-        save_state(self.state_file, reference)
-        self.source = StdioSource(
-            [
-                self.python,
-                "-m",
-                SERVER_MODULE,
-                "--state",
-                str(self.state_file),
-                "--control-file",
-                str(control_file),
-            ],
-            timeout=self.request_timeout,
-            restart=BackoffSettings(base=0.05, cap=0.2, quick_death=0.0, max_per_hour=1_000_000),
-            shutdown_timeout=2.0,
-            name="freshcache stdio fault server",
-        )
+        self.source = self._launch(setup)
         await self._warm_up()
         self.loader = LocalCopyLoader(self.source)
         self.cache = self.make_cache(
@@ -238,6 +218,19 @@ class StdioWorld(World):
         )
         await self.cache.__aenter__()
         await self.reach_seed_situation(setup)
+
+    @abc.abstractmethod
+    def _launch(self, setup: Setup) -> StdioSource:
+        """Write the row's starting state to `state_file`; the source that runs the server."""
+
+    def _stdio_source(self, command: list[str], **options: Any) -> StdioSource:
+        """A source over ``command`` that restarts a dead server at once."""
+        return StdioSource(
+            command,
+            timeout=self.request_timeout,
+            restart=BackoffSettings(base=0.05, cap=0.2, quick_death=0.0, max_per_hour=1_000_000),
+            **options,
+        )
 
     async def _warm_up(self) -> None:
         """Start the server before the cache: request timeouts then measure the server,
@@ -250,21 +243,26 @@ class StdioWorld(World):
         try:
             await self.cache.__aexit__(None, None, None)
         finally:
-            if self._control is not None:
-                await self._control.aclose()
+            await self._close_control()
             if self._dir is not None:
                 shutil.rmtree(self._dir, ignore_errors=True)
 
+    async def _close_control(self) -> None:
+        """Close whatever steers the server besides the source (nothing by default)."""
+
     # ------------------------------------------------------------------ steps
 
-    async def act(self, step: ServerSets | Notify | NextRead | ServerChange) -> None:
+    def _play_client_side(self, step: ServerStep) -> ServerStep | None:
+        """Play the part of ``step`` that stdio leaves to the client: *local copy*
+        reads, and a principal other than the cache's (one authorization context per
+        process). The step left for the server, or ``None`` when nothing is left."""
         match step:
             case NextRead(uri=uri, fault="local_copy", sticky=sticky):
                 if sticky:
                     self.loader.always.add(uri)
                 else:
                     self.loader.once[uri] = self.loader.once.get(uri, 0) + 1
-                return
+                return None
             case NextRead(uri=uri, fault=None):
                 self.loader.always.discard(uri)
                 self.loader.once.pop(uri, None)
@@ -272,11 +270,137 @@ class StdioWorld(World):
                 None,
                 self.principal,
             ):
-                return  # one authorization context per process: another principal cannot be denied
+                return None  # another principal cannot be denied
             case ServerChange(what="deny" | "allow", uri=uri, principal=_):
-                step = ServerChange(step.what, uri, None)
+                return ServerChange(step.what, uri, None)
             case _:
                 pass
+        return step
+
+    async def _wait_until_gone(self, pid: int | None) -> None:
+        """Wait until the source has seen process ``pid`` go: only then is the loss on its
+        way to the cache, and the state file ours to edit."""
+        with anyio.fail_after(self.settle_limit):
+            while self.source.pid == pid:  # noqa: ASYNC110 - polling another process
+                await anyio.sleep(0.005)
+
+    # ------------------------------------------------------------------ settling
+
+    async def settle(self) -> None:
+        busy: str | None = "not looked yet"
+        with anyio.move_on_after(self.settle_limit):
+            while True:
+                for _ in range(10):
+                    await anyio.lowlevel.checkpoint()
+                busy, pause = await self._look()
+                if busy is None:
+                    break
+                await anyio.sleep(pause)
+        if busy is not None:
+            self.settle_timeouts += 1
+            self.last_busy = busy
+        await self._note_reads()
+
+    async def _look(self) -> tuple[str | None, float]:
+        """What the world still waits for (``None``: settled), and how long to pause
+        before the next look."""
+        return self._busy(await self._server_state()), self.settle_pause
+
+    def _busy(self, state: dict[str, Any] | None) -> str | None:
+        """What the world still waits for (``None``: settled)."""
+        cache = self.cache
+        stats = self.source.stats()
+        if cache.relisting:
+            return "a re-list"
+        if stats.backlog:
+            return f"{stats.backlog} messages not yet taken by the cache"
+        held = self._held_reads(state) if state is not None else 0
+        if cache.pending_reads > held:
+            return f"{cache.pending_reads} server reads ({held} held by the server)"
+        if self.down:
+            return None
+        if (busy := self._server_busy(state, stats)) is not None:
+            return busy
+        if (
+            self.listen_supported
+            and cache.selected
+            and cache.stream_status not in ("live", "unsupported", "disabled")
+        ):
+            return f"the stream ({cache.stream_status})"
+        return None
+
+    @abc.abstractmethod
+    async def _server_state(self) -> dict[str, Any] | None:
+        """The running server's state (``None`` while it is down or cannot answer)."""
+
+    @abc.abstractmethod
+    def _held_reads(self, state: dict[str, Any]) -> int:
+        """Reads the server holds, from its state."""
+
+    @abc.abstractmethod
+    def _server_busy(self, state: dict[str, Any] | None, stats: StdioStats) -> str | None:
+        """What the running server has not yet delivered (``None``: nothing)."""
+
+    @abc.abstractmethod
+    async def _note_reads(self) -> None:
+        """Update the count `server_reads` returns, once a `settle` is over."""
+
+    def server_reads(self) -> int:
+        return self._reads
+
+
+class StdioWorld(StdioProcessWorld):
+    """Acceptance rows over ``python -m freshcache.testing._stdio_server`` (see module doc)."""
+
+    name = "stdio"
+
+    def __init__(
+        self,
+        *,
+        request_timeout: float = 0.5,
+        read_timeout: float = 5.0,
+        settle_limit: float = 15.0,
+        python: str = sys.executable,
+    ) -> None:
+        super().__init__(
+            request_timeout=request_timeout, read_timeout=read_timeout, settle_limit=settle_limit
+        )
+        self.python = python
+        self._control: ControlChannel | None = None
+
+    # ------------------------------------------------------------------ life
+
+    def _launch(self, setup: Setup) -> StdioSource:
+        control_file = self.state_file.parent / "control.json"
+        self._control = ControlChannel(control_file)
+        reference = ReferenceServer()
+        configure_reference(reference, setup)
+        save_state(self.state_file, reference)
+        return self._stdio_source(
+            [
+                self.python,
+                "-m",
+                SERVER_MODULE,
+                "--state",
+                str(self.state_file),
+                "--control-file",
+                str(control_file),
+            ],
+            shutdown_timeout=2.0,
+            name="freshcache stdio fault server",
+        )
+
+    async def _close_control(self) -> None:
+        if self._control is not None:
+            await self._control.aclose()
+
+    # ------------------------------------------------------------------ steps
+
+    async def act(self, step: ServerSets | Notify | NextRead | ServerChange) -> None:
+        left = self._play_client_side(step)
+        if left is None:
+            return
+        step = left
         if self.down:
             self._edit_state(step)
             if isinstance(step, ServerChange) and step.what == "up":
@@ -290,11 +414,7 @@ class StdioWorld(World):
         if isinstance(step, ServerChange) and step.what == "down":
             self.down = True
         if dies:
-            # The step is done once the source has seen that process go: only then is
-            # the loss on its way to the cache, and the state file ours to edit.
-            with anyio.fail_after(self.settle_limit):
-                while self.source.pid == before:  # noqa: ASYNC110 - polling another process
-                    await anyio.sleep(0.005)
+            await self._wait_until_gone(before)
 
     async def _send_step(self, step: ServerStep, *, once: bool) -> None:
         assert self._control is not None
@@ -326,51 +446,21 @@ class StdioWorld(World):
 
     # ------------------------------------------------------------------ settling
 
-    async def settle(self) -> None:
-        busy: str | None = "not looked yet"
-        with anyio.move_on_after(self.settle_limit):
-            while True:
-                for _ in range(10):
-                    await anyio.lowlevel.checkpoint()
-                busy = self._busy(await self._server_state())
-                if busy is None:
-                    break
-                await anyio.sleep(0.003)
-        if busy is not None:
-            self.settle_timeouts += 1
-            self.last_busy = busy
-        await self._note_reads()
-
     async def _server_state(self) -> dict[str, Any] | None:
         if self.down or self._control is None:
             return None
         return await self._control.command(self.source.pid, {"op": "state"}, timeout=2.0)
 
-    def _busy(self, state: dict[str, Any] | None) -> str | None:
-        """What the world still waits for (``None``: settled)."""
-        cache = self.cache
-        stats = self.source.stats()
-        if cache.relisting:
-            return "a re-list"
-        if stats.backlog:
-            return f"{stats.backlog} messages not yet taken by the cache"
-        held = int(state["reads_in_flight"]) if state is not None else 0
-        if cache.pending_reads > held:
-            return f"{cache.pending_reads} server reads ({held} held by the server)"
-        if self.down:
-            return None
+    def _held_reads(self, state: dict[str, Any]) -> int:
+        return int(state["reads_in_flight"])
+
+    def _server_busy(self, state: dict[str, Any] | None, stats: StdioStats) -> str | None:
         if state is None or state["pid"] != stats.pid:
             return "the server process (re)starting"
         if state["pending_out"]:
             return f"{state['pending_out']} messages queued in the server"
         if state["lines_written"] != stats.lines_from_current:
             return f"{state['lines_written'] - stats.lines_from_current} lines in the pipe"
-        if (
-            self.listen_supported
-            and cache.selected
-            and cache.stream_status not in ("live", "unsupported", "disabled")
-        ):
-            return f"the stream ({cache.stream_status})"
         return None
 
     async def _note_reads(self) -> None:
@@ -381,8 +471,5 @@ class StdioWorld(World):
             with contextlib.suppress(OSError, ValueError):
                 self._reads = load_state(self.state_file).reads
 
-    def server_reads(self) -> int:
-        return self._reads
 
-
-__all__ = ["ControlChannel", "LocalCopyLoader", "StdioWorld"]
+__all__ = ["ControlChannel", "LocalCopyLoader", "StdioProcessWorld", "StdioWorld"]
