@@ -22,61 +22,24 @@ import argparse
 import json
 import os
 import platform
-import socket
-import subprocess
 import sys
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
-import httpx
 from mcp import Client
 
 from freshcache import FreshCache, McpClientSource
 
 URI = "guide://shipping/approval"
-FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "sdk_server.py"
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.hit_path import per_call_async as per_call  # noqa: E402
+from tests.conftest import SdkServer, start_sdk_server, stop_process  # noqa: E402
 
 
-def start_fixture() -> tuple[subprocess.Popen[bytes], str, str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, str(FIXTURE), "http", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    control = f"http://127.0.0.1:{port}/control"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            httpx.post(control, json={"op": "state"}, timeout=1.0).raise_for_status()
-            return process, f"http://127.0.0.1:{port}/mcp", control
-        except httpx.HTTPError:
-            if time.monotonic() > deadline or process.poll() is not None:
-                process.kill()
-                raise
-            time.sleep(0.05)
-
-
-def server_reads(control: str) -> int:
-    return int(httpx.post(control, json={"op": "state"}, timeout=5.0).json()["reads"].get(URI, 0))
-
-
-async def per_call(fn: Callable[[], Awaitable[object]], loops: int, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter_ns()
-        for _ in range(loops):
-            await fn()
-        best = min(best, (time.perf_counter_ns() - start) / loops)
-    return best
-
-
-async def measure(url: str, control: str, loops: int, repeats: int) -> dict[str, float]:
-    async with Client(url) as client:
+async def measure(server: SdkServer, loops: int, repeats: int) -> dict[str, float]:
+    async with Client(server.url) as client:
         warm = await client.read_resource(URI)  # fills the SDK's response cache
         assert warm.ttl_ms >= 60_000
         async with FreshCache(McpClientSource(client), select=[URI]) as cache:
@@ -89,7 +52,7 @@ async def measure(url: str, control: str, loops: int, repeats: int) -> dict[str,
                     await anyio.sleep(0.01)
             hit = await cache.read(URI)
             assert (hit.state, hit.server_read) == ("fresh", False)
-            before = server_reads(control)
+            before = server.reads(URI)
             results = {
                 "sdk_client_read_resource_cached": await per_call(
                     lambda: client.read_resource(URI), loops, repeats
@@ -98,7 +61,7 @@ async def measure(url: str, control: str, loops: int, repeats: int) -> dict[str,
                     lambda: cache.read(URI), loops, repeats
                 ),
             }
-            assert server_reads(control) == before, "the benchmark must measure hits only"
+            assert server.reads(URI) == before, "the benchmark must measure hits only"
     return results
 
 
@@ -110,12 +73,11 @@ def main() -> None:
         "--json", type=Path, default=Path(__file__).parent / "results" / "hit_path_adapter.json"
     )
     args = parser.parse_args()
-    process, url, control = start_fixture()
+    server = start_sdk_server()
     try:
-        results = anyio.run(measure, url, control, args.loops, args.repeats)
+        results = anyio.run(measure, server, args.loops, args.repeats)
     finally:
-        process.kill()
-        process.wait(timeout=10)
+        stop_process(server.process)
     sdk = results["sdk_client_read_resource_cached"]
     ours = results["freshcache_read_over_mcp_client_source"]
     print(f"{'operation':<42} {'ns/call':>10} {'vs SDK cache':>13}")

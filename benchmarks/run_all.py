@@ -65,8 +65,20 @@ def main() -> int:
         print(f"   ({'ok' if ok else 'FAILED'} in {seconds:.1f}s)\n", flush=True)
         if not ok:
             failed.append(script)
-    print(f"machine: {os.cpu_count()} cpus, Python {platform.python_version()}, {platform.platform()}")
-    summary = {name: load(name) for name in ("hit_path", "hit_path_adapter", "concurrent_reads", "memory", "http_stream", "flood_stdio")}
+    print(
+        f"machine: {os.cpu_count()} cpus, Python {platform.python_version()}, {platform.platform()}"
+    )
+    summary = {
+        name: load(name)
+        for name in (
+            "hit_path",
+            "hit_path_adapter",
+            "concurrent_reads",
+            "memory",
+            "http_stream",
+            "flood_stdio",
+        )
+    }
     (RESULTS / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(f"all results: {RESULTS / 'summary.json'}")
     if failed:
