@@ -287,6 +287,7 @@ class FreshCache:
                     reply = await self._source_read(uri, partition)
                     if isinstance(reply, RequestFailed):
                         self.telemetry.request_failed(span, reply)
+                self._feed_hints(reply.hints)
                 result = self.engine.finish_read(ticket, reply)
                 if result is not None:
                     if result.state == FRESH:
@@ -308,6 +309,11 @@ class FreshCache:
             if self._flights.get((uri, partition)) is flight:
                 del self._flights[(uri, partition)]
             flight.done.set()
+
+    def _feed_hints(self, hints: tuple[StreamEvent, ...]) -> None:
+        """Hints carried on a request's own answer count before its reply is judged."""
+        for hint in hints:
+            self._carry_out(self.engine.handle(hint))
 
     async def _source_read(self, uri: str, partition: Partition) -> ReadReply | RequestFailed:
         try:
@@ -352,6 +358,7 @@ class FreshCache:
                             reply = RequestFailed("server_error", f"source raised {exc!r}")
                         if isinstance(reply, RequestFailed):
                             self.telemetry.request_failed(span, reply)
+                    self._feed_hints(reply.hints)
                     judged = self.engine.finish_list(ticket, reply)
                     if judged is None or (
                         isinstance(judged, RequestFailed)

@@ -33,6 +33,11 @@ class ReadReply:
     """False when a loader answered from a local copy instead of the server."""
     multi_round_trip: bool = False
     """True for results of a retry with ``inputResponses``/``requestState``: never cached."""
+    hints: tuple[StreamEvent, ...] = ()
+    """Change hints that arrived on this request's own answer (e.g. a
+    ``resources/updated`` in the SSE answer before the result). The middleware feeds
+    them to the engine *before* judging the reply, so a reply whose answer carried a
+    hint for its own URI is never stored as fresh (invariant 9)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +57,8 @@ class ListReply:
     next_cursor: str | None = None
     ttl_ms: float | None = None
     cache_scope: CacheScope | None = None
+    hints: tuple[StreamEvent, ...] = ()
+    """Change hints that arrived on this page's own answer (see `ReadReply.hints`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +69,8 @@ class RequestFailed:
     detail: str = ""
     code: int | None = None
     """The JSON-RPC error code or HTTP status, when there was one."""
+    hints: tuple[StreamEvent, ...] = ()
+    """Change hints that arrived on this request's own answer (see `ReadReply.hints`)."""
 
 
 # --- Stream events (a source yields these from its subscription stream) ---
