@@ -217,6 +217,11 @@ class FreshnessEngine:
         return out
 
     @property
+    def tracked_uris(self) -> int:
+        """Per-URI records held now (bounded: invariant 10)."""
+        return len(self._uris)
+
+    @property
     def stream_status(self) -> StreamStatus:
         """``idle``, ``opening``, ``live``, ``closed``, ``lost`` or ``unsupported``."""
         return self._stream_status
