@@ -56,6 +56,7 @@ from ._core import (
     problem_result,
 )
 from ._core._backoff import BackoffSettings
+from ._core._engine import NO_HITS
 from ._errors import ConfigurationError, FreshCacheError
 from ._source import ServerInfo, Source
 from ._store import MemoryStore
@@ -69,6 +70,9 @@ class _Flight:
     """One server read that every concurrent caller of the same URI shares."""
 
     done: anyio.Event
+    background: bool = False
+    """Started by a decision (notification, ack), not by a caller: counts against
+    ``max_concurrent_reads``."""
     ticket: ReadTicket | None = None
     result: ReadResult | None = None
 
@@ -124,12 +128,17 @@ class FreshCache:
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
         trace_hits: bool = False,
+        max_concurrent_reads: int = 16,
     ) -> None:
         if isinstance(select, str):
             raise ConfigurationError(
                 f"select= takes a list of URIs, got the string {select!r}; write [{select!r}]"
             )
         _check_timeout("read_timeout", read_timeout)
+        if not isinstance(max_concurrent_reads, int) or max_concurrent_reads < 1:
+            raise ConfigurationError(
+                f"max_concurrent_reads must be a whole number >= 1, got {max_concurrent_reads!r}"
+            )
         _check_timeout("ack_timeout", ack_timeout)
         if not isinstance(source, Source):
             raise ConfigurationError(
@@ -155,16 +164,23 @@ class FreshCache:
             on_invalidation=self._invalidated,
         )
         self._hits = self.engine.hits
+        self._hit_tables = self.engine.hit_tables
         self._counts = self.telemetry.counts
-        if trace_hits:
-            # Chosen once here, so the default hit path pays nothing for the option.
-            self.read = self._read_tracing_hits  # type: ignore[method-assign]
+        if trace_hits or self.telemetry.metering:
+            # Chosen once here, so the default hit path pays nothing for the options.
+            self.read = self._read_counting_hits  # type: ignore[method-assign]
         self._clock = clock
         self._wall_clock = wall_clock
         self._listen_attempts = 0
         self._initial_selection = list(select)
         self._budget = ReconnectBudget(backoff)
         self._flights: dict[tuple[str, Partition], _Flight] = {}
+        self.max_concurrent_reads = max_concurrent_reads
+        """Cap on background re-reads in flight at once; a caller's own read never waits
+        behind them."""
+        self._queued: dict[tuple[str, Partition], str] = {}
+        """Background reads waiting for a place, in order, with their cause."""
+        self._background_running = 0
         self._relisting = False
         self._tg: TaskGroup | None = None
         self._selection_changed = anyio.Event()
@@ -214,27 +230,36 @@ class FreshCache:
         ``timeout`` seconds (default: ``read_timeout``); after that it returns
         ``awaiting_fresh_source`` (``timeout``) and the read goes on in the background.
         """
-        partition = self.principal if principal is None else principal
-        hit = self._hits.get(uri if partition is None else (uri, partition))
+        # The hit path: one table lookup and one clock read, for every partition.
+        hit = (self._hits if principal is None else self._hit_tables.get(principal, NO_HITS)).get(
+            uri
+        )
+        if hit is not None and self._clock() < hit[0]:
+            return hit[1]
+        return await self._read_miss(uri, principal, timeout)
+
+    async def _read_counting_hits(
+        self, uri: str, *, timeout: float | None = None, principal: str | None = None
+    ) -> ReadResult:
+        """`read` when a meter is configured: fresh hits are counted too."""
+        hit = (self._hits if principal is None else self._hit_tables.get(principal, NO_HITS)).get(
+            uri
+        )
         if hit is not None and self._clock() < hit[0]:
             self._counts.hits += 1
+            if self.telemetry.trace_hits:
+                self.telemetry.traced_hit(hit[1], self._wall_clock())
             return hit[1]
+        return await self._read_miss(uri, principal, timeout)
+
+    async def _read_miss(
+        self, uri: str, principal: str | None, timeout: float | None
+    ) -> ReadResult:
+        partition = self.principal if principal is None else principal
         with self.telemetry.read_span(uri) as span:
             result = await self._read_slow(uri, partition, timeout)
             self.telemetry.read_result(span, result, self._wall_clock())
             return result
-
-    async def _read_tracing_hits(
-        self, uri: str, *, timeout: float | None = None, principal: str | None = None
-    ) -> ReadResult:
-        """`read` when ``trace_hits`` is on: every plain fresh hit gets a span too."""
-        partition = self.principal if principal is None else principal
-        hit = self._hits.get(uri if partition is None else (uri, partition))
-        if hit is not None and self._clock() < hit[0]:
-            self._counts.hits += 1
-            self.telemetry.traced_hit(hit[1], self._wall_clock())
-            return hit[1]
-        return await FreshCache.read(self, uri, timeout=timeout, principal=principal)
 
     def status(self, uri: str, *, principal: str | None = None) -> ReadResult:
         """What `read` would hand out right now, without any I/O."""
@@ -253,7 +278,10 @@ class FreshCache:
         key = (uri, partition)
         with anyio.move_on_after(deadline):
             while True:
-                flight = self._flights.get(key) or self._launch(uri, partition)
+                flight = self._flights.get(key)
+                if flight is None:
+                    self._queued.pop(key, None)  # the caller's own read goes first
+                    flight = self._launch(uri, partition)
                 await flight.done.wait()
                 result, ticket = flight.result, flight.ticket
                 assert result is not None
@@ -264,9 +292,13 @@ class FreshCache:
                 return result
         return self.engine.note_timeout(uri, partition)
 
-    def _launch(self, uri: str, partition: Partition, cause: str = "read") -> _Flight:
+    def _launch(
+        self, uri: str, partition: Partition, cause: str = "read", *, background: bool = False
+    ) -> _Flight:
         assert self._tg is not None
-        flight = _Flight(done=anyio.Event())
+        flight = _Flight(done=anyio.Event(), background=background)
+        if background:
+            self._background_running += 1
         self._flights[(uri, partition)] = flight
         # The task inherits the current context: its request span is a child of the
         # caller's read span, or of the listen span for re-reads a notification caused.
@@ -275,12 +307,13 @@ class FreshCache:
 
     async def _fly(self, uri: str, partition: Partition, flight: _Flight, cause: str) -> None:
         result: ReadResult | None = None
+        unjudged: ReadTicket | None = None
         try:
             # Let notifications already queued land first: a burst of invalidations
             # then costs one read sent after the last of them, not one read each.
             await anyio.lowlevel.checkpoint()
             for _ in range(self.engine.policy.max_rereads):
-                ticket = self.engine.begin_read(uri, partition)
+                ticket = unjudged = self.engine.begin_read(uri, partition)
                 flight.ticket = ticket
                 self.telemetry.server_read(cause)
                 with self.telemetry.request("resources/read", uri=uri) as span:
@@ -288,6 +321,7 @@ class FreshCache:
                     if isinstance(reply, RequestFailed):
                         self.telemetry.request_failed(span, reply)
                 self._feed_hints(reply.hints)
+                unjudged = None
                 result = self.engine.finish_read(ticket, reply)
                 if result is not None:
                     if result.state == FRESH:
@@ -303,12 +337,34 @@ class FreshCache:
                     detail="invalidations kept overtaking the re-read",
                 )
         finally:
+            if unjudged is not None:  # cancelled mid-read: the reply will never be judged
+                self.engine.abandon_read(unjudged)
             if result is None:  # cancelled: leave nothing half-done behind
                 result = problem_result(uri, AWAITING_FRESH_SOURCE, "invalidated")
             flight.result = result
             if self._flights.get((uri, partition)) is flight:
                 del self._flights[(uri, partition)]
             flight.done.set()
+            if flight.background:
+                self._background_running -= 1
+                self._start_queued()
+
+    def _schedule(self, uri: str, partition: Partition, cause: str) -> None:
+        """A background read the engine decided on: now, or when a place frees up."""
+        key = (uri, partition)
+        if key in self._flights or key in self._queued or self._tg is None:
+            return
+        if self._background_running < self.max_concurrent_reads:
+            self._launch(uri, partition, cause, background=True)
+        else:
+            self._queued[key] = cause
+
+    def _start_queued(self) -> None:
+        while self._queued and self._background_running < self.max_concurrent_reads:
+            key = next(iter(self._queued))
+            cause = self._queued.pop(key)
+            if key not in self._flights and self._tg is not None:
+                self._launch(key[0], key[1], cause, background=True)
 
     def _feed_hints(self, hints: tuple[StreamEvent, ...]) -> None:
         """Hints carried on a request's own answer count before its reply is judged."""
@@ -414,8 +470,7 @@ class FreshCache:
         for decision in decisions:
             match decision:
                 case ReadResource(uri=uri, partition=partition, cause=cause):
-                    if (uri, partition) not in self._flights and self._tg is not None:
-                        self._launch(uri, partition, cause)
+                    self._schedule(uri, partition, cause)
                 case Relist():
                     if self._tg is not None:
                         self._tg.start_soon(self._relist)

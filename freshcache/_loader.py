@@ -28,6 +28,10 @@ expiry is *not* a change heard of: an unknown-origin answer after the ``ttlMs`` 
 is still accepted while no change was heard. If your loader may answer from its own
 cache past a change, say ``from_server`` explicitly.
 
+This memory of changes is bounded: past `MAX_REMEMBERED` changed URIs the source
+counts *every* URI as changed (it fails closed), and a URI is cleared again by an
+answer that says ``from_server=True`` while no change of any URI was heard.
+
 **Failures.** A loader signals failures by raising (or returning a `RequestFailed`):
 
 ===============================================  ==============================
@@ -190,8 +194,8 @@ class LoaderSource:
         self._all_tainted = False
         self._cleared: set[str] = set()
         """URIs a from_server=True answer cleared since everything was tainted."""
-        self._epochs: dict[str, int] = {}
-        self._global_epoch = 0
+        self._changes_heard = 0
+        """Bumped on every change heard of: a read that saw it move cannot clear a URI."""
         self._listed: set[str] | None = None
         # The feed and the streams it serves.
         self._inboxes: set[_Inbox] = set()
@@ -229,7 +233,7 @@ class LoaderSource:
     # ------------------------------------------------------------------ reads
 
     async def read_resource(self, uri: str, principal: Partition) -> ReadReply | RequestFailed:
-        epochs = (self._global_epoch, self._epochs.get(uri, 0))
+        changes_before = self._changes_heard
         try:
             answer = await self._load(uri)
         except Exception as exc:
@@ -248,10 +252,13 @@ class LoaderSource:
         except TypeError as exc:
             return RequestFailed("server_error", str(exc))
         if said is True:
-            if epochs == (self._global_epoch, self._epochs.get(uri, 0)):
+            if changes_before == self._changes_heard:
                 # Nothing was heard of while it loaded: this answer saw every change.
                 self._tainted.discard(uri)
-                self._cleared.add(uri)
+                if self._all_tainted:
+                    if len(self._cleared) >= MAX_REMEMBERED:
+                        self._cleared.clear()  # fail closed: forget what was cleared
+                    self._cleared.add(uri)
             from_server = True
         elif said is False:
             from_server = False
@@ -385,17 +392,28 @@ class LoaderSource:
     # ------------------------------------------------------------------ changes heard of
 
     def _taint(self, uri: str) -> None:
-        self._tainted.add(uri)
+        self._changes_heard += 1
         self._cleared.discard(uri)
-        self._epochs[uri] = self._epochs.get(uri, 0) + 1
+        if self._all_tainted:
+            return
+        if len(self._tainted) >= MAX_REMEMBERED:
+            self._taint_everything()  # bounded: fail closed rather than grow
+            return
+        self._tainted.add(uri)
 
     def _taint_everything(self) -> None:
         self._all_tainted = True
+        self._tainted.clear()
         self._cleared.clear()
-        self._global_epoch += 1
+        self._changes_heard += 1
 
     def _is_tainted(self, uri: str) -> bool:
         return uri in self._tainted or (self._all_tainted and uri not in self._cleared)
+
+
+MAX_REMEMBERED = 10_000
+"""Changed URIs a `LoaderSource` remembers one by one before it counts every URI as
+changed (see the module docstring)."""
 
 
 def failure_from_exception(exc: BaseException) -> RequestFailed:
