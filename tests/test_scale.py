@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from freshcache import BackoffSettings, FreshCache, InMemorySource, MemoryStore, ReferenceServer
-from freshcache._loader import MAX_REMEMBERED, LoaderSource
+from freshcache._core._heard import MAX_REMEMBERED, ChangesHeard
 from freshcache.sync import SyncFreshCache
 
 FAST = BackoffSettings(base=0.005, cap=0.02, quick_death=0.0)
@@ -163,16 +163,13 @@ def test_a_sync_fresh_hit_is_answered_in_the_calling_thread():
         assert len(crossings) == 1
 
 
-async def test_a_loader_remembers_a_bounded_number_of_changed_uris():
-    async def load(uri: str) -> str:
-        return "text"
-
-    source = LoaderSource(load)
+def test_changes_heard_are_remembered_within_a_bound_and_then_fail_closed():
+    heard = ChangesHeard()
     for i in range(MAX_REMEMBERED + 500):
-        source._taint(f"guide://changed/{i}")
-    assert len(source._tainted) <= MAX_REMEMBERED
-    # Past the bound it fails closed: an answer of unknown origin is a local copy.
-    reply = await source.read_resource("guide://changed/1", None)
-    assert reply.from_server is False  # type: ignore[union-attr]
-    reply = await source.read_resource("guide://never-changed", None)
-    assert reply.from_server is False  # type: ignore[union-attr]
+        heard.note(f"guide://changed/{i}")
+    assert heard.remembered <= MAX_REMEMBERED
+    # Past the bound every URI counts as changed: unknown-origin answers prove nothing.
+    assert heard.changed("guide://changed/1")
+    assert heard.changed("guide://never-changed")
+    heard.proved("guide://never-changed", heard.count)
+    assert not heard.changed("guide://never-changed")

@@ -54,6 +54,7 @@ from ._events import (
     StreamLost,
     UntrustedMessage,
 )
+from ._heard import ChangesHeard
 from ._model import (
     AWAITING_FRESH_SOURCE,
     DENIED,
@@ -89,6 +90,8 @@ class ReadTicket:
     uri: str
     partition: Partition
     generation: int
+    changes_heard: int = 0
+    """`ChangesHeard.count` when the read was sent (the "cannot tell" rule)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +217,8 @@ class FreshnessEngine:
         self._store.set_eviction_listener(self._evicted)
         self._uris: dict[str, _UriState] = {}
         self._generations = 0
+        self.heard = ChangesHeard()
+        """Changes heard of, for answers of unknown origin (`ReadReply.from_server` None)."""
         self._remembered: dict[str, None] = {}
         """Idle records kept for what `status` says of them, oldest first (bounded)."""
         self._selected: set[str] = set()
@@ -307,7 +312,7 @@ class FreshnessEngine:
         state = self._state(uri)
         state.reads_in_flight += 1
         self.counters.server_reads += 1
-        return ReadTicket(uri, partition, state.generation)
+        return ReadTicket(uri, partition, state.generation, self.heard.count)
 
     def is_current(self, ticket: ReadTicket) -> bool:
         """Whether no invalidation has landed since ``ticket``'s read was sent."""
@@ -327,8 +332,11 @@ class FreshnessEngine:
                     if ticket.generation != state.generation:
                         self.counters.superseded_replies += 1
                         return None
-                    if not reply.from_server:
-                        # A local copy proves nothing about the server (invariant 1, seed 3).
+                    if reply.from_server:
+                        self.heard.proved(uri, ticket.changes_heard)
+                    elif reply.from_server is False or self.heard.changed(uri):
+                        # A local copy proves nothing about the server (invariant 1, seed
+                        # 3); nor does an answer of unknown origin after a change of it.
                         self.counters.local_copy_replies += 1
                         return self._record_problem(
                             state,
@@ -575,6 +583,7 @@ class FreshnessEngine:
             case ResourceUpdated():
                 self.counters.notifications += 1
                 trusted = self._trusted(event.subscription_id)
+                self.heard.note(event.uri)
                 decisions: list[Decision] = []
                 for uri in self._named_by(event.uri):
                     self._invalidate(
@@ -674,6 +683,7 @@ class FreshnessEngine:
             return []
         if lost:
             self.counters.stream_losses += 1
+            self.heard.note_everything()  # changes may have been missed for any URI
             watched_lists = False
             for sid in ended:
                 gone = self._subs[sid]
@@ -716,8 +726,10 @@ class FreshnessEngine:
         named = [uri] if uri in self._uris else []
         if self._requested:
             for parent in _parents(uri):
-                if parent in self._requested and parent in self._uris:
-                    named.append(parent)
+                if parent in self._requested:
+                    self.heard.note(parent)
+                    if parent in self._uris:
+                        named.append(parent)
         return named
 
     def _state(self, uri: str) -> _UriState:
