@@ -383,7 +383,7 @@ class FreshCache:
     def _feed_hints(self, hints: tuple[StreamEvent, ...]) -> None:
         """Hints carried on a request's own answer count before its reply is judged."""
         for hint in hints:
-            self._carry_out(self.engine.handle(hint))
+            self._carry_out(self.engine.handle_hint(hint))
 
     async def _source_read(self, uri: str, partition: Partition) -> ReadReply | RequestFailed:
         try:
@@ -430,12 +430,8 @@ class FreshCache:
                             self.telemetry.request_failed(span, reply)
                     self._feed_hints(reply.hints)
                     judged = self.engine.finish_list(ticket, reply)
-                    if judged is None or (
-                        isinstance(judged, RequestFailed)
-                        and judged.kind == "not_found"
-                        and cursor is not None
-                    ):
-                        restarted = True  # list changed or cursor went bad: from the top
+                    if judged is None:
+                        restarted = True  # from the top (the engine said why)
                         break
                     if isinstance(judged, RequestFailed):
                         return _list_failure(judged)

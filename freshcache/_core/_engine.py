@@ -37,6 +37,7 @@ from typing_extensions import assert_never
 
 from ._entries import PUBLIC, Entry, EntryKey, Partition, Store
 from ._events import (
+    ChangesMissed,
     Decision,
     ListenAcknowledged,
     ListenStarted,
@@ -490,12 +491,17 @@ class FreshnessEngine:
     def finish_list(
         self, ticket: ListTicket, reply: ListReply | RequestFailed
     ) -> ListReply | RequestFailed | None:
-        """Judge a list page reply; ``None`` means a list change overtook it: list again."""
+        """Judge a list page reply.
+
+        ``None`` means: list again from the first page, because a list change overtook
+        the request or the server refused its cursor (spec, pagination: an invalid
+        cursor discards every cached page).
+        """
         match reply:
             case RequestFailed():
                 if reply.kind == "not_found" and ticket.cursor is not None:
-                    # Spec (pagination): an invalid cursor discards every cached page.
                     self._invalidate_lists()
+                    return None
                 return reply
             case ListReply():
                 if ticket.generation != self._list_generation:
@@ -619,8 +625,29 @@ class FreshnessEngine:
             case UntrustedMessage():
                 self.counters.untrusted_messages += 1
                 return []
+            case ChangesMissed():
+                self.heard.note_everything()
+                return []
             case _:
                 assert_never(event)
+
+    def handle_hint(self, event: StreamEvent) -> list[Decision]:
+        """Feed a hint that came on a request's own answer (``reply.hints``).
+
+        A hint may only make content less fresh (invariant 9): change hints count,
+        wherever they came from; anything else (an acknowledgment, a stream's end) is
+        not the answer's to say and is ignored as untrusted.
+        """
+        match event:
+            case ResourceUpdated():
+                return self.handle(ResourceUpdated(event.uri, None))
+            case ResourceListChanged():
+                return self.handle(ResourceListChanged(None))
+            case ChangesMissed():
+                return self.handle(event)
+            case _:
+                self.counters.untrusted_messages += 1
+                return []
 
     def cancel_subscription(self, subscription_id: SubscriptionId) -> None:
         """The client closed a subscription it no longer needs (a newer one replaced it)."""
