@@ -5,7 +5,7 @@ library, the MCP SDK or OpenTelemetry (a test enforces the import allow-list).
 """
 
 from ._backoff import ReconnectBudget
-from ._engine import Counters, FreshnessEngine, Invalidation, ListTicket, ReadTicket
+from ._engine import Counters, FreshnessEngine, Invalidation, ReadTicket
 from ._entries import PUBLIC, Entry, EntryKey, Partition, Store
 from ._events import (
     ChangesMissed,
@@ -28,6 +28,7 @@ from ._events import (
     StreamLost,
     UntrustedMessage,
 )
+from ._lists import ListTicket
 from ._model import (
     AWAITING_FRESH_SOURCE,
     DENIED,

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from typing_extensions import assert_never
 
+from ._coverage import Coverage
 from ._entries import PUBLIC, Entry, EntryKey, Partition, Store
 from ._events import (
     ChangesMissed,
@@ -56,6 +57,7 @@ from ._events import (
     UntrustedMessage,
 )
 from ._heard import ChangesHeard
+from ._lists import LIST, ListPages, ListTicket
 from ._model import (
     AWAITING_FRESH_SOURCE,
     DENIED,
@@ -71,7 +73,6 @@ from ._model import (
 from ._policy import Policy
 
 READ = "resources/read"
-LIST = "resources/list"
 _INF = float("inf")
 _ENTRY_OVERHEAD = 256  # rough bytes of bookkeeping per entry beyond the contents
 
@@ -93,15 +94,6 @@ class ReadTicket:
     generation: int
     changes_heard: int = 0
     """`ChangesHeard.count` when the read was sent (the "cannot tell" rule)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ListTicket:
-    """Handed out when a list page request is sent."""
-
-    cursor: str | None
-    partition: Partition
-    generation: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,15 +156,6 @@ class _UriState:
 
 
 @dataclass(slots=True)
-class _Subscription:
-    requested: frozenset[str]
-    list_changed_requested: bool
-    acknowledged: bool = False
-    covered: frozenset[str] = frozenset()
-    list_changed: bool = False
-
-
-@dataclass(slots=True)
 class Counters:
     """Running totals, for status output, telemetry and tests."""
 
@@ -223,15 +206,10 @@ class FreshnessEngine:
         self._remembered: dict[str, None] = {}
         """Idle records kept for what `status` says of them, oldest first (bounded)."""
         self._selected: set[str] = set()
-        self._subs: dict[SubscriptionId, _Subscription] = {}
-        self._covered: dict[str, int] = {}
-        """URI -> how many acknowledged subscriptions cover it (no zero counts)."""
-        self._requested: dict[str, int] = {}
-        """URI -> how many open subscriptions asked for it (for the sub-resource rule)."""
+        self._subs = Coverage()
         self._stream_status: StreamStatus = "idle"
         self._listen_supported: bool | None = None
-        self._list_generation = 0
-        self._list_pages: set[EntryKey] = set()
+        self._lists = ListPages(store, server_id, self.policy)
         self._on_invalidation = on_invalidation
 
     # ------------------------------------------------------------------ queries
@@ -244,11 +222,11 @@ class FreshnessEngine:
     @property
     def covered(self) -> frozenset[str]:
         """URIs a live, acknowledged subscription covers now."""
-        return frozenset(self._covered)
+        return self._subs.covered
 
     def is_covered(self, uri: str) -> bool:
         """Whether a live, acknowledged subscription covers ``uri`` now."""
-        return uri in self._covered
+        return self._subs.covers(uri)
 
     @property
     def tracked_uris(self) -> int:
@@ -472,62 +450,22 @@ class FreshnessEngine:
 
     def lookup_list_page(self, cursor: str | None, partition: Partition) -> ListReply | None:
         """A fresh cached list page, or ``None``."""
-        for part in (partition, PUBLIC) if self.policy.share_public else (partition,):
-            entry = self._store.get((self.server_id, LIST, _cursor_key(cursor), part))
-            if (
-                entry is not None
-                and entry.generation == self._list_generation
-                and self.clock() < entry.expires_at
-                and isinstance(entry.value, ListReply)
-            ):
-                return entry.value
-        return None
+        return self._lists.lookup(cursor, partition, self.clock())
 
     def begin_list(self, cursor: str | None, partition: Partition) -> ListTicket:
         """Note that a list page request is being sent now."""
         self.counters.list_requests += 1
-        return ListTicket(cursor, partition, self._list_generation)
+        return self._lists.begin(cursor, partition)
 
     def finish_list(
         self, ticket: ListTicket, reply: ListReply | RequestFailed
     ) -> ListReply | RequestFailed | None:
-        """Judge a list page reply.
-
-        ``None`` means: list again from the first page, because a list change overtook
-        the request or the server refused its cursor (spec, pagination: an invalid
-        cursor discards every cached page).
-        """
-        match reply:
-            case RequestFailed():
-                if reply.kind == "not_found" and ticket.cursor is not None:
-                    self._invalidate_lists()
-                    return None
-                return reply
-            case ListReply():
-                if ticket.generation != self._list_generation:
-                    self.counters.superseded_replies += 1
-                    return None
-                scope = reply.cache_scope or "private"
-                part = (
-                    PUBLIC if scope == "public" and self.policy.share_public else ticket.partition
-                )
-                now = self.clock()
-                key: EntryKey = (self.server_id, LIST, _cursor_key(ticket.cursor), part)
-                self._list_pages.add(key)
-                self._store.put(
-                    key,
-                    Entry(
-                        value=reply,
-                        generation=ticket.generation,
-                        received_at=now,
-                        expires_at=now + self.policy.ttl_seconds(reply.ttl_ms),
-                        scope=scope,
-                        size=_ENTRY_OVERHEAD + sum(len(r.uri) + 64 for r in reply.resources),
-                    ),
-                )
-                return reply
-            case _:
-                assert_never(reply)
+        """Judge a list page reply (see `ListPages.finish`); ``None``: list again from
+        the first page (a list change overtook it, or the cursor was refused)."""
+        judged = self._lists.finish(ticket, reply, self.clock())
+        if judged is None and isinstance(reply, ListReply):
+            self.counters.superseded_replies += 1
+        return judged
 
     def list_complete(self, listed: Iterable[str], partition: Partition) -> list[Decision]:
         """A full re-list finished: selected URIs that left it are checked by a direct read."""
@@ -576,11 +514,9 @@ class FreshnessEngine:
         """Feed one stream event; returns what the middleware must do next."""
         match event:
             case ListenStarted():
-                self._drop_subscription(event.subscription_id)
-                self._subs[event.subscription_id] = _Subscription(
-                    event.resource_uris, event.list_changed
+                self._coverage_lost(
+                    self._subs.open(event.subscription_id, event.resource_uris, event.list_changed)
                 )
-                _count_in(self._requested, event.resource_uris)
                 if self._stream_status != "live":
                     self._stream_status = "opening"
                 return []
@@ -603,7 +539,7 @@ class FreshnessEngine:
             case ResourceListChanged():
                 self.counters.notifications += 1
                 self._trusted(event.subscription_id)
-                self._invalidate_lists()
+                self._lists.invalidate()
                 return [Relist("list_changed")]
             case StreamLost():
                 return self._stream_ended(event.subscription_id, lost=True)
@@ -612,7 +548,7 @@ class FreshnessEngine:
             case ListenUnsupported():
                 self._listen_supported = False
                 self._stream_status = "unsupported"
-                for sid in list(self._subs):
+                for sid in self._subs.ids():
                     self._drop_subscription(sid)
                 # No stream will ever cover them: read what was never read (entering).
                 reads: list[Decision] = []
@@ -654,8 +590,7 @@ class FreshnessEngine:
         self._drop_subscription(subscription_id)
 
     def _trusted(self, subscription_id: SubscriptionId | None) -> bool:
-        sub = self._subs.get(subscription_id) if subscription_id is not None else None
-        if sub is None or not sub.acknowledged:
+        if not self._subs.trusted(subscription_id):
             # Unknown id or before the acknowledgment: may only make content less fresh.
             self.counters.untrusted_messages += 1
             return False
@@ -663,35 +598,31 @@ class FreshnessEngine:
 
     def _acknowledged(self, event: ListenAcknowledged) -> list[Decision]:
         sid = event.subscription_id
-        sub = self._subs.get(sid)
-        if sub is None or sub.acknowledged:
+        ack = self._subs.acknowledge(sid, event.resource_uris, event.list_changed)
+        if ack is None:
             self.counters.untrusted_messages += 1
             return []
         self.counters.acknowledgments += 1
-        if event.resource_uris - sub.requested:
+        if ack.asked_beyond_request:
             self.counters.untrusted_messages += 1  # an ack cannot cover what was not asked for
-        sub.acknowledged = True
-        sub.covered = event.resource_uris & sub.requested
-        sub.list_changed = event.list_changed and sub.list_changed_requested
         self._listen_supported = True
         self._stream_status = "live"
         decisions: list[Decision] = []
-        for uri in sorted(sub.covered):
-            newly = uri not in self._covered
-            self._covered[uri] = self._covered.get(uri, 0) + 1
+        for uri in ack.newly_covered:
             state = self._uris.get(uri)
-            if newly and state is not None and state.selected:
+            if state is not None and state.selected:
                 # A new stream proves nothing about the time before it (invariant 4):
                 # what was read before this moment is not fresh until read again.
                 self._invalidate(uri, self._reason_now(uri, state), "acknowledged", sid, True)
                 decisions.append(ReadResource(uri, self.default_partition, "acknowledged"))
+        sub = ack.subscription
         for uri in sorted(sub.requested - sub.covered):
             state = self._uris.get(uri)
             if state is not None and state.selected and not self._has_current_entry(uri, state):
                 # Not covered: read before use; read once now so entering warms it.
                 decisions.append(ReadResource(uri, self.default_partition, "acknowledged"))
         if sub.list_changed:
-            self._invalidate_lists()
+            self._lists.invalidate()
             decisions.append(Relist("acknowledged"))
         return decisions
 
@@ -704,7 +635,7 @@ class FreshnessEngine:
                 return []
             ended = [subscription_id]
         elif lost:
-            ended = list(self._subs)  # a loss with no id: the channel broke, all are gone
+            ended = self._subs.ids()  # a loss with no id: the channel broke, all are gone
         else:
             self.counters.untrusted_messages += 1
             return []
@@ -713,14 +644,15 @@ class FreshnessEngine:
             self.heard.note_everything()  # changes may have been missed for any URI
             watched_lists = False
             for sid in ended:
-                gone = self._subs[sid]
+                gone = self._subs.get(sid)
+                assert gone is not None
                 watched_lists = watched_lists or gone.list_changed
                 # Only what an acknowledged stream covered was ever vouched for.
                 for uri in sorted(gone.covered):
                     if uri in self._uris:
                         self._invalidate(uri, "stream_lost", "stream_lost", subscription_id, True)
             if watched_lists:
-                self._invalidate_lists()
+                self._lists.invalidate()
         for sid in ended:
             self._drop_subscription(sid)
         if self._subs:
@@ -729,16 +661,14 @@ class FreshnessEngine:
         return [Relisten(frozenset(self._selected), "stream_lost" if lost else "stream_closed")]
 
     def _drop_subscription(self, subscription_id: SubscriptionId) -> None:
-        """Forget one subscription; URIs only it covered are no longer covered."""
-        sub = self._subs.pop(subscription_id, None)
-        if sub is None:
-            return
-        _count_out(self._requested, sub.requested)
-        if sub.acknowledged:
-            for uri in _count_out(self._covered, sub.covered):
-                state = self._uris.get(uri)
-                if state is not None and state.selected:
-                    self._reindex(uri, state)
+        self._coverage_lost(self._subs.drop(subscription_id))
+
+    def _coverage_lost(self, uris: list[str]) -> None:
+        """``uris`` are covered by no stream any more: re-judge their hit-table rows."""
+        for uri in uris:
+            state = self._uris.get(uri)
+            if state is not None and state.selected:
+                self._reindex(uri, state)
 
     # ------------------------------------------------------------------ internals
 
@@ -751,12 +681,10 @@ class FreshnessEngine:
         so the cost does not grow with the selection.
         """
         named = [uri] if uri in self._uris else []
-        if self._requested:
-            for parent in _parents(uri):
-                if parent in self._requested:
-                    self.heard.note(parent)
-                    if parent in self._uris:
-                        named.append(parent)
+        for parent in self._subs.parents_asked_for(uri):
+            self.heard.note(parent)
+            if parent in self._uris:
+                named.append(parent)
         return named
 
     def _state(self, uri: str) -> _UriState:
@@ -811,7 +739,7 @@ class FreshnessEngine:
         return (
             state.selected
             and self.policy.uncovered == "read_before_use"
-            and uri not in self._covered
+            and not self._subs.covers(uri)
         )
 
     def _invalidate(
@@ -830,18 +758,12 @@ class FreshnessEngine:
         if self._on_invalidation is not None:
             self._on_invalidation(Invalidation(uri, cause, subscription_id, trusted))
 
-    def _invalidate_lists(self) -> None:
-        self._list_generation += 1
-        for key in self._list_pages:
-            self._store.discard(key)
-        self._list_pages.clear()
-
     def _index(self, uri: str, partition: Partition, state: _UriState, entry: Entry) -> None:
         assert isinstance(entry.value, ReadResult)
         if self._uncovered_strict(uri, state):
             return
         until = entry.expires_at
-        if self.policy.subscription_backed and state.selected and uri in self._covered:
+        if self.policy.subscription_backed and state.selected and self._subs.covers(uri):
             until = _INF
         self.hits_for(partition)[uri] = (until, entry.value)
 
@@ -872,7 +794,7 @@ class FreshnessEngine:
     def _evicted(self, key: EntryKey) -> None:
         _, method, param, partition = key
         if method == LIST:
-            self._list_pages.discard(key)
+            self._lists.evicted(key)
             return
         self._pop_hit(param, partition)
         state = self._uris.get(param)
@@ -883,45 +805,6 @@ class FreshnessEngine:
 
 def _idle(state: _UriState) -> bool:
     return not state.selected and not state.partitions and state.reads_in_flight == 0
-
-
-def _count_in(counts: dict[str, int], uris: Iterable[str]) -> None:
-    for uri in uris:
-        counts[uri] = counts.get(uri, 0) + 1
-
-
-def _count_out(counts: dict[str, int], uris: Iterable[str]) -> list[str]:
-    """Decrement ``uris``; returns those whose count reached zero (and were removed)."""
-    gone: list[str] = []
-    for uri in uris:
-        left = counts.get(uri, 0) - 1
-        if left > 0:
-            counts[uri] = left
-        elif uri in counts:
-            del counts[uri]
-            gone.append(uri)
-    return gone
-
-
-def _parents(uri: str) -> Iterable[str]:
-    """Every proper prefix ``p`` of ``uri`` with ``_is_under(uri, p)``."""
-    for i, char in enumerate(uri):
-        if char in "/#?":
-            if i:
-                yield uri[:i]
-            if char == "/" and i + 1 < len(uri):
-                yield uri[: i + 1]
-
-
-def _is_under(uri: str, parent: str) -> bool:
-    if not uri.startswith(parent):
-        return False
-    return parent.endswith("/") or uri[len(parent) : len(parent) + 1] in ("/", "#", "?")
-
-
-def _cursor_key(cursor: str | None) -> str:
-    # The spec says "" is a valid cursor, distinct from "no cursor" (the first page).
-    return "\x00first" if cursor is None else cursor
 
 
 def _size_of(uri: str, contents: tuple[ResourceContents, ...]) -> int:
