@@ -56,7 +56,7 @@ from ._core import (
     problem_result,
 )
 from ._core._backoff import BackoffSettings
-from ._core._engine import NO_HITS
+from ._core._hits import NO_HITS
 from ._core._streams import (
     CloseStream,
     ListenSupervisor,

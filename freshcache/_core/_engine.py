@@ -57,6 +57,7 @@ from ._events import (
     UntrustedMessage,
 )
 from ._heard import ChangesHeard
+from ._hits import HitTable, HitTables
 from ._lists import LIST, ListPages, ListTicket
 from ._model import (
     AWAITING_FRESH_SOURCE,
@@ -71,18 +72,13 @@ from ._model import (
     problem_result,
 )
 from ._policy import Policy
+from ._records import UriRecord, UriRecords
 
 READ = "resources/read"
 _INF = float("inf")
 _ENTRY_OVERHEAD = 256  # rough bytes of bookkeeping per entry beyond the contents
 
 SubscriptionId = str | int
-Hit = tuple[float, ReadResult]
-"""(fresh until, result) in a partition's hit table."""
-HitTable = dict[str, Hit]
-
-NO_HITS: HitTable = {}
-"""Stands for the table of a partition that has none yet; never written to."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,55 +100,6 @@ class Invalidation:
     cause: str
     subscription_id: SubscriptionId | None
     trusted: bool
-
-
-_DEFAULT_ONLY: tuple[Partition, ...] = (None,)
-_REMEMBERED_IDLE = 1024
-"""Records of URIs that hold nothing but a failure or an invalidation reason, kept
-for `status` (oldest dropped first)."""
-
-
-@dataclass(slots=True)
-class _UriState:
-    generation: int
-    invalid_reason: Reason = "not_cached"
-    """What status says when no entry is at `generation`: why it was invalidated, or
-    ``not_cached`` when nothing was read since (or the entry was evicted)."""
-    selected: bool = False
-    reads_in_flight: int = 0
-    partitions: tuple[Partition, ...] = ()
-    """Partitions that hold an entry for this URI in the store (usually one)."""
-    problems: dict[Partition, tuple[int, ReadResult]] | None = None
-    """Latest failed outcome per partition, with the generation it happened at.
-    Both are created on first use: most URIs never fail and have one partition,
-    and at 100k entries an empty set and dict each would cost ~450 bytes."""
-
-    def problem(self, partition: Partition) -> tuple[int, ReadResult] | None:
-        return None if self.problems is None else self.problems.get(partition)
-
-    def set_problem(self, partition: Partition, result: ReadResult) -> None:
-        if self.problems is None:
-            self.problems = {}
-        self.problems[partition] = (self.generation, result)
-
-    def clear_problem(self, partition: Partition) -> None:
-        if self.problems is not None:
-            self.problems.pop(partition, None)
-
-    def add_partition(self, partition: Partition) -> None:
-        if partition not in self.partitions:
-            self.partitions = (
-                _DEFAULT_ONLY
-                if not self.partitions and partition is None
-                else (
-                    *self.partitions,
-                    partition,
-                )
-            )
-
-    def drop_partition(self, partition: Partition) -> None:
-        if partition in self.partitions:
-            self.partitions = tuple(p for p in self.partitions if p != partition)
 
 
 @dataclass(slots=True)
@@ -193,18 +140,16 @@ class FreshnessEngine:
         self.clock = clock
         self.wall_clock = wall_clock
         self.counters = Counters()
-        self.hit_tables: dict[Partition, HitTable] = {}
-        """Partition -> its hit table. Only entries whose generation is current."""
-        self.hits: HitTable = self.hits_for(default_partition)
+        self._hits = HitTables()
+        self.hit_tables = self._hits.tables
+        """Partition -> its hit table (see `HitTables`)."""
+        self.hits: HitTable = self._hits.table(default_partition)
         """The default partition's hit table: bare URI -> (fresh until, result)."""
         self._store = store
         self._store.set_eviction_listener(self._evicted)
-        self._uris: dict[str, _UriState] = {}
-        self._generations = 0
+        self._uris = UriRecords()
         self.heard = ChangesHeard()
         """Changes heard of, for answers of unknown origin (`ReadReply.from_server` None)."""
-        self._remembered: dict[str, None] = {}
-        """Idle records kept for what `status` says of them, oldest first (bounded)."""
         self._selected: set[str] = set()
         self._subs = Coverage()
         self._stream_status: StreamStatus = "idle"
@@ -245,26 +190,17 @@ class FreshnessEngine:
 
     def hits_for(self, partition: Partition) -> HitTable:
         """The hit table of ``partition`` (made on first use; never replaced)."""
-        table = self.hit_tables.get(partition)
-        if table is None:
-            table = self.hit_tables[partition] = {}
-        return table
+        return self._hits.table(partition)
 
     def lookup(self, uri: str, partition: Partition) -> ReadResult | None:
         """A fresh result from the cache, or ``None`` when a server read is needed."""
         now = self.clock()
-        table = self.hit_tables.get(partition)
-        hit = None if table is None else table.get(uri)
-        if hit is not None and now < hit[0]:
-            return hit[1]
-        if self.policy.share_public and partition != PUBLIC:
+        fresh = self._hits.fresh(uri, partition, now)
+        if fresh is None and self.policy.share_public and partition != PUBLIC:
             state = self._uris.get(uri)
             if state is not None and state.problem(partition) is None:
-                table = self.hit_tables.get(PUBLIC)
-                hit = None if table is None else table.get(uri)
-                if hit is not None and now < hit[0]:
-                    return hit[1]
-        return None
+                fresh = self._hits.fresh(uri, PUBLIC, now)
+        return fresh
 
     def status(self, uri: str, partition: Partition = None) -> ReadResult:
         """What a read would hand out right now, without any I/O."""
@@ -288,7 +224,7 @@ class FreshnessEngine:
 
     def begin_read(self, uri: str, partition: Partition) -> ReadTicket:
         """Note that a server read of ``uri`` is being sent now."""
-        state = self._state(uri)
+        state = self._uris.of(uri)
         state.reads_in_flight += 1
         self.counters.server_reads += 1
         return ReadTicket(uri, partition, state.generation, self.heard.count)
@@ -303,7 +239,7 @@ class FreshnessEngine:
     ) -> ReadResult | None:
         """Judge a reply. ``None`` means an invalidation overtook the read: read again."""
         uri, partition = ticket.uri, ticket.partition
-        state = self._state(uri)
+        state = self._uris.of(uri)
         state.reads_in_flight = max(0, state.reads_in_flight - 1)
         try:
             match reply:
@@ -328,18 +264,18 @@ class FreshnessEngine:
                 case _:
                     assert_never(reply)
         finally:
-            self._forget_if_idle(uri, state)
+            self._uris.forget_if_idle(uri, state)
 
     def abandon_read(self, ticket: ReadTicket) -> None:
         """The read sent under ``ticket`` will never be judged (it was cancelled)."""
         state = self._uris.get(ticket.uri)
         if state is not None:
             state.reads_in_flight = max(0, state.reads_in_flight - 1)
-            self._forget_if_idle(ticket.uri, state)
+            self._uris.forget_if_idle(ticket.uri, state)
 
     def note_timeout(self, uri: str, partition: Partition) -> ReadResult:
         """The caller's deadline passed while the read goes on in the background."""
-        state = self._state(uri)
+        state = self._uris.of(uri)
         result = problem_result(
             uri,
             AWAITING_FRESH_SOURCE,
@@ -348,10 +284,10 @@ class FreshnessEngine:
             detail="the server read did not answer before the deadline",
         )
         result = self._maybe_stale(self._record_problem(state, partition, result), partition)
-        self._forget_if_idle(uri, state)
+        self._uris.forget_if_idle(uri, state)
         return result
 
-    def _store_reply(self, ticket: ReadTicket, state: _UriState, reply: ReadReply) -> ReadResult:
+    def _store_reply(self, ticket: ReadTicket, state: UriRecord, reply: ReadReply) -> ReadResult:
         uri, partition = ticket.uri, ticket.partition
         now = self.clock()
         fetched_at = self.wall_clock()
@@ -385,7 +321,7 @@ class FreshnessEngine:
         return handed
 
     def _record_failure(
-        self, ticket: ReadTicket, state: _UriState, failure: RequestFailed
+        self, ticket: ReadTicket, state: UriRecord, failure: RequestFailed
     ) -> ReadResult:
         uri, partition = ticket.uri, ticket.partition
         detail = failure.detail or None
@@ -407,15 +343,15 @@ class FreshnessEngine:
                 assert_never(failure.kind)
         # A failure makes nothing fresher; it still masks a TTL-valid entry of the
         # same generation, because read-before-use failed for it.
-        self._pop_hit(uri, partition)
+        self._hits.pop(uri, partition)
         if ticket.generation == state.generation:
             state.set_problem(partition, result)
         return self._maybe_stale(result, partition)
 
     def _record_problem(
-        self, state: _UriState, partition: Partition, result: ReadResult
+        self, state: UriRecord, partition: Partition, result: ReadResult
     ) -> ReadResult:
-        self._pop_hit(result.uri, partition)
+        self._hits.pop(result.uri, partition)
         state.set_problem(partition, result)
         return result
 
@@ -492,13 +428,13 @@ class FreshnessEngine:
         added = [uri for uri in wanted if uri not in self._selected]
         for uri in removed:
             self._selected.discard(uri)
-            state = self._uris[uri]
+            state = self._uris.of(uri)
             state.selected = False
             self._reindex(uri, state)
-            self._forget_if_idle(uri, state)
+            self._uris.forget_if_idle(uri, state)
         decisions: list[Decision] = []
         for uri in added:
-            state = self._state(uri)
+            state = self._uris.of(uri)
             state.selected = True
             self._selected.add(uri)
             self._reindex(uri, state)
@@ -531,7 +467,7 @@ class FreshnessEngine:
                     self._invalidate(
                         uri, "invalidated", "resources/updated", event.subscription_id, trusted
                     )
-                    if self._uris[uri].selected:
+                    if self._uris.of(uri).selected:
                         decisions.append(
                             ReadResource(uri, self.default_partition, "resources/updated")
                         )
@@ -553,7 +489,7 @@ class FreshnessEngine:
                 # No stream will ever cover them: read what was never read (entering).
                 reads: list[Decision] = []
                 for uri in sorted(self._selected):
-                    state = self._uris[uri]
+                    state = self._uris.of(uri)
                     self._reindex(uri, state)
                     if not self._has_current_entry(uri, state):
                         reads.append(ReadResource(uri, self.default_partition, "selected"))
@@ -687,55 +623,25 @@ class FreshnessEngine:
                 named.append(parent)
         return named
 
-    def _state(self, uri: str) -> _UriState:
-        state = self._uris.get(uri)
-        if state is None:
-            state = self._uris[uri] = _UriState(self._new_generation())
-        return state
-
-    def _new_generation(self) -> int:
-        self._generations += 1
-        return self._generations
-
-    def _forget_if_idle(self, uri: str, state: _UriState) -> None:
-        """Drop the record of a URI nothing depends on any more (invariant 10).
-
-        A record that still says something (a failure, why it was invalidated) is
-        kept a while for `status`, among the last `_REMEMBERED_IDLE` such records.
-        """
-        if not _idle(state) or self._uris.get(uri) is not state:
-            return
-        if state.problems or state.invalid_reason != "not_cached":
-            self._remembered[uri] = None
-            while len(self._remembered) > _REMEMBERED_IDLE:
-                oldest = next(iter(self._remembered))
-                del self._remembered[oldest]
-                gone = self._uris.get(oldest)
-                if gone is not None and _idle(gone):
-                    del self._uris[oldest]
-        else:
-            del self._uris[uri]
-            self._remembered.pop(uri, None)
-
     def _entry(self, uri: str, partition: Partition) -> Entry | None:
         entry = self._store.get((self.server_id, READ, uri, partition))
         if entry is None and self.policy.share_public:
             entry = self._store.get((self.server_id, READ, uri, PUBLIC))
         return entry
 
-    def _has_current_entry(self, uri: str, state: _UriState) -> bool:
+    def _has_current_entry(self, uri: str, state: UriRecord) -> bool:
         for part in state.partitions:
             entry = self._store.get((self.server_id, READ, uri, part))
             if entry is not None and entry.generation == state.generation:
                 return True
         return False
 
-    def _reason_now(self, uri: str, state: _UriState) -> Reason:
+    def _reason_now(self, uri: str, state: UriRecord) -> Reason:
         """Why ``uri`` is not fresh after a new invalidation: a copy we held is now
         ``invalidated``; one already invalid keeps the reason it had."""
         return "invalidated" if self._has_current_entry(uri, state) else state.invalid_reason
 
-    def _uncovered_strict(self, uri: str, state: _UriState) -> bool:
+    def _uncovered_strict(self, uri: str, state: UriRecord) -> bool:
         return (
             state.selected
             and self.policy.uncovered == "read_before_use"
@@ -750,33 +656,28 @@ class FreshnessEngine:
         subscription_id: SubscriptionId | None,
         trusted: bool,
     ) -> None:
-        state = self._state(uri)
-        state.generation = self._new_generation()  # first: any read in flight is outdated
+        state = self._uris.of(uri)
+        state.generation = self._uris.new_generation()  # first: any read in flight is outdated
         state.invalid_reason = reason
         self._unindex(uri, state)
         self.counters.invalidations += 1
         if self._on_invalidation is not None:
             self._on_invalidation(Invalidation(uri, cause, subscription_id, trusted))
 
-    def _index(self, uri: str, partition: Partition, state: _UriState, entry: Entry) -> None:
+    def _index(self, uri: str, partition: Partition, state: UriRecord, entry: Entry) -> None:
         assert isinstance(entry.value, ReadResult)
         if self._uncovered_strict(uri, state):
             return
         until = entry.expires_at
         if self.policy.subscription_backed and state.selected and self._subs.covers(uri):
             until = _INF
-        self.hits_for(partition)[uri] = (until, entry.value)
+        self._hits.put(uri, partition, until, entry.value)
 
-    def _pop_hit(self, uri: str, partition: Partition) -> None:
-        table = self.hit_tables.get(partition)
-        if table is not None:
-            table.pop(uri, None)
-
-    def _unindex(self, uri: str, state: _UriState) -> None:
+    def _unindex(self, uri: str, state: UriRecord) -> None:
         for part in state.partitions:
-            self._pop_hit(uri, part)
+            self._hits.pop(uri, part)
 
-    def _reindex(self, uri: str, state: _UriState) -> None:
+    def _reindex(self, uri: str, state: UriRecord) -> None:
         """Coverage or selection of ``uri`` changed: recompute its hit-table rows."""
         self._unindex(uri, state)
         for part in state.partitions:
@@ -786,8 +687,8 @@ class FreshnessEngine:
                 if problem is None or problem[0] != state.generation:
                     self._index(uri, part, state, entry)
 
-    def _drop_entry(self, uri: str, partition: Partition, state: _UriState) -> None:
-        self._pop_hit(uri, partition)
+    def _drop_entry(self, uri: str, partition: Partition, state: UriRecord) -> None:
+        self._hits.pop(uri, partition)
         state.drop_partition(partition)
         self._store.discard((self.server_id, READ, uri, partition))
 
@@ -796,15 +697,11 @@ class FreshnessEngine:
         if method == LIST:
             self._lists.evicted(key)
             return
-        self._pop_hit(param, partition)
+        self._hits.pop(param, partition)
         state = self._uris.get(param)
         if state is not None:
             state.drop_partition(partition)
-            self._forget_if_idle(param, state)
-
-
-def _idle(state: _UriState) -> bool:
-    return not state.selected and not state.partitions and state.reads_in_flight == 0
+            self._uris.forget_if_idle(param, state)
 
 
 def _size_of(uri: str, contents: tuple[ResourceContents, ...]) -> int:
