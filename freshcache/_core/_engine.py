@@ -1,30 +1,65 @@
 """The freshness engine: this module owns every transition rule (DESIGN §2, §5).
 
-Sans-IO. Facts come in (`handle` for stream events, `finish_read`/`finish_list` for
-replies), decisions come out (`ReadResource`, `Relist`, `Relisten`). The engine never
-sleeps, never touches a socket and reads time only from the injected clocks.
+Sans-IO. Facts come in (`handle` for stream events, `handle_hint` for hints an
+answer carried, `finish_read`/`finish_list` for replies, `select`), decisions come
+out (`ReadResource`, `Relist`, `Relisten`). The engine never sleeps, never touches a
+socket and reads time only from the injected clocks. Its bookkeeping lives beside
+it (`UriRecords`, `Coverage`, `HitTables`, `ListPages`, `ChangesHeard`); the rules
+live here.
 
 The one promise: the text handed out is never older than the newest change heard
-of. The mechanism is a *generation* per URI. Every invalidation bumps it before
-anything else; a read records the generation when it is *sent* (`begin_read`); when
-the reply lands under a newer generation it is discarded, never stored as fresh
-(invariant 1). Only entries whose generation is current sit in the hit tables (one
-dict per partition, keyed by bare URI), the index the fast path consults.
+of. The mechanism is a *generation* per URI, from one engine-wide counter (so it
+never restarts, even when a record is dropped: invariant 10). Every invalidation
+gives the URI a new generation before anything else; a read records the generation
+when it is *sent* (`begin_read`); a reply that lands under a newer one is discarded,
+never stored as fresh (invariant 1).
 
-Generations come from one engine-wide counter, so they never restart: the record of
-a URI that holds no entry, is not selected and has no read in flight is dropped
-(invariant 10), and a reply to a read sent before that still finds a different
-generation when it lands.
+What a URI is, for one partition (what `status` reports):
 
-An acknowledgment is an invalidation too (invariant 4): every selected URI that the
-new stream covers and no other live stream covered a moment before gets a new
-generation and a re-read, so only a read sent after the acknowledgment makes it
-subscription-backed fresh. URIs a live stream kept covering through a selection swap
-keep their entries.
+============  ====================================================  =================
+condition     meaning                                               status
+============  ====================================================  =================
+unknown       no record: never read, or forgotten (nothing held)    awaiting, not_cached
+fresh         an entry at the current generation, in the hit        fresh
+              table: within ``ttlMs`` (or subscription-backed)
+uncovered     selected, entry current, but no live acknowledged     awaiting, uncovered
+              stream covers it: read before each use (inv. 5)
+expired       entry current but its ``ttlMs`` window has passed     awaiting, expired
+invalidated   no entry at the current generation (a hint, a loss,   awaiting, the reason
+              an acknowledgment that newly covers it, a list        of the invalidation
+              it left)
+failed        the latest read at this generation failed             denied / not_found /
+                                                                    awaiting (its kind)
+============  ====================================================  =================
 
-Costs (DESIGN §8): a notification touches the URIs it names, found by exact match and
-by the URI's own prefixes (the sub-resource rule), never by scanning the selection;
-coverage and the selection are kept as counts and sets, not rebuilt per call.
+Transitions (every row bumps the generation first where it invalidates):
+
+=====================================  =========================================
+event                                  what follows
+=====================================  =========================================
+read sent (`begin_read`)               nothing changes; the ticket keeps the
+                                       generation and the changes-heard count
+reply at the current generation        fresh (stored, indexed unless uncovered)
+reply under an older generation        discarded; the caller reads again
+reply from a local copy, or of         failed (``local_copy_only``)
+unknown origin after a change heard
+failure at the current generation      failed; denied/not_found drop the copy
+``resources/updated`` (any envelope,   invalidated (``invalidated``); selected:
+on any stream or answer)               re-read
+stream lost                            what it covered: invalidated
+                                       (``stream_lost``); re-listen
+acknowledgment                         what it newly covers (no other live stream
+                                       covered it): invalidated, re-read; what it
+                                       omits stays uncovered (inv. 4, 5)
+coverage ends (close, swap, cancel)    fresh -> uncovered for selected URIs
+selected / deselected                  re-judged; a new URI waits for the ack
+TTL passes                             fresh -> expired (by the clock, no event)
+evicted by the store                   -> unknown unless selected or reading
+=====================================  =========================================
+
+Costs (DESIGN §8): a notification touches the URIs it names, found by exact match
+and by the URI's own prefixes (the sub-resource rule), never by scanning the
+selection; coverage and the selection are counts and sets, never rebuilt per call.
 """
 
 from __future__ import annotations
@@ -120,8 +155,8 @@ class Counters:
 StreamStatus = str  # "idle" | "opening" | "live" | "closed" | "lost" | "unsupported"
 
 
-class FreshnessEngine:
-    """Freshness bookkeeping for one server, many URIs and partitions."""
+class _Bookkeeping:
+    """State shared by the rules below: records, coverage, hit tables, lists."""
 
     def __init__(
         self,
@@ -156,6 +191,107 @@ class FreshnessEngine:
         self._listen_supported: bool | None = None
         self._lists = ListPages(store, server_id, self.policy)
         self._on_invalidation = on_invalidation
+
+    # ------------------------------------------------------------------ internals
+
+    def _named_by(self, uri: str) -> list[str]:
+        """URIs a ``resources/updated`` for ``uri`` invalidates.
+
+        The URI itself, and, when the notification names a sub-resource of a URI we
+        subscribed to (the schema allows that), the subscribed parent too: a hint may
+        only make content less fresh. Parents are found among ``uri``'s own prefixes,
+        so the cost does not grow with the selection.
+        """
+        named = [uri] if uri in self._uris else []
+        for parent in self._subs.parents_asked_for(uri):
+            self.heard.note(parent)
+            if parent in self._uris:
+                named.append(parent)
+        return named
+
+    def _entry(self, uri: str, partition: Partition) -> Entry | None:
+        entry = self._store.get((self.server_id, READ, uri, partition))
+        if entry is None and self.policy.share_public:
+            entry = self._store.get((self.server_id, READ, uri, PUBLIC))
+        return entry
+
+    def _has_current_entry(self, uri: str, state: UriRecord) -> bool:
+        for part in state.partitions:
+            entry = self._store.get((self.server_id, READ, uri, part))
+            if entry is not None and entry.generation == state.generation:
+                return True
+        return False
+
+    def _reason_now(self, uri: str, state: UriRecord) -> Reason:
+        """Why ``uri`` is not fresh after a new invalidation: a copy we held is now
+        ``invalidated``; one already invalid keeps the reason it had."""
+        return "invalidated" if self._has_current_entry(uri, state) else state.invalid_reason
+
+    def _uncovered_strict(self, uri: str, state: UriRecord) -> bool:
+        return (
+            state.selected
+            and self.policy.uncovered == "read_before_use"
+            and not self._subs.covers(uri)
+        )
+
+    def _invalidate(
+        self,
+        uri: str,
+        reason: Reason,
+        cause: str,
+        subscription_id: SubscriptionId | None,
+        trusted: bool,
+    ) -> None:
+        state = self._uris.of(uri)
+        state.generation = self._uris.new_generation()  # first: any read in flight is outdated
+        state.invalid_reason = reason
+        self._unindex(uri, state)
+        self.counters.invalidations += 1
+        if self._on_invalidation is not None:
+            self._on_invalidation(Invalidation(uri, cause, subscription_id, trusted))
+
+    def _index(self, uri: str, partition: Partition, state: UriRecord, entry: Entry) -> None:
+        assert isinstance(entry.value, ReadResult)
+        if self._uncovered_strict(uri, state):
+            return
+        until = entry.expires_at
+        if self.policy.subscription_backed and state.selected and self._subs.covers(uri):
+            until = _INF
+        self._hits.put(uri, partition, until, entry.value)
+
+    def _unindex(self, uri: str, state: UriRecord) -> None:
+        for part in state.partitions:
+            self._hits.pop(uri, part)
+
+    def _reindex(self, uri: str, state: UriRecord) -> None:
+        """Coverage or selection of ``uri`` changed: recompute its hit-table rows."""
+        self._unindex(uri, state)
+        for part in state.partitions:
+            entry = self._store.get((self.server_id, READ, uri, part))
+            if entry is not None and entry.generation == state.generation:
+                problem = state.problem(part)
+                if problem is None or problem[0] != state.generation:
+                    self._index(uri, part, state, entry)
+
+    def _drop_entry(self, uri: str, partition: Partition, state: UriRecord) -> None:
+        self._hits.pop(uri, partition)
+        state.drop_partition(partition)
+        self._store.discard((self.server_id, READ, uri, partition))
+
+    def _evicted(self, key: EntryKey) -> None:
+        _, method, param, partition = key
+        if method == LIST:
+            self._lists.evicted(key)
+            return
+        self._hits.pop(param, partition)
+        state = self._uris.get(param)
+        if state is not None:
+            state.drop_partition(partition)
+            self._uris.forget_if_idle(param, state)
+
+
+class _ReadRules(_Bookkeeping):
+    """What a read, a reply and a list page do (invariants 1, 3, 6, 8)."""
 
     # ------------------------------------------------------------------ queries
 
@@ -413,6 +549,10 @@ class FreshnessEngine:
             decisions.append(ReadResource(uri, partition, "left_list"))
         return decisions
 
+
+class FreshnessEngine(_ReadRules):
+    """Freshness bookkeeping for one server, many URIs and partitions."""
+
     # ------------------------------------------------------------------ selection
 
     def select(self, uris: Iterable[str]) -> list[Decision]:
@@ -605,103 +745,6 @@ class FreshnessEngine:
             state = self._uris.get(uri)
             if state is not None and state.selected:
                 self._reindex(uri, state)
-
-    # ------------------------------------------------------------------ internals
-
-    def _named_by(self, uri: str) -> list[str]:
-        """URIs a ``resources/updated`` for ``uri`` invalidates.
-
-        The URI itself, and, when the notification names a sub-resource of a URI we
-        subscribed to (the schema allows that), the subscribed parent too: a hint may
-        only make content less fresh. Parents are found among ``uri``'s own prefixes,
-        so the cost does not grow with the selection.
-        """
-        named = [uri] if uri in self._uris else []
-        for parent in self._subs.parents_asked_for(uri):
-            self.heard.note(parent)
-            if parent in self._uris:
-                named.append(parent)
-        return named
-
-    def _entry(self, uri: str, partition: Partition) -> Entry | None:
-        entry = self._store.get((self.server_id, READ, uri, partition))
-        if entry is None and self.policy.share_public:
-            entry = self._store.get((self.server_id, READ, uri, PUBLIC))
-        return entry
-
-    def _has_current_entry(self, uri: str, state: UriRecord) -> bool:
-        for part in state.partitions:
-            entry = self._store.get((self.server_id, READ, uri, part))
-            if entry is not None and entry.generation == state.generation:
-                return True
-        return False
-
-    def _reason_now(self, uri: str, state: UriRecord) -> Reason:
-        """Why ``uri`` is not fresh after a new invalidation: a copy we held is now
-        ``invalidated``; one already invalid keeps the reason it had."""
-        return "invalidated" if self._has_current_entry(uri, state) else state.invalid_reason
-
-    def _uncovered_strict(self, uri: str, state: UriRecord) -> bool:
-        return (
-            state.selected
-            and self.policy.uncovered == "read_before_use"
-            and not self._subs.covers(uri)
-        )
-
-    def _invalidate(
-        self,
-        uri: str,
-        reason: Reason,
-        cause: str,
-        subscription_id: SubscriptionId | None,
-        trusted: bool,
-    ) -> None:
-        state = self._uris.of(uri)
-        state.generation = self._uris.new_generation()  # first: any read in flight is outdated
-        state.invalid_reason = reason
-        self._unindex(uri, state)
-        self.counters.invalidations += 1
-        if self._on_invalidation is not None:
-            self._on_invalidation(Invalidation(uri, cause, subscription_id, trusted))
-
-    def _index(self, uri: str, partition: Partition, state: UriRecord, entry: Entry) -> None:
-        assert isinstance(entry.value, ReadResult)
-        if self._uncovered_strict(uri, state):
-            return
-        until = entry.expires_at
-        if self.policy.subscription_backed and state.selected and self._subs.covers(uri):
-            until = _INF
-        self._hits.put(uri, partition, until, entry.value)
-
-    def _unindex(self, uri: str, state: UriRecord) -> None:
-        for part in state.partitions:
-            self._hits.pop(uri, part)
-
-    def _reindex(self, uri: str, state: UriRecord) -> None:
-        """Coverage or selection of ``uri`` changed: recompute its hit-table rows."""
-        self._unindex(uri, state)
-        for part in state.partitions:
-            entry = self._store.get((self.server_id, READ, uri, part))
-            if entry is not None and entry.generation == state.generation:
-                problem = state.problem(part)
-                if problem is None or problem[0] != state.generation:
-                    self._index(uri, part, state, entry)
-
-    def _drop_entry(self, uri: str, partition: Partition, state: UriRecord) -> None:
-        self._hits.pop(uri, partition)
-        state.drop_partition(partition)
-        self._store.discard((self.server_id, READ, uri, partition))
-
-    def _evicted(self, key: EntryKey) -> None:
-        _, method, param, partition = key
-        if method == LIST:
-            self._lists.evicted(key)
-            return
-        self._hits.pop(param, partition)
-        state = self._uris.get(param)
-        if state is not None:
-            state.drop_partition(partition)
-            self._uris.forget_if_idle(param, state)
 
 
 def _size_of(uri: str, contents: tuple[ResourceContents, ...]) -> int:
