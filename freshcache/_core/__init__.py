@@ -8,6 +8,7 @@ from ._backoff import ReconnectBudget
 from ._engine import Counters, FreshnessEngine, Invalidation, ListTicket, ReadTicket
 from ._entries import PUBLIC, Entry, EntryKey, Partition, Store
 from ._events import (
+    ChangesMissed,
     Decision,
     FailureKind,
     ListenAcknowledged,
@@ -57,6 +58,7 @@ __all__ = [
     "STALE",
     "STATES",
     "CacheScope",
+    "ChangesMissed",
     "Counters",
     "Decision",
     "Entry",

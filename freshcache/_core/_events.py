@@ -29,8 +29,10 @@ class ReadReply:
     ttl_ms: float | None = None
     """The result's ``ttlMs``; ``None`` (absent) counts as 0."""
     cache_scope: CacheScope | None = None
-    from_server: bool = True
-    """False when a loader answered from a local copy instead of the server."""
+    from_server: bool | None = True
+    """False when a loader answered from a local copy instead of the server; ``None``
+    when it cannot tell: trusted only until a change of the URI is heard of (see
+    `ChangesHeard`)."""
     multi_round_trip: bool = False
     """True for results of a retry with ``inputResponses``/``requestState``: never cached."""
     hints: tuple[StreamEvent, ...] = ()
@@ -114,6 +116,14 @@ class ResourceListChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class ChangesMissed:
+    """The source may have missed changes of any URI (a change feed that lost events
+    while no stream was open). Only a hint: no stream ended."""
+
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class StreamLost:
     """The subscription stream ended without the server's ``complete`` result."""
 
@@ -152,6 +162,7 @@ StreamEvent = (
     | StreamClosed
     | ListenUnsupported
     | UntrustedMessage
+    | ChangesMissed
 )
 """Everything a subscription stream can report to the engine."""
 
