@@ -8,6 +8,8 @@ The surface, by who needs it:
 
 - everyone: `FreshCache` (and `freshcache.sync.SyncFreshCache`), `ReadResult` and the
   state names, `Policy`, `MemoryStore`, the errors under `FreshCacheError`;
+- an agent step: `Context` (from `FreshCache.context`), `StateChanges` of `StateChange`
+  items and `ChangesDropped` markers (from `FreshCache.changes`);
 - reaching a server: `HttpSource`, `StdioSource`, `McpClientSource`, `LoaderSource`;
 - writing a `Source`: the replies (`ReadReply`, `ListReply`, `RequestFailed`) and the
   stream events it yields (`ListenStarted`, `ListenAcknowledged`, `ResourceUpdated`,
@@ -17,6 +19,7 @@ The surface, by who needs it:
 """
 
 from ._cache import FreshCache, ListResult
+from ._context import ChangesDropped, Context, StateChange, StateChanges
 from ._core import (
     AWAITING_FRESH_SOURCE,
     DENIED,
@@ -72,9 +75,11 @@ __all__ = [
     "PROTOCOL_VERSION",
     "STALE",
     "BackoffSettings",
+    "ChangesDropped",
     "ChangesMissed",
     "ClientIdentity",
     "ConfigurationError",
+    "Context",
     "DenialRules",
     "FailureKind",
     "FreshCache",
@@ -104,6 +109,8 @@ __all__ = [
     "ResourceUpdated",
     "ServerInfo",
     "Source",
+    "StateChange",
+    "StateChanges",
     "StdioSource",
     "StreamClosed",
     "StreamEvent",

@@ -25,6 +25,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 from typing_extensions import Self, assert_never
 
+from ._context import ChangeFeed, Context, StateChanges, split_results
 from ._core import (
     AWAITING_FRESH_SOURCE,
     FRESH,
@@ -147,12 +148,14 @@ class FreshCache:
             carry_out=self._carry_out,
             enabled=listen,
         )
+        self._changes = ChangeFeed(self.status, lambda: self.engine.selected)
         self._flights = ReadFlights(
             source=source,
             engine=self.engine,
             telemetry=self.telemetry,
             feed_hints=self._feed_hints,
             max_background=max_concurrent_reads,
+            on_settled=self._settled,
         )
         self._relisting = False
         self._tg: TaskGroup | None = None
@@ -184,6 +187,7 @@ class FreshCache:
         tg = self._tg
         assert tg is not None
         self._streams.closing = True
+        self._changes.close()
         tg.cancel_scope.cancel()
         try:
             await tg.__aexit__(exc_type, exc, tb)
@@ -271,6 +275,47 @@ class FreshCache:
         """Hints carried on a request's own answer count before its reply is judged."""
         for hint in hints:
             self._carry_out(self.engine.handle_hint(hint))
+
+    # ------------------------------------------------------------------ agent steps
+    # (issue 15: `context` and `changes`; the feed itself lives in `._context`)
+
+    async def context(
+        self, uris: Iterable[str], *, timeout: float | None = None, principal: str | None = None
+    ) -> Context:
+        """Read ``uris`` at once: the fresh texts for a prompt, the rest withheld with a reason.
+
+        Reads run concurrently and share single flight and the deadline of `read`
+        (``timeout``, default ``read_timeout``); a URI asked for twice is read once.
+        """
+        if isinstance(uris, str):
+            raise ConfigurationError(f"context() takes a list of URIs, got the string {uris!r}")
+        wanted = list(dict.fromkeys(uris))
+        results: list[ReadResult | None] = [None] * len(wanted)
+
+        async def one(index: int, uri: str) -> None:
+            results[index] = await self.read(uri, timeout=timeout, principal=principal)
+
+        async with anyio.create_task_group() as tg:
+            for index, uri in enumerate(wanted):
+                tg.start_soon(one, index, uri)
+        return split_results([r for r in results if r is not None])
+
+    def changes(self, *, max_pending: int = 256) -> StateChanges:
+        """Subscribe to state changes of URIs (`StateChange`), as the default principal sees them.
+
+        Subscribed at once; iterate with ``async for`` (inside ``async with`` to stop
+        early). A consumer ``max_pending`` changes behind gets one `ChangesDropped`
+        instead of the backlog. Costs nothing while nobody is subscribed.
+        """
+        if not isinstance(max_pending, int) or max_pending < 1:
+            raise ConfigurationError(
+                f"max_pending must be a whole number >= 1, got {max_pending!r}"
+            )
+        return self._changes.subscribe(max_pending)
+
+    def _settled(self, partition: Partition, result: ReadResult) -> None:
+        if self._changes.active and partition == self.principal:
+            self._changes.observe(result)
 
     # ------------------------------------------------------------------ lists
 
@@ -387,6 +432,8 @@ class FreshCache:
 
     def _invalidated(self, event: Invalidation) -> None:
         self.telemetry.invalidated(event, self._clock())
+        if self._changes.active:
+            self._changes.invalidated(event.uri)
 
     async def _discover(self) -> ServerInfo | None:
         try:

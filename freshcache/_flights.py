@@ -60,12 +60,15 @@ class ReadFlights:
         telemetry: Telemetry,
         feed_hints: Callable[[tuple[StreamEvent, ...]], None],
         max_background: int,
+        on_settled: Callable[[Partition, ReadResult], None] | None = None,
     ) -> None:
         self._source = source
         self._engine = engine
         self._telemetry = telemetry
         self._feed_hints = feed_hints
         self.max_background = max_background
+        self._on_settled = on_settled
+        """Told of every flight's result (`FreshCache.changes`)."""
         self.tg: TaskGroup | None = None
         self._flights: dict[tuple[str, Partition], _Flight] = {}
         self._queued: dict[tuple[str, Partition], str] = {}
@@ -139,6 +142,8 @@ class ReadFlights:
             if self._flights.get((uri, partition)) is flight:
                 del self._flights[(uri, partition)]
             flight.done.set()
+            if self._on_settled is not None:
+                self._on_settled(partition, result)
             if flight.background:
                 self._background_running -= 1
                 self._start_queued()

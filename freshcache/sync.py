@@ -33,6 +33,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from typing_extensions import Self
 
 from ._cache import FreshCache, ListResult
+from ._context import Context
 from ._core import ReadResult
 from ._core._hits import NO_HITS
 from ._errors import FreshCacheError
@@ -115,6 +116,13 @@ class SyncFreshCache:
             if hit is not None and self._clock() < hit[0]:
                 return hit[1]
         return self._run(partial(self._cache.read, uri, timeout=timeout, principal=principal))
+
+    def context(
+        self, uris: Iterable[str], *, timeout: float | None = None, principal: str | None = None
+    ) -> Context:
+        """`FreshCache.context`: a step's URIs read at once, fresh texts and withheld ones."""
+        wanted = list(uris) if not isinstance(uris, str) else uris
+        return self._run(partial(self._cache.context, wanted, timeout=timeout, principal=principal))
 
     def status(self, uri: str, *, principal: str | None = None) -> ReadResult:
         """`FreshCache.status`: what `read` would hand out now, without I/O."""

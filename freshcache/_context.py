@@ -1,0 +1,216 @@
+"""An agent step's view of the cache: `Context` (what a prompt may quote) and `StateChanges`.
+
+`FreshCache.context` reads a step's URIs at once and splits the answers: the ``fresh``
+ones go in the prompt, every other one is *withheld* with its state and reason (the
+prompt names it, never quotes an old copy). `FreshCache.changes` hands out
+`StateChange` items for agents that re-inject context when a resource changes.
+
+**What changes cost.** Nothing while nobody iterates: the cache asks
+`ChangeFeed.active` (one attribute read) on an invalidation and when a read lands,
+never on the hit path. Each subscriber has a bounded queue; a consumer that falls
+``max_pending`` items behind loses the backlog and receives one `ChangesDropped`
+marker instead (after it, re-read what you rely on: `context` again).
+
+**What counts as a change.** A URI's (state, version) as the default partition sees
+it: an invalidation (fresh → awaiting, ``invalidated`` or ``stream_lost``), a read
+that lands (awaiting → fresh with a new version, or → ``denied``/``not_found``). A
+re-read that brings the same version back is a change too (awaiting → fresh); a
+hit is not. Reads of other principals are not reported.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from types import TracebackType
+
+import anyio
+from typing_extensions import Self
+
+from ._core import FRESH, ReadResult
+from ._core._model import Reason, State
+
+__all__ = ["ChangeFeed", "ChangesDropped", "Context", "StateChange", "StateChanges"]
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """The answers of one `FreshCache.context` call, split for a prompt."""
+
+    fresh: tuple[ReadResult, ...]
+    """``fresh`` results, in the order their URIs were asked for."""
+    withheld: tuple[ReadResult, ...]
+    """Every other result (``awaiting_fresh_source``, ``denied``, ``not_found``): no text."""
+
+    @property
+    def ok(self) -> bool:
+        """True when every URI asked for is fresh."""
+        return not self.withheld
+
+    @property
+    def text(self) -> str:
+        """`prompt` with no preamble."""
+        return self.prompt(preamble=None)
+
+    def prompt(self, preamble: str | None = "Use only these documents.") -> str:
+        """The fresh texts as ``<document>`` blocks, then one line per withheld URI."""
+        parts = [] if preamble is None else [preamble]
+        for result in self.fresh:
+            parts.append(f'<document uri="{result.uri}">\n{result.text or ""}\n</document>')
+        for result in self.withheld:
+            # Named, never quoted: the copy we had may be out of date (or not ours to see).
+            parts.append(f"(Not available: {result.uri} is {result.state} ({result.reason}).)")
+        return "\n\n".join(parts)
+
+
+def split_results(results: list[ReadResult]) -> Context:
+    """A `Context` from results in request order."""
+    return Context(
+        fresh=tuple(r for r in results if r.state == FRESH),
+        withheld=tuple(r for r in results if r.state != FRESH),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    """A URI moved from one (state, version) to another."""
+
+    uri: str
+    old_state: State | None
+    """``None`` when this feed had not seen the URI before."""
+    old_version: str | None
+    new_state: State
+    new_version: str | None
+    reason: Reason | None = None
+    """The new result's reason (``invalidated``, ``stream_lost``, ...); ``None`` if fresh."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChangesDropped:
+    """The consumer fell behind: ``count`` changes were dropped. Re-read what you rely on."""
+
+    count: int
+
+
+class StateChanges:
+    """One subscriber's iterator over `StateChange` items (and `ChangesDropped` markers).
+
+    Subscribed from the moment `FreshCache.changes` returns; iteration ends when the
+    cache closes or `aclose` is called (``async with`` does that).
+    """
+
+    def __init__(self, feed: ChangeFeed, max_pending: int) -> None:
+        self._feed = feed
+        self._max_pending = max_pending
+        self._items: deque[StateChange] = deque()
+        self._dropped = 0
+        self._wake = anyio.Event()
+        self.closed = False
+
+    def _put(self, change: StateChange) -> None:
+        if len(self._items) >= self._max_pending:
+            # The backlog is useless to a consumer this far behind: it must re-read anyway.
+            self._dropped += len(self._items) + 1
+            self._items.clear()
+        else:
+            self._items.append(change)
+        self._wake.set()
+
+    def _end(self) -> None:
+        self.closed = True
+        self._wake.set()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> StateChange | ChangesDropped:
+        while True:
+            if self._dropped:
+                count, self._dropped = self._dropped, 0
+                return ChangesDropped(count)
+            if self._items:
+                return self._items.popleft()
+            if self.closed:
+                raise StopAsyncIteration
+            self._wake = anyio.Event()
+            await self._wake.wait()
+
+    async def aclose(self) -> None:
+        """Stop receiving changes."""
+        self._feed.unsubscribe(self)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class ChangeFeed:
+    """Fans state changes out to `StateChanges` subscribers; idle while there are none."""
+
+    def __init__(
+        self, status: Callable[[str], ReadResult], known: Callable[[], Iterable[str]]
+    ) -> None:
+        self._status = status
+        self._known = known
+        self._subscribers: set[StateChanges] = set()
+        self._last: dict[str, tuple[State, str | None]] = {}
+        self.active = False
+        """Whether anyone listens: the cache checks this before doing any work."""
+        self._closed = False
+
+    def subscribe(self, max_pending: int) -> StateChanges:
+        subscriber = StateChanges(self, max_pending)
+        if self._closed:
+            subscriber._end()
+            return subscriber
+        if not self._subscribers:
+            # The first subscriber's "old" side: what the selected URIs are now.
+            for uri in self._known():
+                result = self._status(uri)
+                self._last[uri] = (result.state, result.version)
+        self._subscribers.add(subscriber)
+        self.active = True
+        return subscriber
+
+    def unsubscribe(self, subscriber: StateChanges) -> None:
+        self._subscribers.discard(subscriber)
+        subscriber._end()
+        if not self._subscribers:
+            self.active = False
+            self._last.clear()  # nobody remembers: the next subscriber starts afresh
+
+    def invalidated(self, uri: str) -> None:
+        """An invalidation landed (the engine has already bumped the generation)."""
+        self.observe(self._status(uri))
+
+    def observe(self, result: ReadResult) -> None:
+        """A result was settled for ``result.uri`` in the default partition."""
+        now = (result.state, result.version)
+        before = self._last.get(result.uri)
+        if before == now:
+            return
+        self._last[result.uri] = now
+        change = StateChange(
+            uri=result.uri,
+            old_state=None if before is None else before[0],
+            old_version=None if before is None else before[1],
+            new_state=result.state,
+            new_version=result.version,
+            reason=result.reason,
+        )
+        for subscriber in tuple(self._subscribers):
+            subscriber._put(change)
+
+    def close(self) -> None:
+        """The cache is closing: every iteration ends."""
+        self._closed = True
+        for subscriber in tuple(self._subscribers):
+            self.unsubscribe(subscriber)
