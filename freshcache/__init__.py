@@ -52,6 +52,7 @@ from ._errors import (
     HeaderMismatchError,
     MissingDependencyError,
     ProtocolError,
+    ResourceWithheldError,
     TableError,
     UnsupportedVersionError,
 )
@@ -107,6 +108,7 @@ __all__ = [
     "ResourceInfo",
     "ResourceListChanged",
     "ResourceUpdated",
+    "ResourceWithheldError",
     "ServerInfo",
     "Source",
     "StateChange",

@@ -7,12 +7,18 @@ result states, never exceptions; these are for misuse and misconfiguration.
      │    ├── UnsupportedVersionError   no protocol version in common (-32022)
      │    └── HeaderMismatchError       headers and body disagree (-32020)
      ├── TableError                an acceptance table is unusable (carries path:line problems)
-     └── MissingDependencyError    an optional integration's extra is not installed
+     ├── MissingDependencyError    an optional integration's extra is not installed
+     └── ResourceWithheldError     a framework API that can only return text was asked for
+                                   a resource that is not fresh (carries the results)
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._core._model import ReadResult
 
 
 class FreshCacheError(Exception):
@@ -42,6 +48,21 @@ class HeaderMismatchError(ProtocolError):
 
 class MissingDependencyError(FreshCacheError, ImportError):
     """An optional integration was used without its extra installed."""
+
+
+class ResourceWithheldError(FreshCacheError, RuntimeError):
+    """A framework integration whose return type has no room for a state got a non-fresh result.
+
+    Raised only where the framework's own API can carry text alone (LangChain's
+    ``list[Blob]``, the Agents SDK's ``ReadResourceResult``); ``results`` holds the
+    withheld `ReadResult` values (state, reason, detail). A `RuntimeError`, as
+    ``load_mcp_resources`` raises for a failed read.
+    """
+
+    def __init__(self, results: Sequence[ReadResult]) -> None:
+        self.results = tuple(results)
+        named = ", ".join(f"{r.uri} is {r.state} ({r.reason})" for r in self.results)
+        super().__init__(f"not fresh, so not handed out: {named}; read again later")
 
 
 class TableError(FreshCacheError):

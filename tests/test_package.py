@@ -94,9 +94,10 @@ def test_the_package_ships_type_information():
 
 
 def test_importing_freshcache_does_not_import_the_sdk_or_an_otel_sdk():
+    frameworks = ("pydantic_ai", "agents", "langchain_core", "fastmcp", "freshcache.integrations")
     code = (
         "import sys, freshcache; "
-        "bad = [m for m in ('mcp', 'opentelemetry.sdk', 'freshcache.testing', 'uvicorn') if m in sys.modules]; "
+        f"bad = [m for m in ('mcp', 'opentelemetry.sdk', 'freshcache.testing', 'uvicorn', *{frameworks!r}) if m in sys.modules]; "
         "print(bad)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
