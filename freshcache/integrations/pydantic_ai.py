@@ -61,22 +61,30 @@ def fresh_resources(
     retries), ``"result"`` returns a sentence saying the resource is not available yet.
     """
     allowed = None if uris is None else frozenset(uris)
-    listed = "" if allowed is None else " One of: " + ", ".join(sorted(allowed)) + "."
 
     async def read_resource(uri: str) -> str | BinaryContent:
         permitted = allowed if allowed is not None else cache.selected
         if permitted and uri not in permitted:
-            raise ModelRetry(
-                f"unknown resource {uri!r}; read one of: {', '.join(sorted(permitted))}"
-            )
+            choices = ", ".join(sorted(permitted))
+            raise ModelRetry(f"unknown resource {uri!r}; read one of: {choices}")
         result = await cache.read(uri, timeout=timeout)
         return _tool_result(result, on_awaiting)
 
     description = (
         "Read an MCP resource by URI. Returns its current contents, or says why it "
-        "cannot be read now; never an out-of-date copy." + listed
+        "cannot be read now; never an out-of-date copy."
     )
-    tool = Tool(read_resource, name=name, description=description)
+    uri_schema: dict[str, Any] = {"type": "string", "description": "the resource's URI"}
+    if allowed:
+        # Named in the schema, so the model (and pydantic-ai's TestModel) picks a real one.
+        uri_schema["enum"] = sorted(allowed)
+    schema = {
+        "type": "object",
+        "properties": {"uri": uri_schema},
+        "required": ["uri"],
+        "additionalProperties": False,
+    }
+    tool = Tool.from_schema(read_resource, name=name, description=description, json_schema=schema)
     return FunctionToolset([tool], max_retries=max_retries)
 
 
