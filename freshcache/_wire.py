@@ -459,7 +459,7 @@ def renegotiated_version(
     )
 
 
-def answer_hint(message: Message) -> StreamEvent | None:
+def answer_hint(message: Message) -> ResourceUpdated | ResourceListChanged | None:
     """A change hint found on the answer of a request other than a listen (invariant 9).
 
     ``notifications/resources/updated`` and ``.../list_changed`` become
