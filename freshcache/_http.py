@@ -814,7 +814,6 @@ class _Silence:
         return max(self.floor, self.misses * self.longest)
 
 
-
 def _same_id(got: object, expected: str | int) -> bool:
     """Subscription and request ids compare with their JSON type: ``1`` is not ``"1"``."""
     return type(got) is type(expected) and got == expected

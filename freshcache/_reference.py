@@ -24,10 +24,45 @@ from ._core import (
     RequestFailed,
     ResourceContents,
     ResourceInfo,
+    ResourceListChanged,
+    ResourceUpdated,
 )
 
-Fault = Literal["timeout", "denied", "not_found", "server_error", "local_copy", "unreachable"]
-"""What the next read of a URI does instead of answering normally."""
+Fault = Literal[
+    "timeout",
+    "denied",
+    "not_found",
+    "server_error",
+    "local_copy",
+    "unreachable",
+    "hint",
+    "hint_no_id",
+    "hint_unknown_id",
+    "no_contents",
+    "ttl_string",
+    "ttl_bool",
+    "input_rounds",
+    "version_refused",
+]
+"""What the next read of a URI does instead of answering normally. The last ones
+answer, oddly (`SHAPES`)."""
+
+SHAPES = frozenset(
+    {
+        "hint",
+        "hint_no_id",
+        "hint_unknown_id",
+        "no_contents",
+        "ttl_string",
+        "ttl_bool",
+        "input_rounds",
+        "version_refused",
+    }
+)
+"""Faults that change the shape of an answer, not its outcome. Here they become
+`ReadReply.hints` (a change hint on the read's own answer) and ``multi_round_trip``
+(a result reached through ``requestState`` rounds); the wire servers act the rest
+out in JSON (`freshcache.testing.ReferenceProtocol`)."""
 
 Push = tuple[str, object]
 """A message queued for one subscriber: (kind, payload)."""
@@ -89,6 +124,8 @@ class ReferenceServer:
     early_notifications: list[str] = field(default_factory=list)
     """URIs to notify about *before* the acknowledgment of the next listen (invariant 9)."""
     cursor_epoch: int = 0
+    list_hints: int = 0
+    """First list pages still to answer as a list that raced a change (`list_page`)."""
 
     # --- content -----------------------------------------------------------------
 
@@ -172,13 +209,17 @@ class ReferenceServer:
             return RequestFailed("unreachable", "reference server is down")
         queue = self.faults.get(uri)
         fault = queue.popleft() if queue else self.sticky_faults.get(uri)
-        if fault == "local_copy":
-            copy = self.local_copies.get(uri, "")
-            return ReadReply(
-                (ResourceContents(uri, text=copy, mime_type="text/plain"),), from_server=False
-            )
-        if fault is not None:
-            return RequestFailed(fault, f"injected fault: {fault}")
+        shape = fault if fault in SHAPES else None
+        match fault:
+            case "local_copy":
+                copy = self.local_copies.get(uri, "")
+                return ReadReply(
+                    (ResourceContents(uri, text=copy, mime_type="text/plain"),), from_server=False
+                )
+            case "timeout" | "denied" | "not_found" | "server_error" | "unreachable":
+                return RequestFailed(fault, f"injected fault: {fault}")
+            case _:
+                pass  # none, or an answer-shape fault
         if principal in self.denied_principals.get(uri, set()):
             return RequestFailed("denied", f"principal {principal!r} may not read {uri}")
         resource = self.resources.get(uri)
@@ -189,13 +230,32 @@ class ReferenceServer:
             (ResourceContents(uri, text=resource.text, mime_type=resource.mime_type),),
             ttl_ms=resource.ttl_ms,
             cache_scope=resource.cache_scope,
+            multi_round_trip=shape == "input_rounds",
+            hints=self._hints_for(uri, shape),
         )
+
+    def _hints_for(self, uri: str, shape: str | None) -> tuple[ResourceUpdated, ...]:
+        """The change hint an answer-shape fault puts on the read's own answer."""
+        if shape == "hint":
+            live = next(reversed(self.subscribers), None)
+            return (ResourceUpdated(uri, live),)
+        if shape == "hint_no_id":
+            return (ResourceUpdated(uri, None),)
+        if shape == "hint_unknown_id":
+            return (ResourceUpdated(uri, "not-a-subscription"),)
+        return ()
 
     def list_page(self, cursor: str | None) -> ListReply | RequestFailed:
         """Answer one ``resources/list`` page."""
         if self.down:
             return RequestFailed("unreachable", "reference server is down")
-        listed = [r for r in self.resources.values() if r.listed]
+        hints: tuple[ResourceListChanged, ...] = ()
+        if self.list_hints and cursor is None:
+            # A list that raced a change: it still shows what was unlisted, and its
+            # own answer says the list changed.
+            self.list_hints -= 1
+            hints = (ResourceListChanged(next(reversed(self.subscribers), None)),)
+        listed = [r for r in self.resources.values() if r.listed or hints]
         start = 0
         if cursor is not None:
             try:
@@ -214,6 +274,7 @@ class ReferenceServer:
             if start == 0 or self.later_pages_ttl_ms is None
             else self.later_pages_ttl_ms,
             cache_scope="private",
+            hints=hints,
         )
 
     # --- subscriptions -------------------------------------------------------------

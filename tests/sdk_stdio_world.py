@@ -23,8 +23,15 @@ from typing import Any
 
 from freshcache._core import RequestFailed
 from freshcache._stdio import StdioSource, StdioStats
-from freshcache._tables import Setup
-from freshcache._tables._steps import NextRead, Notify, ServerChange, ServerSets, text_for
+from freshcache._tables import Case, Setup
+from freshcache._tables._steps import (
+    NextRead,
+    Notify,
+    ServerChange,
+    ServerSets,
+    odd_answer,
+    text_for,
+)
 from freshcache._wire import ErrorResponse, Response
 from freshcache.testing._stdio_world import StdioProcessWorld
 
@@ -37,6 +44,16 @@ class SdkStdioWorld(StdioProcessWorld):
     """Rows over stdio against the official-SDK fixture server."""
 
     name = "sdk-stdio"
+
+    def unplayable(self, case: Case) -> str | None:
+        for step in case.row.steps:
+            if odd_answer(step) is not None:
+                return (
+                    f"the SDK server answers from typed models: it cannot shape an answer "
+                    f"that way ({odd_answer(step)})"
+                )
+        return super().unplayable(case)
+
     temp_prefix = "freshcache-sdk-stdio-"
     settle_pause = 0.005
 

@@ -36,7 +36,15 @@ import httpx
 
 from freshcache._core._backoff import BackoffSettings
 from freshcache._tables import Case, Setup
-from freshcache._tables._steps import ALIASES, NextRead, Notify, ServerChange, ServerSets, text_for
+from freshcache._tables._steps import (
+    ALIASES,
+    NextRead,
+    Notify,
+    ServerChange,
+    ServerSets,
+    odd_answer,
+    text_for,
+)
 from freshcache.testing._http_world import LoopbackHttpWorld
 
 from .conftest import FIXTURES, free_port
@@ -160,6 +168,13 @@ class SdkHttpWorld(LoopbackHttpWorld):
         for step in case.row.steps:
             if isinstance(step, Notify) and step.kind in _CANNOT_NOTIFY:
                 return _CANNOT_NOTIFY[step.kind]
+            if odd_answer(step) is not None:
+                return (
+                    f"the SDK server answers from typed models: it cannot shape an answer "
+                    f"that way ({odd_answer(step)})"
+                )
+            if step == ServerChange("fall_silent"):
+                return "the SDK server cannot be made to keep a stream open and mute"
         return None
 
     # ------------------------------------------------------------------ lifecycle

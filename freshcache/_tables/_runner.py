@@ -28,6 +28,7 @@ from .._store import MemoryStore
 from ._format import Case
 from ._steps import (
     ALIASES,
+    SCHEMA_FAULTS,
     Expect,
     Given,
     NextRead,
@@ -431,6 +432,24 @@ class EngineWorld(World):
     def server_reads(self) -> int:
         return self.server.reads
 
+    def unplayable(self, case: Case) -> str | None:
+        return engine_unplayable(case)
+
+
+def engine_unplayable(case: Case) -> str | None:
+    """Why a row cannot be played where no wire carries the messages (engine level)."""
+    for step in case.row.steps:
+        match step:
+            case NextRead(fault=fault) if fault in SCHEMA_FAULTS:
+                return "no JSON at the engine level: a result's schema is checked on the wire"
+            case NextRead(fault="version_refused"):
+                return "no protocol versions at the engine level: -32022 is a wire answer"
+            case ServerChange(what="fall_silent"):
+                return "no stream bytes at the engine level: keep-alives are SSE comments"
+            case _:
+                pass
+    return None
+
 
 def configure_reference(server: ReferenceServer, setup: Setup) -> None:
     """Put a `ReferenceServer` in a row's starting situation (every world starts here)."""
@@ -492,5 +511,12 @@ def apply_to_reference(
             server.denied_principals.get(uri, set()).discard(who or principal)
         case ServerChange(what="invalidate_cursors"):
             server.cursor_epoch += 1
+        case ServerChange(what="list_hint"):
+            server.list_hints += 1
+        case ServerChange(what="fall_silent"):
+            # The server forgets its streams without ending them (a process that died
+            # behind a proxy); the wire keeps them open and mute.
+            for sid in list(server.subscribers):
+                server.unsubscribe(sid)
         case _:
             raise AssertionError(f"unhandled step {step!r}")

@@ -84,14 +84,60 @@ class Notify:
 @dataclass(frozen=True, slots=True)
 class NextRead:
     """Server reads of ``uri`` fail this way instead of answering: the next one only,
-    or (``sticky``) every one until ``reads of X recover``; ``fault`` ``None`` recovers."""
+    or (``sticky``) every one until ``reads of X recover``; ``fault`` ``None`` recovers.
+
+    The answer-shape faults (`ANSWER_HINTS`, `SCHEMA_FAULTS`, ``input_rounds``,
+    ``version_refused``) answer, but oddly: a change hint on the read's own answer, a
+    result that breaks the schema, a ``requestState`` round first, a ``-32022`` first.
+    """
 
     uri: str
     fault: (
-        Literal["timeout", "denied", "not_found", "server_error", "local_copy", "unreachable"]
+        Literal[
+            "timeout",
+            "denied",
+            "not_found",
+            "server_error",
+            "local_copy",
+            "unreachable",
+            "hint",
+            "hint_no_id",
+            "hint_unknown_id",
+            "no_contents",
+            "ttl_string",
+            "ttl_bool",
+            "input_rounds",
+            "version_refused",
+        ]
         | None
     )
     sticky: bool = False
+
+
+ANSWER_HINTS = ("hint", "hint_no_id", "hint_unknown_id")
+"""Faults that put a ``resources/updated`` for the URI on the read's own answer (with
+the live stream's subscription id, none, or one nobody asked for)."""
+SCHEMA_FAULTS = ("no_contents", "ttl_string", "ttl_bool")
+"""Faults whose read result breaks the schema (no ``contents``; ``ttlMs`` as a string
+or a boolean): only a wire has JSON to break."""
+
+
+def odd_answer(step: object) -> str | None:
+    """The answer-shape fault ``step`` switches on (a hint on a read's or a list's own
+    answer, a broken schema, a ``requestState`` round, a ``-32022``), else ``None``.
+    Worlds whose server cannot shape answers name these in ``unplayable``."""
+    match step:
+        case NextRead(fault=fault) if fault in (
+            *ANSWER_HINTS,
+            *SCHEMA_FAULTS,
+            "input_rounds",
+            "version_refused",
+        ):
+            return fault
+        case ServerChange(what="list_hint"):
+            return "list_hint"
+        case _:
+            return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +156,8 @@ class ServerChange:
         "deny",
         "allow",
         "invalidate_cursors",
+        "list_hint",
+        "fall_silent",
     ]
     uri: str = ""
     principal: str | None = None
@@ -216,6 +264,26 @@ _rule(r"stream drops")(lambda m: ServerChange("drop_stream"))
 _rule(r"stream closes")(lambda m: ServerChange("close_stream"))
 _rule(r"hold reads")(lambda m: ServerChange("hold_reads"))
 _rule(r"release reads")(lambda m: ServerChange("release_reads"))
+
+# answers with odd shapes (defects at the seams: hints anywhere, broken schema, parity)
+_rule(rf"next read of {_URI} carries a hint")(lambda m: NextRead(resolve(m[1]), "hint"))
+_rule(rf"next read of {_URI} carries a hint without subscription id")(
+    lambda m: NextRead(resolve(m[1]), "hint_no_id")
+)
+_rule(rf"next read of {_URI} carries a hint with unknown subscription")(
+    lambda m: NextRead(resolve(m[1]), "hint_unknown_id")
+)
+_rule(rf"next read of {_URI} has no contents")(lambda m: NextRead(resolve(m[1]), "no_contents"))
+_rule(rf"next read of {_URI} has ttl as string")(lambda m: NextRead(resolve(m[1]), "ttl_string"))
+_rule(rf"next read of {_URI} has ttl as bool")(lambda m: NextRead(resolve(m[1]), "ttl_bool"))
+_rule(rf"next read of {_URI} needs another round")(
+    lambda m: NextRead(resolve(m[1]), "input_rounds")
+)
+_rule(rf"next read of {_URI} is refused for its protocol version")(
+    lambda m: NextRead(resolve(m[1]), "version_refused")
+)
+_rule(r"next list carries a hint")(lambda m: ServerChange("list_hint"))
+_rule(r"stream falls silent after keep-alives")(lambda m: ServerChange("fall_silent"))
 
 # time and the client
 _rule(r"time passes (\d+(?:\.\d+)?) ?s")(lambda m: TimePasses(float(m[1])))

@@ -197,6 +197,11 @@ class StdioProcessWorld(World):
         self.loader: LocalCopyLoader
 
     def unplayable(self, case: Case) -> str | None:
+        if any(step == ServerChange("fall_silent") for step in case.row.steps):
+            return (
+                "stdio has no keep-alives (SSE comment lines are HTTP's); a mute process is "
+                "noticed when it exits"
+            )
         return None
 
     # ------------------------------------------------------------------ life
