@@ -1,6 +1,6 @@
 """The wire boundary every transport shares (`freshcache._wire`): one schema check for
 read and list results, one rule for ``requestState`` rounds, one for ``-32022``, one
-for change hints found on an answer (DESIGN §5, invariants 9 and 11)."""
+for change hints found on an answer (invariants 9 and 11)."""
 
 from __future__ import annotations
 

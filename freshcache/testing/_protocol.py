@@ -255,7 +255,7 @@ class ReferenceProtocol:
                     "ttlMs": int(reply.ttl_ms or 0),
                     "cacheScope": reply.cache_scope or "private",
                 }
-                match shape:  # results that break the schema (DESIGN §5)
+                match shape:  # results that break the schema
                     case "no_contents":
                         del body["contents"]
                     case "ttl_string":
