@@ -24,7 +24,7 @@ import anyio
 from anyio.abc import TaskGroup
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import Span, TracerProvider
-from typing_extensions import Self
+from typing_extensions import Self, assert_never
 
 from ._core import (
     AWAITING_FRESH_SOURCE,
@@ -56,6 +56,14 @@ from ._core import (
     problem_result,
 )
 from ._core._backoff import BackoffSettings
+from ._core._engine import NO_HITS
+from ._core._streams import (
+    CloseStream,
+    ListenSupervisor,
+    OpenStream,
+    StreamDecision,
+    StreamOutcome,
+)
 from ._errors import ConfigurationError, FreshCacheError
 from ._source import ServerInfo, Source
 from ._store import MemoryStore
@@ -69,6 +77,9 @@ class _Flight:
     """One server read that every concurrent caller of the same URI shares."""
 
     done: anyio.Event
+    background: bool = False
+    """Started by a decision (notification, ack), not by a caller: counts against
+    ``max_concurrent_reads``."""
     ticket: ReadTicket | None = None
     result: ReadResult | None = None
 
@@ -87,15 +98,21 @@ class ListResult:
 
 @dataclass(slots=True)
 class _Stream:
-    """Book-keeping of one running ``subscriptions/listen`` stream."""
+    """One running ``subscriptions/listen`` stream (attempt numbers: `ListenSupervisor`)."""
 
+    attempt: int
     uris: frozenset[str]
-    acked: anyio.Event
-    ended: anyio.Event
     scope: anyio.CancelScope
     subscription_id: str | int | None = None
-    outcome: str = "running"  # running | lost | closed | unsupported | cancelled
+    acknowledged: bool = False
     span: Span | None = None
+
+
+_OUTCOMES: dict[str, StreamOutcome] = {
+    "lost": "lost",
+    "closed": "closed",
+    "unsupported": "unsupported",
+}
 
 
 class FreshCache:
@@ -124,12 +141,17 @@ class FreshCache:
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
         trace_hits: bool = False,
+        max_concurrent_reads: int = 16,
     ) -> None:
         if isinstance(select, str):
             raise ConfigurationError(
                 f"select= takes a list of URIs, got the string {select!r}; write [{select!r}]"
             )
         _check_timeout("read_timeout", read_timeout)
+        if not isinstance(max_concurrent_reads, int) or max_concurrent_reads < 1:
+            raise ConfigurationError(
+                f"max_concurrent_reads must be a whole number >= 1, got {max_concurrent_reads!r}"
+            )
         _check_timeout("ack_timeout", ack_timeout)
         if not isinstance(source, Source):
             raise ConfigurationError(
@@ -155,21 +177,28 @@ class FreshCache:
             on_invalidation=self._invalidated,
         )
         self._hits = self.engine.hits
+        self._hit_tables = self.engine.hit_tables
         self._counts = self.telemetry.counts
-        if trace_hits:
-            # Chosen once here, so the default hit path pays nothing for the option.
-            self.read = self._read_tracing_hits  # type: ignore[method-assign]
+        if trace_hits or self.telemetry.metering:
+            # Chosen once here, so the default hit path pays nothing for the options.
+            self.read = self._read_counting_hits  # type: ignore[method-assign]
         self._clock = clock
         self._wall_clock = wall_clock
-        self._listen_attempts = 0
         self._initial_selection = list(select)
-        self._budget = ReconnectBudget(backoff)
+        self._streams = ListenSupervisor(ReconnectBudget(backoff), ack_timeout)
+        self._open_streams: dict[int, _Stream] = {}
+        self._driving = False
+        self._closing = False
+        self._wake = anyio.Event()
         self._flights: dict[tuple[str, Partition], _Flight] = {}
+        self.max_concurrent_reads = max_concurrent_reads
+        """Cap on background re-reads in flight at once; a caller's own read never waits
+        behind them."""
+        self._queued: dict[tuple[str, Partition], str] = {}
+        """Background reads waiting for a place, in order, with their cause."""
+        self._background_running = 0
         self._relisting = False
         self._tg: TaskGroup | None = None
-        self._selection_changed = anyio.Event()
-        self._stream: _Stream | None = None
-        self._retry_at: float | None = None
         self.server_info: ServerInfo | None = None
         self._entered = False
 
@@ -183,7 +212,7 @@ class FreshCache:
         await tg.__aenter__()
         self._tg = tg
         self._carry_out(self.engine.select(self._initial_selection))
-        tg.start_soon(self._supervise_listen)
+        tg.start_soon(self._drive_streams)
         return self
 
     async def __aexit__(
@@ -194,6 +223,7 @@ class FreshCache:
     ) -> bool | None:
         tg = self._tg
         assert tg is not None
+        self._closing = True
         tg.cancel_scope.cancel()
         try:
             await tg.__aexit__(exc_type, exc, tb)
@@ -214,27 +244,36 @@ class FreshCache:
         ``timeout`` seconds (default: ``read_timeout``); after that it returns
         ``awaiting_fresh_source`` (``timeout``) and the read goes on in the background.
         """
-        partition = self.principal if principal is None else principal
-        hit = self._hits.get(uri if partition is None else (uri, partition))
+        # The hit path: one table lookup and one clock read, for every partition.
+        hit = (self._hits if principal is None else self._hit_tables.get(principal, NO_HITS)).get(
+            uri
+        )
+        if hit is not None and self._clock() < hit[0]:
+            return hit[1]
+        return await self._read_miss(uri, principal, timeout)
+
+    async def _read_counting_hits(
+        self, uri: str, *, timeout: float | None = None, principal: str | None = None
+    ) -> ReadResult:
+        """`read` when a meter is configured: fresh hits are counted too."""
+        hit = (self._hits if principal is None else self._hit_tables.get(principal, NO_HITS)).get(
+            uri
+        )
         if hit is not None and self._clock() < hit[0]:
             self._counts.hits += 1
+            if self.telemetry.trace_hits:
+                self.telemetry.traced_hit(hit[1], self._wall_clock())
             return hit[1]
+        return await self._read_miss(uri, principal, timeout)
+
+    async def _read_miss(
+        self, uri: str, principal: str | None, timeout: float | None
+    ) -> ReadResult:
+        partition = self.principal if principal is None else principal
         with self.telemetry.read_span(uri) as span:
             result = await self._read_slow(uri, partition, timeout)
             self.telemetry.read_result(span, result, self._wall_clock())
             return result
-
-    async def _read_tracing_hits(
-        self, uri: str, *, timeout: float | None = None, principal: str | None = None
-    ) -> ReadResult:
-        """`read` when ``trace_hits`` is on: every plain fresh hit gets a span too."""
-        partition = self.principal if principal is None else principal
-        hit = self._hits.get(uri if partition is None else (uri, partition))
-        if hit is not None and self._clock() < hit[0]:
-            self._counts.hits += 1
-            self.telemetry.traced_hit(hit[1], self._wall_clock())
-            return hit[1]
-        return await FreshCache.read(self, uri, timeout=timeout, principal=principal)
 
     def status(self, uri: str, *, principal: str | None = None) -> ReadResult:
         """What `read` would hand out right now, without any I/O."""
@@ -253,7 +292,10 @@ class FreshCache:
         key = (uri, partition)
         with anyio.move_on_after(deadline):
             while True:
-                flight = self._flights.get(key) or self._launch(uri, partition)
+                flight = self._flights.get(key)
+                if flight is None:
+                    self._queued.pop(key, None)  # the caller's own read goes first
+                    flight = self._launch(uri, partition)
                 await flight.done.wait()
                 result, ticket = flight.result, flight.ticket
                 assert result is not None
@@ -264,9 +306,13 @@ class FreshCache:
                 return result
         return self.engine.note_timeout(uri, partition)
 
-    def _launch(self, uri: str, partition: Partition, cause: str = "read") -> _Flight:
+    def _launch(
+        self, uri: str, partition: Partition, cause: str = "read", *, background: bool = False
+    ) -> _Flight:
         assert self._tg is not None
-        flight = _Flight(done=anyio.Event())
+        flight = _Flight(done=anyio.Event(), background=background)
+        if background:
+            self._background_running += 1
         self._flights[(uri, partition)] = flight
         # The task inherits the current context: its request span is a child of the
         # caller's read span, or of the listen span for re-reads a notification caused.
@@ -275,12 +321,13 @@ class FreshCache:
 
     async def _fly(self, uri: str, partition: Partition, flight: _Flight, cause: str) -> None:
         result: ReadResult | None = None
+        unjudged: ReadTicket | None = None
         try:
             # Let notifications already queued land first: a burst of invalidations
             # then costs one read sent after the last of them, not one read each.
             await anyio.lowlevel.checkpoint()
             for _ in range(self.engine.policy.max_rereads):
-                ticket = self.engine.begin_read(uri, partition)
+                ticket = unjudged = self.engine.begin_read(uri, partition)
                 flight.ticket = ticket
                 self.telemetry.server_read(cause)
                 with self.telemetry.request("resources/read", uri=uri) as span:
@@ -288,6 +335,7 @@ class FreshCache:
                     if isinstance(reply, RequestFailed):
                         self.telemetry.request_failed(span, reply)
                 self._feed_hints(reply.hints)
+                unjudged = None
                 result = self.engine.finish_read(ticket, reply)
                 if result is not None:
                     if result.state == FRESH:
@@ -303,12 +351,34 @@ class FreshCache:
                     detail="invalidations kept overtaking the re-read",
                 )
         finally:
+            if unjudged is not None:  # cancelled mid-read: the reply will never be judged
+                self.engine.abandon_read(unjudged)
             if result is None:  # cancelled: leave nothing half-done behind
                 result = problem_result(uri, AWAITING_FRESH_SOURCE, "invalidated")
             flight.result = result
             if self._flights.get((uri, partition)) is flight:
                 del self._flights[(uri, partition)]
             flight.done.set()
+            if flight.background:
+                self._background_running -= 1
+                self._start_queued()
+
+    def _schedule(self, uri: str, partition: Partition, cause: str) -> None:
+        """A background read the engine decided on: now, or when a place frees up."""
+        key = (uri, partition)
+        if key in self._flights or key in self._queued or self._tg is None:
+            return
+        if self._background_running < self.max_concurrent_reads:
+            self._launch(uri, partition, cause, background=True)
+        else:
+            self._queued[key] = cause
+
+    def _start_queued(self) -> None:
+        while self._queued and self._background_running < self.max_concurrent_reads:
+            key = next(iter(self._queued))
+            cause = self._queued.pop(key)
+            if key not in self._flights and self._tg is not None:
+                self._launch(key[0], key[1], cause, background=True)
 
     def _feed_hints(self, hints: tuple[StreamEvent, ...]) -> None:
         """Hints carried on a request's own answer count before its reply is judged."""
@@ -414,15 +484,17 @@ class FreshCache:
         for decision in decisions:
             match decision:
                 case ReadResource(uri=uri, partition=partition, cause=cause):
-                    if (uri, partition) not in self._flights and self._tg is not None:
-                        self._launch(uri, partition, cause)
+                    self._schedule(uri, partition, cause)
                 case Relist():
                     if self._tg is not None:
                         self._tg.start_soon(self._relist)
-                case Relisten(cause=cause):
-                    if cause == "selection_changed":
-                        self._selection_changed.set()
-                    # Losses and closes are handled by the supervisor that saw them.
+                case Relisten(resource_uris=uris):
+                    # Losses were already reported by the stream that saw them; a new
+                    # selection may need a new stream. The supervisor decides.
+                    if self._driving:
+                        self._obey(self._streams.want(uris, anyio.current_time()))
+                case _:
+                    assert_never(decision)
 
     # ------------------------------------------------------------------ listening
 
@@ -435,10 +507,11 @@ class FreshCache:
 
     @property
     def retry_at(self) -> float | None:
-        """Clock reading of the next re-listen attempt while backing off, else ``None``."""
-        return self._retry_at
+        """Event-loop time of the next re-listen attempt while backing off, else ``None``."""
+        return self._streams.retry_at
 
-    async def _supervise_listen(self) -> None:
+    async def _drive_streams(self) -> None:
+        """Carry out the `ListenSupervisor`'s decisions and wake it at its deadlines."""
         if not self._listen_enabled:
             self._carry_out(self.engine.handle(ListenUnsupported("listening disabled")))
             return
@@ -446,123 +519,85 @@ class FreshCache:
         if info is not None and info.listen is False:
             self._carry_out(self.engine.handle(ListenUnsupported(info.detail or "no listen")))
             return
-        assert self._tg is not None
-        while True:
-            if not self.engine.selected:
-                # Nothing to listen for; wait until something is selected.
-                await self._selection_changed.wait()
-                self._selection_changed = anyio.Event()
-                continue
-            self._selection_changed = anyio.Event()
-            stream = self._open_stream(self.engine.selected)
-            await self._watch(stream)
-            if stream.outcome == "unsupported":
-                return
-            if stream.outcome == "cancelled":
-                continue
-            now = self._clock()
-            self.telemetry.relisten(
-                stream.outcome if stream.acked.is_set() else f"{stream.outcome}_before_ack"
-            )
-            if stream.acked.is_set():
-                delay = self._budget.delay_after_end(now)
-            else:
-                delay = self._budget.delay_after_failure()
-            self._retry_at = now + delay
-            log.info(
-                "subscription %s %s; re-listening in %.2fs",
-                stream.subscription_id,
-                stream.outcome,
-                delay,
-            )
+        self._driving = True
+        self._obey(self._streams.want(self.engine.selected, anyio.current_time()))
+        while not self._streams.unsupported:
+            self._wake = anyio.Event()
+            self._obey(self._streams.tick(anyio.current_time()))
+            deadline = self._streams.next_deadline()
+            delay = math.inf if deadline is None else max(0.0, deadline - anyio.current_time())
             with anyio.move_on_after(delay):
-                await self._selection_changed.wait()
-            self._retry_at = None
+                await self._wake.wait()
 
-    async def _watch(self, stream: _Stream) -> None:
-        """Wait for ``stream`` to end; on a selection change swap in a new stream."""
-        while True:
-            await _first_of(stream.ended, self._selection_changed)
-            if stream.ended.is_set():
-                return
-            # Selection changed while live: open the new stream, keep the old one
-            # until the new one is acknowledged (or fails), then close the old one.
-            self._selection_changed = anyio.Event()
-            if stream.uris == self.engine.selected:
-                continue
-            replacement = self._open_stream(self.engine.selected)
-            with anyio.move_on_after(self.ack_timeout):
-                await _first_of(replacement.acked, replacement.ended)
-            if replacement.acked.is_set():
-                self._close_stream(stream)
-                stream = replacement
-            else:
-                self._close_stream(replacement)
-
-    def _open_stream(self, uris: frozenset[str]) -> _Stream:
+    def _obey(self, decisions: list[StreamDecision]) -> None:
         assert self._tg is not None
-        stream = _Stream(
-            uris=uris, acked=anyio.Event(), ended=anyio.Event(), scope=anyio.CancelScope()
-        )
-        self._stream = stream
-        self._tg.start_soon(self._consume, stream)
-        return stream
-
-    def _close_stream(self, stream: _Stream) -> None:
-        if not stream.ended.is_set():
-            stream.outcome = "cancelled"
-            stream.scope.cancel()
-        if stream.subscription_id is not None:
-            self.engine.cancel_subscription(stream.subscription_id)
+        for decision in decisions:
+            match decision:
+                case OpenStream(attempt=attempt, uris=uris):
+                    stream = _Stream(attempt, uris, anyio.CancelScope())
+                    self._open_streams[attempt] = stream
+                    self._tg.start_soon(self._consume, stream)
+                case CloseStream(attempt=attempt):
+                    closing = self._open_streams.pop(attempt, None)
+                    if closing is not None:
+                        closing.scope.cancel()
+                        if closing.subscription_id is not None:
+                            self.engine.cancel_subscription(closing.subscription_id)
+                case _:
+                    assert_never(decision)
+        self._wake.set()  # deadlines may have moved
 
     async def _consume(self, stream: _Stream) -> None:
-        """Read one stream's events into the engine until it ends."""
-        self._listen_attempts += 1
-        with self.telemetry.listen_span(stream.uris, self._listen_attempts) as span:
+        """Read one stream's events into the engine until it ends or is closed."""
+        with self.telemetry.listen_span(stream.uris, stream.attempt) as span:
             stream.span = span
+            outcome = "cancelled"
             try:
                 with stream.scope:
-                    await self._consume_events(stream)
+                    outcome = await self._consume_events(stream)
             except anyio.get_cancelled_exc_class():
-                if stream.outcome == "running":
-                    stream.outcome = "cancelled"  # the cache is closing
                 raise
             except Exception as exc:
-                stream.outcome = "lost"
                 log.warning("subscription stream failed: %r", exc)
-                self._feed(stream, StreamLost(stream.subscription_id, repr(exc)))
+                outcome = (
+                    self._feed(stream, StreamLost(stream.subscription_id, repr(exc))) or "lost"
+                )
             finally:
-                Telemetry.event(span, "freshcache.stream_end", outcome=stream.outcome)
-                stream.ended.set()
+                Telemetry.event(span, "freshcache.stream_end", outcome=outcome)
+                if self._open_streams.get(stream.attempt) is stream:
+                    # It ended by itself: the supervisor decides what comes next.
+                    del self._open_streams[stream.attempt]
+                    if outcome != "cancelled" and not self._closing:
+                        self._record_relisten(stream, outcome)
+                        ended = self._streams.ended(
+                            stream.attempt, _OUTCOMES[outcome], anyio.current_time()
+                        )
+                        self._obey(ended)
 
-    async def _consume_events(self, stream: _Stream) -> None:
+    async def _consume_events(self, stream: _Stream) -> str:
         async with aclosing(self.source.listen(stream.uris, True)) as events:
-            with anyio.move_on_after(self.ack_timeout) as ack_wait:
-                async for event in events:
-                    if self._feed(stream, event):
-                        return
-                    if stream.acked.is_set():
-                        break
-            if ack_wait.cancelled_caught:
-                # No acknowledgment in time: treat the stream as lost and back off.
-                self._feed(stream, StreamLost(stream.subscription_id, "no acknowledgment in time"))
-                return
             async for event in events:
-                if self._feed(stream, event):
-                    return
+                outcome = self._feed(stream, event)
+                if outcome is not None:
+                    return outcome
         # The iterator ended without a final event: that is a loss.
-        self._feed(stream, StreamLost(stream.subscription_id, "stream ended"))
+        return self._feed(stream, StreamLost(stream.subscription_id, "stream ended")) or "lost"
 
-    def _feed(self, stream: _Stream, event: StreamEvent) -> bool:
-        """Hand one event to the engine; True when it ended the stream."""
+    def _record_relisten(self, stream: _Stream, outcome: str) -> None:
+        self.telemetry.relisten(outcome if stream.acknowledged else f"{outcome}_before_ack")
+        log.info("subscription %s %s", stream.subscription_id, outcome)
+
+    def _feed(self, stream: _Stream, event: StreamEvent) -> str | None:
+        """Hand one event to the engine; the stream's outcome when the event ended it."""
         span = stream.span
+        outcome: str | None = None
         match event:
             case ListenStarted(subscription_id=sid):
                 stream.subscription_id = sid
                 if span is not None:
                     span.set_attribute(JSONRPC_REQUEST_ID, str(sid))
             case ListenAcknowledged(subscription_id=sid) if sid == stream.subscription_id:
-                self._budget.acknowledged(self._clock())
+                stream.acknowledged = True
                 if span is not None:
                     Telemetry.event(
                         span,
@@ -571,20 +606,21 @@ class FreshCache:
                         resource_uris=sorted(event.resource_uris),
                         list_changed=event.list_changed,
                     )
-                decisions = self.engine.handle(event)
-                stream.acked.set()
-                self._carry_out(decisions)
-                return False
+                # The engine first (it sees what the new stream newly covers while an
+                # old one still covers the rest), then the supervisor (closes the old).
+                self._carry_out(self.engine.handle(event))
+                self._obey(self._streams.acknowledged(stream.attempt, anyio.current_time()))
+                return None
             case StreamLost(detail=detail):
-                stream.outcome = "lost"
+                outcome = "lost"
                 if span is not None:
                     Telemetry.event(span, "freshcache.stream_lost", detail=detail)
             case StreamClosed():
-                stream.outcome = "closed"
+                outcome = "closed"
                 if span is not None:
                     Telemetry.event(span, "freshcache.stream_closed")
             case ListenUnsupported(detail=detail):
-                stream.outcome = "unsupported"
+                outcome = "unsupported"
                 if span is not None:
                     Telemetry.event(span, "freshcache.listen_unsupported", detail=detail)
             case UntrustedMessage(detail=detail) if span is not None:
@@ -594,7 +630,7 @@ class FreshCache:
             case _:
                 pass
         self._carry_out(self.engine.handle(event))
-        return stream.outcome != "running"
+        return outcome
 
     def _invalidated(self, event: Invalidation) -> None:
         self.telemetry.invalidated(event, self._clock())
@@ -639,26 +675,14 @@ class FreshCache:
             "server": self.source.identity,
             "stream": self.stream_status,
             "retry_in": None
-            if self._retry_at is None
-            else max(0.0, self._retry_at - self._clock()),
+            if self._streams.retry_at is None
+            else max(0.0, self._streams.retry_at - anyio.current_time()),
             "selected": sorted(self.engine.selected),
             "covered": sorted(self.engine.covered),
             "entries": self.store.entry_count,
             "bytes": self.store.bytes_held,
             "counters": {name: getattr(counters, name) for name in counters.__slots__},
         }
-
-
-async def _first_of(*events: anyio.Event) -> None:
-    """Return as soon as any of ``events`` is set."""
-    async with anyio.create_task_group() as waiters:
-
-        async def wait(event: anyio.Event) -> None:
-            await event.wait()
-            waiters.cancel_scope.cancel()
-
-        for event in events:
-            waiters.start_soon(wait, event)
 
 
 def _check_timeout(name: str, value: float) -> None:

@@ -16,17 +16,12 @@ answers reads, the feed becomes the subscription stream.
   heard of a change to that URI**, and treated as a local copy (``local_copy_only``)
   from then on, until the loader answers that URI with ``from_server=True``.
 
-Why that line: freshcache promises text never older than the newest change it has
-heard of. Before any change of *u* was heard of, nothing the loader can return is
-older than that, so refusing it would only make the loader useless; after a change,
-only an answer known to come from the server can prove it saw the change, and an
-answer of unknown origin may be the very copy the change made stale. "A change heard
-of" is what this source itself reports or sees: a changed URI from the feed (and a
-URI it names a sub-resource of, as the engine's rule goes), a feed loss (every URI),
-a feed that failed (every URI), and a URI that left the list between two lists. TTL
-expiry is *not* a change heard of: an unknown-origin answer after the ``ttlMs`` window
-is still accepted while no change was heard. If your loader may answer from its own
-cache past a change, say ``from_server`` explicitly.
+The rule itself is the engine's (`ChangesHeard`); this source only reports: every
+change its feed names reaches the engine (on the open stream, or, while none is
+open, as hints on its next reply), and so does a URI that left the list between two
+lists. TTL expiry is *not* a change heard of: an unknown-origin answer after the
+``ttlMs`` window is still accepted while no change was heard. If your loader may
+answer from its own cache past a change, say ``from_server`` explicitly.
 
 **Failures.** A loader signals failures by raising (or returning a `RequestFailed`):
 
@@ -58,7 +53,7 @@ import itertools
 import logging
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import anyio
@@ -185,13 +180,8 @@ class LoaderSource:
         self._changes = changes
         self._identity = identity if identity is not None else _identity_of(load)
         self.default_ttl_ms = default_ttl_ms
-        # Changes heard of, for answers of unknown origin (see the module docstring).
-        self._tainted: set[str] = set()
-        self._all_tainted = False
-        self._cleared: set[str] = set()
-        """URIs a from_server=True answer cleared since everything was tainted."""
-        self._epochs: dict[str, int] = {}
-        self._global_epoch = 0
+        self._undelivered: deque[StreamEvent] = deque()
+        """Changes the feed named while no stream was open: hints on the next reply."""
         self._listed: set[str] | None = None
         # The feed and the streams it serves.
         self._inboxes: set[_Inbox] = set()
@@ -229,16 +219,19 @@ class LoaderSource:
     # ------------------------------------------------------------------ reads
 
     async def read_resource(self, uri: str, principal: Partition) -> ReadReply | RequestFailed:
-        epochs = (self._global_epoch, self._epochs.get(uri, 0))
         try:
             answer = await self._load(uri)
         except Exception as exc:
-            return failure_from_exception(exc)
+            return replace(failure_from_exception(exc), hints=self._take_undelivered())
         match answer:
             case RequestFailed():
-                return answer
+                return replace(answer, hints=self._take_undelivered())
             case None:
-                return RequestFailed("not_found", f"the loader found nothing for {uri}")
+                return RequestFailed(
+                    "not_found",
+                    f"the loader found nothing for {uri}",
+                    hints=self._take_undelivered(),
+                )
             case Loaded(contents=contents, from_server=said, ttl_ms=ttl, cache_scope=scope):
                 mime = answer.mime_type
             case _:
@@ -246,22 +239,13 @@ class LoaderSource:
         try:
             items = _contents(uri, contents, mime)
         except TypeError as exc:
-            return RequestFailed("server_error", str(exc))
-        if said is True:
-            if epochs == (self._global_epoch, self._epochs.get(uri, 0)):
-                # Nothing was heard of while it loaded: this answer saw every change.
-                self._tainted.discard(uri)
-                self._cleared.add(uri)
-            from_server = True
-        elif said is False:
-            from_server = False
-        else:
-            from_server = not self._is_tainted(uri)
+            return RequestFailed("server_error", str(exc), hints=self._take_undelivered())
         return ReadReply(
             items,
             ttl_ms=ttl if ttl is not None else self.default_ttl_ms,
             cache_scope=scope,
-            from_server=from_server,
+            from_server=said,
+            hints=self._take_undelivered(),
         )
 
     async def list_resources(
@@ -282,12 +266,11 @@ class LoaderSource:
         except Exception as exc:
             return failure_from_exception(exc)
         present = {r.uri for r in resources}
-        if self._listed is not None:
-            # A URI that left the list changed, as far as an unknown-origin loader goes.
-            for uri in self._listed - present:
-                self._taint(uri)
+        # A URI that left the list changed, as far as an unknown-origin loader goes.
+        left = [] if self._listed is None else sorted(self._listed - present)
         self._listed = present
-        return ListReply(resources, ttl_ms=self.default_ttl_ms)
+        hints = (*self._take_undelivered(), *(ResourceUpdated(uri, None) for uri in left))
+        return ListReply(resources, ttl_ms=self.default_ttl_ms, hints=hints)
 
     # ------------------------------------------------------------------ listening
 
@@ -342,7 +325,6 @@ class LoaderSource:
                 self._take(item)
         except Exception as exc:
             detail = f"the change feed raised {type(exc).__name__}: {exc}"
-            self._taint_everything()
             self._feed_over = detail
             self._deliver("lost", detail)
             return
@@ -359,22 +341,18 @@ class LoaderSource:
 
     def _take(self, item: object) -> None:
         if isinstance(item, str) and item:
-            self._taint(item)
-            for inbox in self._inboxes:
-                for parent in inbox.uris:
-                    if parent != item and _is_under(item, parent):
-                        self._taint(parent)
             self._deliver("updated", item)
         elif item is LIST_CHANGED:
             self._deliver("list_changed", "")
         elif item is LOST:
-            self._taint_everything()
             self._deliver("lost", "the change feed reported that it lost changes")
         else:
             # Not a change we understand: it can make nothing fresher (invariant 9).
             self._deliver("untrusted", f"unrecognised change feed item {item!r}")
 
     def _deliver(self, kind: str, value: str) -> None:
+        if not self._inboxes:
+            self._hold_undelivered(kind, value)
         for inbox in self._inboxes:
             if len(inbox.items) >= _MAX_PENDING:
                 inbox.overflowed = True
@@ -382,20 +360,26 @@ class LoaderSource:
                 inbox.items.append((kind, value))
             inbox.wake.set()
 
-    # ------------------------------------------------------------------ changes heard of
+    def _hold_undelivered(self, kind: str, value: str) -> None:
+        """No stream is open: keep what makes content less fresh for the next reply."""
+        match kind:
+            case "updated":
+                event: StreamEvent = ResourceUpdated(value, None)
+            case "lost":
+                event = StreamLost(None, value)
+            case _:
+                return
+        if len(self._undelivered) >= _MAX_PENDING:
+            self._undelivered = deque(
+                [StreamLost(None, f"more than {_MAX_PENDING} changes waiting")]
+            )
+        elif not (self._undelivered and isinstance(self._undelivered[0], StreamLost)):
+            self._undelivered.append(event)
 
-    def _taint(self, uri: str) -> None:
-        self._tainted.add(uri)
-        self._cleared.discard(uri)
-        self._epochs[uri] = self._epochs.get(uri, 0) + 1
-
-    def _taint_everything(self) -> None:
-        self._all_tainted = True
-        self._cleared.clear()
-        self._global_epoch += 1
-
-    def _is_tainted(self, uri: str) -> bool:
-        return uri in self._tainted or (self._all_tainted and uri not in self._cleared)
+    def _take_undelivered(self) -> tuple[StreamEvent, ...]:
+        held = tuple(self._undelivered)
+        self._undelivered.clear()
+        return held
 
 
 def failure_from_exception(exc: BaseException) -> RequestFailed:
@@ -430,13 +414,6 @@ def _contents(uri: str, contents: object, mime_type: str | None) -> tuple[Resour
         f"the loader returned {type(contents).__name__} for {uri}; return text, bytes, "
         "ResourceContents, a sequence of them, or Loaded(...)"
     )
-
-
-def _is_under(uri: str, parent: str) -> bool:
-    """``uri`` names a sub-resource of ``parent`` (the engine's rule, DESIGN §2 inv. 2)."""
-    if not uri.startswith(parent):
-        return False
-    return parent.endswith("/") or uri[len(parent) : len(parent) + 1] in ("/", "#", "?")
 
 
 def _identity_of(load: Callable[..., Any]) -> str:

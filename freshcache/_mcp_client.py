@@ -329,7 +329,9 @@ class McpClientSource:
                 "connect by itself use McpClientSource.connect(url_or_stdio_parameters)"
             )
         self._setup(
-            sdk, _BorrowedClient(client), denial,
+            sdk,
+            _BorrowedClient(client),
+            denial,
             identity if identity is not None else _identity_of(client.server),
         )
 

@@ -112,6 +112,8 @@ class Telemetry:
     ) -> None:
         self.trace_hits = trace_hits
         """Also make a span for every plain fresh hit (off by default: the hit path is hot)."""
+        self.metering = meter_provider is not None or _global_meter_provider_set()
+        """Whether anyone reads the metrics: fresh hits are counted only then."""
         self.protocol_version = protocol_version
         self._tracer = trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
         meter = metrics.get_meter(SCOPE, meter_provider=meter_provider)
@@ -260,7 +262,11 @@ class Telemetry:
 
     def invalidated(self, event: Invalidation, now: float) -> None:
         self._invalidations.add(1, {CAUSE: event.cause, TRUSTED: event.trusted})
-        self._invalidated_at.setdefault(event.uri, now)
+        if event.uri not in self._invalidated_at:
+            if len(self._invalidated_at) >= _MAX_TIMED_INVALIDATIONS:
+                # Bounded (invariant 10): forget the oldest pending measurement.
+                del self._invalidated_at[next(iter(self._invalidated_at))]
+            self._invalidated_at[event.uri] = now
         span = trace.get_current_span()
         if span.is_recording():
             attrs: dict[str, Any] = {
@@ -317,3 +323,15 @@ def _error_of(span: Span) -> str | None:
         return None
     value = attributes.get(ERROR_TYPE)
     return str(value) if value is not None else None
+
+
+_MAX_TIMED_INVALIDATIONS = 4096
+"""URIs whose invalidation-to-fresh time is being measured at once, at most."""
+
+
+def _global_meter_provider_set() -> bool:
+    """Whether an SDK meter provider was installed globally (not the API's proxy)."""
+    provider = metrics.get_meter_provider()
+    return not isinstance(provider, metrics.NoOpMeterProvider) and (
+        type(provider).__name__ != "_ProxyMeterProvider"
+    )

@@ -2,7 +2,10 @@
 
 The cache runs on an event loop in a background thread (an anyio blocking portal on
 asyncio); every method hands its work to that loop and waits for the answer, so the
-results are exactly `FreshCache`'s. Any number of threads may call it at once: reads
+results are exactly `FreshCache`'s. The one exception is a fresh hit: `read` looks it
+up in the calling thread (the hit tables are plain dicts whose rows the loop thread
+replaces whole, so a lookup sees an old row or a new one, never half of one), and only
+a miss crosses to the loop. Any number of threads may call it at once: reads
 of the same URI still share one server read. ``close()`` (or leaving the ``with``
 block) stops the subscription stream, closes the source and ends the thread.
 
@@ -31,6 +34,7 @@ from typing_extensions import Self
 
 from ._cache import FreshCache, ListResult
 from ._core import ReadResult
+from ._core._engine import NO_HITS
 from ._errors import FreshCacheError
 from ._source import ServerInfo, Source
 
@@ -59,6 +63,13 @@ class SyncFreshCache:
             )
             self._cache_cm = self._portal.wrap_async_context_manager(self._cache)
             self._cache_cm.__enter__()
+            self._hits = self._cache.engine.hits
+            self._hit_tables = self._cache.engine.hit_tables
+            self._clock = self._cache.engine.clock
+            # Hits that must be counted or traced go through the loop like misses.
+            self._hits_in_thread = not (
+                self._cache.telemetry.metering or self._cache.telemetry.trace_hits
+            )
         except BaseException:
             self._portal_cm.__exit__(None, None, None)
             raise
@@ -97,6 +108,12 @@ class SyncFreshCache:
         self, uri: str, *, timeout: float | None = None, principal: str | None = None
     ) -> ReadResult:
         """`FreshCache.read`: fresh text, or an explicit state saying why not."""
+        if self._hits_in_thread and not self._closed:
+            hit = (
+                self._hits if principal is None else self._hit_tables.get(principal, NO_HITS)
+            ).get(uri)
+            if hit is not None and self._clock() < hit[0]:
+                return hit[1]
         return self._run(partial(self._cache.read, uri, timeout=timeout, principal=principal))
 
     def status(self, uri: str, *, principal: str | None = None) -> ReadResult:

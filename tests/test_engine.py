@@ -209,10 +209,10 @@ def test_a_public_reply_replaces_the_principals_private_copy():
     read(engine, "private", partition="alice")
     read(engine, "public", partition="alice", scope="public")
     assert engine.lookup(U, "alice").text == "public"
-    assert (U, "alice") not in engine.hits
-    assert (U, PUBLIC) in engine.hits
+    assert U not in engine.hits_for("alice")
+    assert U in engine.hits_for(PUBLIC)
     read(engine, "anonymous")
-    assert U in engine.hits  # the default partition is keyed by the bare URI
+    assert U in engine.hits  # every partition's table is keyed by the bare URI
 
 
 def test_status_of_an_unknown_uri_is_not_cached():
@@ -236,8 +236,13 @@ def test_selected_uris_no_subscription_covers_are_read_before_each_use():
     read(engine, "v1")
     assert engine.lookup(U, None) is None
     assert engine.status(U).reason == "uncovered"
-    live(engine)
-    assert engine.lookup(U, None).text == "v1"
+    # The acknowledgment proves nothing about the copy read before it (invariant 4):
+    # it asks for a re-read, and only that re-read makes U fresh.
+    assert live(engine) == [ReadResource(U, None, "acknowledged"), Relist("acknowledged")]
+    assert engine.lookup(U, None) is None
+    assert engine.status(U).reason == "invalidated"
+    read(engine, "v2")
+    assert engine.lookup(U, None).text == "v2"
 
 
 def test_the_ttl_policy_relaxes_uncovered_uris_to_their_ttl():
@@ -390,17 +395,22 @@ def test_a_selected_uri_that_left_the_list_is_checked_by_a_direct_read():
     assert engine.status(U).reason == "invalidated"
 
 
-def test_selection_changes_read_new_uris_and_ask_for_a_new_stream():
+def test_selection_changes_ask_for_a_new_stream_whose_ack_reads_what_it_newly_covers():
     engine, _ = make()
-    assert engine.select([U]) == [
-        ReadResource(U, None, "selected"),
-        Relisten(frozenset({U}), "selection_changed"),
-    ]
+    assert engine.select([U]) == [Relisten(frozenset({U}), "selection_changed")]
     assert engine.select([U]) == []
-    assert engine.select([V]) == [
-        ReadResource(V, None, "selected"),
-        Relisten(frozenset({V}), "selection_changed"),
+    assert live(engine, (U,)) == [ReadResource(U, None, "acknowledged"), Relist("acknowledged")]
+    read(engine, "u1")
+    assert engine.select([U, V]) == [Relisten(frozenset({U, V}), "selection_changed")]
+    # The new stream's ack reads only V: U stayed covered by the live stream.
+    engine.handle(ListenStarted("s2", frozenset({U, V}), True))
+    assert engine.handle(ListenAcknowledged("s2", frozenset({U, V}), True)) == [
+        ReadResource(V, None, "acknowledged"),
+        Relist("acknowledged"),
     ]
+    engine.cancel_subscription("s1")
+    assert engine.lookup(U, None).text == "u1"
+    assert engine.select([V]) == [Relisten(frozenset({V}), "selection_changed")]
     assert engine.selected == {V}
 
 

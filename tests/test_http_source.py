@@ -1078,7 +1078,8 @@ async def test_a_cache_over_http_comes_back_fresh_after_the_server_returns():
         fast = BackoffSettings(base=0.01, cap=0.05, quick_death=0.0)
         async with FreshCache(source, select=[U], read_timeout=2.0, backoff=fast) as cache:
             assert (await cache.read(U)).text == "v1"
-            await until(lambda: cache.stream_status == "live")
+            # Fresh again only by the read the acknowledgment caused (invariant 4).
+            await until(lambda: cache.stream_status == "live" and cache.status(U).state == "fresh")
             server.down = True
             server.drop_streams()
             await http.go_down()

@@ -27,9 +27,11 @@ from freshcache import (
     ResourceInfo,
 )
 from freshcache._core import (
+    FreshnessEngine,
     ListenAcknowledged,
     ListenStarted,
     ListenUnsupported,
+    ListReply,
     ResourceListChanged,
     ResourceUpdated,
     StreamClosed,
@@ -37,6 +39,7 @@ from freshcache._core import (
     UntrustedMessage,
 )
 from freshcache._loader import failure_from_exception
+from freshcache._store import MemoryStore
 from freshcache._tables import Case, EngineWorld, Setup, load_cases, play
 from freshcache._tables._runner import engine_unplayable
 from freshcache._tables._steps import (
@@ -298,69 +301,63 @@ async def test_a_uri_that_left_the_list_is_in_doubt_for_an_unknown_origin_loader
         return list(listed)
 
     source = LoaderSource(store.bare, list=list_uris)
-    first = await source.read_resource(V, None)
-    assert not isinstance(await source.list_resources(None, None), RequestFailed)
+    first = await source.list_resources(None, None)
     listed.remove(V)
-    assert not isinstance(await source.list_resources(None, None), RequestFailed)
-    after = await source.read_resource(V, None)
-    still = await source.read_resource(U, None)
-    assert isinstance(first, ReadReply)
-    assert first.from_server
-    assert isinstance(after, ReadReply)
-    assert not after.from_server
-    assert isinstance(still, ReadReply)
-    assert still.from_server
+    second = await source.list_resources(None, None)
+    assert isinstance(first, ListReply) and first.hints == ()
+    # The source reports the departure as a change hint on the list's own reply ...
+    assert isinstance(second, ListReply) and second.hints == (ResourceUpdated(V, None),)
+    # ... and the engine, having heard of it, no longer trusts V's unknown-origin answers.
+    listed.append(V)
+    async with FreshCache(LoaderSource(store.bare, list=list_uris), listen=False) as cache:
+        assert (await cache.read(V)).state == "fresh"
+        assert (await cache.list_resources()).state == "fresh"
+        listed.remove(V)
+        assert (await cache.list_resources()).state == "fresh"  # ttlMs 0: listed again
+        assert (await cache.read(V)).reason == "local_copy_only"
+        assert (await cache.read(U)).state == "fresh"
 
 
-async def test_a_change_to_a_sub_resource_puts_the_subscribed_parent_in_doubt(store):
+def test_a_change_to_a_sub_resource_puts_the_subscribed_parent_in_doubt():
+    engine = FreshnessEngine(store=MemoryStore())
+    engine.handle(ListenStarted("s", frozenset({U}), False))
+    engine.handle(ListenAcknowledged("s", frozenset({U}), False))
+    engine.handle(ResourceUpdated(U + "/section", "s"))
+    assert engine.heard.changed(U)
+    assert engine.heard.changed(U + "/section")
+    assert not engine.heard.changed(V)
+
+
+def test_a_server_answer_that_raced_a_change_does_not_clear_the_doubt():
+    engine = FreshnessEngine(store=MemoryStore())
+    engine.handle(ResourceUpdated(U, None))
+    ticket = engine.begin_read(U, None)
+    engine.handle(ResourceUpdated(V, None))  # heard while the server read was under way
+    reply = ReadReply((ResourceContents(U, text="t"),), ttl_ms=0, from_server=True)
+    assert engine.finish_read(ticket, reply).state == "fresh"
+    assert engine.heard.changed(U)  # the racing answer did not clear it
+    ticket = engine.begin_read(U, None)
+    engine.finish_read(ticket, reply)
+    assert not engine.heard.changed(U)  # an undisturbed server answer does
+
+
+async def test_changes_the_feed_named_while_no_stream_was_open_ride_on_the_next_reply(store):
     source = LoaderSource(store.bare, changes=store.receive)
-    stream = source.listen(frozenset({U}), False)
+    await source.start()
     try:
+        await store.send.send(V)
         with anyio.fail_after(5):
-            await stream.__anext__()
-            await stream.__anext__()
-            await store.send.send(U + "/section")
-            assert isinstance(await stream.__anext__(), ResourceUpdated)
-        parent = await source.read_resource(U, None)
-        sibling = await source.read_resource(V, None)
+            while True:
+                reply = await source.read_resource(U, None)
+                assert isinstance(reply, ReadReply)
+                if reply.hints:
+                    break
+                await anyio.sleep(0.001)
+        assert reply.hints == (ResourceUpdated(V, None),)
+        again = await source.read_resource(U, None)
+        assert isinstance(again, ReadReply) and again.hints == ()
     finally:
-        await stream.aclose()
         await source.aclose()
-    assert isinstance(parent, ReadReply)
-    assert not parent.from_server
-    assert isinstance(sibling, ReadReply)
-    assert sibling.from_server
-
-
-async def test_a_server_answer_that_raced_a_change_does_not_clear_the_doubt(store):
-    gate = anyio.Event()
-
-    async def slow_server_load(uri: str) -> Loaded:
-        await gate.wait()
-        return Loaded(store.texts[uri], True)
-
-    source = LoaderSource(slow_server_load, changes=store.receive)
-    stream = source.listen(frozenset({U}), False)
-    try:
-        with anyio.fail_after(5):
-            await stream.__anext__()
-            await stream.__anext__()
-            async with anyio.create_task_group() as tg:
-                replies: list[Any] = []
-
-                async def read() -> None:
-                    replies.append(await source.read_resource(U, None))
-
-                tg.start_soon(read)
-                await anyio.lowlevel.checkpoint()
-                await store.send.send(U)  # heard while the server read was under way
-                await stream.__anext__()
-                gate.set()
-        assert source._is_tainted(U)  # the racing answer did not clear it
-    finally:
-        await stream.aclose()
-        await source.aclose()
-    assert replies[0].from_server is True
 
 
 # --------------------------------------------------------------------------- failures and shapes
@@ -402,15 +399,21 @@ async def test_a_cancelled_loader_is_not_turned_into_a_failure():
 @pytest.mark.parametrize(
     ("answer", "expected"),
     [
-        ("plain text", ReadReply((ResourceContents(U, text="plain text"),))),
-        (b"\x00\x01", ReadReply((ResourceContents(U, blob="AAE="),))),
+        # A bare value cannot say where it came from: the engine judges it (ChangesHeard).
+        ("plain text", ReadReply((ResourceContents(U, text="plain text"),), from_server=None)),
+        (b"\x00\x01", ReadReply((ResourceContents(U, blob="AAE="),), from_server=None)),
         (
             ResourceContents(U, text="item", mime_type="text/markdown"),
-            ReadReply((ResourceContents(U, text="item", mime_type="text/markdown"),)),
+            ReadReply(
+                (ResourceContents(U, text="item", mime_type="text/markdown"),), from_server=None
+            ),
         ),
         (
             [ResourceContents(U, text="a"), ResourceContents(U + "#b", text="b")],
-            ReadReply((ResourceContents(U, text="a"), ResourceContents(U + "#b", text="b"))),
+            ReadReply(
+                (ResourceContents(U, text="a"), ResourceContents(U + "#b", text="b")),
+                from_server=None,
+            ),
         ),
         (
             Loaded("t", True, ttl_ms=500, cache_scope="public", mime_type="text/plain"),

@@ -100,8 +100,10 @@ async def test_seed_1_the_notification_is_an_event_on_the_listen_span_and_the_re
     assert reread.parent is not None
     assert reread.parent.span_id == listen.context.span_id
     invalidated = [e for e in listen.events if e.name == "freshcache.invalidated"]
-    assert len(invalidated) == 1
-    assert dict(invalidated[0].attributes) == {
+    # The acknowledgment invalidated what it newly covered (invariant 4), then the hint.
+    causes = [e.attributes["freshcache.cause"] for e in invalidated]
+    assert causes == ["acknowledged", "resources/updated"]
+    assert dict(invalidated[1].attributes) == {
         "mcp.resource.uri": U,
         "freshcache.cause": "resources/updated",
         "freshcache.trusted": True,
@@ -112,7 +114,8 @@ async def test_seed_1_the_notification_is_an_event_on_the_listen_span_and_the_re
         "freshcache.invalidations"
     ]
     assert ({"freshcache.cause": "resources/updated"}, 1) in metrics["freshcache.server_reads"]
-    assert metrics["freshcache.invalidation_to_fresh"][0][1] == 1
+    # One from the acknowledgment (invariant 4), one from the notification.
+    assert metrics["freshcache.invalidation_to_fresh"][0][1] == 2
 
 
 async def test_seed_4_a_timeout_is_visible_on_both_spans(recorder, live_cache):

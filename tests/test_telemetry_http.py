@@ -87,7 +87,8 @@ async def test_seed_1_invalidation_event_and_reread_span_under_the_listen_span(r
         "freshcache.listen.attempt": listen.attributes["freshcache.listen.attempt"],
         "freshcache.listen.uris": (SELECTED,),
     }
-    (event,) = [e for e in listen.events if e.name == "freshcache.invalidated"]
+    acked, event = [e for e in listen.events if e.name == "freshcache.invalidated"]
+    assert acked.attributes["freshcache.cause"] == "acknowledged"  # invariant 4
     assert dict(event.attributes) == {
         "mcp.resource.uri": SELECTED,
         "freshcache.cause": "resources/updated",
@@ -170,7 +171,8 @@ async def test_seed_8_stream_loss_relisten_and_reread_after_reconnect(recorder):
     lost = [s for s in listens if any(e.name == "freshcache.stream_lost" for e in s.events)]
     assert lost
     invalidated = [e for e in lost[0].events if e.name == "freshcache.invalidated"]
-    assert [dict(e.attributes)["freshcache.cause"] for e in invalidated] == ["stream_lost"]
+    causes = [dict(e.attributes)["freshcache.cause"] for e in invalidated]
+    assert causes == ["acknowledged", "stream_lost"]
     after = [
         s
         for s in listens

@@ -8,8 +8,23 @@ The one promise: the text handed out is never older than the newest change heard
 of. The mechanism is a *generation* per URI. Every invalidation bumps it before
 anything else; a read records the generation when it is *sent* (`begin_read`); when
 the reply lands under a newer generation it is discarded, never stored as fresh
-(invariant 1). Only entries whose generation is current sit in `hits`, the index
-the fast path consults.
+(invariant 1). Only entries whose generation is current sit in the hit tables (one
+dict per partition, keyed by bare URI), the index the fast path consults.
+
+Generations come from one engine-wide counter, so they never restart: the record of
+a URI that holds no entry, is not selected and has no read in flight is dropped
+(invariant 10), and a reply to a read sent before that still finds a different
+generation when it lands.
+
+An acknowledgment is an invalidation too (invariant 4): every selected URI that the
+new stream covers and no other live stream covered a moment before gets a new
+generation and a re-read, so only a read sent after the acknowledgment makes it
+subscription-backed fresh. URIs a live stream kept covering through a selection swap
+keep their entries.
+
+Costs (DESIGN §8): a notification touches the URIs it names, found by exact match and
+by the URI's own prefixes (the sub-resource rule), never by scanning the selection;
+coverage and the selection are kept as counts and sets, not rebuilt per call.
 """
 
 from __future__ import annotations
@@ -39,6 +54,7 @@ from ._events import (
     StreamLost,
     UntrustedMessage,
 )
+from ._heard import ChangesHeard
 from ._model import (
     AWAITING_FRESH_SOURCE,
     DENIED,
@@ -59,13 +75,12 @@ _INF = float("inf")
 _ENTRY_OVERHEAD = 256  # rough bytes of bookkeeping per entry beyond the contents
 
 SubscriptionId = str | int
-HitKey = str | tuple[str, Partition]
+Hit = tuple[float, ReadResult]
+"""(fresh until, result) in a partition's hit table."""
+HitTable = dict[str, Hit]
 
-
-def hit_key(uri: str, partition: Partition) -> HitKey:
-    """Key of the fast-path index: the bare URI for the default partition (no tuple to
-    build or hash on the hot path), ``(uri, partition)`` otherwise."""
-    return uri if partition is None else (uri, partition)
+NO_HITS: HitTable = {}
+"""Stands for the table of a partition that has none yet; never written to."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +90,8 @@ class ReadTicket:
     uri: str
     partition: Partition
     generation: int
+    changes_heard: int = 0
+    """`ChangesHeard.count` when the read was sent (the "cannot tell" rule)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,15 +114,19 @@ class Invalidation:
 
 
 _DEFAULT_ONLY: tuple[Partition, ...] = (None,)
+_REMEMBERED_IDLE = 1024
+"""Records of URIs that hold nothing but a failure or an invalidation reason, kept
+for `status` (oldest dropped first)."""
 
 
 @dataclass(slots=True)
 class _UriState:
-    generation: int = 0
+    generation: int
     invalid_reason: Reason = "not_cached"
     """What status says when no entry is at `generation`: why it was invalidated, or
     ``not_cached`` when nothing was read since (or the entry was evicted)."""
     selected: bool = False
+    reads_in_flight: int = 0
     partitions: tuple[Partition, ...] = ()
     """Partitions that hold an entry for this URI in the store (usually one)."""
     problems: dict[Partition, tuple[int, ReadResult]] | None = None
@@ -188,12 +209,24 @@ class FreshnessEngine:
         self.clock = clock
         self.wall_clock = wall_clock
         self.counters = Counters()
-        self.hits: dict[HitKey, tuple[float, ReadResult]] = {}
-        """Fast-path index: `hit_key` -> (fresh until, result). Only trusted entries."""
+        self.hit_tables: dict[Partition, HitTable] = {}
+        """Partition -> its hit table. Only entries whose generation is current."""
+        self.hits: HitTable = self.hits_for(default_partition)
+        """The default partition's hit table: bare URI -> (fresh until, result)."""
         self._store = store
         self._store.set_eviction_listener(self._evicted)
         self._uris: dict[str, _UriState] = {}
+        self._generations = 0
+        self.heard = ChangesHeard()
+        """Changes heard of, for answers of unknown origin (`ReadReply.from_server` None)."""
+        self._remembered: dict[str, None] = {}
+        """Idle records kept for what `status` says of them, oldest first (bounded)."""
+        self._selected: set[str] = set()
         self._subs: dict[SubscriptionId, _Subscription] = {}
+        self._covered: dict[str, int] = {}
+        """URI -> how many acknowledged subscriptions cover it (no zero counts)."""
+        self._requested: dict[str, int] = {}
+        """URI -> how many open subscriptions asked for it (for the sub-resource rule)."""
         self._stream_status: StreamStatus = "idle"
         self._listen_supported: bool | None = None
         self._list_generation = 0
@@ -205,16 +238,16 @@ class FreshnessEngine:
     @property
     def selected(self) -> frozenset[str]:
         """URIs the agent relies on."""
-        return frozenset(u for u, s in self._uris.items() if s.selected)
+        return frozenset(self._selected)
 
     @property
     def covered(self) -> frozenset[str]:
         """URIs a live, acknowledged subscription covers now."""
-        out: frozenset[str] = frozenset()
-        for sub in self._subs.values():
-            if sub.acknowledged:
-                out |= sub.covered
-        return out
+        return frozenset(self._covered)
+
+    def is_covered(self, uri: str) -> bool:
+        """Whether a live, acknowledged subscription covers ``uri`` now."""
+        return uri in self._covered
 
     @property
     def tracked_uris(self) -> int:
@@ -231,16 +264,25 @@ class FreshnessEngine:
         """``False`` once the server showed it has no ``subscriptions/listen``."""
         return self._listen_supported
 
+    def hits_for(self, partition: Partition) -> HitTable:
+        """The hit table of ``partition`` (made on first use; never replaced)."""
+        table = self.hit_tables.get(partition)
+        if table is None:
+            table = self.hit_tables[partition] = {}
+        return table
+
     def lookup(self, uri: str, partition: Partition) -> ReadResult | None:
         """A fresh result from the cache, or ``None`` when a server read is needed."""
-        hit = self.hits.get(hit_key(uri, partition))
         now = self.clock()
+        table = self.hit_tables.get(partition)
+        hit = None if table is None else table.get(uri)
         if hit is not None and now < hit[0]:
             return hit[1]
         if self.policy.share_public and partition != PUBLIC:
             state = self._uris.get(uri)
             if state is not None and state.problem(partition) is None:
-                hit = self.hits.get(hit_key(uri, PUBLIC))
+                table = self.hit_tables.get(PUBLIC)
+                hit = None if table is None else table.get(uri)
                 if hit is not None and now < hit[0]:
                     return hit[1]
         return None
@@ -268,12 +310,14 @@ class FreshnessEngine:
     def begin_read(self, uri: str, partition: Partition) -> ReadTicket:
         """Note that a server read of ``uri`` is being sent now."""
         state = self._state(uri)
+        state.reads_in_flight += 1
         self.counters.server_reads += 1
-        return ReadTicket(uri, partition, state.generation)
+        return ReadTicket(uri, partition, state.generation, self.heard.count)
 
     def is_current(self, ticket: ReadTicket) -> bool:
         """Whether no invalidation has landed since ``ticket``'s read was sent."""
-        return self._state(ticket.uri).generation == ticket.generation
+        state = self._uris.get(ticket.uri)
+        return state is not None and state.generation == ticket.generation
 
     def finish_read(
         self, ticket: ReadTicket, reply: ReadReply | RequestFailed
@@ -281,24 +325,38 @@ class FreshnessEngine:
         """Judge a reply. ``None`` means an invalidation overtook the read: read again."""
         uri, partition = ticket.uri, ticket.partition
         state = self._state(uri)
-        match reply:
-            case ReadReply():
-                if ticket.generation != state.generation:
-                    self.counters.superseded_replies += 1
-                    return None
-                if not reply.from_server:
-                    # A local copy proves nothing about the server (invariant 1, seed 3).
-                    self.counters.local_copy_replies += 1
-                    return self._record_problem(
-                        state,
-                        partition,
-                        problem_result(uri, AWAITING_FRESH_SOURCE, "local_copy_only"),
-                    )
-                return self._store_reply(ticket, state, reply)
-            case RequestFailed():
-                return self._record_failure(ticket, state, reply)
-            case _:
-                assert_never(reply)
+        state.reads_in_flight = max(0, state.reads_in_flight - 1)
+        try:
+            match reply:
+                case ReadReply():
+                    if ticket.generation != state.generation:
+                        self.counters.superseded_replies += 1
+                        return None
+                    if reply.from_server:
+                        self.heard.proved(uri, ticket.changes_heard)
+                    elif reply.from_server is False or self.heard.changed(uri):
+                        # A local copy proves nothing about the server (invariant 1, seed
+                        # 3); nor does an answer of unknown origin after a change of it.
+                        self.counters.local_copy_replies += 1
+                        return self._record_problem(
+                            state,
+                            partition,
+                            problem_result(uri, AWAITING_FRESH_SOURCE, "local_copy_only"),
+                        )
+                    return self._store_reply(ticket, state, reply)
+                case RequestFailed():
+                    return self._record_failure(ticket, state, reply)
+                case _:
+                    assert_never(reply)
+        finally:
+            self._forget_if_idle(uri, state)
+
+    def abandon_read(self, ticket: ReadTicket) -> None:
+        """The read sent under ``ticket`` will never be judged (it was cancelled)."""
+        state = self._uris.get(ticket.uri)
+        if state is not None:
+            state.reads_in_flight = max(0, state.reads_in_flight - 1)
+            self._forget_if_idle(ticket.uri, state)
 
     def note_timeout(self, uri: str, partition: Partition) -> ReadResult:
         """The caller's deadline passed while the read goes on in the background."""
@@ -310,7 +368,9 @@ class FreshnessEngine:
             server_read=True,
             detail="the server read did not answer before the deadline",
         )
-        return self._maybe_stale(self._record_problem(state, partition, result), partition)
+        result = self._maybe_stale(self._record_problem(state, partition, result), partition)
+        self._forget_if_idle(uri, state)
+        return result
 
     def _store_reply(self, ticket: ReadTicket, state: _UriState, reply: ReadReply) -> ReadResult:
         uri, partition = ticket.uri, ticket.partition
@@ -341,7 +401,8 @@ class FreshnessEngine:
         key: EntryKey = (self.server_id, READ, uri, stored_partition)
         state.add_partition(stored_partition)
         self._store.put(key, entry)
-        self._index(uri, stored_partition, state, entry)
+        if stored_partition in state.partitions:  # not evicted at once by the store's bounds
+            self._index(uri, stored_partition, state, entry)
         return handed
 
     def _record_failure(
@@ -367,7 +428,7 @@ class FreshnessEngine:
                 assert_never(failure.kind)
         # A failure makes nothing fresher; it still masks a TTL-valid entry of the
         # same generation, because read-before-use failed for it.
-        self.hits.pop(hit_key(uri, partition), None)
+        self._pop_hit(uri, partition)
         if ticket.generation == state.generation:
             state.set_problem(partition, result)
         return self._maybe_stale(result, partition)
@@ -375,7 +436,7 @@ class FreshnessEngine:
     def _record_problem(
         self, state: _UriState, partition: Partition, result: ReadResult
     ) -> ReadResult:
-        self.hits.pop(hit_key(result.uri, partition), None)
+        self._pop_hit(result.uri, partition)
         state.set_problem(partition, result)
         return result
 
@@ -466,30 +527,41 @@ class FreshnessEngine:
         """A full re-list finished: selected URIs that left it are checked by a direct read."""
         present = set(listed)
         decisions: list[Decision] = []
-        for uri, state in self._uris.items():
-            if state.selected and uri not in present:
-                # Invariant 3: the list alone does not decide; a direct read does.
-                self._invalidate(uri, "invalidated", "left_list", None, True)
-                decisions.append(ReadResource(uri, partition, "left_list"))
+        for uri in sorted(self._selected - present):
+            # Invariant 3: the list alone does not decide; a direct read does.
+            self._invalidate(uri, "invalidated", "left_list", None, True)
+            decisions.append(ReadResource(uri, partition, "left_list"))
         return decisions
 
     # ------------------------------------------------------------------ selection
 
     def select(self, uris: Iterable[str]) -> list[Decision]:
-        """Replace the selection; returns reads for new URIs and a re-listen if needed."""
-        wanted = frozenset(uris)
-        before = self.selected
-        for uri in before - wanted:
-            self._uris[uri].selected = False
+        """Replace the selection.
+
+        Returns a re-listen when the selection changed. New URIs are read at once only
+        when no stream will come (the server has no listen); otherwise the new
+        stream's acknowledgment reads what it newly covers (invariant 4), so entering
+        reads each selected URI once and adding one URI costs one read.
+        """
+        wanted = dict.fromkeys(uris)
+        removed = [uri for uri in self._selected if uri not in wanted]
+        added = [uri for uri in wanted if uri not in self._selected]
+        for uri in removed:
+            self._selected.discard(uri)
+            state = self._uris[uri]
+            state.selected = False
+            self._reindex(uri, state)
+            self._forget_if_idle(uri, state)
         decisions: list[Decision] = []
-        for uri in wanted - before:
+        for uri in added:
             state = self._state(uri)
             state.selected = True
-            if self._uncovered_strict(uri, state):
-                self._unindex(uri, state)
-            decisions.append(ReadResource(uri, self.default_partition, "selected"))
-        if wanted != before and self._listen_supported is not False:
-            decisions.append(Relisten(wanted, "selection_changed"))
+            self._selected.add(uri)
+            self._reindex(uri, state)
+            if self._listen_supported is False:
+                decisions.append(ReadResource(uri, self.default_partition, "selected"))
+        if (removed or added) and self._listen_supported is not False:
+            decisions.append(Relisten(frozenset(self._selected), "selection_changed"))
         return decisions
 
     # ------------------------------------------------------------------ stream events
@@ -498,9 +570,11 @@ class FreshnessEngine:
         """Feed one stream event; returns what the middleware must do next."""
         match event:
             case ListenStarted():
+                self._drop_subscription(event.subscription_id)
                 self._subs[event.subscription_id] = _Subscription(
                     event.resource_uris, event.list_changed
                 )
+                _count_in(self._requested, event.resource_uris)
                 if self._stream_status != "live":
                     self._stream_status = "opening"
                 return []
@@ -509,6 +583,7 @@ class FreshnessEngine:
             case ResourceUpdated():
                 self.counters.notifications += 1
                 trusted = self._trusted(event.subscription_id)
+                self.heard.note(event.uri)
                 decisions: list[Decision] = []
                 for uri in self._named_by(event.uri):
                     self._invalidate(
@@ -531,9 +606,16 @@ class FreshnessEngine:
             case ListenUnsupported():
                 self._listen_supported = False
                 self._stream_status = "unsupported"
-                self._subs.clear()
-                self._reindex_selected()
-                return []
+                for sid in list(self._subs):
+                    self._drop_subscription(sid)
+                # No stream will ever cover them: read what was never read (entering).
+                reads: list[Decision] = []
+                for uri in sorted(self._selected):
+                    state = self._uris[uri]
+                    self._reindex(uri, state)
+                    if not self._has_current_entry(uri, state):
+                        reads.append(ReadResource(uri, self.default_partition, "selected"))
+                return reads
             case UntrustedMessage():
                 self.counters.untrusted_messages += 1
                 return []
@@ -542,10 +624,7 @@ class FreshnessEngine:
 
     def cancel_subscription(self, subscription_id: SubscriptionId) -> None:
         """The client closed a subscription it no longer needs (a newer one replaced it)."""
-        sub = self._subs.pop(subscription_id, None)
-        if sub is not None and sub.acknowledged:
-            # URIs only the cancelled stream covered are no longer covered.
-            self._reindex_selected()
+        self._drop_subscription(subscription_id)
 
     def _trusted(self, subscription_id: SubscriptionId | None) -> bool:
         sub = self._subs.get(subscription_id) if subscription_id is not None else None
@@ -556,27 +635,34 @@ class FreshnessEngine:
         return True
 
     def _acknowledged(self, event: ListenAcknowledged) -> list[Decision]:
-        sub = self._subs.get(event.subscription_id)
+        sid = event.subscription_id
+        sub = self._subs.get(sid)
         if sub is None or sub.acknowledged:
             self.counters.untrusted_messages += 1
             return []
         self.counters.acknowledgments += 1
-        extra = event.resource_uris - sub.requested
-        if extra:
+        if event.resource_uris - sub.requested:
             self.counters.untrusted_messages += 1  # an ack cannot cover what was not asked for
         sub.acknowledged = True
         sub.covered = event.resource_uris & sub.requested
         sub.list_changed = event.list_changed and sub.list_changed_requested
         self._listen_supported = True
         self._stream_status = "live"
-        self._reindex_selected()
-        # A new stream proves nothing about the time before it (invariant 4): read
-        # every selected URI it was asked to cover, and the list if it watches it.
-        decisions: list[Decision] = [
-            ReadResource(uri, self.default_partition, "acknowledged")
-            for uri in sorted(sub.requested)
-            if uri in self._uris and self._uris[uri].selected
-        ]
+        decisions: list[Decision] = []
+        for uri in sorted(sub.covered):
+            newly = uri not in self._covered
+            self._covered[uri] = self._covered.get(uri, 0) + 1
+            state = self._uris.get(uri)
+            if newly and state is not None and state.selected:
+                # A new stream proves nothing about the time before it (invariant 4):
+                # what was read before this moment is not fresh until read again.
+                self._invalidate(uri, self._reason_now(uri, state), "acknowledged", sid, True)
+                decisions.append(ReadResource(uri, self.default_partition, "acknowledged"))
+        for uri in sorted(sub.requested - sub.covered):
+            state = self._uris.get(uri)
+            if state is not None and state.selected and not self._has_current_entry(uri, state):
+                # Not covered: read before use; read once now so entering warms it.
+                decisions.append(ReadResource(uri, self.default_partition, "acknowledged"))
         if sub.list_changed:
             self._invalidate_lists()
             decisions.append(Relist("acknowledged"))
@@ -585,31 +671,47 @@ class FreshnessEngine:
     def _stream_ended(
         self, subscription_id: SubscriptionId | None, *, lost: bool
     ) -> list[Decision]:
-        sub = self._subs.pop(subscription_id, None) if subscription_id is not None else None
-        if sub is None:
-            if subscription_id is not None or not lost:
+        if subscription_id is not None:
+            if subscription_id not in self._subs:
                 self.counters.untrusted_messages += 1
                 return []
-            # A loss with no id: every live subscription is gone (the channel broke).
-            subs = list(self._subs.values())
-            self._subs.clear()
+            ended = [subscription_id]
+        elif lost:
+            ended = list(self._subs)  # a loss with no id: the channel broke, all are gone
         else:
-            subs = [sub]
+            self.counters.untrusted_messages += 1
+            return []
         if lost:
             self.counters.stream_losses += 1
-            for gone in subs:
+            self.heard.note_everything()  # changes may have been missed for any URI
+            watched_lists = False
+            for sid in ended:
+                gone = self._subs[sid]
+                watched_lists = watched_lists or gone.list_changed
                 # Only what an acknowledged stream covered was ever vouched for.
                 for uri in sorted(gone.covered):
                     if uri in self._uris:
                         self._invalidate(uri, "stream_lost", "stream_lost", subscription_id, True)
-            if any(s.list_changed for s in subs):
+            if watched_lists:
                 self._invalidate_lists()
-        if not self._subs:
-            self._stream_status = "lost" if lost else "closed"
-        self._reindex_selected()
+        for sid in ended:
+            self._drop_subscription(sid)
         if self._subs:
             return []
-        return [Relisten(self.selected, "stream_lost" if lost else "stream_closed")]
+        self._stream_status = "lost" if lost else "closed"
+        return [Relisten(frozenset(self._selected), "stream_lost" if lost else "stream_closed")]
+
+    def _drop_subscription(self, subscription_id: SubscriptionId) -> None:
+        """Forget one subscription; URIs only it covered are no longer covered."""
+        sub = self._subs.pop(subscription_id, None)
+        if sub is None:
+            return
+        _count_out(self._requested, sub.requested)
+        if sub.acknowledged:
+            for uri in _count_out(self._covered, sub.covered):
+                state = self._uris.get(uri)
+                if state is not None and state.selected:
+                    self._reindex(uri, state)
 
     # ------------------------------------------------------------------ internals
 
@@ -618,20 +720,47 @@ class FreshnessEngine:
 
         The URI itself, and, when the notification names a sub-resource of a URI we
         subscribed to (the schema allows that), the subscribed parent too: a hint may
-        only make content less fresh.
+        only make content less fresh. Parents are found among ``uri``'s own prefixes,
+        so the cost does not grow with the selection.
         """
         named = [uri] if uri in self._uris else []
-        for sub in self._subs.values():
-            for parent in sub.requested:
-                if parent != uri and parent in self._uris and _is_under(uri, parent):
-                    named.append(parent)
+        if self._requested:
+            for parent in _parents(uri):
+                if parent in self._requested:
+                    self.heard.note(parent)
+                    if parent in self._uris:
+                        named.append(parent)
         return named
 
     def _state(self, uri: str) -> _UriState:
         state = self._uris.get(uri)
         if state is None:
-            state = self._uris[uri] = _UriState()
+            state = self._uris[uri] = _UriState(self._new_generation())
         return state
+
+    def _new_generation(self) -> int:
+        self._generations += 1
+        return self._generations
+
+    def _forget_if_idle(self, uri: str, state: _UriState) -> None:
+        """Drop the record of a URI nothing depends on any more (invariant 10).
+
+        A record that still says something (a failure, why it was invalidated) is
+        kept a while for `status`, among the last `_REMEMBERED_IDLE` such records.
+        """
+        if not _idle(state) or self._uris.get(uri) is not state:
+            return
+        if state.problems or state.invalid_reason != "not_cached":
+            self._remembered[uri] = None
+            while len(self._remembered) > _REMEMBERED_IDLE:
+                oldest = next(iter(self._remembered))
+                del self._remembered[oldest]
+                gone = self._uris.get(oldest)
+                if gone is not None and _idle(gone):
+                    del self._uris[oldest]
+        else:
+            del self._uris[uri]
+            self._remembered.pop(uri, None)
 
     def _entry(self, uri: str, partition: Partition) -> Entry | None:
         entry = self._store.get((self.server_id, READ, uri, partition))
@@ -639,11 +768,23 @@ class FreshnessEngine:
             entry = self._store.get((self.server_id, READ, uri, PUBLIC))
         return entry
 
+    def _has_current_entry(self, uri: str, state: _UriState) -> bool:
+        for part in state.partitions:
+            entry = self._store.get((self.server_id, READ, uri, part))
+            if entry is not None and entry.generation == state.generation:
+                return True
+        return False
+
+    def _reason_now(self, uri: str, state: _UriState) -> Reason:
+        """Why ``uri`` is not fresh after a new invalidation: a copy we held is now
+        ``invalidated``; one already invalid keeps the reason it had."""
+        return "invalidated" if self._has_current_entry(uri, state) else state.invalid_reason
+
     def _uncovered_strict(self, uri: str, state: _UriState) -> bool:
         return (
             state.selected
             and self.policy.uncovered == "read_before_use"
-            and uri not in self.covered
+            and uri not in self._covered
         )
 
     def _invalidate(
@@ -655,7 +796,7 @@ class FreshnessEngine:
         trusted: bool,
     ) -> None:
         state = self._state(uri)
-        state.generation += 1  # first, so that any read in flight is now outdated
+        state.generation = self._new_generation()  # first: any read in flight is outdated
         state.invalid_reason = reason
         self._unindex(uri, state)
         self.counters.invalidations += 1
@@ -673,29 +814,31 @@ class FreshnessEngine:
         if self._uncovered_strict(uri, state):
             return
         until = entry.expires_at
-        if self.policy.subscription_backed and state.selected and uri in self.covered:
+        if self.policy.subscription_backed and state.selected and uri in self._covered:
             until = _INF
-        self.hits[hit_key(uri, partition)] = (until, entry.value)
+        self.hits_for(partition)[uri] = (until, entry.value)
+
+    def _pop_hit(self, uri: str, partition: Partition) -> None:
+        table = self.hit_tables.get(partition)
+        if table is not None:
+            table.pop(uri, None)
 
     def _unindex(self, uri: str, state: _UriState) -> None:
         for part in state.partitions:
-            self.hits.pop(hit_key(uri, part), None)
+            self._pop_hit(uri, part)
 
-    def _reindex_selected(self) -> None:
-        """Coverage changed: recompute the fast-path index of selected URIs."""
-        for uri, state in self._uris.items():
-            if not state.selected:
-                continue
-            self._unindex(uri, state)
-            for part in state.partitions:
-                entry = self._store.get((self.server_id, READ, uri, part))
-                if entry is not None and entry.generation == state.generation:
-                    problem = state.problem(part)
-                    if problem is None or problem[0] != state.generation:
-                        self._index(uri, part, state, entry)
+    def _reindex(self, uri: str, state: _UriState) -> None:
+        """Coverage or selection of ``uri`` changed: recompute its hit-table rows."""
+        self._unindex(uri, state)
+        for part in state.partitions:
+            entry = self._store.get((self.server_id, READ, uri, part))
+            if entry is not None and entry.generation == state.generation:
+                problem = state.problem(part)
+                if problem is None or problem[0] != state.generation:
+                    self._index(uri, part, state, entry)
 
     def _drop_entry(self, uri: str, partition: Partition, state: _UriState) -> None:
-        self.hits.pop(hit_key(uri, partition), None)
+        self._pop_hit(uri, partition)
         state.drop_partition(partition)
         self._store.discard((self.server_id, READ, uri, partition))
 
@@ -704,10 +847,43 @@ class FreshnessEngine:
         if method == LIST:
             self._list_pages.discard(key)
             return
+        self._pop_hit(param, partition)
         state = self._uris.get(param)
         if state is not None:
             state.drop_partition(partition)
-        self.hits.pop(hit_key(param, partition), None)
+            self._forget_if_idle(param, state)
+
+
+def _idle(state: _UriState) -> bool:
+    return not state.selected and not state.partitions and state.reads_in_flight == 0
+
+
+def _count_in(counts: dict[str, int], uris: Iterable[str]) -> None:
+    for uri in uris:
+        counts[uri] = counts.get(uri, 0) + 1
+
+
+def _count_out(counts: dict[str, int], uris: Iterable[str]) -> list[str]:
+    """Decrement ``uris``; returns those whose count reached zero (and were removed)."""
+    gone: list[str] = []
+    for uri in uris:
+        left = counts.get(uri, 0) - 1
+        if left > 0:
+            counts[uri] = left
+        elif uri in counts:
+            del counts[uri]
+            gone.append(uri)
+    return gone
+
+
+def _parents(uri: str) -> Iterable[str]:
+    """Every proper prefix ``p`` of ``uri`` with ``_is_under(uri, p)``."""
+    for i, char in enumerate(uri):
+        if char in "/#?":
+            if i:
+                yield uri[:i]
+            if char == "/" and i + 1 < len(uri):
+                yield uri[: i + 1]
 
 
 def _is_under(uri: str, parent: str) -> bool:

@@ -29,8 +29,10 @@ class ReadReply:
     ttl_ms: float | None = None
     """The result's ``ttlMs``; ``None`` (absent) counts as 0."""
     cache_scope: CacheScope | None = None
-    from_server: bool = True
-    """False when a loader answered from a local copy instead of the server."""
+    from_server: bool | None = True
+    """False when a loader answered from a local copy instead of the server; ``None``
+    when it cannot tell: trusted only until a change of the URI is heard of (see
+    `ChangesHeard`)."""
     multi_round_trip: bool = False
     """True for results of a retry with ``inputResponses``/``requestState``: never cached."""
     hints: tuple[StreamEvent, ...] = ()
