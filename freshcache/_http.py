@@ -17,6 +17,8 @@ what happened                                          outcome
 =====================================================  =============================
 connection refused, reset, cut before the answer       ``unreachable``
 no byte for ``idle_timeout`` / over ``timeout`` total  ``timeout``
+a result that breaks the schema (no ``contents``,      ``server_error`` naming the
+``ttlMs`` not a number, unknown ``cacheScope``)        field
 HTTP 401 (after one retry with fresh credentials), 403 ``denied``
 JSON-RPC error the `DenialRules` call a denial         ``denied``
 ``-32602`` / ``-32002``                                ``not_found``
@@ -32,7 +34,14 @@ copy, RFC 9111 §5.1: not from the origin server)       ``from_server=False``
 
 For ``subscriptions/listen`` a 404 or ``-32601`` means `ListenUnsupported`, and
 every way the stream can end other than the listen request's ``complete`` result
-(or a server ``notifications/cancelled`` naming it) is a `StreamLost`.
+(or a server ``notifications/cancelled`` naming it) is a `StreamLost`; so is silence
+for ``keepalive_misses`` of the stream's own keep-alive intervals, at least
+``silence_floor`` seconds, once it has sent keep-alives (`_Silence`).
+
+A ``resources/updated`` or ``resources/list_changed`` on the SSE answer of any other
+request is a change hint for the engine (invariant 9): it rides on that request's
+reply (``hints``), with whatever subscription id it carried. ``requestState`` rounds
+and ``-32022`` follow the rules in `freshcache._wire` that stdio follows too.
 """
 
 from __future__ import annotations

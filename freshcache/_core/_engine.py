@@ -317,7 +317,14 @@ class FreshnessEngine:
     def is_current(self, ticket: ReadTicket) -> bool:
         """Whether no invalidation has landed since ``ticket``'s read was sent."""
         state = self._uris.get(ticket.uri)
-        return state is not None and state.generation == ticket.generation
+        # --- transports branch: a record dropped once its reply was judged (a result
+        # handed out but never stored, e.g. a requestState retry's) is still current
+        # while no change of anything was heard since the read was sent; without this a
+        # waiter re-reads forever against a server whose every read takes rounds.
+        if state is None:
+            return self.heard.count == ticket.changes_heard
+        # --- end of the transports hunk
+        return state.generation == ticket.generation
 
     def finish_read(
         self, ticket: ReadTicket, reply: ReadReply | RequestFailed

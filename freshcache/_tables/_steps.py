@@ -279,6 +279,9 @@ _rule(rf"next read of {_URI} has ttl as bool")(lambda m: NextRead(resolve(m[1]),
 _rule(rf"next read of {_URI} needs another round")(
     lambda m: NextRead(resolve(m[1]), "input_rounds")
 )
+_rule(rf"reads of {_URI} need another round")(
+    lambda m: NextRead(resolve(m[1]), "input_rounds", sticky=True)
+)
 _rule(rf"next read of {_URI} is refused for its protocol version")(
     lambda m: NextRead(resolve(m[1]), "version_refused")
 )
