@@ -187,9 +187,9 @@ class ReferenceProtocol:
                     return Reply(error(request_id, INVALID_PARAMS, "uri is required"), 400)
                 if server.down:
                     return HangUp()
-                state = params.get("requestState")
-                if state is not None:
-                    return self._next_round(request_id, state)
+                held = self._rounds.pop(str(params.get("requestState")), None)
+                if held is not None:  # the retry of a round this server asked for
+                    return self._read_answer(request_id, held)
                 upcoming = _upcoming_fault(server, uri)
                 if upcoming == "timeout":
                     await server.read(uri, principal)  # consume the fault, count the read
@@ -238,12 +238,6 @@ class ReferenceProtocol:
                 return Stream(self._stream(request_id, filt, receive))
             case _:
                 return Reply(error(request_id, METHOD_NOT_FOUND, "Method not found"), 404)
-
-    def _next_round(self, request_id: str | int, state: object) -> Answer:
-        reply = self._rounds.pop(state, None) if isinstance(state, str) else None
-        if reply is None:
-            return Reply(error(request_id, INVALID_PARAMS, f"unknown requestState {state!r}"), 400)
-        return self._read_answer(request_id, reply)
 
     def _read_answer(
         self, request_id: str | int, reply: ReadReply | RequestFailed, shape: str | None = None
