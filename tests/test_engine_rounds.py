@@ -31,3 +31,13 @@ def test_a_change_heard_after_the_read_was_sent_makes_it_not_current() -> None:
     assert engine.finish_read(ticket, _rounds_reply()) is not None
     engine.handle(ResourceUpdated(U, None))
     assert not engine.is_current(ticket)
+
+
+def test_a_newer_record_made_and_dropped_since_makes_it_not_current() -> None:
+    engine = _engine()
+    ticket = engine.begin_read(U, None)
+    assert engine.finish_read(ticket, _rounds_reply()) is not None
+    again = engine.begin_read(U, None)  # a newer read of the same URI, judged and dropped
+    assert engine.finish_read(again, _rounds_reply()) is not None
+    assert engine.tracked_uris == 0
+    assert not engine.is_current(ticket) and engine.is_current(again)

@@ -319,10 +319,13 @@ class FreshnessEngine:
         state = self._uris.get(ticket.uri)
         # --- transports branch: a record dropped once its reply was judged (a result
         # handed out but never stored, e.g. a requestState retry's) is still current
-        # while no change of anything was heard since the read was sent; without this a
-        # waiter re-reads forever against a server whose every read takes rounds.
+        # while the engine made no generation and heard no change since the read was
+        # sent; without this a waiter re-reads forever against a server whose every
+        # read takes rounds.
         if state is None:
-            return self.heard.count == ticket.changes_heard
+            return (
+                self._generations == ticket.generation and self.heard.count == ticket.changes_heard
+            )
         # --- end of the transports hunk
         return state.generation == ticket.generation
 
