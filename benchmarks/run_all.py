@@ -31,6 +31,7 @@ SCRIPTS: list[tuple[str, list[str], list[str]]] = [
     ("memory.py", [], ["--entries", "20000"]),
     ("http_stream.py", [], ["--updates", "500", "--restarts", "2"]),
     ("flood_stdio.py", [], ["--updates", "5000", "--repeats", "1"]),
+    ("scale.py", [], ["--quick"]),
 ]
 
 
@@ -77,6 +78,7 @@ def main() -> int:
             "memory",
             "http_stream",
             "flood_stdio",
+            "scale",
         )
     }
     (RESULTS / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -15,7 +15,6 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable
-from contextlib import aclosing
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -23,7 +22,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 from opentelemetry.metrics import MeterProvider
-from opentelemetry.trace import Span, TracerProvider
+from opentelemetry.trace import TracerProvider
 from typing_extensions import Self, assert_never
 
 from ._core import (
@@ -32,56 +31,30 @@ from ._core import (
     Decision,
     FreshnessEngine,
     Invalidation,
-    ListenAcknowledged,
-    ListenStarted,
-    ListenUnsupported,
     ListReply,
     Partition,
     Policy,
-    ReadReply,
     ReadResource,
     ReadResult,
-    ReadTicket,
     ReconnectBudget,
     Relist,
     Relisten,
     RequestFailed,
     ResourceInfo,
-    ResourceListChanged,
     Store,
-    StreamClosed,
     StreamEvent,
-    StreamLost,
-    UntrustedMessage,
-    problem_result,
 )
 from ._core._backoff import BackoffSettings
-from ._core._engine import NO_HITS
-from ._core._streams import (
-    CloseStream,
-    ListenSupervisor,
-    OpenStream,
-    StreamDecision,
-    StreamOutcome,
-)
+from ._core._hits import NO_HITS
+from ._core._streams import ListenSupervisor
 from ._errors import ConfigurationError, FreshCacheError
+from ._flights import ReadFlights
+from ._listening import StreamDriver
 from ._source import ServerInfo, Source
 from ._store import MemoryStore
-from ._telemetry import JSONRPC_REQUEST_ID, Telemetry
+from ._telemetry import Telemetry
 
 log = logging.getLogger("freshcache")
-
-
-@dataclass(slots=True)
-class _Flight:
-    """One server read that every concurrent caller of the same URI shares."""
-
-    done: anyio.Event
-    background: bool = False
-    """Started by a decision (notification, ack), not by a caller: counts against
-    ``max_concurrent_reads``."""
-    ticket: ReadTicket | None = None
-    result: ReadResult | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,25 +67,6 @@ class ListResult:
     reason: str | None = None
     server_read: bool = False
     detail: str | None = None
-
-
-@dataclass(slots=True)
-class _Stream:
-    """One running ``subscriptions/listen`` stream (attempt numbers: `ListenSupervisor`)."""
-
-    attempt: int
-    uris: frozenset[str]
-    scope: anyio.CancelScope
-    subscription_id: str | int | None = None
-    acknowledged: bool = False
-    span: Span | None = None
-
-
-_OUTCOMES: dict[str, StreamOutcome] = {
-    "lost": "lost",
-    "closed": "closed",
-    "unsupported": "unsupported",
-}
 
 
 class FreshCache:
@@ -185,18 +139,21 @@ class FreshCache:
         self._clock = clock
         self._wall_clock = wall_clock
         self._initial_selection = list(select)
-        self._streams = ListenSupervisor(ReconnectBudget(backoff), ack_timeout)
-        self._open_streams: dict[int, _Stream] = {}
-        self._driving = False
-        self._closing = False
-        self._wake = anyio.Event()
-        self._flights: dict[tuple[str, Partition], _Flight] = {}
-        self.max_concurrent_reads = max_concurrent_reads
-        """Cap on background re-reads in flight at once; a caller's own read never waits
-        behind them."""
-        self._queued: dict[tuple[str, Partition], str] = {}
-        """Background reads waiting for a place, in order, with their cause."""
-        self._background_running = 0
+        self._streams = StreamDriver(
+            source=source,
+            engine=self.engine,
+            supervisor=ListenSupervisor(ReconnectBudget(backoff), ack_timeout),
+            telemetry=self.telemetry,
+            carry_out=self._carry_out,
+            enabled=listen,
+        )
+        self._flights = ReadFlights(
+            source=source,
+            engine=self.engine,
+            telemetry=self.telemetry,
+            feed_hints=self._feed_hints,
+            max_background=max_concurrent_reads,
+        )
         self._relisting = False
         self._tg: TaskGroup | None = None
         self.server_info: ServerInfo | None = None
@@ -211,8 +168,9 @@ class FreshCache:
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
+        self._flights.tg = tg
         self._carry_out(self.engine.select(self._initial_selection))
-        tg.start_soon(self._drive_streams)
+        tg.start_soon(self._streams.run, tg, self._discover)
         return self
 
     async def __aexit__(
@@ -223,7 +181,7 @@ class FreshCache:
     ) -> bool | None:
         tg = self._tg
         assert tg is not None
-        self._closing = True
+        self._streams.closing = True
         tg.cancel_scope.cancel()
         try:
             await tg.__aexit__(exc_type, exc, tb)
@@ -292,10 +250,7 @@ class FreshCache:
         key = (uri, partition)
         with anyio.move_on_after(deadline):
             while True:
-                flight = self._flights.get(key)
-                if flight is None:
-                    self._queued.pop(key, None)  # the caller's own read goes first
-                    flight = self._launch(uri, partition)
+                flight = self._flights.get(key) or self._flights.launch_now(uri, partition)
                 await flight.done.wait()
                 result, ticket = flight.result, flight.ticket
                 assert result is not None
@@ -306,93 +261,10 @@ class FreshCache:
                 return result
         return self.engine.note_timeout(uri, partition)
 
-    def _launch(
-        self, uri: str, partition: Partition, cause: str = "read", *, background: bool = False
-    ) -> _Flight:
-        assert self._tg is not None
-        flight = _Flight(done=anyio.Event(), background=background)
-        if background:
-            self._background_running += 1
-        self._flights[(uri, partition)] = flight
-        # The task inherits the current context: its request span is a child of the
-        # caller's read span, or of the listen span for re-reads a notification caused.
-        self._tg.start_soon(self._fly, uri, partition, flight, cause)
-        return flight
-
-    async def _fly(self, uri: str, partition: Partition, flight: _Flight, cause: str) -> None:
-        result: ReadResult | None = None
-        unjudged: ReadTicket | None = None
-        try:
-            # Let notifications already queued land first: a burst of invalidations
-            # then costs one read sent after the last of them, not one read each.
-            await anyio.lowlevel.checkpoint()
-            for _ in range(self.engine.policy.max_rereads):
-                ticket = unjudged = self.engine.begin_read(uri, partition)
-                flight.ticket = ticket
-                self.telemetry.server_read(cause)
-                with self.telemetry.request("resources/read", uri=uri) as span:
-                    reply = await self._source_read(uri, partition)
-                    if isinstance(reply, RequestFailed):
-                        self.telemetry.request_failed(span, reply)
-                self._feed_hints(reply.hints)
-                unjudged = None
-                result = self.engine.finish_read(ticket, reply)
-                if result is not None:
-                    if result.state == FRESH:
-                        self.telemetry.fresh_again(uri, self._clock())
-                    break
-                cause = "superseded"
-            if result is None:
-                result = problem_result(
-                    uri,
-                    AWAITING_FRESH_SOURCE,
-                    "invalidated",
-                    server_read=True,
-                    detail="invalidations kept overtaking the re-read",
-                )
-        finally:
-            if unjudged is not None:  # cancelled mid-read: the reply will never be judged
-                self.engine.abandon_read(unjudged)
-            if result is None:  # cancelled: leave nothing half-done behind
-                result = problem_result(uri, AWAITING_FRESH_SOURCE, "invalidated")
-            flight.result = result
-            if self._flights.get((uri, partition)) is flight:
-                del self._flights[(uri, partition)]
-            flight.done.set()
-            if flight.background:
-                self._background_running -= 1
-                self._start_queued()
-
-    def _schedule(self, uri: str, partition: Partition, cause: str) -> None:
-        """A background read the engine decided on: now, or when a place frees up."""
-        key = (uri, partition)
-        if key in self._flights or key in self._queued or self._tg is None:
-            return
-        if self._background_running < self.max_concurrent_reads:
-            self._launch(uri, partition, cause, background=True)
-        else:
-            self._queued[key] = cause
-
-    def _start_queued(self) -> None:
-        while self._queued and self._background_running < self.max_concurrent_reads:
-            key = next(iter(self._queued))
-            cause = self._queued.pop(key)
-            if key not in self._flights and self._tg is not None:
-                self._launch(key[0], key[1], cause, background=True)
-
     def _feed_hints(self, hints: tuple[StreamEvent, ...]) -> None:
         """Hints carried on a request's own answer count before its reply is judged."""
         for hint in hints:
-            self._carry_out(self.engine.handle(hint))
-
-    async def _source_read(self, uri: str, partition: Partition) -> ReadReply | RequestFailed:
-        try:
-            return await self.source.read_resource(uri, partition)
-        except anyio.get_cancelled_exc_class():
-            raise
-        except Exception as exc:  # a source bug must not tear the cache down
-            log.warning("source %s failed reading %s: %r", self.source.identity, uri, exc)
-            return RequestFailed("server_error", f"source raised {type(exc).__name__}: {exc}")
+            self._carry_out(self.engine.handle_hint(hint))
 
     # ------------------------------------------------------------------ lists
 
@@ -430,12 +302,8 @@ class FreshCache:
                             self.telemetry.request_failed(span, reply)
                     self._feed_hints(reply.hints)
                     judged = self.engine.finish_list(ticket, reply)
-                    if judged is None or (
-                        isinstance(judged, RequestFailed)
-                        and judged.kind == "not_found"
-                        and cursor is not None
-                    ):
-                        restarted = True  # list changed or cursor went bad: from the top
+                    if judged is None:
+                        restarted = True  # from the top (the engine said why)
                         break
                     if isinstance(judged, RequestFailed):
                         return _list_failure(judged)
@@ -484,15 +352,14 @@ class FreshCache:
         for decision in decisions:
             match decision:
                 case ReadResource(uri=uri, partition=partition, cause=cause):
-                    self._schedule(uri, partition, cause)
+                    self._flights.schedule(uri, partition, cause)
                 case Relist():
                     if self._tg is not None:
                         self._tg.start_soon(self._relist)
                 case Relisten(resource_uris=uris):
                     # Losses were already reported by the stream that saw them; a new
                     # selection may need a new stream. The supervisor decides.
-                    if self._driving:
-                        self._obey(self._streams.want(uris, anyio.current_time()))
+                    self._streams.want(uris)
                 case _:
                     assert_never(decision)
 
@@ -508,129 +375,7 @@ class FreshCache:
     @property
     def retry_at(self) -> float | None:
         """Event-loop time of the next re-listen attempt while backing off, else ``None``."""
-        return self._streams.retry_at
-
-    async def _drive_streams(self) -> None:
-        """Carry out the `ListenSupervisor`'s decisions and wake it at its deadlines."""
-        if not self._listen_enabled:
-            self._carry_out(self.engine.handle(ListenUnsupported("listening disabled")))
-            return
-        info = await self._discover()
-        if info is not None and info.listen is False:
-            self._carry_out(self.engine.handle(ListenUnsupported(info.detail or "no listen")))
-            return
-        self._driving = True
-        self._obey(self._streams.want(self.engine.selected, anyio.current_time()))
-        while not self._streams.unsupported:
-            self._wake = anyio.Event()
-            self._obey(self._streams.tick(anyio.current_time()))
-            deadline = self._streams.next_deadline()
-            delay = math.inf if deadline is None else max(0.0, deadline - anyio.current_time())
-            with anyio.move_on_after(delay):
-                await self._wake.wait()
-
-    def _obey(self, decisions: list[StreamDecision]) -> None:
-        assert self._tg is not None
-        for decision in decisions:
-            match decision:
-                case OpenStream(attempt=attempt, uris=uris):
-                    stream = _Stream(attempt, uris, anyio.CancelScope())
-                    self._open_streams[attempt] = stream
-                    self._tg.start_soon(self._consume, stream)
-                case CloseStream(attempt=attempt):
-                    closing = self._open_streams.pop(attempt, None)
-                    if closing is not None:
-                        closing.scope.cancel()
-                        if closing.subscription_id is not None:
-                            self.engine.cancel_subscription(closing.subscription_id)
-                case _:
-                    assert_never(decision)
-        self._wake.set()  # deadlines may have moved
-
-    async def _consume(self, stream: _Stream) -> None:
-        """Read one stream's events into the engine until it ends or is closed."""
-        with self.telemetry.listen_span(stream.uris, stream.attempt) as span:
-            stream.span = span
-            outcome = "cancelled"
-            try:
-                with stream.scope:
-                    outcome = await self._consume_events(stream)
-            except anyio.get_cancelled_exc_class():
-                raise
-            except Exception as exc:
-                log.warning("subscription stream failed: %r", exc)
-                outcome = (
-                    self._feed(stream, StreamLost(stream.subscription_id, repr(exc))) or "lost"
-                )
-            finally:
-                Telemetry.event(span, "freshcache.stream_end", outcome=outcome)
-                if self._open_streams.get(stream.attempt) is stream:
-                    # It ended by itself: the supervisor decides what comes next.
-                    del self._open_streams[stream.attempt]
-                    if outcome != "cancelled" and not self._closing:
-                        self._record_relisten(stream, outcome)
-                        ended = self._streams.ended(
-                            stream.attempt, _OUTCOMES[outcome], anyio.current_time()
-                        )
-                        self._obey(ended)
-
-    async def _consume_events(self, stream: _Stream) -> str:
-        async with aclosing(self.source.listen(stream.uris, True)) as events:
-            async for event in events:
-                outcome = self._feed(stream, event)
-                if outcome is not None:
-                    return outcome
-        # The iterator ended without a final event: that is a loss.
-        return self._feed(stream, StreamLost(stream.subscription_id, "stream ended")) or "lost"
-
-    def _record_relisten(self, stream: _Stream, outcome: str) -> None:
-        self.telemetry.relisten(outcome if stream.acknowledged else f"{outcome}_before_ack")
-        log.info("subscription %s %s", stream.subscription_id, outcome)
-
-    def _feed(self, stream: _Stream, event: StreamEvent) -> str | None:
-        """Hand one event to the engine; the stream's outcome when the event ended it."""
-        span = stream.span
-        outcome: str | None = None
-        match event:
-            case ListenStarted(subscription_id=sid):
-                stream.subscription_id = sid
-                if span is not None:
-                    span.set_attribute(JSONRPC_REQUEST_ID, str(sid))
-            case ListenAcknowledged(subscription_id=sid) if sid == stream.subscription_id:
-                stream.acknowledged = True
-                if span is not None:
-                    Telemetry.event(
-                        span,
-                        "freshcache.acknowledged",
-                        subscription_id=str(sid),
-                        resource_uris=sorted(event.resource_uris),
-                        list_changed=event.list_changed,
-                    )
-                # The engine first (it sees what the new stream newly covers while an
-                # old one still covers the rest), then the supervisor (closes the old).
-                self._carry_out(self.engine.handle(event))
-                self._obey(self._streams.acknowledged(stream.attempt, anyio.current_time()))
-                return None
-            case StreamLost(detail=detail):
-                outcome = "lost"
-                if span is not None:
-                    Telemetry.event(span, "freshcache.stream_lost", detail=detail)
-            case StreamClosed():
-                outcome = "closed"
-                if span is not None:
-                    Telemetry.event(span, "freshcache.stream_closed")
-            case ListenUnsupported(detail=detail):
-                outcome = "unsupported"
-                if span is not None:
-                    Telemetry.event(span, "freshcache.listen_unsupported", detail=detail)
-            case UntrustedMessage(detail=detail) if span is not None:
-                Telemetry.event(span, "freshcache.untrusted_message", detail=detail)
-            case ResourceListChanged() if span is not None:
-                Telemetry.event(span, "freshcache.list_changed")
-            case _:
-                pass
-        self._carry_out(self.engine.handle(event))
-        return outcome
+        return self._streams.supervisor.retry_at
 
     def _invalidated(self, event: Invalidation) -> None:
         self.telemetry.invalidated(event, self._clock())
@@ -664,6 +409,11 @@ class FreshCache:
         return len(self._flights)
 
     @property
+    def max_concurrent_reads(self) -> int:
+        """Cap on background re-reads in flight at once (the caller's reads go first)."""
+        return self._flights.max_background
+
+    @property
     def relisting(self) -> bool:
         """Whether a re-list is under way."""
         return self._relisting
@@ -675,8 +425,8 @@ class FreshCache:
             "server": self.source.identity,
             "stream": self.stream_status,
             "retry_in": None
-            if self._streams.retry_at is None
-            else max(0.0, self._streams.retry_at - anyio.current_time()),
+            if self.retry_at is None
+            else max(0.0, self.retry_at - anyio.current_time()),
             "selected": sorted(self.engine.selected),
             "covered": sorted(self.engine.covered),
             "entries": self.store.entry_count,

@@ -61,6 +61,7 @@ import anyio
 from ._background import BackgroundTask
 from ._core import (
     CacheScope,
+    ChangesMissed,
     FailureKind,
     ListenAcknowledged,
     ListenStarted,
@@ -366,15 +367,16 @@ class LoaderSource:
             case "updated":
                 event: StreamEvent = ResourceUpdated(value, None)
             case "lost":
-                event = StreamLost(None, value)
+                event = ChangesMissed(value)
             case _:
                 return
+        if self._undelivered and isinstance(self._undelivered[0], ChangesMissed):
+            return  # everything is in doubt already
         if len(self._undelivered) >= _MAX_PENDING:
-            self._undelivered = deque(
-                [StreamLost(None, f"more than {_MAX_PENDING} changes waiting")]
-            )
-        elif not (self._undelivered and isinstance(self._undelivered[0], StreamLost)):
-            self._undelivered.append(event)
+            event = ChangesMissed(f"more than {_MAX_PENDING} changes waiting")
+        if isinstance(event, ChangesMissed):
+            self._undelivered.clear()
+        self._undelivered.append(event)
 
     def _take_undelivered(self) -> tuple[StreamEvent, ...]:
         held = tuple(self._undelivered)

@@ -34,7 +34,7 @@ from typing_extensions import Self
 
 from ._cache import FreshCache, ListResult
 from ._core import ReadResult
-from ._core._engine import NO_HITS
+from ._core._hits import NO_HITS
 from ._errors import FreshCacheError
 from ._source import ServerInfo, Source
 

@@ -17,7 +17,8 @@ import httpx
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "mcp-2026-07-28"
+MCP_SCHEMA = Path(__file__).parent / "data" / "mcp-2026-07-28" / "schema.json"
+"""The MCP 2026-07-28 JSON schema, vendored from upstream (see tests/data/README.md)."""
 
 
 def free_port() -> int:
@@ -98,11 +99,8 @@ def sdk_server() -> Iterator[SdkServer]:
 
 @pytest.fixture(scope="session")
 def mcp_schema() -> dict[str, Any]:
-    """The official 2026-07-28 JSON schema (../shared/mcp-2026-07-28/schema.json)."""
-    path = SHARED / "schema.json"
-    if not path.exists():  # pragma: no cover - the checkout always has shared/ beside it
-        pytest.fail(f"the MCP schema is missing at {path}")
-    schema: dict[str, Any] = json.loads(path.read_text())
+    """The official 2026-07-28 JSON schema, vendored in `tests/data/`."""
+    schema: dict[str, Any] = json.loads(MCP_SCHEMA.read_text(encoding="utf-8"))
     return schema
 
 

@@ -366,7 +366,8 @@ def test_a_cursor_error_discards_every_cached_page():
             engine.begin_list(cursor, None), ListReply((), next_cursor="c1", ttl_ms=60_000)
         )
     failure = RequestFailed("not_found", "Invalid cursor")
-    assert engine.finish_list(engine.begin_list("c1", None), failure) is failure
+    # A refused cursor: list again from the first page (None), every page discarded.
+    assert engine.finish_list(engine.begin_list("c1", None), failure) is None
     assert engine.lookup_list_page(None, None) is None
 
 

@@ -130,6 +130,9 @@ class LoaderWorld(EngineWorld):
             if registered is None:  # the server is down: wait until it is back
                 await self.back_up.wait()
                 self.back_up = anyio.Event()
+                # Back after an outage: what happened meanwhile was missed (a feed
+                # that reconnects says so, and the cache re-listens and re-reads).
+                yield LoaderSource.LOST
                 continue
             _, receive = registered
             async with receive:

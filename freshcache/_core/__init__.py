@@ -5,9 +5,10 @@ library, the MCP SDK or OpenTelemetry (a test enforces the import allow-list).
 """
 
 from ._backoff import ReconnectBudget
-from ._engine import Counters, FreshnessEngine, Invalidation, ListTicket, ReadTicket
+from ._engine import Counters, FreshnessEngine, Invalidation, ReadTicket
 from ._entries import PUBLIC, Entry, EntryKey, Partition, Store
 from ._events import (
+    ChangesMissed,
     Decision,
     FailureKind,
     ListenAcknowledged,
@@ -27,6 +28,7 @@ from ._events import (
     StreamLost,
     UntrustedMessage,
 )
+from ._lists import ListTicket
 from ._model import (
     AWAITING_FRESH_SOURCE,
     DENIED,
@@ -57,6 +59,7 @@ __all__ = [
     "STALE",
     "STATES",
     "CacheScope",
+    "ChangesMissed",
     "Counters",
     "Decision",
     "Entry",

@@ -1,30 +1,65 @@
 """The freshness engine: this module owns every transition rule (DESIGN §2, §5).
 
-Sans-IO. Facts come in (`handle` for stream events, `finish_read`/`finish_list` for
-replies), decisions come out (`ReadResource`, `Relist`, `Relisten`). The engine never
-sleeps, never touches a socket and reads time only from the injected clocks.
+Sans-IO. Facts come in (`handle` for stream events, `handle_hint` for hints an
+answer carried, `finish_read`/`finish_list` for replies, `select`), decisions come
+out (`ReadResource`, `Relist`, `Relisten`). The engine never sleeps, never touches a
+socket and reads time only from the injected clocks. Its bookkeeping lives beside
+it (`UriRecords`, `Coverage`, `HitTables`, `ListPages`, `ChangesHeard`); the rules
+live here.
 
 The one promise: the text handed out is never older than the newest change heard
-of. The mechanism is a *generation* per URI. Every invalidation bumps it before
-anything else; a read records the generation when it is *sent* (`begin_read`); when
-the reply lands under a newer generation it is discarded, never stored as fresh
-(invariant 1). Only entries whose generation is current sit in the hit tables (one
-dict per partition, keyed by bare URI), the index the fast path consults.
+of. The mechanism is a *generation* per URI, from one engine-wide counter (so it
+never restarts, even when a record is dropped: invariant 10). Every invalidation
+gives the URI a new generation before anything else; a read records the generation
+when it is *sent* (`begin_read`); a reply that lands under a newer one is discarded,
+never stored as fresh (invariant 1).
 
-Generations come from one engine-wide counter, so they never restart: the record of
-a URI that holds no entry, is not selected and has no read in flight is dropped
-(invariant 10), and a reply to a read sent before that still finds a different
-generation when it lands.
+What a URI is, for one partition (what `status` reports):
 
-An acknowledgment is an invalidation too (invariant 4): every selected URI that the
-new stream covers and no other live stream covered a moment before gets a new
-generation and a re-read, so only a read sent after the acknowledgment makes it
-subscription-backed fresh. URIs a live stream kept covering through a selection swap
-keep their entries.
+============  ====================================================  =================
+condition     meaning                                               status
+============  ====================================================  =================
+unknown       no record: never read, or forgotten (nothing held)    awaiting, not_cached
+fresh         an entry at the current generation, in the hit        fresh
+              table: within ``ttlMs`` (or subscription-backed)
+uncovered     selected, entry current, but no live acknowledged     awaiting, uncovered
+              stream covers it: read before each use (inv. 5)
+expired       entry current but its ``ttlMs`` window has passed     awaiting, expired
+invalidated   no entry at the current generation (a hint, a loss,   awaiting, the reason
+              an acknowledgment that newly covers it, a list        of the invalidation
+              it left)
+failed        the latest read at this generation failed             denied / not_found /
+                                                                    awaiting (its kind)
+============  ====================================================  =================
 
-Costs (DESIGN §8): a notification touches the URIs it names, found by exact match and
-by the URI's own prefixes (the sub-resource rule), never by scanning the selection;
-coverage and the selection are kept as counts and sets, not rebuilt per call.
+Transitions (every row bumps the generation first where it invalidates):
+
+=====================================  =========================================
+event                                  what follows
+=====================================  =========================================
+read sent (`begin_read`)               nothing changes; the ticket keeps the
+                                       generation and the changes-heard count
+reply at the current generation        fresh (stored, indexed unless uncovered)
+reply under an older generation        discarded; the caller reads again
+reply from a local copy, or of         failed (``local_copy_only``)
+unknown origin after a change heard
+failure at the current generation      failed; denied/not_found drop the copy
+``resources/updated`` (any envelope,   invalidated (``invalidated``); selected:
+on any stream or answer)               re-read
+stream lost                            what it covered: invalidated
+                                       (``stream_lost``); re-listen
+acknowledgment                         what it newly covers (no other live stream
+                                       covered it): invalidated, re-read; what it
+                                       omits stays uncovered (inv. 4, 5)
+coverage ends (close, swap, cancel)    fresh -> uncovered for selected URIs
+selected / deselected                  re-judged; a new URI waits for the ack
+TTL passes                             fresh -> expired (by the clock, no event)
+evicted by the store                   -> unknown unless selected or reading
+=====================================  =========================================
+
+Costs (DESIGN §8): a notification touches the URIs it names, found by exact match
+and by the URI's own prefixes (the sub-resource rule), never by scanning the
+selection; coverage and the selection are counts and sets, never rebuilt per call.
 """
 
 from __future__ import annotations
@@ -35,8 +70,10 @@ from dataclasses import dataclass
 
 from typing_extensions import assert_never
 
+from ._coverage import Coverage
 from ._entries import PUBLIC, Entry, EntryKey, Partition, Store
 from ._events import (
+    ChangesMissed,
     Decision,
     ListenAcknowledged,
     ListenStarted,
@@ -55,6 +92,8 @@ from ._events import (
     UntrustedMessage,
 )
 from ._heard import ChangesHeard
+from ._hits import HitTable, HitTables
+from ._lists import LIST, ListPages, ListTicket
 from ._model import (
     AWAITING_FRESH_SOURCE,
     DENIED,
@@ -68,19 +107,13 @@ from ._model import (
     problem_result,
 )
 from ._policy import Policy
+from ._records import UriRecord, UriRecords
 
 READ = "resources/read"
-LIST = "resources/list"
 _INF = float("inf")
 _ENTRY_OVERHEAD = 256  # rough bytes of bookkeeping per entry beyond the contents
 
 SubscriptionId = str | int
-Hit = tuple[float, ReadResult]
-"""(fresh until, result) in a partition's hit table."""
-HitTable = dict[str, Hit]
-
-NO_HITS: HitTable = {}
-"""Stands for the table of a partition that has none yet; never written to."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,15 +128,6 @@ class ReadTicket:
 
 
 @dataclass(frozen=True, slots=True)
-class ListTicket:
-    """Handed out when a list page request is sent."""
-
-    cursor: str | None
-    partition: Partition
-    generation: int
-
-
-@dataclass(frozen=True, slots=True)
 class Invalidation:
     """A record of one invalidation, for telemetry and tests."""
 
@@ -111,64 +135,6 @@ class Invalidation:
     cause: str
     subscription_id: SubscriptionId | None
     trusted: bool
-
-
-_DEFAULT_ONLY: tuple[Partition, ...] = (None,)
-_REMEMBERED_IDLE = 1024
-"""Records of URIs that hold nothing but a failure or an invalidation reason, kept
-for `status` (oldest dropped first)."""
-
-
-@dataclass(slots=True)
-class _UriState:
-    generation: int
-    invalid_reason: Reason = "not_cached"
-    """What status says when no entry is at `generation`: why it was invalidated, or
-    ``not_cached`` when nothing was read since (or the entry was evicted)."""
-    selected: bool = False
-    reads_in_flight: int = 0
-    partitions: tuple[Partition, ...] = ()
-    """Partitions that hold an entry for this URI in the store (usually one)."""
-    problems: dict[Partition, tuple[int, ReadResult]] | None = None
-    """Latest failed outcome per partition, with the generation it happened at.
-    Both are created on first use: most URIs never fail and have one partition,
-    and at 100k entries an empty set and dict each would cost ~450 bytes."""
-
-    def problem(self, partition: Partition) -> tuple[int, ReadResult] | None:
-        return None if self.problems is None else self.problems.get(partition)
-
-    def set_problem(self, partition: Partition, result: ReadResult) -> None:
-        if self.problems is None:
-            self.problems = {}
-        self.problems[partition] = (self.generation, result)
-
-    def clear_problem(self, partition: Partition) -> None:
-        if self.problems is not None:
-            self.problems.pop(partition, None)
-
-    def add_partition(self, partition: Partition) -> None:
-        if partition not in self.partitions:
-            self.partitions = (
-                _DEFAULT_ONLY
-                if not self.partitions and partition is None
-                else (
-                    *self.partitions,
-                    partition,
-                )
-            )
-
-    def drop_partition(self, partition: Partition) -> None:
-        if partition in self.partitions:
-            self.partitions = tuple(p for p in self.partitions if p != partition)
-
-
-@dataclass(slots=True)
-class _Subscription:
-    requested: frozenset[str]
-    list_changed_requested: bool
-    acknowledged: bool = False
-    covered: frozenset[str] = frozenset()
-    list_changed: bool = False
 
 
 @dataclass(slots=True)
@@ -189,8 +155,8 @@ class Counters:
 StreamStatus = str  # "idle" | "opening" | "live" | "closed" | "lost" | "unsupported"
 
 
-class FreshnessEngine:
-    """Freshness bookkeeping for one server, many URIs and partitions."""
+class _Bookkeeping:
+    """State shared by the rules below: records, coverage, hit tables, lists."""
 
     def __init__(
         self,
@@ -209,29 +175,123 @@ class FreshnessEngine:
         self.clock = clock
         self.wall_clock = wall_clock
         self.counters = Counters()
-        self.hit_tables: dict[Partition, HitTable] = {}
-        """Partition -> its hit table. Only entries whose generation is current."""
-        self.hits: HitTable = self.hits_for(default_partition)
+        self._hits = HitTables()
+        self.hit_tables = self._hits.tables
+        """Partition -> its hit table (see `HitTables`)."""
+        self.hits: HitTable = self._hits.table(default_partition)
         """The default partition's hit table: bare URI -> (fresh until, result)."""
         self._store = store
         self._store.set_eviction_listener(self._evicted)
-        self._uris: dict[str, _UriState] = {}
-        self._generations = 0
+        self._uris = UriRecords()
         self.heard = ChangesHeard()
         """Changes heard of, for answers of unknown origin (`ReadReply.from_server` None)."""
-        self._remembered: dict[str, None] = {}
-        """Idle records kept for what `status` says of them, oldest first (bounded)."""
         self._selected: set[str] = set()
-        self._subs: dict[SubscriptionId, _Subscription] = {}
-        self._covered: dict[str, int] = {}
-        """URI -> how many acknowledged subscriptions cover it (no zero counts)."""
-        self._requested: dict[str, int] = {}
-        """URI -> how many open subscriptions asked for it (for the sub-resource rule)."""
+        self._subs = Coverage()
         self._stream_status: StreamStatus = "idle"
         self._listen_supported: bool | None = None
-        self._list_generation = 0
-        self._list_pages: set[EntryKey] = set()
+        self._lists = ListPages(store, server_id, self.policy)
         self._on_invalidation = on_invalidation
+
+    # ------------------------------------------------------------------ internals
+
+    def _named_by(self, uri: str) -> list[str]:
+        """URIs a ``resources/updated`` for ``uri`` invalidates.
+
+        The URI itself, and, when the notification names a sub-resource of a URI we
+        subscribed to (the schema allows that), the subscribed parent too: a hint may
+        only make content less fresh. Parents are found among ``uri``'s own prefixes,
+        so the cost does not grow with the selection.
+        """
+        named = [uri] if uri in self._uris else []
+        for parent in self._subs.parents_asked_for(uri):
+            self.heard.note(parent)
+            if parent in self._uris:
+                named.append(parent)
+        return named
+
+    def _entry(self, uri: str, partition: Partition) -> Entry | None:
+        entry = self._store.get((self.server_id, READ, uri, partition))
+        if entry is None and self.policy.share_public:
+            entry = self._store.get((self.server_id, READ, uri, PUBLIC))
+        return entry
+
+    def _has_current_entry(self, uri: str, state: UriRecord) -> bool:
+        for part in state.partitions:
+            entry = self._store.get((self.server_id, READ, uri, part))
+            if entry is not None and entry.generation == state.generation:
+                return True
+        return False
+
+    def _reason_now(self, uri: str, state: UriRecord) -> Reason:
+        """Why ``uri`` is not fresh after a new invalidation: a copy we held is now
+        ``invalidated``; one already invalid keeps the reason it had."""
+        return "invalidated" if self._has_current_entry(uri, state) else state.invalid_reason
+
+    def _uncovered_strict(self, uri: str, state: UriRecord) -> bool:
+        return (
+            state.selected
+            and self.policy.uncovered == "read_before_use"
+            and not self._subs.covers(uri)
+        )
+
+    def _invalidate(
+        self,
+        uri: str,
+        reason: Reason,
+        cause: str,
+        subscription_id: SubscriptionId | None,
+        trusted: bool,
+    ) -> None:
+        state = self._uris.of(uri)
+        state.generation = self._uris.new_generation()  # first: any read in flight is outdated
+        state.invalid_reason = reason
+        self._unindex(uri, state)
+        self.counters.invalidations += 1
+        if self._on_invalidation is not None:
+            self._on_invalidation(Invalidation(uri, cause, subscription_id, trusted))
+
+    def _index(self, uri: str, partition: Partition, state: UriRecord, entry: Entry) -> None:
+        assert isinstance(entry.value, ReadResult)
+        if self._uncovered_strict(uri, state):
+            return
+        until = entry.expires_at
+        if self.policy.subscription_backed and state.selected and self._subs.covers(uri):
+            until = _INF
+        self._hits.put(uri, partition, until, entry.value)
+
+    def _unindex(self, uri: str, state: UriRecord) -> None:
+        for part in state.partitions:
+            self._hits.pop(uri, part)
+
+    def _reindex(self, uri: str, state: UriRecord) -> None:
+        """Coverage or selection of ``uri`` changed: recompute its hit-table rows."""
+        self._unindex(uri, state)
+        for part in state.partitions:
+            entry = self._store.get((self.server_id, READ, uri, part))
+            if entry is not None and entry.generation == state.generation:
+                problem = state.problem(part)
+                if problem is None or problem[0] != state.generation:
+                    self._index(uri, part, state, entry)
+
+    def _drop_entry(self, uri: str, partition: Partition, state: UriRecord) -> None:
+        self._hits.pop(uri, partition)
+        state.drop_partition(partition)
+        self._store.discard((self.server_id, READ, uri, partition))
+
+    def _evicted(self, key: EntryKey) -> None:
+        _, method, param, partition = key
+        if method == LIST:
+            self._lists.evicted(key)
+            return
+        self._hits.pop(param, partition)
+        state = self._uris.get(param)
+        if state is not None:
+            state.drop_partition(partition)
+            self._uris.forget_if_idle(param, state)
+
+
+class _ReadRules(_Bookkeeping):
+    """What a read, a reply and a list page do (invariants 1, 3, 6, 8)."""
 
     # ------------------------------------------------------------------ queries
 
@@ -243,11 +303,11 @@ class FreshnessEngine:
     @property
     def covered(self) -> frozenset[str]:
         """URIs a live, acknowledged subscription covers now."""
-        return frozenset(self._covered)
+        return self._subs.covered
 
     def is_covered(self, uri: str) -> bool:
         """Whether a live, acknowledged subscription covers ``uri`` now."""
-        return uri in self._covered
+        return self._subs.covers(uri)
 
     @property
     def tracked_uris(self) -> int:
@@ -266,26 +326,17 @@ class FreshnessEngine:
 
     def hits_for(self, partition: Partition) -> HitTable:
         """The hit table of ``partition`` (made on first use; never replaced)."""
-        table = self.hit_tables.get(partition)
-        if table is None:
-            table = self.hit_tables[partition] = {}
-        return table
+        return self._hits.table(partition)
 
     def lookup(self, uri: str, partition: Partition) -> ReadResult | None:
         """A fresh result from the cache, or ``None`` when a server read is needed."""
         now = self.clock()
-        table = self.hit_tables.get(partition)
-        hit = None if table is None else table.get(uri)
-        if hit is not None and now < hit[0]:
-            return hit[1]
-        if self.policy.share_public and partition != PUBLIC:
+        fresh = self._hits.fresh(uri, partition, now)
+        if fresh is None and self.policy.share_public and partition != PUBLIC:
             state = self._uris.get(uri)
             if state is not None and state.problem(partition) is None:
-                table = self.hit_tables.get(PUBLIC)
-                hit = None if table is None else table.get(uri)
-                if hit is not None and now < hit[0]:
-                    return hit[1]
-        return None
+                fresh = self._hits.fresh(uri, PUBLIC, now)
+        return fresh
 
     def status(self, uri: str, partition: Partition = None) -> ReadResult:
         """What a read would hand out right now, without any I/O."""
@@ -309,7 +360,7 @@ class FreshnessEngine:
 
     def begin_read(self, uri: str, partition: Partition) -> ReadTicket:
         """Note that a server read of ``uri`` is being sent now."""
-        state = self._state(uri)
+        state = self._uris.of(uri)
         state.reads_in_flight += 1
         self.counters.server_reads += 1
         return ReadTicket(uri, partition, state.generation, self.heard.count)
@@ -334,7 +385,7 @@ class FreshnessEngine:
     ) -> ReadResult | None:
         """Judge a reply. ``None`` means an invalidation overtook the read: read again."""
         uri, partition = ticket.uri, ticket.partition
-        state = self._state(uri)
+        state = self._uris.of(uri)
         state.reads_in_flight = max(0, state.reads_in_flight - 1)
         try:
             match reply:
@@ -359,18 +410,18 @@ class FreshnessEngine:
                 case _:
                     assert_never(reply)
         finally:
-            self._forget_if_idle(uri, state)
+            self._uris.forget_if_idle(uri, state)
 
     def abandon_read(self, ticket: ReadTicket) -> None:
         """The read sent under ``ticket`` will never be judged (it was cancelled)."""
         state = self._uris.get(ticket.uri)
         if state is not None:
             state.reads_in_flight = max(0, state.reads_in_flight - 1)
-            self._forget_if_idle(ticket.uri, state)
+            self._uris.forget_if_idle(ticket.uri, state)
 
     def note_timeout(self, uri: str, partition: Partition) -> ReadResult:
         """The caller's deadline passed while the read goes on in the background."""
-        state = self._state(uri)
+        state = self._uris.of(uri)
         result = problem_result(
             uri,
             AWAITING_FRESH_SOURCE,
@@ -379,10 +430,10 @@ class FreshnessEngine:
             detail="the server read did not answer before the deadline",
         )
         result = self._maybe_stale(self._record_problem(state, partition, result), partition)
-        self._forget_if_idle(uri, state)
+        self._uris.forget_if_idle(uri, state)
         return result
 
-    def _store_reply(self, ticket: ReadTicket, state: _UriState, reply: ReadReply) -> ReadResult:
+    def _store_reply(self, ticket: ReadTicket, state: UriRecord, reply: ReadReply) -> ReadResult:
         uri, partition = ticket.uri, ticket.partition
         now = self.clock()
         fetched_at = self.wall_clock()
@@ -416,7 +467,7 @@ class FreshnessEngine:
         return handed
 
     def _record_failure(
-        self, ticket: ReadTicket, state: _UriState, failure: RequestFailed
+        self, ticket: ReadTicket, state: UriRecord, failure: RequestFailed
     ) -> ReadResult:
         uri, partition = ticket.uri, ticket.partition
         detail = failure.detail or None
@@ -438,15 +489,15 @@ class FreshnessEngine:
                 assert_never(failure.kind)
         # A failure makes nothing fresher; it still masks a TTL-valid entry of the
         # same generation, because read-before-use failed for it.
-        self._pop_hit(uri, partition)
+        self._hits.pop(uri, partition)
         if ticket.generation == state.generation:
             state.set_problem(partition, result)
         return self._maybe_stale(result, partition)
 
     def _record_problem(
-        self, state: _UriState, partition: Partition, result: ReadResult
+        self, state: UriRecord, partition: Partition, result: ReadResult
     ) -> ReadResult:
-        self._pop_hit(result.uri, partition)
+        self._hits.pop(result.uri, partition)
         state.set_problem(partition, result)
         return result
 
@@ -481,57 +532,22 @@ class FreshnessEngine:
 
     def lookup_list_page(self, cursor: str | None, partition: Partition) -> ListReply | None:
         """A fresh cached list page, or ``None``."""
-        for part in (partition, PUBLIC) if self.policy.share_public else (partition,):
-            entry = self._store.get((self.server_id, LIST, _cursor_key(cursor), part))
-            if (
-                entry is not None
-                and entry.generation == self._list_generation
-                and self.clock() < entry.expires_at
-                and isinstance(entry.value, ListReply)
-            ):
-                return entry.value
-        return None
+        return self._lists.lookup(cursor, partition, self.clock())
 
     def begin_list(self, cursor: str | None, partition: Partition) -> ListTicket:
         """Note that a list page request is being sent now."""
         self.counters.list_requests += 1
-        return ListTicket(cursor, partition, self._list_generation)
+        return self._lists.begin(cursor, partition)
 
     def finish_list(
         self, ticket: ListTicket, reply: ListReply | RequestFailed
     ) -> ListReply | RequestFailed | None:
-        """Judge a list page reply; ``None`` means a list change overtook it: list again."""
-        match reply:
-            case RequestFailed():
-                if reply.kind == "not_found" and ticket.cursor is not None:
-                    # Spec (pagination): an invalid cursor discards every cached page.
-                    self._invalidate_lists()
-                return reply
-            case ListReply():
-                if ticket.generation != self._list_generation:
-                    self.counters.superseded_replies += 1
-                    return None
-                scope = reply.cache_scope or "private"
-                part = (
-                    PUBLIC if scope == "public" and self.policy.share_public else ticket.partition
-                )
-                now = self.clock()
-                key: EntryKey = (self.server_id, LIST, _cursor_key(ticket.cursor), part)
-                self._list_pages.add(key)
-                self._store.put(
-                    key,
-                    Entry(
-                        value=reply,
-                        generation=ticket.generation,
-                        received_at=now,
-                        expires_at=now + self.policy.ttl_seconds(reply.ttl_ms),
-                        scope=scope,
-                        size=_ENTRY_OVERHEAD + sum(len(r.uri) + 64 for r in reply.resources),
-                    ),
-                )
-                return reply
-            case _:
-                assert_never(reply)
+        """Judge a list page reply (see `ListPages.finish`); ``None``: list again from
+        the first page (a list change overtook it, or the cursor was refused)."""
+        judged = self._lists.finish(ticket, reply, self.clock())
+        if judged is None and isinstance(reply, ListReply):
+            self.counters.superseded_replies += 1
+        return judged
 
     def list_complete(self, listed: Iterable[str], partition: Partition) -> list[Decision]:
         """A full re-list finished: selected URIs that left it are checked by a direct read."""
@@ -542,6 +558,10 @@ class FreshnessEngine:
             self._invalidate(uri, "invalidated", "left_list", None, True)
             decisions.append(ReadResource(uri, partition, "left_list"))
         return decisions
+
+
+class FreshnessEngine(_ReadRules):
+    """Freshness bookkeeping for one server, many URIs and partitions."""
 
     # ------------------------------------------------------------------ selection
 
@@ -558,13 +578,13 @@ class FreshnessEngine:
         added = [uri for uri in wanted if uri not in self._selected]
         for uri in removed:
             self._selected.discard(uri)
-            state = self._uris[uri]
+            state = self._uris.of(uri)
             state.selected = False
             self._reindex(uri, state)
-            self._forget_if_idle(uri, state)
+            self._uris.forget_if_idle(uri, state)
         decisions: list[Decision] = []
         for uri in added:
-            state = self._state(uri)
+            state = self._uris.of(uri)
             state.selected = True
             self._selected.add(uri)
             self._reindex(uri, state)
@@ -580,11 +600,9 @@ class FreshnessEngine:
         """Feed one stream event; returns what the middleware must do next."""
         match event:
             case ListenStarted():
-                self._drop_subscription(event.subscription_id)
-                self._subs[event.subscription_id] = _Subscription(
-                    event.resource_uris, event.list_changed
+                self._coverage_lost(
+                    self._subs.open(event.subscription_id, event.resource_uris, event.list_changed)
                 )
-                _count_in(self._requested, event.resource_uris)
                 if self._stream_status != "live":
                     self._stream_status = "opening"
                 return []
@@ -599,7 +617,7 @@ class FreshnessEngine:
                     self._invalidate(
                         uri, "invalidated", "resources/updated", event.subscription_id, trusted
                     )
-                    if self._uris[uri].selected:
+                    if self._uris.of(uri).selected:
                         decisions.append(
                             ReadResource(uri, self.default_partition, "resources/updated")
                         )
@@ -607,7 +625,7 @@ class FreshnessEngine:
             case ResourceListChanged():
                 self.counters.notifications += 1
                 self._trusted(event.subscription_id)
-                self._invalidate_lists()
+                self._lists.invalidate()
                 return [Relist("list_changed")]
             case StreamLost():
                 return self._stream_ended(event.subscription_id, lost=True)
@@ -616,12 +634,12 @@ class FreshnessEngine:
             case ListenUnsupported():
                 self._listen_supported = False
                 self._stream_status = "unsupported"
-                for sid in list(self._subs):
+                for sid in self._subs.ids():
                     self._drop_subscription(sid)
                 # No stream will ever cover them: read what was never read (entering).
                 reads: list[Decision] = []
                 for uri in sorted(self._selected):
-                    state = self._uris[uri]
+                    state = self._uris.of(uri)
                     self._reindex(uri, state)
                     if not self._has_current_entry(uri, state):
                         reads.append(ReadResource(uri, self.default_partition, "selected"))
@@ -629,16 +647,36 @@ class FreshnessEngine:
             case UntrustedMessage():
                 self.counters.untrusted_messages += 1
                 return []
+            case ChangesMissed():
+                self.heard.note_everything()
+                return []
             case _:
                 assert_never(event)
+
+    def handle_hint(self, event: StreamEvent) -> list[Decision]:
+        """Feed a hint that came on a request's own answer (``reply.hints``).
+
+        A hint may only make content less fresh (invariant 9): change hints count,
+        wherever they came from; anything else (an acknowledgment, a stream's end) is
+        not the answer's to say and is ignored as untrusted.
+        """
+        match event:
+            case ResourceUpdated():
+                return self.handle(ResourceUpdated(event.uri, None))
+            case ResourceListChanged():
+                return self.handle(ResourceListChanged(None))
+            case ChangesMissed():
+                return self.handle(event)
+            case _:
+                self.counters.untrusted_messages += 1
+                return []
 
     def cancel_subscription(self, subscription_id: SubscriptionId) -> None:
         """The client closed a subscription it no longer needs (a newer one replaced it)."""
         self._drop_subscription(subscription_id)
 
     def _trusted(self, subscription_id: SubscriptionId | None) -> bool:
-        sub = self._subs.get(subscription_id) if subscription_id is not None else None
-        if sub is None or not sub.acknowledged:
+        if not self._subs.trusted(subscription_id):
             # Unknown id or before the acknowledgment: may only make content less fresh.
             self.counters.untrusted_messages += 1
             return False
@@ -646,35 +684,31 @@ class FreshnessEngine:
 
     def _acknowledged(self, event: ListenAcknowledged) -> list[Decision]:
         sid = event.subscription_id
-        sub = self._subs.get(sid)
-        if sub is None or sub.acknowledged:
+        ack = self._subs.acknowledge(sid, event.resource_uris, event.list_changed)
+        if ack is None:
             self.counters.untrusted_messages += 1
             return []
         self.counters.acknowledgments += 1
-        if event.resource_uris - sub.requested:
+        if ack.asked_beyond_request:
             self.counters.untrusted_messages += 1  # an ack cannot cover what was not asked for
-        sub.acknowledged = True
-        sub.covered = event.resource_uris & sub.requested
-        sub.list_changed = event.list_changed and sub.list_changed_requested
         self._listen_supported = True
         self._stream_status = "live"
         decisions: list[Decision] = []
-        for uri in sorted(sub.covered):
-            newly = uri not in self._covered
-            self._covered[uri] = self._covered.get(uri, 0) + 1
+        for uri in ack.newly_covered:
             state = self._uris.get(uri)
-            if newly and state is not None and state.selected:
+            if state is not None and state.selected:
                 # A new stream proves nothing about the time before it (invariant 4):
                 # what was read before this moment is not fresh until read again.
                 self._invalidate(uri, self._reason_now(uri, state), "acknowledged", sid, True)
                 decisions.append(ReadResource(uri, self.default_partition, "acknowledged"))
+        sub = ack.subscription
         for uri in sorted(sub.requested - sub.covered):
             state = self._uris.get(uri)
             if state is not None and state.selected and not self._has_current_entry(uri, state):
                 # Not covered: read before use; read once now so entering warms it.
                 decisions.append(ReadResource(uri, self.default_partition, "acknowledged"))
         if sub.list_changed:
-            self._invalidate_lists()
+            self._lists.invalidate()
             decisions.append(Relist("acknowledged"))
         return decisions
 
@@ -687,7 +721,7 @@ class FreshnessEngine:
                 return []
             ended = [subscription_id]
         elif lost:
-            ended = list(self._subs)  # a loss with no id: the channel broke, all are gone
+            ended = self._subs.ids()  # a loss with no id: the channel broke, all are gone
         else:
             self.counters.untrusted_messages += 1
             return []
@@ -696,14 +730,15 @@ class FreshnessEngine:
             self.heard.note_everything()  # changes may have been missed for any URI
             watched_lists = False
             for sid in ended:
-                gone = self._subs[sid]
+                gone = self._subs.get(sid)
+                assert gone is not None
                 watched_lists = watched_lists or gone.list_changed
                 # Only what an acknowledged stream covered was ever vouched for.
                 for uri in sorted(gone.covered):
                     if uri in self._uris:
                         self._invalidate(uri, "stream_lost", "stream_lost", subscription_id, True)
             if watched_lists:
-                self._invalidate_lists()
+                self._lists.invalidate()
         for sid in ended:
             self._drop_subscription(sid)
         if self._subs:
@@ -712,199 +747,14 @@ class FreshnessEngine:
         return [Relisten(frozenset(self._selected), "stream_lost" if lost else "stream_closed")]
 
     def _drop_subscription(self, subscription_id: SubscriptionId) -> None:
-        """Forget one subscription; URIs only it covered are no longer covered."""
-        sub = self._subs.pop(subscription_id, None)
-        if sub is None:
-            return
-        _count_out(self._requested, sub.requested)
-        if sub.acknowledged:
-            for uri in _count_out(self._covered, sub.covered):
-                state = self._uris.get(uri)
-                if state is not None and state.selected:
-                    self._reindex(uri, state)
+        self._coverage_lost(self._subs.drop(subscription_id))
 
-    # ------------------------------------------------------------------ internals
-
-    def _named_by(self, uri: str) -> list[str]:
-        """URIs a ``resources/updated`` for ``uri`` invalidates.
-
-        The URI itself, and, when the notification names a sub-resource of a URI we
-        subscribed to (the schema allows that), the subscribed parent too: a hint may
-        only make content less fresh. Parents are found among ``uri``'s own prefixes,
-        so the cost does not grow with the selection.
-        """
-        named = [uri] if uri in self._uris else []
-        if self._requested:
-            for parent in _parents(uri):
-                if parent in self._requested:
-                    self.heard.note(parent)
-                    if parent in self._uris:
-                        named.append(parent)
-        return named
-
-    def _state(self, uri: str) -> _UriState:
-        state = self._uris.get(uri)
-        if state is None:
-            state = self._uris[uri] = _UriState(self._new_generation())
-        return state
-
-    def _new_generation(self) -> int:
-        self._generations += 1
-        return self._generations
-
-    def _forget_if_idle(self, uri: str, state: _UriState) -> None:
-        """Drop the record of a URI nothing depends on any more (invariant 10).
-
-        A record that still says something (a failure, why it was invalidated) is
-        kept a while for `status`, among the last `_REMEMBERED_IDLE` such records.
-        """
-        if not _idle(state) or self._uris.get(uri) is not state:
-            return
-        if state.problems or state.invalid_reason != "not_cached":
-            self._remembered[uri] = None
-            while len(self._remembered) > _REMEMBERED_IDLE:
-                oldest = next(iter(self._remembered))
-                del self._remembered[oldest]
-                gone = self._uris.get(oldest)
-                if gone is not None and _idle(gone):
-                    del self._uris[oldest]
-        else:
-            del self._uris[uri]
-            self._remembered.pop(uri, None)
-
-    def _entry(self, uri: str, partition: Partition) -> Entry | None:
-        entry = self._store.get((self.server_id, READ, uri, partition))
-        if entry is None and self.policy.share_public:
-            entry = self._store.get((self.server_id, READ, uri, PUBLIC))
-        return entry
-
-    def _has_current_entry(self, uri: str, state: _UriState) -> bool:
-        for part in state.partitions:
-            entry = self._store.get((self.server_id, READ, uri, part))
-            if entry is not None and entry.generation == state.generation:
-                return True
-        return False
-
-    def _reason_now(self, uri: str, state: _UriState) -> Reason:
-        """Why ``uri`` is not fresh after a new invalidation: a copy we held is now
-        ``invalidated``; one already invalid keeps the reason it had."""
-        return "invalidated" if self._has_current_entry(uri, state) else state.invalid_reason
-
-    def _uncovered_strict(self, uri: str, state: _UriState) -> bool:
-        return (
-            state.selected
-            and self.policy.uncovered == "read_before_use"
-            and uri not in self._covered
-        )
-
-    def _invalidate(
-        self,
-        uri: str,
-        reason: Reason,
-        cause: str,
-        subscription_id: SubscriptionId | None,
-        trusted: bool,
-    ) -> None:
-        state = self._state(uri)
-        state.generation = self._new_generation()  # first: any read in flight is outdated
-        state.invalid_reason = reason
-        self._unindex(uri, state)
-        self.counters.invalidations += 1
-        if self._on_invalidation is not None:
-            self._on_invalidation(Invalidation(uri, cause, subscription_id, trusted))
-
-    def _invalidate_lists(self) -> None:
-        self._list_generation += 1
-        for key in self._list_pages:
-            self._store.discard(key)
-        self._list_pages.clear()
-
-    def _index(self, uri: str, partition: Partition, state: _UriState, entry: Entry) -> None:
-        assert isinstance(entry.value, ReadResult)
-        if self._uncovered_strict(uri, state):
-            return
-        until = entry.expires_at
-        if self.policy.subscription_backed and state.selected and uri in self._covered:
-            until = _INF
-        self.hits_for(partition)[uri] = (until, entry.value)
-
-    def _pop_hit(self, uri: str, partition: Partition) -> None:
-        table = self.hit_tables.get(partition)
-        if table is not None:
-            table.pop(uri, None)
-
-    def _unindex(self, uri: str, state: _UriState) -> None:
-        for part in state.partitions:
-            self._pop_hit(uri, part)
-
-    def _reindex(self, uri: str, state: _UriState) -> None:
-        """Coverage or selection of ``uri`` changed: recompute its hit-table rows."""
-        self._unindex(uri, state)
-        for part in state.partitions:
-            entry = self._store.get((self.server_id, READ, uri, part))
-            if entry is not None and entry.generation == state.generation:
-                problem = state.problem(part)
-                if problem is None or problem[0] != state.generation:
-                    self._index(uri, part, state, entry)
-
-    def _drop_entry(self, uri: str, partition: Partition, state: _UriState) -> None:
-        self._pop_hit(uri, partition)
-        state.drop_partition(partition)
-        self._store.discard((self.server_id, READ, uri, partition))
-
-    def _evicted(self, key: EntryKey) -> None:
-        _, method, param, partition = key
-        if method == LIST:
-            self._list_pages.discard(key)
-            return
-        self._pop_hit(param, partition)
-        state = self._uris.get(param)
-        if state is not None:
-            state.drop_partition(partition)
-            self._forget_if_idle(param, state)
-
-
-def _idle(state: _UriState) -> bool:
-    return not state.selected and not state.partitions and state.reads_in_flight == 0
-
-
-def _count_in(counts: dict[str, int], uris: Iterable[str]) -> None:
-    for uri in uris:
-        counts[uri] = counts.get(uri, 0) + 1
-
-
-def _count_out(counts: dict[str, int], uris: Iterable[str]) -> list[str]:
-    """Decrement ``uris``; returns those whose count reached zero (and were removed)."""
-    gone: list[str] = []
-    for uri in uris:
-        left = counts.get(uri, 0) - 1
-        if left > 0:
-            counts[uri] = left
-        elif uri in counts:
-            del counts[uri]
-            gone.append(uri)
-    return gone
-
-
-def _parents(uri: str) -> Iterable[str]:
-    """Every proper prefix ``p`` of ``uri`` with ``_is_under(uri, p)``."""
-    for i, char in enumerate(uri):
-        if char in "/#?":
-            if i:
-                yield uri[:i]
-            if char == "/" and i + 1 < len(uri):
-                yield uri[: i + 1]
-
-
-def _is_under(uri: str, parent: str) -> bool:
-    if not uri.startswith(parent):
-        return False
-    return parent.endswith("/") or uri[len(parent) : len(parent) + 1] in ("/", "#", "?")
-
-
-def _cursor_key(cursor: str | None) -> str:
-    # The spec says "" is a valid cursor, distinct from "no cursor" (the first page).
-    return "\x00first" if cursor is None else cursor
+    def _coverage_lost(self, uris: list[str]) -> None:
+        """``uris`` are covered by no stream any more: re-judge their hit-table rows."""
+        for uri in uris:
+            state = self._uris.get(uri)
+            if state is not None and state.selected:
+                self._reindex(uri, state)
 
 
 def _size_of(uri: str, contents: tuple[ResourceContents, ...]) -> int:

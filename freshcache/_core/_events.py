@@ -116,6 +116,14 @@ class ResourceListChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class ChangesMissed:
+    """The source may have missed changes of any URI (a change feed that lost events
+    while no stream was open). Only a hint: no stream ended."""
+
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class StreamLost:
     """The subscription stream ended without the server's ``complete`` result."""
 
@@ -154,6 +162,7 @@ StreamEvent = (
     | StreamClosed
     | ListenUnsupported
     | UntrustedMessage
+    | ChangesMissed
 )
 """Everything a subscription stream can report to the engine."""
 

@@ -1,0 +1,143 @@
+"""Open subscriptions and the URIs they cover (DESIGN §2 invariants 4, 5, 9).
+
+Sans-IO bookkeeping the engine consults: which subscriptions are open, which are
+acknowledged, and, per URI, how many acknowledged subscriptions cover it and how
+many asked for it. Counts (not sets rebuilt per call) keep every question O(1) in
+the selection; `parents_asked_for` answers the sub-resource rule from a URI's own
+prefixes, so a notification never scans the selection (DESIGN §8).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+SubscriptionId = str | int
+
+
+@dataclass(slots=True)
+class Subscription:
+    """One ``subscriptions/listen`` stream, as the engine knows it."""
+
+    requested: frozenset[str]
+    list_changed_requested: bool
+    acknowledged: bool = False
+    covered: frozenset[str] = frozenset()
+    """What the acknowledgment honoured (a subset of `requested`)."""
+    list_changed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Acknowledgment:
+    """What one acknowledgment changed."""
+
+    subscription: Subscription
+    newly_covered: tuple[str, ...]
+    """Covered now and by no other acknowledged subscription a moment before, sorted."""
+    asked_beyond_request: bool
+    """The ack named URIs that were never asked for (not trusted, not covered)."""
+
+
+@dataclass(slots=True)
+class Coverage:
+    """Every open subscription of one server, and what it covers."""
+
+    _subs: dict[SubscriptionId, Subscription] = field(default_factory=dict)
+    _covered: dict[str, int] = field(default_factory=dict)
+    """URI -> acknowledged subscriptions covering it (no zero counts)."""
+    _asked: dict[str, int] = field(default_factory=dict)
+    """URI -> open subscriptions that asked for it (no zero counts)."""
+
+    def __bool__(self) -> bool:
+        return bool(self._subs)
+
+    def __contains__(self, subscription_id: object) -> bool:
+        return subscription_id in self._subs
+
+    def ids(self) -> list[SubscriptionId]:
+        return list(self._subs)
+
+    def get(self, subscription_id: SubscriptionId) -> Subscription | None:
+        return self._subs.get(subscription_id)
+
+    @property
+    def covered(self) -> frozenset[str]:
+        return frozenset(self._covered)
+
+    def covers(self, uri: str) -> bool:
+        """Whether an acknowledged subscription covers ``uri`` now."""
+        return uri in self._covered
+
+    def trusted(self, subscription_id: SubscriptionId | None) -> bool:
+        """Whether messages with this id come from an acknowledged subscription."""
+        sub = None if subscription_id is None else self._subs.get(subscription_id)
+        return sub is not None and sub.acknowledged
+
+    def parents_asked_for(self, uri: str) -> Iterator[str]:
+        """Subscribed URIs that ``uri`` names a sub-resource of."""
+        if self._asked:
+            seen: set[str] = set()
+            for parent in _parents(uri):
+                if parent in self._asked and parent not in seen:
+                    seen.add(parent)
+                    yield parent
+
+    def open(
+        self, subscription_id: SubscriptionId, uris: frozenset[str], list_changed: bool
+    ) -> list[str]:
+        """A listen request went out; returns URIs that lost coverage (a reused id)."""
+        lost = self.drop(subscription_id)
+        self._subs[subscription_id] = Subscription(uris, list_changed)
+        for uri in uris:
+            self._asked[uri] = self._asked.get(uri, 0) + 1
+        return lost
+
+    def acknowledge(
+        self, subscription_id: SubscriptionId, uris: frozenset[str], list_changed: bool
+    ) -> Acknowledgment | None:
+        """The server acknowledged; ``None`` when no such subscription awaited one."""
+        sub = self._subs.get(subscription_id)
+        if sub is None or sub.acknowledged:
+            return None
+        sub.acknowledged = True
+        sub.covered = uris & sub.requested
+        sub.list_changed = list_changed and sub.list_changed_requested
+        newly: list[str] = []
+        for uri in sorted(sub.covered):
+            before = self._covered.get(uri, 0)
+            if before == 0:
+                newly.append(uri)
+            self._covered[uri] = before + 1
+        return Acknowledgment(sub, tuple(newly), bool(uris - sub.requested))
+
+    def drop(self, subscription_id: SubscriptionId) -> list[str]:
+        """Forget one subscription; returns the URIs no longer covered by any."""
+        sub = self._subs.pop(subscription_id, None)
+        if sub is None:
+            return []
+        _count_out(self._asked, sub.requested)
+        return _count_out(self._covered, sub.covered) if sub.acknowledged else []
+
+
+def _count_out(counts: dict[str, int], uris: Iterable[str]) -> list[str]:
+    """Decrement ``uris``; returns those whose count reached zero (and were removed)."""
+    gone: list[str] = []
+    for uri in uris:
+        left = counts.get(uri, 0) - 1
+        if left > 0:
+            counts[uri] = left
+        elif uri in counts:
+            del counts[uri]
+            gone.append(uri)
+    return gone
+
+
+def _parents(uri: str) -> Iterator[str]:
+    """Every proper prefix ``p`` of ``uri`` that ``uri`` is a sub-resource of: ``p``
+    ends with ``/``, or the character after it in ``uri`` is ``/``, ``#`` or ``?``."""
+    for i, char in enumerate(uri):
+        if char in "/#?":
+            if i:
+                yield uri[:i]
+            if char == "/" and i + 1 < len(uri):
+                yield uri[: i + 1]
