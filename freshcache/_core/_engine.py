@@ -375,7 +375,8 @@ class _ReadRules(_Bookkeeping):
         # read takes rounds.
         if state is None:
             return (
-                self._generations == ticket.generation and self.heard.count == ticket.changes_heard
+                self._uris._generations == ticket.generation
+                and self.heard.count == ticket.changes_heard
             )
         # --- end of the transports hunk
         return state.generation == ticket.generation
