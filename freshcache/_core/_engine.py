@@ -368,17 +368,8 @@ class _ReadRules(_Bookkeeping):
     def is_current(self, ticket: ReadTicket) -> bool:
         """Whether no invalidation has landed since ``ticket``'s read was sent."""
         state = self._uris.get(ticket.uri)
-        # --- transports branch: a record dropped once its reply was judged (a result
-        # handed out but never stored, e.g. a requestState retry's) is still current
-        # while the engine made no generation and heard no change since the read was
-        # sent; without this a waiter re-reads forever against a server whose every
-        # read takes rounds.
         if state is None:
-            return (
-                self._uris._generations == ticket.generation
-                and self.heard.count == ticket.changes_heard
-            )
-        # --- end of the transports hunk
+            return False  # forgotten (after a while idle): read again to be sure
         return state.generation == ticket.generation
 
     def finish_read(
@@ -411,7 +402,9 @@ class _ReadRules(_Bookkeeping):
                 case _:
                     assert_never(reply)
         finally:
-            self._uris.forget_if_idle(uri, state)
+            # Kept a while even when idle: waiters of this reply ask `is_current`
+            # after it, and a hint for the URI must still find its record.
+            self._uris.forget_if_idle(uri, state, keep_a_while=True)
 
     def abandon_read(self, ticket: ReadTicket) -> None:
         """The read sent under ``ticket`` will never be judged (it was cancelled)."""
