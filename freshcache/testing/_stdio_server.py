@@ -107,6 +107,7 @@ def reference_to_state(server: ReferenceServer) -> dict[str, Any]:
         "early_notifications": list(server.early_notifications),
         "cursor_epoch": server.cursor_epoch,
         "held": getattr(server, "_held", None) is not None,
+        "acks_held": server.acks_held,
     }
 
 
@@ -133,6 +134,8 @@ def reference_from_state(state: dict[str, Any]) -> ReferenceServer:
     server.cursor_epoch = int(state.get("cursor_epoch", 0))
     if state.get("held"):
         server.hold_reads()
+    if state.get("acks_held"):
+        server.hold_acks()
     return server
 
 
@@ -409,6 +412,8 @@ class StdioReferenceServer:
             "subscribers": len(reference.subscribers),
             "down": reference.down,
             "held": getattr(reference, "_held", None) is not None,
+            "listens": [sorted(sub.requested) for sub in reference.subscribers.values()],
+            "acks_held": reference.acks_held,
         }
 
     def _control(self, command: dict[str, Any]) -> tuple[dict[str, Any], Callable[[], None] | None]:
