@@ -46,7 +46,15 @@ from ._steps import (
 
 Observation = ReadResult | ListResult
 
-KNOWN_FAILING: dict[str, str] = {}
+KNOWN_FAILING: dict[str, str] = {
+    "ack-after-drop-copy-not-fresh": "issue 10 defect 1",
+    "ack-after-drop-read-joins-reread": "issue 10 defect 1",
+    "ack-of-selection-copy-not-fresh": "issue 10 defect 1",
+    "ack-of-selection-read-joins-reread": "issue 10 defect 1",
+    "first-ack-copy-not-fresh": "issue 10 defect 1",
+    "first-ack-read-joins-reread": "issue 10 defect 1",
+    "bookkeeping-unselected-reads-bounded": "issue 10 defect 3",
+}
 """Rows that fail on the current code because of a known, open defect: row id -> the
 defect. `play` reports such a row as passed while it still fails *and* as failed once
 it passes (take it off this list then). The one place to mark a row known failing."""
