@@ -54,6 +54,8 @@ KNOWN_FAILING: dict[str, str] = {
     "first-ack-copy-not-fresh": "issue 10 defect 1",
     "first-ack-read-joins-reread": "issue 10 defect 1",
     "bookkeeping-unselected-reads-bounded": "issue 10 defect 3",
+    "deselected-backed-uri-falls-back-to-ttl": "issue 10, found by the seams property test: "
+    "a deselected subscription-backed URI keeps its unbounded freshness",
 }
 """Rows that fail on the current code because of a known, open defect: row id -> the
 defect. `play` reports such a row as passed while it still fails *and* as failed once
