@@ -1,20 +1,17 @@
 """The README's recipes (blocks after a ``<!-- recipe: NAME -->`` line) run as written.
 
-Each runs in its own interpreter against one official-SDK fixture server, with only
-the URL replaced; all run at once (they only read).
+Each runs against the official-SDK fixture server, with only the URL replaced.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import SdkServer
+from tests.conftest import SdkServer, start_sdk_server, stop_process
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 RECIPE = re.compile(r"<!-- recipe: ([\w-]+) -->\n```python\n(.*?)```", re.S)
@@ -34,30 +31,26 @@ def test_every_framework_has_a_short_recipe():
         assert "http://127.0.0.1:8000/mcp" in code, name
 
 
-@pytest.mark.wire
-def test_the_recipes_run_as_written(sdk_server: SdkServer):
-    running = {
-        name: subprocess.Popen(
-            [sys.executable, "-c", code.replace("http://127.0.0.1:8000/mcp", sdk_server.url)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        for name, code in recipes().items()
-    }
-    outputs = {}
+@pytest.fixture(scope="module")
+def recipe_server() -> Iterator[SdkServer]:
+    """One fixture server for every recipe (they only read)."""
+    server = start_sdk_server()
     try:
-        for name, process in running.items():
-            out, err = process.communicate(timeout=90)
-            assert process.returncode == 0, f"recipe {name} failed:\n{err}"
-            outputs[name] = out
+        yield server
     finally:
-        for process in running.values():
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
-    for name, out in outputs.items():
-        assert V1 in out, f"recipe {name} printed {out!r}"
-    assert "Returns v1: 30 days." in outputs["langchain"]
-    assert "[]" in outputs["agent-step"]  # nothing withheld
+        stop_process(server.process)
+
+
+@pytest.mark.wire
+@pytest.mark.parametrize("name", ["agent-step", "pydantic-ai", "openai-agents", "langchain"])
+def test_the_recipe_runs_as_written(name: str, recipe_server: SdkServer, capsys):
+    code = recipes()[name].replace("http://127.0.0.1:8000/mcp", recipe_server.url)
+    # In this interpreter (the frameworks are imported once for the whole suite); the
+    # recipe calls anyio.run itself, as a script would.
+    exec(compile(code, f"README recipe {name}", "exec"), {"__name__": "__recipe__"})
+    out = capsys.readouterr().out
+    assert V1 in out, f"recipe {name} printed {out!r}"
+    if name == "langchain":
+        assert "Returns v1: 30 days." in out
+    if name == "agent-step":
+        assert out.rstrip().endswith("[]")  # nothing withheld
