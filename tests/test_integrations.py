@@ -189,6 +189,12 @@ async def test_the_agents_sdk_server_reads_resources_through_the_cache(server: S
         assert fresh.name == inner.name
         assert "set_resource" in {tool.name for tool in await fresh.list_tools()}
         assert fresh._needs_approval_policy == inner._needs_approval_policy
+        from agents import Agent
+        from agents.run_context import RunContextWrapper
+
+        agent = Agent(name="helper", mcp_servers=[fresh])
+        tools = await agent.get_mcp_tools(RunContextWrapper(context=None))
+        assert "set_resource" in {tool.name for tool in tools}  # the Agents SDK takes it as is
 
         first = await fresh.read_resource(APPROVAL)
         await live(cache)
