@@ -11,8 +11,8 @@ import pytest
 
 from freshcache import TableError
 from freshcache._cli import main
-from freshcache._tables import load_cases, parse_text
-from freshcache._tables._steps import Given, NextRead, Notify, Observe, parse_expect, parse_step
+from freshcache.acceptance import load_cases, parse_text
+from freshcache.acceptance._steps import Given, NextRead, Notify, Observe, parse_expect, parse_step
 
 HEADER = "| id | source | steps | expect |\n|---|---|---|---|\n"
 
