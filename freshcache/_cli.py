@@ -307,18 +307,20 @@ def build_parser() -> argparse.ArgumentParser:
         "acceptance",
         help="play acceptance tables against the cache",
         description="Play acceptance tables (Markdown files or folders of them). With no "
-        "PATH, play the tables shipped with freshcache, on the engine and over real "
-        "HTTP and stdio against the embedded reference server. Exit 0 when every case passes, "
+        "PATH, play the tables shipped with freshcache on the bare engine, on the cache and "
+        "over real HTTP and stdio against the embedded reference server. Exit 0 when every "
+        "case passes, "
         "1 when a case fails, 2 when the input is unusable.",
     )
     acceptance.add_argument("paths", nargs="*", metavar="PATH", help="table files or folders")
     acceptance.add_argument("--json", action="store_true", help="print a machine-readable report")
     acceptance.add_argument(
         "--wire",
-        choices=["engine", "http", "stdio", "all"],
+        choices=["core", "engine", "http", "stdio", "all"],
         default="all",
-        help="where to play the rows: the in-memory engine, real HTTP on loopback, a "
-        "stdio subprocess of the reference server, or all three (default)",
+        help="where to play the rows: the bare engine on a virtual clock (core), the "
+        "cache over an in-memory source (engine), real HTTP on loopback, a stdio "
+        "subprocess of the reference server, or all four (default)",
     )
     acceptance.add_argument(
         "--only", action="append", metavar="ID", help="play only this case (repeatable)"

@@ -10,7 +10,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -36,7 +36,19 @@ def shipped_tables() -> Path:
     )
 
 
-def _worlds(wire: str) -> list[tuple[str, Callable[[], World]]]:
+Player = Callable[[Case], Awaitable[CaseReport]]
+
+
+def _players(wire: str) -> list[tuple[str, Player]]:
+    """The wires to play on, in order, each with how it plays one case."""
+    players: list[tuple[str, Player]] = []
+    if wire in ("core", "all"):
+        from ._core_world import play_core
+
+        async def core(case: Case) -> CaseReport:
+            return play_core(case)  # synchronous: no event loop in the bare engine
+
+        players.append(("core", core))
     worlds: list[tuple[str, Callable[[], World]]] = []
     if wire in ("engine", "all"):
         worlds.append(("engine", EngineWorld))
@@ -48,7 +60,13 @@ def _worlds(wire: str) -> list[tuple[str, Callable[[], World]]]:
         from ._stdio_world import StdioWorld
 
         worlds.append(("stdio", StdioWorld))
-    return worlds
+    for name, make in worlds:
+
+        async def in_world(case: Case, make: Callable[[], World] = make) -> CaseReport:
+            return await play(case, make())
+
+        players.append((name, in_world))
+    return players
 
 
 class _Printer:
@@ -100,14 +118,14 @@ async def _run_all(
     cases: Sequence[Case], wire: str, printer: _Printer | None
 ) -> list[tuple[str, CaseReport]]:
     results: list[tuple[str, CaseReport]] = []
-    worlds = _worlds(wire)
-    total = len(cases) * len(worlds)
+    players = _players(wire)
+    total = len(cases) * len(players)
     done = 0
-    for name, make in worlds:
+    for name, player in players:
         for case in cases:
             if printer is not None:
                 printer.step(done, total, name, case)
-            report = await play(case, make())
+            report = await player(case)
             done += 1
             results.append((name, report))
             if printer is not None:

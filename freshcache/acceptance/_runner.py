@@ -13,14 +13,14 @@ import abc
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
 
 from .._cache import FreshCache, ListResult
-from .._core import Policy, ReadResult
+from .._core import FreshnessEngine, Policy, ReadResult
 from .._core._backoff import BackoffSettings
 from .._reference import ReferenceServer
 from .._source import Source
@@ -288,13 +288,22 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
                     for step in steps:
                         last = await _do(world, step, tg, background, last, setup)
                     await world.settle()
-                failures = _check(case.row.expect, last, world, world.server_reads() - baseline)
+                reads = world.server_reads() - baseline
+                failures = check(case.row.expect, last, world.cache, reads)
             finally:
                 await world.stop()
     except TimeoutError:
         failures = [f"the case did not finish within {step_timeout * (len(steps) + 2):.0f}s"]
     except Exception as exc:  # a crash is a failed case, reported with its cause
         failures = [f"crashed: {type(exc).__name__}: {exc}"]
+    return report(case, last, failures, started)
+
+
+def report(
+    case: Case, last: Observation | None, failures: list[str], started: float
+) -> CaseReport:
+    """The report of a played case (`KNOWN_FAILING` applied), for every player."""
+    expected = case.expect_text
     known: str | None = None
     if case.id in KNOWN_FAILING:
         if failures:
@@ -371,9 +380,20 @@ async def _do(
             return last
 
 
-def _check(
-    expectations: Sequence[Expect], last: Observation | None, world: World, reads: int
+class Observed(Protocol):
+    """What `check` looks at besides the last observation: a cache, or a bare engine."""
+
+    @property
+    def stream_status(self) -> str: ...
+
+    @property
+    def engine(self) -> FreshnessEngine: ...
+
+
+def check(
+    expectations: Sequence[Expect], last: Observation | None, world: Observed, reads: int
 ) -> list[str]:
+    """What a row's expectations find wrong with what was observed (empty: passed)."""
     failures: list[str] = []
     for expect in expectations:
         match expect.what:
@@ -413,18 +433,18 @@ def _check(
                         f"{expect.uri} {'missing from' if not present else 'present in'} the list"
                     )
             case "stream":
-                if world.cache.stream_status != expect.word:
+                if world.stream_status != expect.word:
                     failures.append(
-                        f"stream is {world.cache.stream_status}, expected {expect.word}"
+                        f"stream is {world.stream_status}, expected {expect.word}"
                     )
             case "untrusted":
-                got = world.cache.engine.counters.untrusted_messages
+                got = world.engine.counters.untrusted_messages
                 if got < expect.number:
                     failures.append(
                         f"{got} untrusted messages counted, expected at least {expect.number}"
                     )
             case "tracked_uris_at_most":
-                tracked = world.cache.engine.tracked_uris
+                tracked = world.engine.tracked_uris
                 if tracked > expect.number:
                     failures.append(
                         f"the engine tracks {tracked} URIs, expected at most {expect.number}"
