@@ -224,11 +224,11 @@ class HttpSource:
         self.auth = auth
         self.timeout = _check_seconds("timeout", timeout)
         self.idle_timeout = _check_seconds("idle_timeout", idle_timeout)
-        if isinstance(keepalive_misses, bool) or not isinstance(keepalive_misses, int):
-            raise ConfigurationError(
-                f"HttpSource keepalive_misses must be an int >= 1, got {keepalive_misses!r}"
-            )
-        if keepalive_misses < 1:
+        if (
+            isinstance(keepalive_misses, bool)
+            or not isinstance(keepalive_misses, int)
+            or keepalive_misses < 1
+        ):
             raise ConfigurationError(
                 f"HttpSource keepalive_misses must be an int >= 1, got {keepalive_misses!r}"
             )
@@ -256,6 +256,7 @@ class HttpSource:
             self._identity, identity=self.client_identity, denial=self.denial
         )
         """The MCP rules; this class only moves bytes in and out of it."""
+        self._reader = _Reader(self)
         parsed = httpx.URL(self.url)
         self._address = parsed.host
         self._port = parsed.port or (443 if parsed.scheme == "https" else 80)
@@ -369,11 +370,13 @@ class HttpSource:
             ) as response:
                 kind = _content_type(response)
                 if kind == "sse" and response.status_code == 200:
-                    async with aclosing(self._listen_events(response, listen_id, stats)) as events:
+                    async with aclosing(
+                        self._reader.listen_events(response, listen_id, stats)
+                    ) as events:
                         async for event in events:
                             yield event
                     return
-                answer = await self._plain_answer(response, listen_id, kind)
+                answer = await self._reader.plain_answer(response, listen_id, kind)
                 yield self._listen_refused(answer, listen_id)
         except httpx.TimeoutException as exc:
             self.stats.idle_timeouts += isinstance(exc, httpx.ReadTimeout)
@@ -386,65 +389,6 @@ class HttpSource:
         except httpx.HTTPError as exc:
             self.stats.streams_lost += 1
             yield StreamLost(listen_id, f"{type(exc).__name__}: {exc}")
-
-    async def _listen_events(
-        self, response: httpx.Response, listen_id: int, stats: StreamStats
-    ) -> AsyncGenerator[StreamEvent, None]:
-        parser = SseParser(max_frame_bytes=self.max_frame_bytes)
-        chunks = response.aiter_bytes()
-        silence = _Silence(self.keepalive_misses, self.silence_floor)
-        while True:
-            limit = silence.limit()
-            chunk: bytes | None = None
-            with anyio.move_on_after(math.inf if limit is None else limit) as waited:
-                chunk = await anext(chunks, None)
-            if waited.cancelled_caught:
-                assert limit is not None
-                self.stats.silent_losses += 1
-                self.stats.streams_lost += 1
-                yield StreamLost(
-                    listen_id,
-                    f"the listen stream fell silent: no byte for {limit:.2f}s after keep-alives "
-                    f"every {silence.longest:.2f}s or so ({self.keepalive_misses} missed)",
-                )
-                return
-            for item in parser.feed(chunk) if chunk is not None else parser.end():
-                match item:
-                    case SseComment():
-                        stats.keepalives += 1
-                        self.stats.keepalives += 1
-                        silence.keepalive(anyio.current_time())
-                    case SseOversized(limit=limit, size=size):
-                        self.stats.oversized += 1
-                        self.stats.streams_lost += 1
-                        log.warning(
-                            "listen %s: frame of %d+ bytes over max_frame_bytes=%d; "
-                            "dropping the stream",
-                            listen_id,
-                            size,
-                            limit,
-                        )
-                        yield StreamLost(
-                            listen_id, f"a frame grew past max_frame_bytes={limit} bytes"
-                        )
-                        return
-                    case SseEvent(data=data):
-                        self.stats.frames += 1
-                        for event in self._translate(_decode(data), listen_id, stats):
-                            yield event
-                            if isinstance(event, _ENDINGS):
-                                stats.frames += 1
-                                return
-                        # Counted once the consumer took every event of the frame in.
-                        stats.frames += 1
-            if chunk is None:
-                break
-        self.stats.streams_lost += 1
-        yield StreamLost(
-            listen_id,
-            "the listen stream ended without the listen result"
-            + (", in the middle of a frame" if parser.cut else ""),
-        )
 
     def _translate(self, message: Message, listen_id: int, stats: StreamStats) -> list[StreamEvent]:
         """One message of a listen stream, as the events the engine should see."""
@@ -551,8 +495,8 @@ class HttpSource:
                 ) as response:
                     kind = _content_type(response)
                     if kind == "sse":
-                        return await self._sse_answer(response, request_id, hints)
-                    return await self._plain_answer(response, request_id, kind)
+                        return await self._reader.sse_answer(response, request_id, hints)
+                    return await self._reader.plain_answer(response, request_id, kind)
         except TimeoutError:
             return RequestFailed("timeout", f"{method}: no answer within {self.timeout:g}s")
         except httpx.TimeoutException as exc:
@@ -565,7 +509,59 @@ class HttpSource:
         except httpx.HTTPError as exc:
             return RequestFailed("server_error", f"{method}: {type(exc).__name__}: {exc}")
 
-    async def _plain_answer(self, response: httpx.Response, request_id: int, kind: str) -> _Answer:
+    def _judge(
+        self, answer: _Answer, method: str, attempt: _Attempt
+    ) -> dict[str, Any] | RequestFailed | _Retry:
+        return _judge(
+            answer, method, attempt, self.protocol, self.auth is not None, self._note_untrusted
+        )
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=self.timeout)
+            self._owns_client = True
+        return self._client
+
+    def _annotate(self, request_id: int) -> None:
+        annotate_request(
+            request_id, transport="tcp", protocol="http", address=self._address, port=self._port
+        )
+
+    def _headers(self, mcp_headers: Mapping[str, str], principal: Partition) -> dict[str, str]:
+        headers = dict(self.headers)
+        if self.auth is not None:
+            headers.update(self.auth(principal))
+        headers.update(mcp_headers)
+        return headers
+
+    def _untrusted(self, detail: str, sid: str | int | None = None) -> UntrustedMessage:
+        self._note_untrusted(detail)
+        return UntrustedMessage(detail, sid)
+
+    def _note_untrusted(self, detail: str) -> None:
+        self.stats.untrusted += 1
+        log.info("%s: untrusted message: %s", self.identity, detail)
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+class _Reader:
+    """What HTTP answers carry: one POST's answer (JSON or SSE) as an `_Answer`, and a
+    listen stream's SSE frames as messages for the protocol object, under the size
+    limit and the silence rule. Moves bytes; judges nothing."""
+
+    def __init__(self, source: HttpSource) -> None:
+        self.stats = source.stats
+        self.max_frame_bytes = source.max_frame_bytes
+        self.keepalive_misses = source.keepalive_misses
+        self.silence_floor = source.silence_floor
+        self._note_untrusted = source._note_untrusted
+        self._translate = source._translate
+
+    async def plain_answer(self, response: httpx.Response, request_id: int, kind: str) -> _Answer:
         status = response.status_code
         from_cache = "age" in response.headers
         raw = bytearray()
@@ -587,7 +583,7 @@ class HttpSource:
             message = Malformed(f"the answer is for request {message.id!r}, not {request_id}")
         return _Answer(status, message, from_cache=from_cache)
 
-    async def _sse_answer(
+    async def sse_answer(
         self, response: httpx.Response, request_id: int, hints: list[StreamEvent]
     ) -> _Answer:
         """An answer sent as an SSE stream: keep the change hints, skip what else is not
@@ -650,79 +646,114 @@ class HttpSource:
                             self._note_untrusted(f"unexpected message in an answer: {message}")
         return None
 
-    def _judge(
-        self, answer: _Answer, method: str, attempt: _Attempt
-    ) -> dict[str, Any] | RequestFailed | _Retry:
-        status, message = answer.status, answer.message
-        if status == 401:
-            if not attempt.reauthorized and self.auth is not None:
-                attempt.reauthorized = True
-                return _Retry("HTTP 401: asked for credentials again")
-            return RequestFailed("denied", f"HTTP 401: {_error_text(message, answer.detail)}", 401)
-        if status == 403:
-            return RequestFailed("denied", f"HTTP 403: {_error_text(message, answer.detail)}", 403)
-        match message:
-            case Response() | ErrorResponse():
-                judged = self.protocol.answer(method, message, retried=attempt.renegotiated)
-                if isinstance(judged, Renegotiate):
-                    attempt.renegotiated = True
-                    return _Retry(judged.reason)
-                return judged
-            case Malformed(detail=detail):
-                self._note_untrusted(detail)
-                return RequestFailed("server_error", f"{method}: unusable answer: {detail}", status)
-            case _:
-                pass
-        if answer.broken and not attempt.reissued:
-            # Spec: a broken stream loses the request; re-issue it with a new id.
-            attempt.reissued = True
-            return _Retry("the SSE answer broke off")
-        if answer.broken:
-            return RequestFailed("unreachable", f"{method}: {answer.detail}", status)
-        if status == 404:
-            raise ProtocolError(
-                f"nothing answers MCP at {self.identity} (HTTP 404 without a JSON-RPC body); "
-                "check the endpoint path"
-            )
-        if 300 <= status < 400:
-            where = answer.detail
-            return RequestFailed(
-                "server_error", f"{method}: redirected (HTTP {status}); use the final URL {where}"
-            )
+    async def listen_events(
+        self, response: httpx.Response, listen_id: int, stats: StreamStats
+    ) -> AsyncGenerator[StreamEvent, None]:
+        parser = SseParser(max_frame_bytes=self.max_frame_bytes)
+        chunks = response.aiter_bytes()
+        silence = _Silence(self.keepalive_misses, self.silence_floor)
+        while True:
+            limit = silence.limit()
+            chunk: bytes | None = None
+            with anyio.move_on_after(math.inf if limit is None else limit) as waited:
+                chunk = await anext(chunks, None)
+            if waited.cancelled_caught:
+                assert limit is not None
+                self.stats.silent_losses += 1
+                self.stats.streams_lost += 1
+                yield StreamLost(
+                    listen_id,
+                    f"the listen stream fell silent: no byte for {limit:.2f}s after keep-alives "
+                    f"every {silence.longest:.2f}s or so ({self.keepalive_misses} missed)",
+                )
+                return
+            for item in parser.feed(chunk) if chunk is not None else parser.end():
+                match item:
+                    case SseComment():
+                        stats.keepalives += 1
+                        self.stats.keepalives += 1
+                        silence.keepalive(anyio.current_time())
+                    case SseOversized(limit=limit, size=size):
+                        self.stats.oversized += 1
+                        self.stats.streams_lost += 1
+                        log.warning(
+                            "listen %s: frame of %d+ bytes over max_frame_bytes=%d; "
+                            "dropping the stream",
+                            listen_id,
+                            size,
+                            limit,
+                        )
+                        yield StreamLost(
+                            listen_id, f"a frame grew past max_frame_bytes={limit} bytes"
+                        )
+                        return
+                    case SseEvent(data=data):
+                        self.stats.frames += 1
+                        for event in self._translate(_decode(data), listen_id, stats):
+                            yield event
+                            if isinstance(event, _ENDINGS):
+                                stats.frames += 1
+                                return
+                        # Counted once the consumer took every event of the frame in.
+                        stats.frames += 1
+            if chunk is None:
+                break
+        self.stats.streams_lost += 1
+        yield StreamLost(
+            listen_id,
+            "the listen stream ended without the listen result"
+            + (", in the middle of a frame" if parser.cut else ""),
+        )
+
+
+def _judge(
+    answer: _Answer,
+    method: str,
+    attempt: _Attempt,
+    protocol: ClientProtocol,
+    can_reauthorize: bool,
+    note_untrusted: Callable[[str], None],
+) -> dict[str, Any] | RequestFailed | _Retry:
+    """What one answer means: a result, a failure, or a reason to send it again."""
+    status, message = answer.status, answer.message
+    if status == 401:
+        if not attempt.reauthorized and can_reauthorize:
+            attempt.reauthorized = True
+            return _Retry("HTTP 401: asked for credentials again")
+        return RequestFailed("denied", f"HTTP 401: {_error_text(message, answer.detail)}", 401)
+    if status == 403:
+        return RequestFailed("denied", f"HTTP 403: {_error_text(message, answer.detail)}", 403)
+    match message:
+        case Response() | ErrorResponse():
+            judged = protocol.answer(method, message, retried=attempt.renegotiated)
+            if isinstance(judged, Renegotiate):
+                attempt.renegotiated = True
+                return _Retry(judged.reason)
+            return judged
+        case Malformed(detail=detail):
+            note_untrusted(detail)
+            return RequestFailed("server_error", f"{method}: unusable answer: {detail}", status)
+        case _:
+            pass
+    if answer.broken and not attempt.reissued:
+        # Spec: a broken stream loses the request; re-issue it with a new id.
+        attempt.reissued = True
+        return _Retry("the SSE answer broke off")
+    if answer.broken:
+        return RequestFailed("unreachable", f"{method}: {answer.detail}", status)
+    if status == 404:
+        raise ProtocolError(
+            f"nothing answers MCP at {protocol.server} (HTTP 404 without a JSON-RPC body); "
+            "check the endpoint path"
+        )
+    if 300 <= status < 400:
+        where = answer.detail
         return RequestFailed(
-            "server_error", f"{method}: HTTP {status} without a JSON-RPC answer {answer.detail}"
+            "server_error", f"{method}: redirected (HTTP {status}); use the final URL {where}"
         )
-
-    # ------------------------------------------------------------------ plumbing
-
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self.timeout)
-            self._owns_client = True
-        return self._client
-
-    def _annotate(self, request_id: int) -> None:
-        annotate_request(
-            request_id, transport="tcp", protocol="http", address=self._address, port=self._port
-        )
-
-    def _headers(self, mcp_headers: Mapping[str, str], principal: Partition) -> dict[str, str]:
-        headers = dict(self.headers)
-        if self.auth is not None:
-            headers.update(self.auth(principal))
-        headers.update(mcp_headers)
-        return headers
-
-    def _untrusted(self, detail: str, sid: str | int | None = None) -> UntrustedMessage:
-        self._note_untrusted(detail)
-        return UntrustedMessage(detail, sid)
-
-    def _note_untrusted(self, detail: str) -> None:
-        self.stats.untrusted += 1
-        log.info("%s: untrusted message: %s", self.identity, detail)
-
-
-# ---------------------------------------------------------------------- helpers
+    return RequestFailed(
+        "server_error", f"{method}: HTTP {status} without a JSON-RPC answer {answer.detail}"
+    )
 
 
 class _Silence:

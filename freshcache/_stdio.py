@@ -587,19 +587,11 @@ class StdioSource:
         self.counters = StdioCounters()
         self._name = name or "stdio:" + shlex.join(argv)
         self._label = _shorten(name or shlex.join(argv), 60)
-        self._budget = ReconnectBudget(restart)
         self._ids = itertools.count(1)
-        self._conn: _Connection | None = None
-        self._pending = False
-        """A start attempt is under way, or a lost process's restart is being decided."""
-        self._spawn_failed = False
-        self._next_attempt_at: float | None = None
-        self._why_down = "the server process has not been started yet"
-        self._changed = anyio.Event()
-        self._service = BackgroundTask(f"StdioSource {self._label}", self._serve)
-        self._closing = False
         self.protocol = ClientProtocol(self._name, identity=self.client, denial=self.denial)
         """The MCP rules; this class only moves messages in and out of it."""
+        self._process = _Supervisor(self, ReconnectBudget(restart))
+        """The server process and its restarts."""
         self._hints: dict[int, _Hint] = {}
         """Change hints no consumer has taken yet, oldest first (module docstring)."""
         self._hint_numbers = itertools.count()
@@ -619,12 +611,12 @@ class StdioSource:
     @property
     def pid(self) -> int | None:
         """The running server process id, or ``None`` between processes."""
-        conn = self._conn
+        conn = self._process.conn
         return conn.pid if conn is not None and conn.alive else None
 
     def stats(self) -> StdioStats:
         """What the source is doing right now (no I/O)."""
-        conn = self._conn
+        conn = self._process.conn
         live = conn is not None and conn.alive
         return StdioStats(
             pid=conn.pid if live and conn is not None else None,
@@ -708,19 +700,19 @@ class StdioSource:
         Closing the iterator early sends ``notifications/cancelled`` naming the
         listen request id.
         """
-        self._ensure_service()
+        self._process.ensure_service()
         sid = f"listen-{next(self._ids)}"
-        conn = await self._connection(self.timeout, wait_for_restart=True)
+        conn = await self._process.connection(self.timeout, wait_for_restart=True)
         yield ListenStarted(sid, uris, list_changed)
         if conn is None:
-            yield StreamLost(sid, self._down_detail())
+            yield StreamLost(sid, self._process.down_detail())
             return
         key = id_key(sid)
         inbox = _Inbox(self.max_backlog)
         conn.inboxes[key] = inbox
         request = self.protocol.listen(sid, uris, list_changed)
         if not conn.alive:  # it died while ListenStarted was being taken in
-            inbox.put(StreamLost(sid, conn.detail or self._down_detail()), final=True)
+            inbox.put(StreamLost(sid, conn.detail or self._process.down_detail()), final=True)
         ended = False
         try:
             # If writing fails, the connection's end has put StreamLost in the inbox.
@@ -749,15 +741,7 @@ class StdioSource:
     async def aclose(self) -> None:
         """Stop the server: close its stdin, wait, then SIGTERM, then SIGKILL (each
         step bounded by ``shutdown_timeout``), and stop the service task."""
-        first = not self._closing
-        self._closing = True
-        with anyio.CancelScope(shield=True):
-            conn = self._conn
-            if first and conn is not None:
-                self._why_down = "the source was closed"
-                await self._stop_process(conn, close_stdin=True)
-            await self._service.stop(timeout=self.shutdown_timeout * 3)
-        self._notify_changed()
+        await self._process.stop()
 
     # ------------------------------------------------------------------ escape hatch
 
@@ -778,11 +762,11 @@ class StdioSource:
     async def _call(
         self, method: str, params: dict[str, Any], timeout: float
     ) -> Response | ErrorResponse | RequestFailed:
-        self._ensure_service()
+        self._process.ensure_service()
         deadline = anyio.current_time() + timeout
-        conn = await self._connection(timeout, wait_for_restart=False)
+        conn = await self._process.connection(timeout, wait_for_restart=False)
         if conn is None:
-            return RequestFailed("unreachable", self._down_detail())
+            return RequestFailed("unreachable", self._process.down_detail())
         renegotiated = False
         while True:
             answer = await self._exchange(conn, method, params, deadline, timeout)
@@ -829,7 +813,44 @@ class StdioSource:
                     # Timed out or abandoned: tell the server (spec cancellation: SHOULD).
                     await conn.cancel(rid, "the client stopped waiting")
 
-    async def _connection(self, limit: float, *, wait_for_restart: bool) -> _Connection | None:
+
+class _Supervisor:
+    """Keeps one server process of a `StdioSource` running (module docstring): the
+    service task, starting, reading, restarting with backoff, stopping."""
+
+    def __init__(self, source: StdioSource, budget: ReconnectBudget) -> None:
+        self.command = source.command
+        self.env = source.env
+        self.cwd = source.cwd
+        self.shutdown_timeout = source.shutdown_timeout
+        self.max_line_bytes = source.max_line_bytes
+        self.counters = source.counters
+        self.protocol = source.protocol
+        self._label = source._label
+        self._hold = source._hold
+        self._budget = budget
+        self.conn: _Connection | None = None
+        self._pending = False
+        """A start attempt is under way, or a lost process's restart is being decided."""
+        self._spawn_failed = False
+        self._next_attempt_at: float | None = None
+        self._why_down = "the server process has not been started yet"
+        self._changed = anyio.Event()
+        self._service = BackgroundTask(f"StdioSource {self._label}", self._serve)
+        self._closing = False
+
+    async def stop(self) -> None:
+        first = not self._closing
+        self._closing = True
+        with anyio.CancelScope(shield=True):
+            conn = self.conn
+            if first and conn is not None:
+                self._why_down = "the source was closed"
+                await self._stop_process(conn, close_stdin=True)
+            await self._service.stop(timeout=self.shutdown_timeout * 3)
+        self._notify_changed()
+
+    async def connection(self, limit: float, *, wait_for_restart: bool) -> _Connection | None:
         """The live connection, or ``None`` when the server is not running.
 
         Waits (up to ``limit`` seconds) for a start attempt under way; with
@@ -838,7 +859,7 @@ class StdioSource:
         """
         deadline = anyio.current_time() + limit
         while True:
-            conn = self._conn
+            conn = self.conn
             if conn is not None and conn.alive:
                 return conn
             if self._closing:
@@ -851,10 +872,10 @@ class StdioSource:
             with anyio.move_on_after(max(0.0, deadline - anyio.current_time())) as waited:
                 await changed.wait()
             if waited.cancelled_caught:
-                conn = self._conn
+                conn = self.conn
                 return conn if conn is not None and conn.alive else None
 
-    def _down_detail(self) -> str:
+    def down_detail(self) -> str:
         detail = self._why_down
         due = self._next_attempt_at
         if self._closing:
@@ -869,9 +890,7 @@ class StdioSource:
         changed, self._changed = self._changed, anyio.Event()
         changed.set()
 
-    # ------------------------------------------------------------------ the service task
-
-    def _ensure_service(self) -> None:
+    def ensure_service(self) -> None:
         if self._service.started or self._closing:
             return
         self._pending = True  # the service starts the first process at once
@@ -914,7 +933,7 @@ class StdioSource:
                 self._closing = True
                 self._why_down = "the stdio source stopped"
             self._pending = False
-            conn = self._conn
+            conn = self.conn
             if conn is not None and conn.alive:
                 with anyio.CancelScope(shield=True):
                     await self._stop_process(conn, close_stdin=True)
@@ -945,7 +964,7 @@ class StdioSource:
         self._spawn_failed = False
         self.counters.starts += 1
         conn = _Connection(process, self.max_line_bytes, self.counters, self.protocol)
-        self._conn = conn
+        self.conn = conn
         self._next_attempt_at = None
         log.info("started stdio server %s (pid %d)", self._label, conn.pid)
         return conn
@@ -1074,8 +1093,8 @@ class StdioSource:
         if not conn.alive:
             return
         conn.alive = False
-        if self._conn is conn:
-            self._conn = None
+        if self.conn is conn:
+            self.conn = None
         code = conn.process.returncode
         if self._closing:
             detail = "the source was closed"
