@@ -85,6 +85,7 @@ log = logging.getLogger("freshcache.protocol")
 
 RequestId = str | int
 IdKey = tuple[bool, RequestId]
+Params = Mapping[str, Any]
 
 IGNORED_NOTIFICATIONS = frozenset({"notifications/progress", "notifications/message"})
 """Notifications that are not about subscriptions (spec: progress, logging)."""
@@ -114,38 +115,27 @@ class Revision(Protocol):
     @property
     def version(self) -> str: ...
 
-    def message(
-        self,
-        request_id: RequestId,
-        method: str,
-        params: Mapping[str, Any],
-        identity: ClientIdentity,
-    ) -> dict[str, Any]: ...
+    def message(self, request_id: RequestId, method: str, params: Params) -> dict[str, Any]: ...
 
-    def headers(self, method: str, params: Mapping[str, Any]) -> dict[str, str]: ...
+    def headers(self, method: str, params: Params) -> dict[str, str]: ...
 
     def with_version(self, version: str) -> Revision: ...
 
 
 @dataclass(frozen=True, slots=True)
 class Revision2026:
-    """MCP 2026-07-28: stateless, ``_meta`` on every request, ``server/discover``,
-    ``subscriptions/listen``."""
+    """MCP 2026-07-28: stateless, ``_meta`` on every request (with ``identity``),
+    ``server/discover``, ``subscriptions/listen``."""
 
+    identity: ClientIdentity
     version: str = PROTOCOL_VERSION
 
-    def message(
-        self,
-        request_id: RequestId,
-        method: str,
-        params: Mapping[str, Any],
-        identity: ClientIdentity,
-    ) -> dict[str, Any]:
+    def message(self, request_id: RequestId, method: str, params: Params) -> dict[str, Any]:
         return build_request(
-            request_id, method, params, identity=identity, protocol_version=self.version
+            request_id, method, params, identity=self.identity, protocol_version=self.version
         )
 
-    def headers(self, method: str, params: Mapping[str, Any]) -> dict[str, str]:
+    def headers(self, method: str, params: Params) -> dict[str, str]:
         return http_headers(method, params, self.version)
 
     def with_version(self, version: str) -> Revision2026:
@@ -246,7 +236,7 @@ class ClientProtocol:
         """The server's name in messages (URL, command line)."""
         self.identity = identity if identity is not None else ClientIdentity()
         self.denial = denial if denial is not None else DenialRules()
-        self.revision: Revision = revision if revision is not None else Revision2026()
+        self.revision: Revision = revision if revision is not None else Revision2026(self.identity)
         self._pending: set[IdKey] = set()
         self._subscriptions: dict[IdKey, _Subscription] = {}
 
@@ -266,7 +256,7 @@ class ClientProtocol:
         return Outgoing(
             request_id,
             method,
-            self.revision.message(request_id, method, params, self.identity),
+            self.revision.message(request_id, method, params),
             self.revision.headers(method, params),
         )
 
@@ -296,6 +286,16 @@ class ClientProtocol:
         server keeps no subscription state across connections)."""
         self._pending.clear()
         self._subscriptions.clear()
+
+    def channel_ended(self, detail: str) -> list[ForSubscription]:
+        """The channel broke (an abrupt end, not a ``complete`` result): every open
+        subscription ends with `StreamLost`, nothing is in flight any more."""
+        ended = [
+            ForSubscription(sid, StreamLost(sid, detail), final=True)
+            for sid in self.open_subscriptions
+        ]
+        self.reset()
+        return ended
 
     def close_subscription(self, subscription_id: RequestId) -> None:
         self._subscriptions.pop(id_key(subscription_id), None)

@@ -198,31 +198,13 @@ class LineBuffer:
 # --------------------------------------------------------------------------- routing
 
 
-@dataclass(frozen=True, slots=True)
-class ResponseFor:
-    """The response to one of our requests."""
-
-    request_id: RequestId
-    message: Response | ErrorResponse
-
-
-@dataclass(frozen=True, slots=True)
-class EventFor:
-    """A stream event for one open subscription; ``final`` ends the subscription."""
-
-    subscription_id: RequestId
-    event: StreamEvent
-    final: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class HintFor:
-    """A change hint no open subscription can carry (none is open): it still counts,
-    on the next reply (see `StdioSource`)."""
-
-    event: ResourceUpdated | ResourceListChanged
-
-
+ResponseFor = Answer
+"""The response to one of our requests (`ClientProtocol.receive` says so)."""
+EventFor = ForSubscription
+"""A stream event for one open subscription; ``final`` ends the subscription."""
+HintFor = Unclaimed
+"""A change hint no open subscription can carry (none is open): it still counts, on the
+next reply (see `StdioSource`)."""
 Delivery = ResponseFor | EventFor | HintFor
 
 
@@ -346,21 +328,21 @@ class Demultiplexer:
         """Route one decoded message (the line layer's output)."""
         counters = self.counters
         match self.protocol.receive(message):
-            case ForSubscription(subscription_id=sid, event=event, final=final, before_ack=early):
+            case ForSubscription(before_ack=early) as got:
                 counters.messages += 1
                 counters.before_ack += early
-                out.append(EventFor(sid, event, final))
-            case Answer(request_id=rid, message=answer):
+                out.append(got)
+            case Answer() as got:
                 counters.messages += 1
-                out.append(ResponseFor(rid, answer))
-            case Unclaimed(event=event):
+                out.append(got)
+            case Unclaimed(event=event) as got:
                 # A hint for a subscription we do not have: it may still invalidate
                 # (invariant 9), so it goes to the engine, with the id it carried.
                 counters.messages += 1
                 counters.unknown_subscriptions += 1
                 log.info("change hint for unknown subscription %r", event.subscription_id)
                 target = self._catch_all()
-                out.append(HintFor(event) if target is None else EventFor(target, event))
+                out.append(got if target is None else EventFor(target, event))
             case Untrusted(event=event, why=why):
                 if why == "malformed":
                     counters.malformed += 1
@@ -1122,10 +1104,10 @@ class _Supervisor:
                 waiter.result = RequestFailed("unreachable", detail)
                 waiter.done.set()
         conn.waiters.clear()
-        for key, inbox in conn.inboxes.items():
-            sid = key[1]
-            inbox.put(StreamLost(sid, detail), final=True)
-            conn.demux.close_subscription(sid)
+        for ended in self.protocol.channel_ended(detail):
+            inbox = conn.inboxes.get(id_key(ended.subscription_id))
+            if inbox is not None:
+                inbox.put(ended.event, final=True)
         self._notify_changed()
 
     async def _stop_process(self, conn: _Connection, *, close_stdin: bool) -> None:
