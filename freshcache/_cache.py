@@ -326,9 +326,6 @@ class FreshCache:
         return ListResult(AWAITING_FRESH_SOURCE, reason="invalidated", server_read=True)
 
     async def _relist(self) -> None:
-        if self._relisting:
-            return
-        self._relisting = True
         try:
             result = await self._walk_list(self.principal)
         finally:
@@ -362,7 +359,11 @@ class FreshCache:
                 case ReadResource(uri=uri, partition=partition, cause=cause):
                     self._flights.schedule(uri, partition, cause)
                 case Relist():
-                    if self._tg is not None:
+                    # Marked at once, not when the task first runs: `relisting` is
+                    # true from the moment a re-list is decided. One walk at a time; a
+                    # change during it outdates its pages and it walks again.
+                    if self._tg is not None and not self._relisting:
+                        self._relisting = True
                         self._tg.start_soon(self._relist)
                 case Relisten(resource_uris=uris):
                     # Losses were already reported by the stream that saw them; a new

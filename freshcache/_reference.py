@@ -89,6 +89,8 @@ class Subscriber:
     list_changed: bool
     send: MemoryObjectSendStream[Push]
     acknowledged: bool = False
+    requested: frozenset[str] = frozenset()
+    """The filter the listen asked for (``resource_uris`` is what the ack honoured)."""
 
 
 @dataclass(slots=True)
@@ -126,6 +128,10 @@ class ReferenceServer:
     cursor_epoch: int = 0
     list_hints: int = 0
     """First list pages still to answer as a list that raced a change (`list_page`)."""
+    acks_held: bool = False
+    """While true, the acknowledgment of every new listen waits for `release_acks`."""
+    held_acks: set[str | int] = field(default_factory=set)
+    """Subscription ids of the listens whose acknowledgment is held."""
 
     # --- content -----------------------------------------------------------------
 
@@ -286,21 +292,46 @@ class ReferenceServer:
         if self.down:
             return None
         send, receive = anyio.create_memory_object_stream[Push](max_buffer_size=10_000)
-        sub = Subscriber(subscription_id, resource_uris, list_changed, send)
+        sub = Subscriber(
+            subscription_id, resource_uris, list_changed, send, requested=resource_uris
+        )
         self.subscribers[subscription_id] = sub
         for uri in self.early_notifications:
             send.send_nowait(("updated", uri))
         self.early_notifications.clear()
-        honoured = frozenset(resource_uris - self.omit_from_ack)
-        send.send_nowait(("ack", (honoured, list_changed and self.list_changed_supported)))
-        sub.resource_uris = honoured
+        sub.resource_uris = frozenset(resource_uris - self.omit_from_ack)
         sub.list_changed = list_changed and self.list_changed_supported
-        sub.acknowledged = True
+        if self.acks_held:
+            self.held_acks.add(subscription_id)
+        else:
+            self._acknowledge(sub)
         return sub, receive
+
+    def _acknowledge(self, sub: Subscriber) -> None:
+        sub.send.send_nowait(("ack", (sub.resource_uris, sub.list_changed)))
+        sub.acknowledged = True
+
+    def hold_acks(self) -> None:
+        """Keep the acknowledgment of every listen from now on until `release_acks`."""
+        self.acks_held = True
+
+    def release_acks(self) -> None:
+        """Acknowledge the listens that wait, and every new one at once again."""
+        self.acks_held = False
+        held, self.held_acks = self.held_acks, set()
+        for subscription_id in sorted(held, key=str):
+            sub = self.subscribers.get(subscription_id)
+            if sub is not None:
+                self._acknowledge(sub)
+
+    def listens_for(self, resource_uris: frozenset[str]) -> bool:
+        """Whether an open listen asked for exactly ``resource_uris``."""
+        return any(sub.requested == resource_uris for sub in self.subscribers.values())
 
     def unsubscribe(self, subscription_id: str | int) -> None:
         """The client went away (closed the stream or sent ``notifications/cancelled``)."""
         sub = self.subscribers.pop(subscription_id, None)
+        self.held_acks.discard(subscription_id)
         if sub is not None:
             sub.send.close()
 

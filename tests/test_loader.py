@@ -99,6 +99,8 @@ class LoaderWorld(EngineWorld):
                     return "a user's change feed has no acknowledgment and no subscription ids"
                 case ServerChange(what="close_stream"):
                     return "a change feed that ends is over: URIs are read before use from then on"
+                case Given(what="acks_held") | ServerChange(what="hold_acks" | "release_acks"):
+                    return "a user's change feed has no acknowledgment to hold back"
         return None
 
     async def load(self, uri: str) -> Loaded:

@@ -690,10 +690,14 @@ class FreshnessEngine(_ReadRules):
         decisions: list[Decision] = []
         for uri in ack.newly_covered:
             state = self._uris.get(uri)
-            if state is not None and state.selected:
-                # A new stream proves nothing about the time before it (invariant 4):
-                # what was read before this moment is not fresh until read again.
-                self._invalidate(uri, self._reason_now(uri, state), "acknowledged", sid, True)
+            if state is None:
+                continue
+            # A new stream proves nothing about the time before it (invariant 4): what
+            # was read before this moment is not fresh until read again. That holds for
+            # a URI deselected while the ack was on its way too: selected again, it
+            # must not pass its old copy off as subscription-backed.
+            self._invalidate(uri, self._reason_now(uri, state), "acknowledged", sid, True)
+            if state.selected:
                 decisions.append(ReadResource(uri, self.default_partition, "acknowledged"))
         sub = ack.subscription
         for uri in sorted(sub.requested - sub.covered):

@@ -53,6 +53,7 @@ class Given:
         "no_list_changed",
         "store_entries",
         "later_pages_ttl",
+        "acks_held",
     ]
     arg: str = ""
 
@@ -74,9 +75,12 @@ class Notify:
     """A notification arrives on the stream: ``updated`` (for ``uri``, whatever the
     filter said), ``list_changed``, ``updated_before_ack`` (on the next stream,
     before its acknowledgment), ``foreign`` (with a subscription id nobody asked
-    for), ``garbage`` (a malformed frame)."""
+    for), ``garbage`` (a malformed frame), ``updated_unread`` (for ``count`` distinct
+    URIs the cache never read, `unread_uri`)."""
 
-    kind: Literal["updated", "list_changed", "updated_before_ack", "foreign", "garbage"]
+    kind: Literal[
+        "updated", "list_changed", "updated_before_ack", "foreign", "garbage", "updated_unread"
+    ]
     uri: str = ""
     count: int = 1
 
@@ -158,6 +162,8 @@ class ServerChange:
         "invalidate_cursors",
         "list_hint",
         "fall_silent",
+        "hold_acks",
+        "release_acks",
     ]
     uri: str = ""
     principal: str | None = None
@@ -178,6 +184,8 @@ class Observe:
     how: Literal["read", "status", "list", "background", "await_background"]
     uri: str = ""
     principal: str | None = None
+    timeout: float | None = None
+    """A ``read`` with its own deadline (seconds) instead of the cache's default."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +195,27 @@ class Select:
     uris: tuple[str, ...]
 
 
-Step = ServerSets | Notify | NextRead | ServerChange | TimePasses | Observe | Select
+@dataclass(frozen=True, slots=True)
+class ReadUnselected:
+    """The agent reads ``count`` distinct URIs it never selected (`bulk_uri`), each of
+    which the server serves at ``v1``: bookkeeping must stay bounded (invariant 10)."""
+
+    count: int
+
+
+def bulk_uri(n: int) -> str:
+    """The ``n``-th URI of a `ReadUnselected` step."""
+    return f"guide://bulk/{n}"
+
+
+def unread_uri(n: int) -> str:
+    """The ``n``-th URI of a ``notify updated N never-read uris`` step."""
+    return f"guide://unread/{n}"
+
+
+Step = (
+    ServerSets | Notify | NextRead | ServerChange | TimePasses | Observe | Select | ReadUnselected
+)
 Setup = Given
 
 _URI = r"(\S+)"
@@ -296,6 +324,15 @@ _rule(rf"read {_URI} in background")(lambda m: Observe("background", resolve(m[1
 _rule(r"await background")(lambda m: Observe("await_background"))
 _rule(r"list")(lambda m: Observe("list"))
 _rule(r"select (.+)")(lambda m: Select(tuple(resolve(w) for w in m[1].replace(",", " ").split())))
+# acknowledgments and bookkeeping (invariants 4, 10)
+_rule(r"given acks held")(lambda m: Given("acks_held"))
+_rule(r"hold acks")(lambda m: ServerChange("hold_acks"))
+_rule(r"release acks")(lambda m: ServerChange("release_acks"))
+_rule(rf"read {_URI} within (\d+(?:\.\d+)?) ?s")(
+    lambda m: Observe("read", resolve(m[1]), timeout=float(m[2]))
+)
+_rule(r"read (\d+) distinct unselected uris")(lambda m: ReadUnselected(int(m[1])))
+_rule(r"notify updated (\d+) never-read uris")(lambda m: Notify("updated_unread", count=int(m[1])))
 
 
 def parse_step(text: str) -> Step | Given:
@@ -328,6 +365,7 @@ class Expect:
         "not_listed",
         "stream",
         "untrusted",
+        "tracked_uris_at_most",
     ]
     state: ExpectState | None = None
     version: str | None = None
@@ -370,4 +408,6 @@ def parse_expect(text: str) -> Expect:
         return Expect("stream", word=m[1])
     if m := re.match(r"untrusted messages (\d+)$", phrase):
         return Expect("untrusted", number=int(m[1]))
+    if m := re.match(r"tracked uris at most (\d+)$", phrase):
+        return Expect("tracked_uris_at_most", number=int(m[1]))
     raise ValueError(f"unknown expectation {phrase!r}")

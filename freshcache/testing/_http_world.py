@@ -221,7 +221,7 @@ class HttpWorld(LoopbackHttpWorld):
             return busy
         self._capture_queues()
         for sid, stream in list(source.streams.items()):
-            if not stream.acknowledged:
+            if not stream.acknowledged and not server.acks_held:
                 return f"stream {sid} waits for its acknowledgment"
             written = http.frames_written.get(sid, 0)
             if written > stream.frames:
@@ -229,6 +229,11 @@ class HttpWorld(LoopbackHttpWorld):
             queue = self._queues.get(sid)
             if queue is not None and queue.statistics().current_buffer_used:
                 return f"stream {sid}: frames queued at the server"
+        if server.acks_held and cache.selected:
+            # Acks held: settled once a listen for the selection is open.
+            if server.listens_for(cache.selected):
+                return None
+            return "no listen for the current selection is open yet"
         if (
             server.listen_supported
             and not server.down

@@ -108,6 +108,7 @@ def reference_to_state(server: ReferenceServer) -> dict[str, Any]:
         "cursor_epoch": server.cursor_epoch,
         "held": getattr(server, "_held", None) is not None,
         "list_hints": server.list_hints,
+        "acks_held": server.acks_held,
     }
 
 
@@ -135,6 +136,8 @@ def reference_from_state(state: dict[str, Any]) -> ReferenceServer:
     server.list_hints = int(state.get("list_hints", 0))
     if state.get("held"):
         server.hold_reads()
+    if state.get("acks_held"):
+        server.hold_acks()
     return server
 
 
@@ -413,6 +416,8 @@ class StdioReferenceServer:
             "subscribers": len(reference.subscribers),
             "down": reference.down,
             "held": getattr(reference, "_held", None) is not None,
+            "listens": [sorted(sub.requested) for sub in reference.subscribers.values()],
+            "acks_held": reference.acks_held,
         }
 
     def _control(self, command: dict[str, Any]) -> tuple[dict[str, Any], Callable[[], None] | None]:
