@@ -5,10 +5,12 @@ Base64 sentinel, JSON or SSE answers, cancellation by closing the stream),
 basic/patterns/subscriptions (listen, acknowledgment first, graceful close),
 basic/versioning (``-32022``), basic/index (``_meta``, error codes).
 
-The source is thin: it turns HTTP exchanges into `ReadReply` / `ListReply` /
-`RequestFailed` values and a listen stream into core `StreamEvent`s. It keeps no
-freshness state. httpx errors are translated here, at the boundary; nothing from
-httpx escapes.
+The source is thin: it moves bytes. What a message means (ids, acknowledgment first,
+trust, how a listen ends, ``-32022``, ``requestState`` rounds, error mapping) is the
+`freshcache._protocol.ClientProtocol`'s to say, the same object stdio drives; here
+HTTP exchanges become `ReadReply` / `ListReply` / `RequestFailed` values and a listen
+stream core `StreamEvent`s. It keeps no freshness state. httpx errors are translated
+here, at the boundary; nothing from httpx escapes.
 
 How answers become states (DESIGN §5):
 
@@ -41,7 +43,7 @@ for ``keepalive_misses`` of the stream's own keep-alive intervals, at least
 A ``resources/updated`` or ``resources/list_changed`` on the SSE answer of any other
 request is a change hint for the engine (invariant 9): it rides on that request's
 reply (``hints``), with whatever subscription id it carried. ``requestState`` rounds
-and ``-32022`` follow the rules in `freshcache._wire` that stdio follows too.
+and ``-32022`` follow the rules of `freshcache._protocol` that stdio follows too.
 """
 
 from __future__ import annotations

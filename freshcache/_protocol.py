@@ -322,21 +322,23 @@ class ClientProtocol:
     def receive(self, message: Message, *, stream: RequestId | None = None) -> Received:
         """Judge one message from the server; ``stream``: the listen stream it came on
         (``None``: the shared channel)."""
+        if type(message) is Notification and message.method != "notifications/cancelled":
+            return self._notification(message.method, message.params, stream)  # a flood
         match message:
             case Response(id=rid) | ErrorResponse(id=rid):
                 return self._response(message, rid, stream)
             case Notification(method="notifications/cancelled", params=params):
                 rid = params.get("requestId")
-                sid = self._claimant(rid, stream) if is_id(rid) else None
-                if sid is not None:
+                sub = self._claimant(rid, stream)
+                if sub is not None:
                     # cancellation.mdx: a server ending a listen may send this instead of a result.
-                    return self._final(sid, StreamClosed(sid))
+                    return self._final(sub.subscription_id, StreamClosed(sub.subscription_id))
                 return Untrusted(
                     UntrustedMessage(f"notifications/cancelled for unknown request {rid!r}"),
                     "unknown_subscription",
                 )
             case Notification(method=method, params=params):
-                return self._notification(message, method, params, stream)
+                return self._notification(method, params, stream)
             case Request(method=method):
                 return Untrusted(
                     UntrustedMessage(f"the server sent a request ({method}); not allowed"),
@@ -346,14 +348,14 @@ class ClientProtocol:
                 return Untrusted(UntrustedMessage(detail), "malformed")
         return Untrusted(UntrustedMessage(f"unrecognised message {message!r}"), "malformed")
 
-    def _claimant(self, sid: object, stream: RequestId | None) -> RequestId | None:
+    def _claimant(self, sid: object, stream: RequestId | None) -> _Subscription | None:
         """The open subscription ``sid`` names, if it may claim a message on this channel."""
         if not is_id(sid):
             return None
-        if stream is not None and not same_id(sid, stream):
+        key = id_key(sid)  # type: ignore[arg-type]
+        if stream is not None and key != id_key(stream):
             return None
-        sub = self._subscriptions.get(id_key(sid))  # type: ignore[arg-type]
-        return sub.subscription_id if sub is not None else None
+        return self._subscriptions.get(key)
 
     def _response(
         self, message: Response | ErrorResponse, rid: RequestId | None, stream: RequestId | None
@@ -361,9 +363,9 @@ class ClientProtocol:
         if rid is not None and id_key(rid) in self._pending:
             self._pending.discard(id_key(rid))
             return Answer(rid, message)
-        sid = self._claimant(rid, stream)
-        if sid is not None:
-            return self._listen_answer(sid, message)
+        sub = self._claimant(rid, stream)
+        if sub is not None:
+            return self._listen_answer(sub.subscription_id, message)
         if stream is None:
             return Ignored("unknown_response")  # a late answer, after a timeout ...
         if isinstance(message, ErrorResponse):
@@ -409,7 +411,7 @@ class ClientProtocol:
         return ForSubscription(sid, event, final=True)
 
     def _notification(
-        self, message: Notification, method: str, params: dict[str, Any], stream: RequestId | None
+        self, method: str, params: dict[str, Any], stream: RequestId | None
     ) -> Received:
         sid = subscription_id_of(params)
         claimant = self._claimant(sid, stream)
@@ -418,13 +420,11 @@ class ClientProtocol:
                 return Ignored("not_about_subscriptions")
             return Ignored("unknown_subscription")
         if claimant is not None:
-            return self._claimed(claimant, message, method, params)
+            return self._claimed(claimant, method, params)
         return self._unclaimed(method, params, sid, stream)
 
-    def _claimed(
-        self, sid: RequestId, message: Notification, method: str, params: dict[str, Any]
-    ) -> Received:
-        sub = self._subscriptions[id_key(sid)]
+    def _claimed(self, sub: _Subscription, method: str, params: dict[str, Any]) -> Received:
+        sid = sub.subscription_id
         if method == "notifications/subscriptions/acknowledged":
             ack = _acknowledgment(params, sid)
             if isinstance(ack, UntrustedMessage):

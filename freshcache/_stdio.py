@@ -9,21 +9,24 @@ Three layers, innermost first:
 - `LineBuffer` (sans-IO): bytes in, complete lines out. A line longer than
   ``max_line_bytes`` is skipped as it streams by and reported once as an
   `OverlongLine`; what is left at end of input is a cut line.
-- `Demultiplexer` (sans-IO): routes the server's lines. Responses go to the request
-  with that id; subscription messages go to the subscription named by
-  ``_meta["io.modelcontextprotocol/subscriptionId"]`` (other subscriptions' messages
-  may come first, and an update before its subscription's acknowledgment is passed on
-  as it is: the engine counts it untrusted and lets it only invalidate). Lines it
-  cannot trust (not JSON, not JSON-RPC, a request written by the server, a hint with
-  an unknown subscription id) never raise; they are counted, logged, and reported to
-  one open subscription so the engine sees them (a change hint may still invalidate).
-- `StdioSource`: the process. One *service task* per source owns a task group in
-  which the current process is served: one reader task feeds stdout to the
-  demultiplexer, one drains stderr into logging (logger ``freshcache.stdio``; never
-  parsed). When the process exits unexpectedly, every request in flight fails as
-  ``unreachable``, every open subscription ends with `StreamLost`, and the service
-  task starts a new process after a backoff under a budget (`BackoffSettings`, the
-  same rules as re-listening). `FreshCache` then re-listens (the server keeps no
+- `Demultiplexer` (sans-IO): frames the server's lines and hands each message to the
+  source's `freshcache._protocol.ClientProtocol` (the object HTTP drives too), which
+  says where it goes. Responses go to the request with that id; subscription messages
+  go to the subscription named by ``_meta["io.modelcontextprotocol/subscriptionId"]``
+  (other subscriptions' messages may come first, and an update before its
+  subscription's acknowledgment is passed on as it is: the engine counts it untrusted
+  and lets it only invalidate). Lines it cannot trust (not JSON, not JSON-RPC, a
+  request written by the server, a hint with an unknown subscription id) never raise;
+  they are counted, logged, and reported to one open subscription so the engine sees
+  them (a change hint may still invalidate).
+- `StdioSource` and its `_Supervisor`: the process. One *service task* per source
+  owns a task group in which the current process is served: one reader task feeds
+  stdout to the demultiplexer, one drains stderr into logging (logger
+  ``freshcache.stdio``; never parsed). When the process exits unexpectedly, every
+  request in flight fails as ``unreachable``, every open subscription ends with
+  `StreamLost` (`ClientProtocol.channel_ended`), and the service task starts a new
+  process after a backoff under a budget (`BackoffSettings`, the same rules as
+  re-listening). `FreshCache` then re-listens (the server keeps no
   subscription state across processes) and re-reads every selected URI.
 
 **Change hints.** stdio has one ordered channel, so a ``resources/updated`` or
