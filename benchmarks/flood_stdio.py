@@ -42,8 +42,9 @@ import anyio
 from freshcache import FreshCache, StdioSource
 from freshcache._core import ListenAcknowledged, ResourceUpdated
 from freshcache._core._backoff import BackoffSettings
+from freshcache._protocol import ClientProtocol
 from freshcache._stdio import Demultiplexer, EventFor
-from freshcache._wire import parse_message, stream_event
+from freshcache._wire import parse_message
 from freshcache.acceptance._stdio_world import ControlChannel
 
 SELECTED = "guide://shipping/approval"
@@ -88,13 +89,15 @@ def sse_path_alone(updates: int, repeats: int) -> dict[str, float] | None:
     best = float("inf")
     for _ in range(repeats):
         parser = SseParser()
+        protocol = ClientProtocol("benchmark")
+        protocol.open_subscription(SID)
         started = time.perf_counter()
         routed = 0
         for chunk in chunks:
             for item in parser.feed(chunk):
                 if isinstance(item, SseEvent):
-                    event = stream_event(parse_message(json.loads(item.data)), SID)
-                    routed += isinstance(event, ResourceUpdated)
+                    got = protocol.receive(parse_message(json.loads(item.data)), stream=SID)
+                    routed += isinstance(getattr(got, "event", None), ResourceUpdated)
         best = min(best, time.perf_counter() - started)
         assert routed == updates
     return {"messages_per_s": updates / best, "seconds": best, "bytes": len(frame) * updates}

@@ -5,10 +5,12 @@ Base64 sentinel, JSON or SSE answers, cancellation by closing the stream),
 basic/patterns/subscriptions (listen, acknowledgment first, graceful close),
 basic/versioning (``-32022``), basic/index (``_meta``, error codes).
 
-The source is thin: it turns HTTP exchanges into `ReadReply` / `ListReply` /
-`RequestFailed` values and a listen stream into core `StreamEvent`s. It keeps no
-freshness state. httpx errors are translated here, at the boundary; nothing from
-httpx escapes.
+The source is thin: it moves bytes. What a message means (ids, acknowledgment first,
+trust, how a listen ends, ``-32022``, ``requestState`` rounds, error mapping) is the
+`freshcache._protocol.ClientProtocol`'s to say, the same object stdio drives; here
+HTTP exchanges become `ReadReply` / `ListReply` / `RequestFailed` values and a listen
+stream core `StreamEvent`s. It keeps no freshness state. httpx errors are translated
+here, at the boundary; nothing from httpx escapes.
 
 How answers become states (DESIGN §5):
 
@@ -41,7 +43,7 @@ for ``keepalive_misses`` of the stream's own keep-alive intervals, at least
 A ``resources/updated`` or ``resources/list_changed`` on the SSE answer of any other
 request is a change hint for the engine (invariant 9): it rides on that request's
 reply (``hints``), with whatever subscription id it carried. ``requestState`` rounds
-and ``-32022`` follow the rules in `freshcache._wire` that stdio follows too.
+and ``-32022`` follow the rules of `freshcache._protocol` that stdio follows too.
 """
 
 from __future__ import annotations
@@ -68,40 +70,38 @@ from ._core import (
     ReadReply,
     RequestFailed,
     ResourceListChanged,
-    ResourceUpdated,
     StreamClosed,
     StreamEvent,
     StreamLost,
     UntrustedMessage,
 )
-from ._errors import ConfigurationError, HeaderMismatchError, ProtocolError, UnsupportedVersionError
+from ._errors import ConfigurationError, ProtocolError
+from ._protocol import (
+    IGNORED_NOTIFICATIONS,
+    Answer,
+    ClientProtocol,
+    ForSubscription,
+    Ignored,
+    Renegotiate,
+    Unclaimed,
+    Untrusted,
+    answer_hint,
+    same_id,
+)
 from ._source import ServerInfo
 from ._sse import SseComment, SseEvent, SseItem, SseOversized, SseParser
 from ._telemetry import annotate_request
 from ._wire import (
-    HEADER_MISMATCH,
-    METHOD_NOT_FOUND,
-    PROTOCOL_VERSION,
-    UNSUPPORTED_PROTOCOL_VERSION,
     ClientIdentity,
     DenialRules,
     ErrorResponse,
     Malformed,
     Message,
     Notification,
-    ReadRounds,
     Request,
     Response,
-    answer_hint,
-    build_request,
-    failure_from_error,
-    http_headers,
     list_reply,
-    listen_params,
     parse_message,
-    renegotiated_version,
-    server_info_fields,
-    stream_event,
 )
 
 log = logging.getLogger("freshcache.http")
@@ -226,11 +226,11 @@ class HttpSource:
         self.auth = auth
         self.timeout = _check_seconds("timeout", timeout)
         self.idle_timeout = _check_seconds("idle_timeout", idle_timeout)
-        if isinstance(keepalive_misses, bool) or not isinstance(keepalive_misses, int):
-            raise ConfigurationError(
-                f"HttpSource keepalive_misses must be an int >= 1, got {keepalive_misses!r}"
-            )
-        if keepalive_misses < 1:
+        if (
+            isinstance(keepalive_misses, bool)
+            or not isinstance(keepalive_misses, int)
+            or keepalive_misses < 1
+        ):
             raise ConfigurationError(
                 f"HttpSource keepalive_misses must be an int >= 1, got {keepalive_misses!r}"
             )
@@ -249,13 +249,16 @@ class HttpSource:
         self._client = client
         self._owns_client = client is None
         self.client_identity = identity if identity is not None else ClientIdentity()
-        self.protocol_version = PROTOCOL_VERSION
-        """The version sent in headers and ``_meta``; changed by ``-32022`` negotiation."""
         self.stats = HttpStats()
         self.streams: dict[str | int, StreamStats] = {}
         """Listen streams open now, by subscription id."""
         self._ids = itertools.count(1)
         self._identity = str(httpx.URL(self.url).copy_with(username=None, password=None))
+        self.protocol = ClientProtocol(
+            self._identity, identity=self.client_identity, denial=self.denial
+        )
+        """The MCP rules; this class only moves bytes in and out of it."""
+        self._reader = _Reader(self)
         parsed = httpx.URL(self.url)
         self._address = parsed.host
         self._port = parsed.port or (443 if parsed.scheme == "https" else 80)
@@ -267,39 +270,16 @@ class HttpSource:
         """The endpoint URL without credentials; part of every cache key."""
         return self._identity
 
+    @property
+    def protocol_version(self) -> str:
+        """The version sent in headers and ``_meta``; changed by ``-32022`` negotiation."""
+        return self.protocol.version
+
     async def start(self) -> ServerInfo:
         """``server/discover``. A server that cannot be reached is reported, not raised."""
         # Hints on the discovery answer are dropped: nothing is cached before it.
         outcome, _ = await self._call("server/discover", {}, None, [])
-        if isinstance(outcome, RequestFailed):
-            reachable = outcome.kind not in ("unreachable", "timeout")
-            return ServerInfo(
-                reachable=reachable,
-                protocol_version=self.protocol_version if reachable else None,
-                detail=f"server/discover: {outcome.kind}: {outcome.detail}",
-            )
-        result = outcome
-        fields = server_info_fields(result)
-        caps = result.get("capabilities")
-        resources = caps.get("resources") if isinstance(caps, dict) else None
-        listen = bool(fields["subscribe"] or fields["list_changed"])
-        detail = "" if listen else "the server advertises no resource subscriptions"
-        if not isinstance(resources, dict):
-            detail = "the server advertises no resources capability"
-        return ServerInfo(
-            reachable=True,
-            supported_versions=fields["supported_versions"],
-            protocol_version=self.protocol_version,
-            subscribe=fields["subscribe"],
-            list_changed=fields["list_changed"],
-            listen=listen,
-            name=fields["name"],
-            version=fields["version"],
-            ttl_ms=fields["ttl_ms"],
-            cache_scope=fields["cache_scope"],
-            detail=detail,
-            raw=dict(result),
-        )
+        return self.protocol.server_info(outcome)
 
     async def aclose(self) -> None:
         """Close the HTTP client if this source made it."""
@@ -315,7 +295,7 @@ class HttpSource:
         reply (`ReadReply.hints`), so the cache counts them before judging it.
         """
         hints: list[StreamEvent] = []
-        rounds = ReadRounds(uri)
+        rounds = self.protocol.read_rounds(uri)
         while True:
             result, from_cache = await self._call("resources/read", rounds.params, principal, hints)
             reply = result if isinstance(result, RequestFailed) else rounds.take(result)
@@ -349,11 +329,11 @@ class HttpSource:
         self.stats.streams_opened += 1
         try:
             yield ListenStarted(listen_id, uris, list_changed)
-            params = listen_params(uris, list_changed)
             detail = "the listen stream ended without an outcome"
             for _ in range(2):  # a second request only after -32022 renegotiation
                 retry = False
-                async with aclosing(self._listen_once(listen_id, params, stats)) as events:
+                listen = self.protocol.listen(listen_id, uris, list_changed)
+                async with aclosing(self._listen_once(listen_id, listen.message, stats)) as events:
                     async for event in events:
                         if isinstance(event, _Retry):
                             retry = True
@@ -367,32 +347,38 @@ class HttpSource:
             self.stats.streams_lost += 1
             yield StreamLost(listen_id, detail)
         finally:
+            self.protocol.close_subscription(listen_id)
             self.streams.pop(listen_id, None)
 
     # ------------------------------------------------------------------ listen
 
     async def _listen_once(
-        self, listen_id: int, params: dict[str, Any], stats: StreamStats
+        self, listen_id: int, message: dict[str, Any], stats: StreamStats
     ) -> AsyncGenerator[StreamEvent | _Retry, None]:
         method = "subscriptions/listen"
         client = self._http()
         timeout = httpx.Timeout(self.timeout, read=self.idle_timeout)
         self.stats.requests += 1
+        self._annotate(listen_id)
         try:
             async with client.stream(
                 "POST",
                 self.url,
-                content=self._body(listen_id, method, params),
-                headers=self._headers(method, params, None),
+                content=_json(message),
+                headers=self._headers(
+                    self.protocol.revision.headers(method, message["params"]), None
+                ),
                 timeout=timeout,
             ) as response:
                 kind = _content_type(response)
                 if kind == "sse" and response.status_code == 200:
-                    async with aclosing(self._listen_events(response, listen_id, stats)) as events:
+                    async with aclosing(
+                        self._reader.listen_events(response, listen_id, stats)
+                    ) as events:
                         async for event in events:
                             yield event
                     return
-                answer = await self._plain_answer(response, listen_id, kind)
+                answer = await self._reader.plain_answer(response, listen_id, kind)
                 yield self._listen_refused(answer, listen_id)
         except httpx.TimeoutException as exc:
             self.stats.idle_timeouts += isinstance(exc, httpx.ReadTimeout)
@@ -406,7 +392,263 @@ class HttpSource:
             self.stats.streams_lost += 1
             yield StreamLost(listen_id, f"{type(exc).__name__}: {exc}")
 
-    async def _listen_events(
+    def _translate(self, message: Message, listen_id: int, stats: StreamStats) -> list[StreamEvent]:
+        """One message of a listen stream, as the events the engine should see."""
+        if isinstance(message, ErrorResponse) and same_id(message.id, listen_id):
+            refused = self._listen_refused(_Answer(200, message), listen_id)
+            if isinstance(refused, _Retry):
+                # The version changed: the supervisor re-listens with the new one.
+                self.stats.streams_lost += 1
+                return [StreamLost(listen_id, refused.reason)]
+            return [refused]
+        match self.protocol.receive(message, stream=listen_id):
+            case ForSubscription(event=event, before_ack=before_ack):
+                if before_ack:
+                    self._note_untrusted(f"{_kind(event)} before the acknowledgment")
+                match event:
+                    case ListenAcknowledged():
+                        stats.acknowledged = True
+                    case UntrustedMessage(detail=detail):
+                        self._note_untrusted(detail)
+                    case StreamClosed():
+                        self.stats.streams_closed += 1
+                return [event]
+            case Unclaimed(event=event):
+                # Not this stream's: it may only make content less fresh (invariant 9).
+                self._note_untrusted(
+                    f"{_kind(event)} with subscription id {event.subscription_id!r}"
+                )
+                return [event]
+            case Untrusted(event=event):
+                self._note_untrusted(event.detail)
+                return [event]
+            case Ignored():
+                return []  # progress or logging: not about subscriptions
+            case Answer():
+                pass
+        return [self._untrusted(f"unexpected message on the listen stream: {message!r}")]
+
+    def _listen_refused(self, answer: _Answer, listen_id: int) -> StreamEvent | _Retry:
+        """A listen answered by something other than an SSE stream."""
+        message = answer.message
+        if answer.status == 404 and not isinstance(message, ErrorResponse):
+            return ListenUnsupported("the server answered HTTP 404 to subscriptions/listen")
+        if isinstance(message, ErrorResponse):
+            self.protocol.close_subscription(listen_id)
+            refused = self.protocol.listen_refused(
+                listen_id, message, where=f" (HTTP {answer.status})"
+            )
+            if isinstance(refused, Renegotiate):
+                return _Retry("renegotiated")
+            if isinstance(refused, StreamLost):
+                self.stats.streams_lost += 1
+            return refused
+        if (
+            isinstance(message, Response)
+            and same_id(message.id, listen_id)
+            and message.result.get("resultType", "complete") == "complete"
+        ):
+            self.stats.streams_closed += 1
+            return StreamClosed(listen_id)
+        self.stats.streams_lost += 1
+        return StreamLost(
+            listen_id, f"the listen request was answered HTTP {answer.status} {answer.detail}"
+        )
+
+    # ------------------------------------------------------------------ requests
+
+    async def _call(
+        self,
+        method: str,
+        params: dict[str, Any],
+        principal: Partition,
+        hints: list[StreamEvent],
+    ) -> tuple[dict[str, Any] | RequestFailed, bool]:
+        """One request, retried where the protocol says so: the result (and whether an
+        intermediary answered from its copy) or why not. Change hints found on the
+        answers are appended to ``hints``."""
+        attempt = _Attempt()
+        for _ in range(4):
+            answer = await self._exchange(method, params, principal, hints)
+            if isinstance(answer, RequestFailed):
+                return answer, False
+            judged = self._judge(answer, method, attempt)
+            if not isinstance(judged, _Retry):
+                return judged, answer.from_cache
+            self.stats.retries += 1
+            attempt.history.append(judged.reason)
+        return RequestFailed("server_error", f"{method}: gave up after {attempt.history}"), False
+
+    async def _exchange(
+        self, method: str, params: dict[str, Any], principal: Partition, hints: list[StreamEvent]
+    ) -> _Answer | RequestFailed:
+        request_id: int = next(self._ids)
+        self._annotate(request_id)
+        outgoing = self.protocol.request(request_id, method, params, track=False)
+        body = _json(outgoing.message)
+        headers = self._headers(outgoing.headers, principal)
+        client = self._http()
+        timeout = httpx.Timeout(self.timeout, read=min(self.idle_timeout, self.timeout))
+        self.stats.requests += 1
+        try:
+            with anyio.fail_after(self.timeout):
+                async with client.stream(
+                    "POST", self.url, content=body, headers=headers, timeout=timeout
+                ) as response:
+                    kind = _content_type(response)
+                    if kind == "sse":
+                        return await self._reader.sse_answer(response, request_id, hints)
+                    return await self._reader.plain_answer(response, request_id, kind)
+        except TimeoutError:
+            return RequestFailed("timeout", f"{method}: no answer within {self.timeout:g}s")
+        except httpx.TimeoutException as exc:
+            what = "connecting" if isinstance(exc, httpx.ConnectTimeout) else "waiting"
+            return RequestFailed(
+                "timeout", f"{method}: timed out {what} ({type(exc).__name__}: {exc})"
+            )
+        except httpx.TransportError as exc:
+            return RequestFailed("unreachable", f"{method}: {type(exc).__name__}: {exc}")
+        except httpx.HTTPError as exc:
+            return RequestFailed("server_error", f"{method}: {type(exc).__name__}: {exc}")
+
+    def _judge(
+        self, answer: _Answer, method: str, attempt: _Attempt
+    ) -> dict[str, Any] | RequestFailed | _Retry:
+        return _judge(
+            answer, method, attempt, self.protocol, self.auth is not None, self._note_untrusted
+        )
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=self.timeout)
+            self._owns_client = True
+        return self._client
+
+    def _annotate(self, request_id: int) -> None:
+        annotate_request(
+            request_id, transport="tcp", protocol="http", address=self._address, port=self._port
+        )
+
+    def _headers(self, mcp_headers: Mapping[str, str], principal: Partition) -> dict[str, str]:
+        headers = dict(self.headers)
+        if self.auth is not None:
+            headers.update(self.auth(principal))
+        headers.update(mcp_headers)
+        return headers
+
+    def _untrusted(self, detail: str, sid: str | int | None = None) -> UntrustedMessage:
+        self._note_untrusted(detail)
+        return UntrustedMessage(detail, sid)
+
+    def _note_untrusted(self, detail: str) -> None:
+        self.stats.untrusted += 1
+        log.info("%s: untrusted message: %s", self.identity, detail)
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+class _Reader:
+    """What HTTP answers carry: one POST's answer (JSON or SSE) as an `_Answer`, and a
+    listen stream's SSE frames as messages for the protocol object, under the size
+    limit and the silence rule. Moves bytes; judges nothing."""
+
+    def __init__(self, source: HttpSource) -> None:
+        self.stats = source.stats
+        self.max_frame_bytes = source.max_frame_bytes
+        self.keepalive_misses = source.keepalive_misses
+        self.silence_floor = source.silence_floor
+        self._note_untrusted = source._note_untrusted
+        self._translate = source._translate
+
+    async def plain_answer(self, response: httpx.Response, request_id: int, kind: str) -> _Answer:
+        status = response.status_code
+        from_cache = "age" in response.headers
+        raw = bytearray()
+        async for chunk in response.aiter_bytes():
+            raw += chunk
+            if len(raw) > self.max_frame_bytes:
+                self.stats.oversized += 1
+                return _Answer(
+                    status,
+                    Malformed(f"answer body over max_frame_bytes={self.max_frame_bytes}"),
+                    from_cache=from_cache,
+                )
+        if kind != "json" or not raw:
+            text = bytes(raw[:_SNIPPET]).decode("utf-8", "replace")
+            return _Answer(status, None, f"({response.headers.get('content-type')}) {text}".strip())
+        message = _decode(bytes(raw))
+        if isinstance(message, (Response, ErrorResponse)) and not _answers(message, request_id):
+            self._note_untrusted(f"an answer for request {message.id!r}, not {request_id}")
+            message = Malformed(f"the answer is for request {message.id!r}, not {request_id}")
+        return _Answer(status, message, from_cache=from_cache)
+
+    async def sse_answer(
+        self, response: httpx.Response, request_id: int, hints: list[StreamEvent]
+    ) -> _Answer:
+        """An answer sent as an SSE stream: keep the change hints, skip what else is not
+        our answer, take the answer."""
+        status = response.status_code
+        from_cache = "age" in response.headers
+        parser = SseParser(max_frame_bytes=self.max_frame_bytes)
+        chunks = response.aiter_bytes()
+        try:
+            while True:
+                chunk = await anext(chunks, None)
+                for item in parser.feed(chunk) if chunk is not None else parser.end():
+                    answer = self._take(item, request_id, status, from_cache, hints)
+                    if answer is not None:
+                        return answer
+                if chunk is None:
+                    break
+        except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+            # The stream broke mid-answer: the spec says re-issue the request.
+            return _Answer(status, None, f"{type(exc).__name__}: {exc}", broken=True)
+        return _Answer(
+            status,
+            None,
+            "the SSE answer ended before the answer" + (" (cut mid-frame)" if parser.cut else ""),
+            broken=True,
+        )
+
+    def _take(
+        self,
+        item: SseItem,
+        request_id: int,
+        status: int,
+        from_cache: bool,
+        hints: list[StreamEvent],
+    ) -> _Answer | None:
+        """One item of an SSE answer: the answer to our request, or ``None`` (go on).
+
+        A change hint on the answer of any request counts (invariant 9): it goes into
+        ``hints``, whatever subscription id it names, and may only make content less
+        fresh."""
+        match item:
+            case SseComment():
+                self.stats.keepalives += 1
+            case SseOversized(limit=limit):
+                self.stats.oversized += 1
+                return _Answer(status, Malformed(f"an SSE frame over max_frame_bytes={limit}"))
+            case SseEvent(data=data):
+                self.stats.frames += 1
+                message = _decode(data)
+                match message:
+                    case Response() | ErrorResponse() if _answers(message, request_id):
+                        return _Answer(status, message, from_cache=from_cache)
+                    case Notification(method=m) if m in IGNORED_NOTIFICATIONS:
+                        pass
+                    case _:
+                        hint = answer_hint(message)
+                        if hint is not None:
+                            hints.append(hint)
+                        else:
+                            self._note_untrusted(f"unexpected message in an answer: {message}")
+        return None
+
+    async def listen_events(
         self, response: httpx.Response, listen_id: int, stats: StreamStats
     ) -> AsyncGenerator[StreamEvent, None]:
         parser = SseParser(max_frame_bytes=self.max_frame_bytes)
@@ -465,330 +707,55 @@ class HttpSource:
             + (", in the middle of a frame" if parser.cut else ""),
         )
 
-    def _translate(self, message: Message, listen_id: int, stats: StreamStats) -> list[StreamEvent]:
-        """One message of a listen stream, as the events the engine should see."""
-        event = stream_event(message, listen_id)
-        match event:
-            case None:
-                if isinstance(message, ErrorResponse) and _same_id(message.id, listen_id):
-                    refused = self._listen_refused(_Answer(200, message), listen_id)
-                    if isinstance(refused, _Retry):
-                        # The version changed: the supervisor re-listens with the new one.
-                        self.stats.streams_lost += 1
-                        return [StreamLost(listen_id, refused.reason)]
-                    return [refused]
-                return []  # progress or logging: not about subscriptions
-            case ListenAcknowledged(subscription_id=sid):
-                if not _same_id(sid, listen_id):
-                    return [self._untrusted(f"acknowledgment for subscription {sid!r}", sid)]
-                if stats.acknowledged:
-                    return [self._untrusted("a second acknowledgment", sid)]
-                stats.acknowledged = True
-                return [event]
-            case ResourceUpdated(uri=uri, subscription_id=sid):
-                if sid is None or not _same_id(sid, listen_id):
-                    # Not this stream's: it may only make content less fresh (invariant 9),
-                    # so it goes on without an id the engine could trust.
-                    self._note_untrusted(f"resources/updated with subscription id {sid!r}")
-                    return [ResourceUpdated(uri, None)]
-                if not stats.acknowledged:
-                    self._note_untrusted("resources/updated before the acknowledgment")
-                return [event]
-            case ResourceListChanged(subscription_id=sid):
-                if sid is None or not _same_id(sid, listen_id):
-                    self._note_untrusted(f"resources/list_changed with subscription id {sid!r}")
-                    return [ResourceListChanged(None)]
-                return [event]
-            case StreamClosed():
-                self.stats.streams_closed += 1
-                return [StreamClosed(listen_id)]
-            case UntrustedMessage(detail=detail):
-                self._note_untrusted(detail)
-                return [event]
-            case _:
-                return [self._untrusted(f"unexpected stream event {event!r}")]
 
-    def _listen_refused(self, answer: _Answer, listen_id: int) -> StreamEvent | _Retry:
-        """A listen answered by something other than an SSE stream."""
-        message = answer.message
-        if isinstance(message, ErrorResponse) and message.code == METHOD_NOT_FOUND:
-            return ListenUnsupported(f"the server has no subscriptions/listen ({message.message})")
-        if answer.status == 404:
-            return ListenUnsupported("the server answered HTTP 404 to subscriptions/listen")
-        if isinstance(message, ErrorResponse) and message.code == UNSUPPORTED_PROTOCOL_VERSION:
-            try:
-                self._renegotiate(message, "subscriptions/listen", _Attempt())
-            except UnsupportedVersionError as exc:
-                log.error("%s", exc)
-                self.stats.streams_lost += 1
-                return StreamLost(listen_id, str(exc))
-            return _Retry("renegotiated")
-        if (
-            isinstance(message, Response)
-            and _same_id(message.id, listen_id)
-            and message.result.get("resultType", "complete") == "complete"
-        ):
-            self.stats.streams_closed += 1
-            return StreamClosed(listen_id)
-        self.stats.streams_lost += 1
-        if isinstance(message, ErrorResponse):
-            if message.code == HEADER_MISMATCH:
-                log.error("listen refused: %s", _header_mismatch(message).args[0])
-            return StreamLost(
-                listen_id,
-                f"the server refused the subscription: {message.code} {message.message} "
-                f"(HTTP {answer.status})",
-            )
-        return StreamLost(
-            listen_id, f"the listen request was answered HTTP {answer.status} {answer.detail}"
+def _judge(
+    answer: _Answer,
+    method: str,
+    attempt: _Attempt,
+    protocol: ClientProtocol,
+    can_reauthorize: bool,
+    note_untrusted: Callable[[str], None],
+) -> dict[str, Any] | RequestFailed | _Retry:
+    """What one answer means: a result, a failure, or a reason to send it again."""
+    status, message = answer.status, answer.message
+    if status == 401:
+        if not attempt.reauthorized and can_reauthorize:
+            attempt.reauthorized = True
+            return _Retry("HTTP 401: asked for credentials again")
+        return RequestFailed("denied", f"HTTP 401: {_error_text(message, answer.detail)}", 401)
+    if status == 403:
+        return RequestFailed("denied", f"HTTP 403: {_error_text(message, answer.detail)}", 403)
+    match message:
+        case Response() | ErrorResponse():
+            judged = protocol.answer(method, message, retried=attempt.renegotiated)
+            if isinstance(judged, Renegotiate):
+                attempt.renegotiated = True
+                return _Retry(judged.reason)
+            return judged
+        case Malformed(detail=detail):
+            note_untrusted(detail)
+            return RequestFailed("server_error", f"{method}: unusable answer: {detail}", status)
+        case _:
+            pass
+    if answer.broken and not attempt.reissued:
+        # Spec: a broken stream loses the request; re-issue it with a new id.
+        attempt.reissued = True
+        return _Retry("the SSE answer broke off")
+    if answer.broken:
+        return RequestFailed("unreachable", f"{method}: {answer.detail}", status)
+    if status == 404:
+        raise ProtocolError(
+            f"nothing answers MCP at {protocol.server} (HTTP 404 without a JSON-RPC body); "
+            "check the endpoint path"
         )
-
-    # ------------------------------------------------------------------ requests
-
-    async def _call(
-        self,
-        method: str,
-        params: dict[str, Any],
-        principal: Partition,
-        hints: list[StreamEvent],
-    ) -> tuple[dict[str, Any] | RequestFailed, bool]:
-        """One request, retried where the protocol says so: the result (and whether an
-        intermediary answered from its copy) or why not. Change hints found on the
-        answers are appended to ``hints``."""
-        attempt = _Attempt()
-        for _ in range(4):
-            answer = await self._exchange(method, params, principal, hints)
-            if isinstance(answer, RequestFailed):
-                return answer, False
-            judged = self._judge(answer, method, attempt)
-            if not isinstance(judged, _Retry):
-                return judged, answer.from_cache
-            self.stats.retries += 1
-            attempt.history.append(judged.reason)
-        return RequestFailed("server_error", f"{method}: gave up after {attempt.history}"), False
-
-    async def _exchange(
-        self, method: str, params: dict[str, Any], principal: Partition, hints: list[StreamEvent]
-    ) -> _Answer | RequestFailed:
-        request_id: int = next(self._ids)
-        body = self._body(request_id, method, params)
-        headers = self._headers(method, params, principal)
-        client = self._http()
-        timeout = httpx.Timeout(self.timeout, read=min(self.idle_timeout, self.timeout))
-        self.stats.requests += 1
-        try:
-            with anyio.fail_after(self.timeout):
-                async with client.stream(
-                    "POST", self.url, content=body, headers=headers, timeout=timeout
-                ) as response:
-                    kind = _content_type(response)
-                    if kind == "sse":
-                        return await self._sse_answer(response, request_id, hints)
-                    return await self._plain_answer(response, request_id, kind)
-        except TimeoutError:
-            return RequestFailed("timeout", f"{method}: no answer within {self.timeout:g}s")
-        except httpx.TimeoutException as exc:
-            what = "connecting" if isinstance(exc, httpx.ConnectTimeout) else "waiting"
-            return RequestFailed(
-                "timeout", f"{method}: timed out {what} ({type(exc).__name__}: {exc})"
-            )
-        except httpx.TransportError as exc:
-            return RequestFailed("unreachable", f"{method}: {type(exc).__name__}: {exc}")
-        except httpx.HTTPError as exc:
-            return RequestFailed("server_error", f"{method}: {type(exc).__name__}: {exc}")
-
-    async def _plain_answer(self, response: httpx.Response, request_id: int, kind: str) -> _Answer:
-        status = response.status_code
-        from_cache = "age" in response.headers
-        raw = bytearray()
-        async for chunk in response.aiter_bytes():
-            raw += chunk
-            if len(raw) > self.max_frame_bytes:
-                self.stats.oversized += 1
-                return _Answer(
-                    status,
-                    Malformed(f"answer body over max_frame_bytes={self.max_frame_bytes}"),
-                    from_cache=from_cache,
-                )
-        if kind != "json" or not raw:
-            text = bytes(raw[:_SNIPPET]).decode("utf-8", "replace")
-            return _Answer(status, None, f"({response.headers.get('content-type')}) {text}".strip())
-        message = _decode(bytes(raw))
-        if isinstance(message, (Response, ErrorResponse)) and not _matches(message.id, request_id):
-            self._note_untrusted(f"an answer for request {message.id!r}, not {request_id}")
-            message = Malformed(f"the answer is for request {message.id!r}, not {request_id}")
-        return _Answer(status, message, from_cache=from_cache)
-
-    async def _sse_answer(
-        self, response: httpx.Response, request_id: int, hints: list[StreamEvent]
-    ) -> _Answer:
-        """An answer sent as an SSE stream: keep the change hints, skip what else is not
-        our answer, take the answer."""
-        status = response.status_code
-        from_cache = "age" in response.headers
-        parser = SseParser(max_frame_bytes=self.max_frame_bytes)
-        chunks = response.aiter_bytes()
-        try:
-            while True:
-                chunk = await anext(chunks, None)
-                for item in parser.feed(chunk) if chunk is not None else parser.end():
-                    answer = self._take(item, request_id, status, from_cache, hints)
-                    if answer is not None:
-                        return answer
-                if chunk is None:
-                    break
-        except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
-            # The stream broke mid-answer: the spec says re-issue the request.
-            return _Answer(status, None, f"{type(exc).__name__}: {exc}", broken=True)
-        return _Answer(
-            status,
-            None,
-            "the SSE answer ended before the answer" + (" (cut mid-frame)" if parser.cut else ""),
-            broken=True,
-        )
-
-    def _take(
-        self,
-        item: SseItem,
-        request_id: int,
-        status: int,
-        from_cache: bool,
-        hints: list[StreamEvent],
-    ) -> _Answer | None:
-        """One item of an SSE answer: the answer to our request, or ``None`` (go on).
-
-        A change hint on the answer of any request counts (invariant 9): it goes into
-        ``hints``, whatever subscription id it names, and may only make content less
-        fresh."""
-        match item:
-            case SseComment():
-                self.stats.keepalives += 1
-            case SseOversized(limit=limit):
-                self.stats.oversized += 1
-                return _Answer(status, Malformed(f"an SSE frame over max_frame_bytes={limit}"))
-            case SseEvent(data=data):
-                self.stats.frames += 1
-                message = _decode(data)
-                match message:
-                    case Response(id=rid) | ErrorResponse(id=rid) if _matches(rid, request_id):
-                        return _Answer(status, message, from_cache=from_cache)
-                    case Notification(method=m) if m in (
-                        "notifications/progress",
-                        "notifications/message",
-                    ):
-                        pass
-                    case _:
-                        hint = answer_hint(message)
-                        if hint is not None:
-                            hints.append(hint)
-                        else:
-                            self._note_untrusted(f"unexpected message in an answer: {message}")
-        return None
-
-    def _judge(
-        self, answer: _Answer, method: str, attempt: _Attempt
-    ) -> dict[str, Any] | RequestFailed | _Retry:
-        status, message = answer.status, answer.message
-        if status == 401:
-            if not attempt.reauthorized and self.auth is not None:
-                attempt.reauthorized = True
-                return _Retry("HTTP 401: asked for credentials again")
-            return RequestFailed("denied", f"HTTP 401: {_error_text(message, answer.detail)}", 401)
-        if status == 403:
-            return RequestFailed("denied", f"HTTP 403: {_error_text(message, answer.detail)}", 403)
-        match message:
-            case ErrorResponse(code=code):
-                if code == UNSUPPORTED_PROTOCOL_VERSION:
-                    return self._renegotiate(message, method, attempt)
-                if code == HEADER_MISMATCH:
-                    raise _header_mismatch(message)
-                if code == METHOD_NOT_FOUND:
-                    raise ProtocolError(
-                        f"{self.identity} does not implement {method} (-32601, HTTP {status}): "
-                        f"{message.message}. Check that the URL is an MCP 2026-07-28 endpoint."
-                    )
-                return failure_from_error(
-                    code, message.message, data=message.data, denial=self.denial, http_status=status
-                )
-            case Response(result=result):
-                return result
-            case Malformed(detail=detail):
-                self._note_untrusted(detail)
-                return RequestFailed("server_error", f"{method}: unusable answer: {detail}", status)
-            case _:
-                pass
-        if answer.broken and not attempt.reissued:
-            # Spec: a broken stream loses the request; re-issue it with a new id.
-            attempt.reissued = True
-            return _Retry("the SSE answer broke off")
-        if answer.broken:
-            return RequestFailed("unreachable", f"{method}: {answer.detail}", status)
-        if status == 404:
-            raise ProtocolError(
-                f"nothing answers MCP at {self.identity} (HTTP 404 without a JSON-RPC body); "
-                "check the endpoint path"
-            )
-        if 300 <= status < 400:
-            where = answer.detail
-            return RequestFailed(
-                "server_error", f"{method}: redirected (HTTP {status}); use the final URL {where}"
-            )
+    if 300 <= status < 400:
+        where = answer.detail
         return RequestFailed(
-            "server_error", f"{method}: HTTP {status} without a JSON-RPC answer {answer.detail}"
+            "server_error", f"{method}: redirected (HTTP {status}); use the final URL {where}"
         )
-
-    def _renegotiate(self, error: ErrorResponse, method: str, attempt: _Attempt) -> _Retry:
-        version = renegotiated_version(
-            error,
-            current=self.protocol_version,
-            server=self.identity,
-            method=method,
-            retried=attempt.renegotiated,
-        )
-        attempt.renegotiated = True
-        self.protocol_version = version
-        return _Retry(f"-32022: retrying {method} with {version}")
-
-    # ------------------------------------------------------------------ plumbing
-
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self.timeout)
-            self._owns_client = True
-        return self._client
-
-    def _body(self, request_id: int, method: str, params: Mapping[str, Any]) -> bytes:
-        annotate_request(
-            request_id, transport="tcp", protocol="http", address=self._address, port=self._port
-        )
-        message = build_request(
-            request_id,
-            method,
-            params,
-            identity=self.client_identity,
-            protocol_version=self.protocol_version,
-        )
-        return json.dumps(message, separators=(",", ":")).encode()
-
-    def _headers(
-        self, method: str, params: Mapping[str, Any], principal: Partition
-    ) -> dict[str, str]:
-        headers = dict(self.headers)
-        if self.auth is not None:
-            headers.update(self.auth(principal))
-        headers.update(http_headers(method, params, self.protocol_version))
-        return headers
-
-    def _untrusted(self, detail: str, sid: str | int | None = None) -> UntrustedMessage:
-        self._note_untrusted(detail)
-        return UntrustedMessage(detail, sid)
-
-    def _note_untrusted(self, detail: str) -> None:
-        self.stats.untrusted += 1
-        log.info("%s: untrusted message: %s", self.identity, detail)
-
-
-# ---------------------------------------------------------------------- helpers
+    return RequestFailed(
+        "server_error", f"{method}: HTTP {status} without a JSON-RPC answer {answer.detail}"
+    )
 
 
 class _Silence:
@@ -823,14 +790,19 @@ class _Silence:
         return max(self.floor, self.misses * self.longest)
 
 
-def _same_id(got: object, expected: str | int) -> bool:
-    """Subscription and request ids compare with their JSON type: ``1`` is not ``"1"``."""
-    return type(got) is type(expected) and got == expected
-
-
-def _matches(got: str | int | None, expected: int) -> bool:
+def _answers(message: Response | ErrorResponse, request_id: int) -> bool:
     # An error whose id the server could not read comes without one (JSON-RPC 2.0).
-    return got is None or _same_id(got, expected)
+    return message.id is None or same_id(message.id, request_id)
+
+
+def _json(message: Mapping[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode()
+
+
+def _kind(event: StreamEvent) -> str:
+    return (
+        "resources/list_changed" if isinstance(event, ResourceListChanged) else "resources/updated"
+    )
 
 
 def _decode(data: str | bytes) -> Message:
@@ -857,13 +829,6 @@ def _error_text(message: Message | None, detail: str) -> str:
     if isinstance(message, ErrorResponse):
         return f"{message.message} ({message.code})"
     return detail or "no detail"
-
-
-def _header_mismatch(error: ErrorResponse) -> HeaderMismatchError:
-    return HeaderMismatchError(
-        f"the server says request headers and body disagree (-32020): {error.message}. "
-        "A proxy may be rewriting MCP headers; otherwise please report it to freshcache."
-    )
 
 
 def _check_url(url: object) -> str:

@@ -61,7 +61,7 @@ from ._core import (
 )
 from ._errors import ConfigurationError, MissingDependencyError
 from ._source import PROTOCOL_VERSION, ServerInfo
-from ._wire import DenialRules, failure_from_error
+from ._wire import METHOD_NOT_FOUND, DenialRules, failure_from_error
 
 log = logging.getLogger("freshcache")
 
@@ -71,7 +71,6 @@ CONNECTION_CLOSED = -32000
 """The SDK's own code for "the connection is gone" (``mcp_types.CONNECTION_CLOSED``)."""
 REQUEST_TIMEOUT = -32001
 """The SDK's own code for "no answer within ``read_timeout_seconds``"."""
-METHOD_NOT_FOUND = -32601
 
 T = TypeVar("T")
 

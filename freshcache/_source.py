@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from ._core import ListReply, Partition, ReadReply, RequestFailed, StreamEvent
+from ._wire import PROTOCOL_VERSION
 
-PROTOCOL_VERSION = "2026-07-28"
-"""The MCP revision freshcache speaks."""
+__all__ = ["PROTOCOL_VERSION", "ServerInfo", "Source"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,21 +9,24 @@ Three layers, innermost first:
 - `LineBuffer` (sans-IO): bytes in, complete lines out. A line longer than
   ``max_line_bytes`` is skipped as it streams by and reported once as an
   `OverlongLine`; what is left at end of input is a cut line.
-- `Demultiplexer` (sans-IO): routes the server's lines. Responses go to the request
-  with that id; subscription messages go to the subscription named by
-  ``_meta["io.modelcontextprotocol/subscriptionId"]`` (other subscriptions' messages
-  may come first, and an update before its subscription's acknowledgment is passed on
-  as it is: the engine counts it untrusted and lets it only invalidate). Lines it
-  cannot trust (not JSON, not JSON-RPC, a request written by the server, a hint with
-  an unknown subscription id) never raise; they are counted, logged, and reported to
-  one open subscription so the engine sees them (a change hint may still invalidate).
-- `StdioSource`: the process. One *service task* per source owns a task group in
-  which the current process is served: one reader task feeds stdout to the
-  demultiplexer, one drains stderr into logging (logger ``freshcache.stdio``; never
-  parsed). When the process exits unexpectedly, every request in flight fails as
-  ``unreachable``, every open subscription ends with `StreamLost`, and the service
-  task starts a new process after a backoff under a budget (`BackoffSettings`, the
-  same rules as re-listening). `FreshCache` then re-listens (the server keeps no
+- `Demultiplexer` (sans-IO): frames the server's lines and hands each message to the
+  source's `freshcache._protocol.ClientProtocol` (the object HTTP drives too), which
+  says where it goes. Responses go to the request with that id; subscription messages
+  go to the subscription named by ``_meta["io.modelcontextprotocol/subscriptionId"]``
+  (other subscriptions' messages may come first, and an update before its
+  subscription's acknowledgment is passed on as it is: the engine counts it untrusted
+  and lets it only invalidate). Lines it cannot trust (not JSON, not JSON-RPC, a
+  request written by the server, a hint with an unknown subscription id) never raise;
+  they are counted, logged, and reported to one open subscription so the engine sees
+  them (a change hint may still invalidate).
+- `StdioSource` and its `_Supervisor`: the process. One *service task* per source
+  owns a task group in which the current process is served: one reader task feeds
+  stdout to the demultiplexer, one drains stderr into logging (logger
+  ``freshcache.stdio``; never parsed). When the process exits unexpectedly, every
+  request in flight fails as ``unreachable``, every open subscription ends with
+  `StreamLost` (`ClientProtocol.channel_ended`), and the service task starts a new
+  process after a backoff under a budget (`BackoffSettings`, the same rules as
+  re-listening). `FreshCache` then re-listens (the server keeps no
   subscription state across processes) and re-reads every selected URI.
 
 **Change hints.** stdio has one ordered channel, so a ``resources/updated`` or
@@ -40,7 +43,7 @@ once. At most ``max_backlog`` hints wait untaken (beyond that the oldest is drop
 and counted; with a listen open its inbox overflows first and ends the stream).
 
 **Parity with HTTP** (invariant 11): ``requestState`` rounds (`ReadRounds`) and
-``-32022`` renegotiation (`renegotiated_version`) are the same code as on HTTP.
+``-32022`` renegotiation are the same code as on HTTP: `freshcache._protocol`.
 
 Why a service task rather than a task group entered in ``start()``: the `Source`
 contract has ``start()`` called by one task and ``aclose()`` by another, and an anyio
@@ -70,7 +73,6 @@ import anyio.lowlevel
 
 from ._background import BackgroundTask
 from ._core import (
-    ListenAcknowledged,
     ListenStarted,
     ListenUnsupported,
     ListReply,
@@ -87,47 +89,37 @@ from ._core import (
 )
 from ._core._backoff import BackoffSettings
 from ._errors import ConfigurationError
-from ._source import PROTOCOL_VERSION, ServerInfo
+from ._protocol import (
+    Answer,
+    ClientProtocol,
+    ForSubscription,
+    IdKey,
+    Ignored,
+    Renegotiate,
+    RequestId,
+    Unclaimed,
+    Untrusted,
+    id_key,
+)
+from ._source import ServerInfo
 from ._telemetry import annotate_request
 from ._wire import (
-    METHOD_NOT_FOUND,
     UNSUPPORTED_PROTOCOL_VERSION,
     ClientIdentity,
     DenialRules,
     ErrorResponse,
-    Malformed,
     Message,
     Notification,
-    ReadRounds,
-    Request,
     Response,
-    answer_hint,
-    build_notification,
-    build_request,
-    failure_from_error,
     list_reply,
-    listen_params,
     parse_message,
-    renegotiated_version,
-    server_info_fields,
-    stream_event,
-    subscription_id_of,
 )
 
 log = logging.getLogger("freshcache.stdio")
 
-RequestId = str | int
-_Key = tuple[bool, RequestId]
-"""A request id compared with its JSON type: ``1`` and ``"1"`` are different ids."""
-
-_IGNORED_NOTIFICATIONS = ("notifications/progress", "notifications/message")
 _SIGKILL = getattr(signal, "SIGKILL", signal.SIGTERM)  # Windows has no SIGKILL
 _STDERR_LINE_LIMIT = 64 * 1024
 _FINAL_EVENTS = (StreamClosed, StreamLost, ListenUnsupported)
-
-
-def _key(request_id: RequestId) -> _Key:
-    return (isinstance(request_id, str), request_id)
 
 
 # --------------------------------------------------------------------------- framing
@@ -209,31 +201,13 @@ class LineBuffer:
 # --------------------------------------------------------------------------- routing
 
 
-@dataclass(frozen=True, slots=True)
-class ResponseFor:
-    """The response to one of our requests."""
-
-    request_id: RequestId
-    message: Response | ErrorResponse
-
-
-@dataclass(frozen=True, slots=True)
-class EventFor:
-    """A stream event for one open subscription; ``final`` ends the subscription."""
-
-    subscription_id: RequestId
-    event: StreamEvent
-    final: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class HintFor:
-    """A change hint no open subscription can carry (none is open): it still counts,
-    on the next reply (see `StdioSource`)."""
-
-    event: ResourceUpdated | ResourceListChanged
-
-
+ResponseFor = Answer
+"""The response to one of our requests (`ClientProtocol.receive` says so)."""
+EventFor = ForSubscription
+"""A stream event for one open subscription; ``final`` ends the subscription."""
+HintFor = Unclaimed
+"""A change hint no open subscription can carry (none is open): it still counts, on the
+next reply (see `StdioSource`)."""
 Delivery = ResponseFor | EventFor | HintFor
 
 
@@ -269,50 +243,46 @@ class StdioCounters:
     """Processes that went away without being asked to."""
 
 
-@dataclass(slots=True)
-class _Route:
-    acknowledged: bool = False
-
-
 class Demultiplexer:
     """Routes the server's stdout lines (sans-IO; one instance per process).
 
     Register what is in flight with `expect_response` and `open_subscription`; feed
-    bytes; act on the returned deliveries in order.
+    bytes; act on the returned deliveries in order. What a message means is the
+    `ClientProtocol`'s to say; this layer frames lines, counts, and picks the
+    subscription that hears about what no subscription claims.
     """
 
-    def __init__(self, max_line_bytes: int, counters: StdioCounters | None = None) -> None:
+    def __init__(
+        self,
+        max_line_bytes: int,
+        counters: StdioCounters | None = None,
+        protocol: ClientProtocol | None = None,
+    ) -> None:
         self.lines = LineBuffer(max_line_bytes)
         self.counters = counters if counters is not None else StdioCounters()
-        self._requests: set[_Key] = set()
-        self._subscriptions: dict[_Key, _Route] = {}
-        self._ids: dict[_Key, RequestId] = {}
+        self.protocol = protocol if protocol is not None else ClientProtocol("stdio")
 
     # --- bookkeeping
 
     def expect_response(self, request_id: RequestId) -> None:
-        self._requests.add(_key(request_id))
+        self.protocol.expect(request_id)
 
     def forget_request(self, request_id: RequestId) -> None:
-        self._requests.discard(_key(request_id))
+        self.protocol.forget(request_id)
 
     def open_subscription(self, subscription_id: RequestId) -> None:
-        key = _key(subscription_id)
-        self._subscriptions[key] = _Route()
-        self._ids[key] = subscription_id
+        self.protocol.open_subscription(subscription_id)
 
     def close_subscription(self, subscription_id: RequestId) -> None:
-        key = _key(subscription_id)
-        self._subscriptions.pop(key, None)
-        self._ids.pop(key, None)
+        self.protocol.close_subscription(subscription_id)
 
     @property
     def in_flight(self) -> int:
-        return len(self._requests)
+        return self.protocol.in_flight
 
     @property
     def open_subscriptions(self) -> list[RequestId]:
-        return [self._ids[k] for k in self._subscriptions]
+        return self.protocol.open_subscriptions
 
     # --- input
 
@@ -328,7 +298,9 @@ class Demultiplexer:
                     line.size,
                     self.lines.max_line_bytes,
                 )
-                self._untrusted(out, f"over-long line of {line.size} bytes skipped")
+                self._untrusted(
+                    out, UntrustedMessage(f"over-long line of {line.size} bytes skipped")
+                )
                 continue
             self._route_line(line, out)
         return out
@@ -351,136 +323,58 @@ class Demultiplexer:
         except ValueError as exc:  # includes UnicodeDecodeError
             self.counters.malformed += 1
             log.info("the server wrote a line that is not JSON (%s): %.200r", exc, line)
-            self._untrusted(out, f"line is not JSON: {line[:80]!r}")
+            self._untrusted(out, UntrustedMessage(f"line is not JSON: {line[:80]!r}"))
             return
         self.route(_fast_notification(obj) or parse_message(obj), out)
 
     def route(self, message: Message, out: list[Delivery]) -> None:
         """Route one decoded message (the line layer's output)."""
-        match message:
-            case Response(id=rid) | ErrorResponse(id=rid):
-                self.counters.messages += 1
-                if rid is None:
-                    self.counters.unknown_responses += 1
-                    log.info("the server answered a request it could not identify: %r", message)
-                    return
-                key = _key(rid)
-                if key in self._requests:
-                    self._requests.discard(key)
-                    out.append(ResponseFor(rid, message))
-                elif key in self._subscriptions:
-                    self._listen_answer(rid, message, out)
-                else:
-                    self.counters.unknown_responses += 1
-                    log.debug(
-                        "ignored a response for request %r, which is no longer in flight", rid
-                    )
-            case Notification(method="notifications/cancelled", params=params):
-                self.counters.messages += 1
-                rid = params.get("requestId")
-                if (
-                    isinstance(rid, (str, int))
-                    and not isinstance(rid, bool)
-                    and _key(rid) in self._subscriptions
-                ):
-                    # cancellation.mdx: a server ending a listen may send this instead of a result.
-                    self._emit(rid, StreamClosed(rid), out, final=True)
-                else:
-                    self.counters.unknown_subscriptions += 1
-                    log.info("the server cancelled %r, which is no open subscription", rid)
-                    self._untrusted(out, f"notifications/cancelled for unknown request {rid!r}")
-            case Notification(method=method, params=params):
-                self.counters.messages += 1
-                sid = subscription_id_of(params)
-                if sid is not None and _key(sid) in self._subscriptions:
-                    event = stream_event(message, sid)
-                    if event is not None:
-                        self._emit(sid, event, out)
-                    return
-                if sid is None and method in _IGNORED_NOTIFICATIONS:
-                    return
+        counters = self.counters
+        match self.protocol.receive(message):
+            case ForSubscription(before_ack=early) as got:
+                counters.messages += 1
+                counters.before_ack += early
+                out.append(got)
+            case Answer() as got:
+                counters.messages += 1
+                out.append(got)
+            case Unclaimed(event=event) as got:
                 # A hint for a subscription we do not have: it may still invalidate
-                # (invariant 9), so it goes to the engine, tagged with its own id.
-                self.counters.unknown_subscriptions += 1
-                log.info("%s for unknown subscription %r", method, sid)
+                # (invariant 9), so it goes to the engine, with the id it carried.
+                counters.messages += 1
+                counters.unknown_subscriptions += 1
+                log.info("change hint for unknown subscription %r", event.subscription_id)
                 target = self._catch_all()
-                hint = answer_hint(message)
-                if hint is not None and target is None:
-                    out.append(HintFor(hint))
-                elif target is not None:
-                    event = hint or stream_event(message, "\x00no-listen")
-                    if event is not None:
-                        out.append(EventFor(target, event))
-            case Request(method=method):
-                self.counters.messages += 1
-                self.counters.server_requests += 1
-                log.info(
-                    "the server sent a %s request; servers must not send requests "
-                    "(2026-07-28); ignored",
-                    method,
-                )
-                self._untrusted(out, f"server sent a request ({method})")
-            case Malformed(detail=detail):
-                self.counters.malformed += 1
-                log.info("the server wrote a line that is not JSON-RPC: %s", detail)
-                self._untrusted(out, detail)
-
-    def _listen_answer(
-        self, sid: RequestId, message: Response | ErrorResponse, out: list[Delivery]
-    ) -> None:
-        match message:
-            case Response(result=result):
-                if result.get("resultType", "complete") == "complete":
-                    self._emit(sid, StreamClosed(sid), out, final=True)
+                out.append(got if target is None else EventFor(target, event))
+            case Untrusted(event=event, why=why):
+                if why == "malformed":
+                    counters.malformed += 1
                 else:
-                    self._emit(
-                        sid,
-                        UntrustedMessage(
-                            f"listen result with resultType {result.get('resultType')!r}", sid
-                        ),
-                        out,
-                    )
-            case ErrorResponse(code=code, message=text):
-                if code == METHOD_NOT_FOUND:
-                    self._emit(
-                        sid,
-                        ListenUnsupported(f"subscriptions/listen: {text} ({code})"),
-                        out,
-                        final=True,
-                    )
-                else:
-                    self._emit(
-                        sid,
-                        StreamLost(sid, f"the server refused the listen: {text} ({code})"),
-                        out,
-                        final=True,
-                    )
-
-    def _emit(
-        self, sid: RequestId, event: StreamEvent, out: list[Delivery], *, final: bool = False
-    ) -> None:
-        key = _key(sid)
-        route = self._subscriptions.get(key)
-        if route is None:
-            return
-        if isinstance(event, ListenAcknowledged):
-            route.acknowledged = True
-        elif not route.acknowledged and not final:
-            self.counters.before_ack += 1
-        if final:
-            self.close_subscription(sid)
-        out.append(EventFor(sid, event, final))
+                    counters.messages += 1
+                    if why == "server_request":
+                        counters.server_requests += 1
+                    else:
+                        counters.unknown_subscriptions += 1
+                log.info("untrusted message from the server: %s", event.detail)
+                self._untrusted(out, event)
+            case Ignored(why=why):
+                counters.messages += 1
+                if why == "unknown_response":
+                    counters.unknown_responses += 1
+                    log.debug("ignored a response for a request no longer in flight: %r", message)
+                elif why == "unknown_subscription":
+                    counters.unknown_subscriptions += 1
 
     def _catch_all(self) -> RequestId | None:
         """The subscription that hears about messages no subscription claims."""
-        for key in self._subscriptions:
-            return self._ids[key]
+        for sid in self.protocol.open_subscriptions:
+            return sid
         return None
 
-    def _untrusted(self, out: list[Delivery], detail: str) -> None:
+    def _untrusted(self, out: list[Delivery], event: UntrustedMessage) -> None:
         target = self._catch_all()
         if target is not None:
-            out.append(EventFor(target, UntrustedMessage(detail, None)))
+            out.append(EventFor(target, event))
 
 
 def _fast_notification(obj: Any) -> Notification | None:
@@ -553,13 +447,18 @@ class _Connection:
     """One running server process and what is in flight on it."""
 
     def __init__(
-        self, process: anyio.abc.Process, max_line_bytes: int, counters: StdioCounters
+        self,
+        process: anyio.abc.Process,
+        max_line_bytes: int,
+        counters: StdioCounters,
+        protocol: ClientProtocol,
     ) -> None:
         self.process = process
         self.pid = process.pid
-        self.demux = Demultiplexer(max_line_bytes, counters)
-        self.waiters: dict[_Key, _Waiter] = {}
-        self.inboxes: dict[_Key, _Inbox] = {}
+        self.protocol = protocol
+        self.demux = Demultiplexer(max_line_bytes, counters, protocol)
+        self.waiters: dict[IdKey, _Waiter] = {}
+        self.inboxes: dict[IdKey, _Inbox] = {}
         self.write_lock = anyio.Lock()
         self.alive = True
         self.healthy = False
@@ -585,9 +484,7 @@ class _Connection:
         """Best effort ``notifications/cancelled``; never raises, never blocks for long."""
         if not self.alive:
             return
-        message = build_notification(
-            "notifications/cancelled", {"requestId": request_id, "reason": reason}
-        )
+        message = self.protocol.cancellation(request_id, reason)
         with anyio.move_on_after(1.0, shield=True), contextlib.suppress(_Gone):
             await self.send(message)
 
@@ -675,19 +572,11 @@ class StdioSource:
         self.counters = StdioCounters()
         self._name = name or "stdio:" + shlex.join(argv)
         self._label = _shorten(name or shlex.join(argv), 60)
-        self._budget = ReconnectBudget(restart)
         self._ids = itertools.count(1)
-        self._conn: _Connection | None = None
-        self._pending = False
-        """A start attempt is under way, or a lost process's restart is being decided."""
-        self._spawn_failed = False
-        self._next_attempt_at: float | None = None
-        self._why_down = "the server process has not been started yet"
-        self._changed = anyio.Event()
-        self._service = BackgroundTask(f"StdioSource {self._label}", self._serve)
-        self._closing = False
-        self.protocol_version = PROTOCOL_VERSION
-        """The version sent in ``_meta``; changed by ``-32022`` negotiation."""
+        self.protocol = ClientProtocol(self._name, identity=self.client, denial=self.denial)
+        """The MCP rules; this class only moves messages in and out of it."""
+        self._process = _Supervisor(self, ReconnectBudget(restart))
+        """The server process and its restarts."""
         self._hints: dict[int, _Hint] = {}
         """Change hints no consumer has taken yet, oldest first (module docstring)."""
         self._hint_numbers = itertools.count()
@@ -700,14 +589,19 @@ class StdioSource:
         return self._name
 
     @property
+    def protocol_version(self) -> str:
+        """The version sent in ``_meta``; changed by ``-32022`` negotiation."""
+        return self.protocol.version
+
+    @property
     def pid(self) -> int | None:
         """The running server process id, or ``None`` between processes."""
-        conn = self._conn
+        conn = self._process.conn
         return conn.pid if conn is not None and conn.alive else None
 
     def stats(self) -> StdioStats:
         """What the source is doing right now (no I/O)."""
-        conn = self._conn
+        conn = self._process.conn
         live = conn is not None and conn.alive
         return StdioStats(
             pid=conn.pid if live and conn is not None else None,
@@ -729,52 +623,18 @@ class StdioSource:
         2026-07-28 at all.
         """
         answer = await self._call("server/discover", {}, self.timeout)
-        match answer:
-            case RequestFailed(kind="timeout"):
-                return ServerInfo(
-                    reachable=False, detail=f"no answer to server/discover within {self.timeout:g}s"
-                )
-            case RequestFailed(detail=detail):
-                return ServerInfo(reachable=False, detail=detail)
-            case ErrorResponse(code=code, message=text):
-                # (-32022 never gets here: `_call` renegotiates or raises.)
-                # Another error: an older server (spec: era detection) or a broken one.
-                return ServerInfo(reachable=True, detail=f"server/discover failed: {text} ({code})")
-            case Response(result=result):
-                fields = server_info_fields(result)
-                versions = fields["supported_versions"]
-                listen = bool(fields["subscribe"] or fields["list_changed"])
-                return ServerInfo(
-                    reachable=True,
-                    supported_versions=versions,
-                    protocol_version=self.protocol_version
-                    if self.protocol_version in versions or not versions
-                    else None,
-                    subscribe=fields["subscribe"],
-                    list_changed=fields["list_changed"],
-                    listen=listen,
-                    name=fields["name"],
-                    version=fields["version"],
-                    ttl_ms=fields["ttl_ms"],
-                    cache_scope=fields["cache_scope"],
-                    detail="" if listen else "the server offers no resource subscriptions",
-                    raw=dict(result),
-                )
+        # (-32022 never gets here: `_call` renegotiates or raises.)
+        return self.protocol.server_info(answer.result if isinstance(answer, Response) else answer)
 
     async def read_resource(self, uri: str, principal: Partition) -> ReadReply | RequestFailed:
         """One ``resources/read`` (``requestState`` rounds included). stdio has one
         authorization context per process: ``principal`` only partitions the cache,
         it is not sent. The reply carries the change hints no one took yet."""
-        rounds = ReadRounds(uri)
+        rounds = self.protocol.read_rounds(uri)
         while True:
             answer = await self._call("resources/read", rounds.params, self.timeout)
-            match answer:
-                case RequestFailed():
-                    reply: ReadReply | RequestFailed | None = answer
-                case ErrorResponse(code=code, message=text, data=data):
-                    reply = failure_from_error(code, text, data=data, denial=self.denial)
-                case Response(result=result):
-                    reply = rounds.take(result)
+            outcome = self._outcome("resources/read", answer)
+            reply = outcome if isinstance(outcome, RequestFailed) else rounds.take(outcome)
             if reply is not None:
                 hints = self._take_hints()
                 return replace(reply, hints=reply.hints + hints) if hints else reply
@@ -784,16 +644,21 @@ class StdioSource:
     ) -> ListReply | RequestFailed:
         """One page of ``resources/list`` (with the change hints no one took yet)."""
         params: dict[str, Any] = {} if cursor is None else {"cursor": cursor}
-        answer = await self._call("resources/list", params, self.timeout)
-        match answer:
-            case RequestFailed():
-                page: ListReply | RequestFailed = answer
-            case ErrorResponse(code=code, message=text, data=data):
-                page = failure_from_error(code, text, data=data, denial=self.denial)
-            case Response(result=result):
-                page = list_reply(result)
+        outcome = self._outcome(
+            "resources/list", await self._call("resources/list", params, self.timeout)
+        )
+        page = outcome if isinstance(outcome, RequestFailed) else list_reply(outcome)
         hints = self._take_hints()
         return replace(page, hints=page.hints + hints) if hints else page
+
+    def _outcome(
+        self, method: str, answer: Response | ErrorResponse | RequestFailed
+    ) -> dict[str, Any] | RequestFailed:
+        if isinstance(answer, RequestFailed):
+            return answer
+        outcome = self.protocol.answer(method, answer, retried=True)
+        assert not isinstance(outcome, Renegotiate)  # `_call` renegotiated already
+        return outcome
 
     def _take_hints(self) -> tuple[StreamEvent, ...]:
         """Every hint no consumer took yet, for the reply being returned; taken now."""
@@ -820,31 +685,24 @@ class StdioSource:
         Closing the iterator early sends ``notifications/cancelled`` naming the
         listen request id.
         """
-        self._ensure_service()
+        self._process.ensure_service()
         sid = f"listen-{next(self._ids)}"
-        conn = await self._connection(self.timeout, wait_for_restart=True)
+        conn = await self._process.connection(self.timeout, wait_for_restart=True)
         yield ListenStarted(sid, uris, list_changed)
         if conn is None:
-            yield StreamLost(sid, self._down_detail())
+            yield StreamLost(sid, self._process.down_detail())
             return
-        key = _key(sid)
+        key = id_key(sid)
         inbox = _Inbox(self.max_backlog)
         conn.inboxes[key] = inbox
-        conn.demux.open_subscription(sid)
+        request = self.protocol.listen(sid, uris, list_changed)
         if not conn.alive:  # it died while ListenStarted was being taken in
-            inbox.put(StreamLost(sid, conn.detail or self._down_detail()), final=True)
+            inbox.put(StreamLost(sid, conn.detail or self._process.down_detail()), final=True)
         ended = False
         try:
-            request = build_request(
-                sid,
-                "subscriptions/listen",
-                listen_params(uris, list_changed),
-                identity=self.client,
-                protocol_version=self.protocol_version,
-            )
             # If writing fails, the connection's end has put StreamLost in the inbox.
             with contextlib.suppress(_Gone):
-                await conn.send(request)
+                await conn.send(request.message)
             while True:
                 item = await inbox.get()
                 if isinstance(item, _Hint):
@@ -868,15 +726,7 @@ class StdioSource:
     async def aclose(self) -> None:
         """Stop the server: close its stdin, wait, then SIGTERM, then SIGKILL (each
         step bounded by ``shutdown_timeout``), and stop the service task."""
-        first = not self._closing
-        self._closing = True
-        with anyio.CancelScope(shield=True):
-            conn = self._conn
-            if first and conn is not None:
-                self._why_down = "the source was closed"
-                await self._stop_process(conn, close_stdin=True)
-            await self._service.stop(timeout=self.shutdown_timeout * 3)
-        self._notify_changed()
+        await self._process.stop()
 
     # ------------------------------------------------------------------ escape hatch
 
@@ -897,11 +747,11 @@ class StdioSource:
     async def _call(
         self, method: str, params: dict[str, Any], timeout: float
     ) -> Response | ErrorResponse | RequestFailed:
-        self._ensure_service()
+        self._process.ensure_service()
         deadline = anyio.current_time() + timeout
-        conn = await self._connection(timeout, wait_for_restart=False)
+        conn = await self._process.connection(timeout, wait_for_restart=False)
         if conn is None:
-            return RequestFailed("unreachable", self._down_detail())
+            return RequestFailed("unreachable", self._process.down_detail())
         renegotiated = False
         while True:
             answer = await self._exchange(conn, method, params, deadline, timeout)
@@ -910,13 +760,7 @@ class StdioSource:
             ):
                 return answer
             # Raises when there is no version to retry with (the rule HTTP follows too).
-            self.protocol_version = renegotiated_version(
-                answer,
-                current=self.protocol_version,
-                server=self.identity,
-                method=method,
-                retried=renegotiated,
-            )
+            self.protocol.answer(method, answer, retried=renegotiated)
             renegotiated = True
 
     async def _exchange(
@@ -929,18 +773,15 @@ class StdioSource:
     ) -> Response | ErrorResponse | RequestFailed:
         """One request and its answer on ``conn``, by ``deadline``."""
         rid = next(self._ids)
-        key = _key(rid)
+        key = id_key(rid)
         waiter = _Waiter()
         conn.waiters[key] = waiter
-        conn.demux.expect_response(rid)
         annotate_request(rid, transport="pipe")  # the current span, if one is recording
-        request = build_request(
-            rid, method, params, identity=self.client, protocol_version=self.protocol_version
-        )
+        request = self.protocol.request(rid, method, params)
         try:
             with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
                 try:
-                    await conn.send(request)
+                    await conn.send(request.message)
                 except _Gone as exc:
                     if waiter.result is None:
                         waiter.result = RequestFailed("unreachable", conn.detail or str(exc))
@@ -957,7 +798,44 @@ class StdioSource:
                     # Timed out or abandoned: tell the server (spec cancellation: SHOULD).
                     await conn.cancel(rid, "the client stopped waiting")
 
-    async def _connection(self, limit: float, *, wait_for_restart: bool) -> _Connection | None:
+
+class _Supervisor:
+    """Keeps one server process of a `StdioSource` running (module docstring): the
+    service task, starting, reading, restarting with backoff, stopping."""
+
+    def __init__(self, source: StdioSource, budget: ReconnectBudget) -> None:
+        self.command = source.command
+        self.env = source.env
+        self.cwd = source.cwd
+        self.shutdown_timeout = source.shutdown_timeout
+        self.max_line_bytes = source.max_line_bytes
+        self.counters = source.counters
+        self.protocol = source.protocol
+        self._label = source._label
+        self._hold = source._hold
+        self._budget = budget
+        self.conn: _Connection | None = None
+        self._pending = False
+        """A start attempt is under way, or a lost process's restart is being decided."""
+        self._spawn_failed = False
+        self._next_attempt_at: float | None = None
+        self._why_down = "the server process has not been started yet"
+        self._changed = anyio.Event()
+        self._service = BackgroundTask(f"StdioSource {self._label}", self._serve)
+        self._closing = False
+
+    async def stop(self) -> None:
+        first = not self._closing
+        self._closing = True
+        with anyio.CancelScope(shield=True):
+            conn = self.conn
+            if first and conn is not None:
+                self._why_down = "the source was closed"
+                await self._stop_process(conn, close_stdin=True)
+            await self._service.stop(timeout=self.shutdown_timeout * 3)
+        self._notify_changed()
+
+    async def connection(self, limit: float, *, wait_for_restart: bool) -> _Connection | None:
         """The live connection, or ``None`` when the server is not running.
 
         Waits (up to ``limit`` seconds) for a start attempt under way; with
@@ -966,7 +844,7 @@ class StdioSource:
         """
         deadline = anyio.current_time() + limit
         while True:
-            conn = self._conn
+            conn = self.conn
             if conn is not None and conn.alive:
                 return conn
             if self._closing:
@@ -979,10 +857,10 @@ class StdioSource:
             with anyio.move_on_after(max(0.0, deadline - anyio.current_time())) as waited:
                 await changed.wait()
             if waited.cancelled_caught:
-                conn = self._conn
+                conn = self.conn
                 return conn if conn is not None and conn.alive else None
 
-    def _down_detail(self) -> str:
+    def down_detail(self) -> str:
         detail = self._why_down
         due = self._next_attempt_at
         if self._closing:
@@ -997,9 +875,7 @@ class StdioSource:
         changed, self._changed = self._changed, anyio.Event()
         changed.set()
 
-    # ------------------------------------------------------------------ the service task
-
-    def _ensure_service(self) -> None:
+    def ensure_service(self) -> None:
         if self._service.started or self._closing:
             return
         self._pending = True  # the service starts the first process at once
@@ -1042,7 +918,7 @@ class StdioSource:
                 self._closing = True
                 self._why_down = "the stdio source stopped"
             self._pending = False
-            conn = self._conn
+            conn = self.conn
             if conn is not None and conn.alive:
                 with anyio.CancelScope(shield=True):
                     await self._stop_process(conn, close_stdin=True)
@@ -1072,8 +948,8 @@ class StdioSource:
             return self._spawn_failure(f"cannot start the stdio server {self.command!r}: {exc}")
         self._spawn_failed = False
         self.counters.starts += 1
-        conn = _Connection(process, self.max_line_bytes, self.counters)
-        self._conn = conn
+        conn = _Connection(process, self.max_line_bytes, self.counters, self.protocol)
+        self.conn = conn
         self._next_attempt_at = None
         log.info("started stdio server %s (pid %d)", self._label, conn.pid)
         return conn
@@ -1133,7 +1009,7 @@ class StdioSource:
                 self._budget.acknowledged(anyio.current_time())
             match delivery:
                 case ResponseFor(request_id=rid, message=message):
-                    waiter = conn.waiters.pop(_key(rid), None)
+                    waiter = conn.waiters.pop(id_key(rid), None)
                     if waiter is not None:
                         waiter.result = message
                         waiter.done.set()
@@ -1143,7 +1019,7 @@ class StdioSource:
                     item: StreamEvent | _Hint = event
                     if isinstance(event, (ResourceUpdated, ResourceListChanged)):
                         item = self._hold(event)
-                    inbox = conn.inboxes.get(_key(sid))
+                    inbox = conn.inboxes.get(id_key(sid))
                     if inbox is None:
                         continue
                     if inbox.put(item, final=final):
@@ -1202,8 +1078,8 @@ class StdioSource:
         if not conn.alive:
             return
         conn.alive = False
-        if self._conn is conn:
-            self._conn = None
+        if self.conn is conn:
+            self.conn = None
         code = conn.process.returncode
         if self._closing:
             detail = "the source was closed"
@@ -1231,10 +1107,10 @@ class StdioSource:
                 waiter.result = RequestFailed("unreachable", detail)
                 waiter.done.set()
         conn.waiters.clear()
-        for key, inbox in conn.inboxes.items():
-            sid = key[1]
-            inbox.put(StreamLost(sid, detail), final=True)
-            conn.demux.close_subscription(sid)
+        for ended in self.protocol.channel_ended(detail):
+            inbox = conn.inboxes.get(id_key(ended.subscription_id))
+            if inbox is not None:
+                inbox.put(ended.event, final=True)
         self._notify_changed()
 
     async def _stop_process(self, conn: _Connection, *, close_stdin: bool) -> None:

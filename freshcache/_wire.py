@@ -21,17 +21,11 @@ from opentelemetry import propagate
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._core import (
-    ListenAcknowledged,
     ListReply,
     ReadReply,
     RequestFailed,
     ResourceContents,
     ResourceInfo,
-    ResourceListChanged,
-    ResourceUpdated,
-    StreamClosed,
-    StreamEvent,
-    UntrustedMessage,
 )
 from ._errors import (
     ConfigurationError,
@@ -459,26 +453,6 @@ def renegotiated_version(
     )
 
 
-def answer_hint(message: Message) -> ResourceUpdated | ResourceListChanged | None:
-    """A change hint found on the answer of a request other than a listen (invariant 9).
-
-    ``notifications/resources/updated`` and ``.../list_changed`` become
-    `ResourceUpdated` / `ResourceListChanged` with the subscription id they carry (or
-    ``None``); the engine lets an unknown or missing id only make content less fresh.
-    Anything else is ``None``: not a hint.
-    """
-    match message:
-        case Notification(method="notifications/resources/updated", params=params):
-            uri = params.get("uri")
-            if isinstance(uri, str) and uri:
-                return ResourceUpdated(uri, subscription_id_of(params))
-        case Notification(method="notifications/resources/list_changed", params=params):
-            return ResourceListChanged(subscription_id_of(params))
-        case _:
-            pass
-    return None
-
-
 def failure_from_error(
     code: int,
     message: str,
@@ -509,26 +483,6 @@ def failure_from_error(
     return RequestFailed("server_error", f"{message} ({code})", code)
 
 
-def server_info_fields(result: Mapping[str, Any]) -> dict[str, Any]:
-    """The parts of a ``server/discover`` result freshcache uses."""
-    caps = result.get("capabilities") or {}
-    resources = caps.get("resources") if isinstance(caps, dict) else None
-    meta = result.get("_meta") or {}
-    info = meta.get(META_SERVER_INFO) if isinstance(meta, dict) else None
-    versions = result.get("supportedVersions") or []
-    return {
-        "supported_versions": tuple(str(v) for v in versions if isinstance(v, str)),
-        "subscribe": bool(resources.get("subscribe")) if isinstance(resources, dict) else False,
-        "list_changed": bool(resources.get("listChanged"))
-        if isinstance(resources, dict)
-        else False,
-        "name": info.get("name") if isinstance(info, dict) else None,
-        "version": info.get("version") if isinstance(info, dict) else None,
-        "ttl_ms": result.get("ttlMs"),
-        "cache_scope": result.get("cacheScope"),
-    }
-
-
 def subscription_id_of(params: Mapping[str, Any] | None) -> str | int | None:
     meta = (params or {}).get("_meta")
     if isinstance(meta, dict):
@@ -536,69 +490,3 @@ def subscription_id_of(params: Mapping[str, Any] | None) -> str | int | None:
         if isinstance(sid, (str, int)) and not isinstance(sid, bool):
             return sid
     return None
-
-
-def stream_event(message: Message, listen_id: str | int) -> StreamEvent | None:
-    """Translate one message seen on a listen stream; ``None`` for messages that are
-    not about subscriptions (progress, logging) and are simply ignored.
-
-    Subscription ids are compared with their JSON type (``1`` is not ``"1"``).
-    """
-    match message:
-        case Notification(method="notifications/subscriptions/acknowledged", params=params):
-            sid = subscription_id_of(params)
-            filt = params.get("notifications")
-            if not isinstance(filt, dict):
-                return UntrustedMessage("acknowledgment without a notifications filter", sid)
-            uris = filt.get("resourceSubscriptions") or []
-            if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
-                return UntrustedMessage(
-                    "acknowledgment with a malformed resourceSubscriptions", sid
-                )
-            return ListenAcknowledged(
-                sid if sid is not None else "\x00missing",
-                frozenset(uris),
-                bool(filt.get("resourcesListChanged")),
-            )
-        case Notification(method="notifications/resources/updated", params=params):
-            uri = params.get("uri")
-            if not isinstance(uri, str) or not uri:
-                return UntrustedMessage(
-                    "resources/updated without a uri", subscription_id_of(params)
-                )
-            return ResourceUpdated(uri, subscription_id_of(params))
-        case Notification(method="notifications/resources/list_changed", params=params):
-            return ResourceListChanged(subscription_id_of(params))
-        case Notification(method="notifications/cancelled", params=params):
-            # cancellation.mdx: a server ending a listen may send this instead of a result.
-            if params.get("requestId") == listen_id and type(params.get("requestId")) is type(
-                listen_id
-            ):
-                return StreamClosed(listen_id)
-            return UntrustedMessage(
-                f"notifications/cancelled for unknown request {params.get('requestId')!r}"
-            )
-        case Notification(method=method) if method in (
-            "notifications/progress",
-            "notifications/message",
-        ):
-            return None
-        case Notification(method=method, params=params):
-            return UntrustedMessage(f"unexpected notification {method}", subscription_id_of(params))
-        case Response(id=rid, result=result):
-            if rid == listen_id and type(rid) is type(listen_id):
-                if result.get("resultType", "complete") == "complete":
-                    return StreamClosed(listen_id)
-                return UntrustedMessage(
-                    f"listen result with resultType {result.get('resultType')!r}", rid
-                )
-            return UntrustedMessage(f"response for unknown request id {rid!r}")
-        case ErrorResponse(id=rid, code=code, message=text):
-            if rid == listen_id and type(rid) is type(listen_id):
-                return None  # the caller turns a listen error into unsupported / lost
-            return UntrustedMessage(f"error for unknown request id {rid!r}: {code} {text}")
-        case Request(method=method):
-            return UntrustedMessage(f"server sent a request ({method}); not allowed in 2026-07-28")
-        case Malformed(detail=detail):
-            return UntrustedMessage(detail)
-    return UntrustedMessage(f"unrecognised message {message!r}")

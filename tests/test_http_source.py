@@ -689,7 +689,8 @@ LISTEN_TABLE: list[tuple[str, Answer, Callable[[Any], list[StreamEvent]]]] = [
         lambda s: [
             UntrustedMessage(f"acknowledgment for subscription {str(s)!r}", str(s)),
             ListenAcknowledged(s, frozenset({U}), True),
-            ResourceUpdated(U, None),
+            # Kept with its own id, which names no open subscription: it only invalidates.
+            ResourceUpdated(U, str(s)),
             StreamClosed(s),
         ],
     ),
@@ -698,7 +699,7 @@ LISTEN_TABLE: list[tuple[str, Answer, Callable[[Any], list[StreamEvent]]]] = [
         sse(_foreign_id),
         lambda s: [
             ListenAcknowledged(s, frozenset({U}), True),
-            ResourceUpdated(OTHER, None),
+            ResourceUpdated(OTHER, "not-a-subscription"),  # unknown to the engine
             StreamClosed(s),
         ],
     ),

@@ -331,11 +331,11 @@ def test_ids_are_compared_with_their_json_type() -> None:
         ),
         (
             b'{"jsonrpc":"2.0","id":"listen-A","error":{"code":-32601,"message":"Method not found"}}',
-            ListenUnsupported("subscriptions/listen: Method not found (-32601)"),
+            ListenUnsupported("the server has no subscriptions/listen (Method not found)"),
         ),
         (
             b'{"jsonrpc":"2.0","id":"listen-A","error":{"code":-32603,"message":"boom"}}',
-            StreamLost(SID_A, "the server refused the listen: boom (-32603)"),
+            StreamLost(SID_A, "the server refused the subscription: -32603 boom"),
         ),
     ],
     ids=["listen-result", "server-sent-cancelled", "listen-method-not-found", "listen-error"],

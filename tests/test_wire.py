@@ -16,13 +16,13 @@ from freshcache._core import (
     ResourceListChanged,
     ResourceUpdated,
 )
+from freshcache._protocol import answer_hint
 from freshcache._wire import (
     MAX_INPUT_ROUNDS,
     ErrorResponse,
     Notification,
     ReadRounds,
     Response,
-    answer_hint,
     list_reply,
     read_reply,
     renegotiated_version,

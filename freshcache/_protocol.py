@@ -1,0 +1,615 @@
+"""The MCP client protocol, sans-IO: one object per source, used by every transport.
+
+In the spirit of h11's ``Connection``: `ClientProtocol` performs no I/O. A transport
+asks it for the requests to send (`ClientProtocol.request`, `ClientProtocol.listen`:
+the JSON-RPC message and, as data, the headers an HTTP transport needs), hands it every
+message that comes back (`ClientProtocol.receive`) and acts on the small named values
+it returns. It owns the client rules of MCP 2026-07-28 that are the same whatever
+carries the bytes:
+
+- which request ids are in flight and which subscriptions are open; ids compare with
+  their JSON type (``1`` is not ``"1"``: `id_key`, the one implementation);
+- acknowledgment first, per subscription (an update before it is passed on marked
+  ``before_ack``: the engine counts it untrusted and lets it only invalidate; a second
+  acknowledgment is untrusted);
+- trust: a change hint no open subscription claims keeps the id it carried (unknown
+  to the engine, so it may only make content less fresh) unless that id names another
+  open subscription that did not send it, then it goes on without one;
+- how a listen ends: its ``complete`` result or a ``notifications/cancelled`` naming
+  it is a graceful `StreamClosed`; its error is `ListenUnsupported` (``-32601``),
+  `Renegotiate` (``-32022``) or a `StreamLost`; anything else ending the stream is the
+  transport's to report as lost;
+- answers to outcomes (`ClientProtocol.answer`): a result, a `RequestFailed`
+  (`DenialRules` decide denials), `Renegotiate` after ``-32022`` (`renegotiated_version`,
+  once per request), or a `ProtocolError` raised for configuration problems;
+- ``requestState`` rounds (`ReadRounds`) and the ``server/discover`` to `ServerInfo`
+  mapping (`ClientProtocol.server_info`, the one mapping).
+
+Two kinds of channel differ in what a stray message means, and only there: on a
+*shared* channel (stdio: every request and subscription on one pipe) a response for an
+id not in flight is a late answer (ignored, counted), and messages no one claims are
+reported to one open subscription; on a *stream* channel (an HTTP listen stream,
+``receive(..., stream=id)``) only that stream's subscription may claim what it carries,
+and anything else on it is untrusted.
+
+The revision spoken is a `Revision` strategy chosen by negotiation; freshcache speaks
+2026-07-28 (`Revision2026`). Another revision (2025-11-25: ``initialize``,
+``Mcp-Session-Id``, ``resources/subscribe``) plugs in as a second strategy.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal, Protocol
+
+from ._core import (
+    ListenAcknowledged,
+    ListenUnsupported,
+    RequestFailed,
+    ResourceListChanged,
+    ResourceUpdated,
+    StreamClosed,
+    StreamEvent,
+    StreamLost,
+    UntrustedMessage,
+)
+from ._errors import HeaderMismatchError, ProtocolError, UnsupportedVersionError
+from ._source import ServerInfo
+from ._wire import (
+    HEADER_MISMATCH,
+    META_SERVER_INFO,
+    METHOD_NOT_FOUND,
+    PROTOCOL_VERSION,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    ClientIdentity,
+    DenialRules,
+    ErrorResponse,
+    Malformed,
+    Message,
+    Notification,
+    ReadRounds,
+    Request,
+    Response,
+    build_notification,
+    build_request,
+    failure_from_error,
+    http_headers,
+    listen_params,
+    renegotiated_version,
+    subscription_id_of,
+)
+
+log = logging.getLogger("freshcache.protocol")
+
+RequestId = str | int
+IdKey = tuple[bool, RequestId]
+Params = Mapping[str, Any]
+
+IGNORED_NOTIFICATIONS = frozenset({"notifications/progress", "notifications/message"})
+"""Notifications that are not about subscriptions (spec: progress, logging)."""
+
+
+def id_key(request_id: RequestId) -> IdKey:
+    """A request or subscription id as a key that keeps its JSON type."""
+    return (isinstance(request_id, str), request_id)
+
+
+def is_id(value: object) -> bool:
+    """Whether a JSON value can be a request id (a string or an integer, not a bool)."""
+    return isinstance(value, (str, int)) and not isinstance(value, bool)
+
+
+def same_id(got: object, expected: RequestId) -> bool:
+    """Ids compare with their JSON type: ``1`` is not ``"1"``."""
+    return is_id(got) and id_key(got) == id_key(expected)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- revisions
+
+
+class Revision(Protocol):
+    """What differs between protocol revisions, as data (chosen by negotiation)."""
+
+    @property
+    def version(self) -> str: ...
+
+    def message(self, request_id: RequestId, method: str, params: Params) -> dict[str, Any]: ...
+
+    def headers(self, method: str, params: Params) -> dict[str, str]: ...
+
+    def with_version(self, version: str) -> Revision: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Revision2026:
+    """MCP 2026-07-28: stateless, ``_meta`` on every request (with ``identity``),
+    ``server/discover``, ``subscriptions/listen``."""
+
+    identity: ClientIdentity
+    version: str = PROTOCOL_VERSION
+
+    def message(self, request_id: RequestId, method: str, params: Params) -> dict[str, Any]:
+        return build_request(
+            request_id, method, params, identity=self.identity, protocol_version=self.version
+        )
+
+    def headers(self, method: str, params: Params) -> dict[str, str]:
+        return http_headers(method, params, self.version)
+
+    def with_version(self, version: str) -> Revision2026:
+        return replace(self, version=version)
+
+
+# --------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One request to send: the JSON-RPC message and the HTTP headers it implies."""
+
+    request_id: RequestId
+    method: str
+    message: dict[str, Any]
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The answer to one of our requests in flight."""
+
+    request_id: RequestId
+    message: Response | ErrorResponse
+
+
+@dataclass(frozen=True, slots=True)
+class ForSubscription:
+    """A stream event an open subscription claims; ``final`` ends the subscription."""
+
+    subscription_id: RequestId
+    event: StreamEvent
+    final: bool = False
+    before_ack: bool = False
+    """A change hint that came before its subscription's acknowledgment."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unclaimed:
+    """A change hint no open subscription claims: it may still invalidate."""
+
+    event: ResourceUpdated | ResourceListChanged
+
+
+Stray = Literal[
+    "malformed", "server_request", "unknown_response", "unknown_subscription", "unexpected"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Untrusted:
+    """A message no one can trust; reported so the engine counts it."""
+
+    event: UntrustedMessage
+    why: Stray
+
+
+@dataclass(frozen=True, slots=True)
+class Ignored:
+    """A message that changes nothing (progress, logging, a late answer)."""
+
+    why: Literal["not_about_subscriptions", "unknown_response", "unknown_subscription"]
+
+
+Received = Answer | ForSubscription | Unclaimed | Untrusted | Ignored
+
+
+@dataclass(frozen=True, slots=True)
+class Renegotiate:
+    """``-32022`` named a version both sides speak: send the request again."""
+
+    version: str
+    reason: str
+
+
+@dataclass(slots=True)
+class _Subscription:
+    subscription_id: RequestId
+    acknowledged: bool = False
+
+
+# --------------------------------------------------------------------------- the object
+
+
+class ClientProtocol:
+    """The client side of one MCP server conversation, sans-IO (module docstring)."""
+
+    def __init__(
+        self,
+        server: str,
+        *,
+        identity: ClientIdentity | None = None,
+        denial: DenialRules | None = None,
+        revision: Revision | None = None,
+    ) -> None:
+        self.server = server
+        """The server's name in messages (URL, command line)."""
+        self.identity = identity if identity is not None else ClientIdentity()
+        self.denial = denial if denial is not None else DenialRules()
+        self.revision: Revision = revision if revision is not None else Revision2026(self.identity)
+        self._pending: set[IdKey] = set()
+        self._subscriptions: dict[IdKey, _Subscription] = {}
+
+    @property
+    def version(self) -> str:
+        """The protocol version sent in ``_meta`` and headers; ``-32022`` may change it."""
+        return self.revision.version
+
+    # ------------------------------------------------------------------ outgoing
+
+    def request(
+        self, request_id: RequestId, method: str, params: Mapping[str, Any], *, track: bool = True
+    ) -> Outgoing:
+        """A request to send; with ``track`` its answer is expected on the channel."""
+        if track:
+            self.expect(request_id)
+        return Outgoing(
+            request_id,
+            method,
+            self.revision.message(request_id, method, params),
+            self.revision.headers(method, params),
+        )
+
+    def expect(self, request_id: RequestId) -> None:
+        """An answer for ``request_id`` may come on the channel from now on."""
+        self._pending.add(id_key(request_id))
+
+    def forget(self, request_id: RequestId) -> None:
+        """Stop expecting an answer (it came, timed out or was abandoned)."""
+        self._pending.discard(id_key(request_id))
+
+    def listen(
+        self, subscription_id: RequestId, uris: frozenset[str], list_changed: bool
+    ) -> Outgoing:
+        """A ``subscriptions/listen`` to send; the subscription is open from now on."""
+        self.open_subscription(subscription_id)
+        return self.request(
+            subscription_id, "subscriptions/listen", listen_params(uris, list_changed), track=False
+        )
+
+    def open_subscription(self, subscription_id: RequestId) -> None:
+        """Claim what the server sends for ``subscription_id`` (``listen`` does this)."""
+        self._subscriptions[id_key(subscription_id)] = _Subscription(subscription_id)
+
+    def reset(self) -> None:
+        """The channel is gone: nothing is in flight, no subscription is open (the
+        server keeps no subscription state across connections)."""
+        self._pending.clear()
+        self._subscriptions.clear()
+
+    def channel_ended(self, detail: str) -> list[ForSubscription]:
+        """The channel broke (an abrupt end, not a ``complete`` result): every open
+        subscription ends with `StreamLost`, nothing is in flight any more."""
+        ended = [
+            ForSubscription(sid, StreamLost(sid, detail), final=True)
+            for sid in self.open_subscriptions
+        ]
+        self.reset()
+        return ended
+
+    def close_subscription(self, subscription_id: RequestId) -> None:
+        self._subscriptions.pop(id_key(subscription_id), None)
+
+    def cancellation(self, request_id: RequestId, reason: str) -> dict[str, Any]:
+        """The ``notifications/cancelled`` that withdraws a request or a listen."""
+        return build_notification(
+            "notifications/cancelled", {"requestId": request_id, "reason": reason}
+        )
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    @property
+    def open_subscriptions(self) -> list[RequestId]:
+        return [sub.subscription_id for sub in self._subscriptions.values()]
+
+    def is_open(self, subscription_id: RequestId) -> bool:
+        return id_key(subscription_id) in self._subscriptions
+
+    # ------------------------------------------------------------------ incoming
+
+    def receive(self, message: Message, *, stream: RequestId | None = None) -> Received:
+        """Judge one message from the server; ``stream``: the listen stream it came on
+        (``None``: the shared channel)."""
+        if type(message) is Notification and message.method != "notifications/cancelled":
+            return self._notification(message.method, message.params, stream)  # a flood
+        match message:
+            case Response(id=rid) | ErrorResponse(id=rid):
+                return self._response(message, rid, stream)
+            case Notification(method="notifications/cancelled", params=params):
+                rid = params.get("requestId")
+                sub = self._claimant(rid, stream)
+                if sub is not None:
+                    # cancellation.mdx: a server ending a listen may send this instead of a result.
+                    return self._final(sub.subscription_id, StreamClosed(sub.subscription_id))
+                return Untrusted(
+                    UntrustedMessage(f"notifications/cancelled for unknown request {rid!r}"),
+                    "unknown_subscription",
+                )
+            case Notification(method=method, params=params):
+                return self._notification(method, params, stream)
+            case Request(method=method):
+                return Untrusted(
+                    UntrustedMessage(f"the server sent a request ({method}); not allowed"),
+                    "server_request",
+                )
+            case Malformed(detail=detail):
+                return Untrusted(UntrustedMessage(detail), "malformed")
+        return Untrusted(UntrustedMessage(f"unrecognised message {message!r}"), "malformed")
+
+    def _claimant(self, sid: object, stream: RequestId | None) -> _Subscription | None:
+        """The open subscription ``sid`` names, if it may claim a message on this channel."""
+        if not is_id(sid):
+            return None
+        key = id_key(sid)  # type: ignore[arg-type]
+        if stream is not None and key != id_key(stream):
+            return None
+        return self._subscriptions.get(key)
+
+    def _response(
+        self, message: Response | ErrorResponse, rid: RequestId | None, stream: RequestId | None
+    ) -> Received:
+        if rid is not None and id_key(rid) in self._pending:
+            self._pending.discard(id_key(rid))
+            return Answer(rid, message)
+        sub = self._claimant(rid, stream)
+        if sub is not None:
+            return self._listen_answer(sub.subscription_id, message)
+        if stream is None:
+            return Ignored("unknown_response")  # a late answer, after a timeout ...
+        if isinstance(message, ErrorResponse):
+            detail = f"error for unknown request id {rid!r}: {message.code} {message.message}"
+        else:
+            detail = f"response for unknown request id {rid!r}"
+        return Untrusted(UntrustedMessage(detail), "unknown_response")
+
+    def _listen_answer(self, sid: RequestId, message: Response | ErrorResponse) -> Received:
+        if isinstance(message, ErrorResponse):
+            return self._final(sid, self.listen_refused(sid, message))
+        result_type = message.result.get("resultType", "complete")
+        if result_type == "complete":
+            return self._final(sid, StreamClosed(sid))
+        return ForSubscription(
+            sid, UntrustedMessage(f"listen result with resultType {result_type!r}", sid)
+        )
+
+    def listen_refused(
+        self, sid: RequestId, error: ErrorResponse, *, where: str = ""
+    ) -> ListenUnsupported | StreamLost | Renegotiate:
+        """What an error answering ``subscriptions/listen`` means (``where``: the
+        transport's own words on how it came, e.g. the HTTP status)."""
+        if error.code == METHOD_NOT_FOUND:
+            return ListenUnsupported(f"the server has no subscriptions/listen ({error.message})")
+        if error.code == UNSUPPORTED_PROTOCOL_VERSION:
+            try:
+                return self._renegotiate(error, "subscriptions/listen", retried=False)
+            except UnsupportedVersionError as exc:
+                log.error("%s", exc)
+                return StreamLost(sid, str(exc))
+        if error.code == HEADER_MISMATCH:
+            log.error("listen refused: %s", _header_mismatch(error).args[0])
+        return StreamLost(
+            sid, f"the server refused the subscription: {error.code} {error.message}{where}"
+        )
+
+    def _final(self, sid: RequestId, event: StreamEvent | Renegotiate) -> ForSubscription:
+        self.close_subscription(sid)
+        if isinstance(event, Renegotiate):
+            # The version changed: the caller re-listens with the new one.
+            event = StreamLost(sid, event.reason)
+        return ForSubscription(sid, event, final=True)
+
+    def _notification(
+        self, method: str, params: dict[str, Any], stream: RequestId | None
+    ) -> Received:
+        sid = subscription_id_of(params)
+        claimant = self._claimant(sid, stream)
+        if method in IGNORED_NOTIFICATIONS:
+            if claimant is not None or sid is None:
+                return Ignored("not_about_subscriptions")
+            return Ignored("unknown_subscription")
+        if claimant is not None:
+            return self._claimed(claimant, method, params)
+        return self._unclaimed(method, params, sid, stream)
+
+    def _claimed(self, sub: _Subscription, method: str, params: dict[str, Any]) -> Received:
+        sid = sub.subscription_id
+        if method == "notifications/subscriptions/acknowledged":
+            ack = _acknowledgment(params, sid)
+            if isinstance(ack, UntrustedMessage):
+                return ForSubscription(sid, ack)
+            if sub.acknowledged:
+                return ForSubscription(sid, UntrustedMessage("a second acknowledgment", sid))
+            sub.acknowledged = True
+            return ForSubscription(sid, ack)
+        hint = _hint(method, params, sid)
+        if hint is None:
+            return ForSubscription(sid, _unexpected(method, params, sid))
+        return ForSubscription(sid, hint, before_ack=not sub.acknowledged)
+
+    def _unclaimed(
+        self, method: str, params: dict[str, Any], sid: RequestId | None, stream: RequestId | None
+    ) -> Received:
+        # Not claimed: it may only make content less fresh (invariant 9). It keeps its
+        # own id, unless that id would be trusted for a subscription that did not send it.
+        if sid is not None and self.is_open(sid):
+            sid = None
+        if method == "notifications/subscriptions/acknowledged":
+            text = (
+                "acknowledgment without a subscription id"
+                if sid is None
+                else f"acknowledgment for subscription {sid!r}"
+            )
+            return Untrusted(UntrustedMessage(text, sid), "unknown_subscription")
+        hint = _hint(method, params, sid)
+        if hint is not None and not isinstance(hint, UntrustedMessage):
+            return Unclaimed(hint)
+        event = hint if hint is not None else _unexpected(method, params, sid)
+        return Untrusted(event, "unknown_subscription" if stream is None else "unexpected")
+
+    # ------------------------------------------------------------------ outcomes
+
+    def answer(
+        self, method: str, message: Response | ErrorResponse, *, retried: bool = False
+    ) -> dict[str, Any] | RequestFailed | Renegotiate:
+        """The outcome of one answer: its result, a failure, or `Renegotiate`.
+
+        Raises `ProtocolError` (and subclasses) for configuration problems: ``-32020``
+        (headers and body disagree), ``-32601`` (no such method: the wrong endpoint),
+        and ``-32022`` without a version in common (`UnsupportedVersionError`).
+        """
+        if isinstance(message, Response):
+            return message.result
+        if message.code == UNSUPPORTED_PROTOCOL_VERSION:
+            return self._renegotiate(message, method, retried=retried)
+        if message.code == HEADER_MISMATCH:
+            raise _header_mismatch(message)
+        if message.code == METHOD_NOT_FOUND:
+            raise ProtocolError(
+                f"{self.server} does not implement {method} (-32601): {message.message}. "
+                f"Check that it is an MCP {PROTOCOL_VERSION} endpoint."
+            )
+        return failure_from_error(
+            message.code, message.message, data=message.data, denial=self.denial
+        )
+
+    def _renegotiate(self, error: ErrorResponse, method: str, *, retried: bool) -> Renegotiate:
+        version = renegotiated_version(
+            error, current=self.version, server=self.server, method=method, retried=retried
+        )
+        self.revision = self.revision.with_version(version)
+        return Renegotiate(version, f"-32022: retrying {method} with {version}")
+
+    def read_rounds(self, uri: str) -> ReadRounds:
+        """The ``requestState`` rounds of one ``resources/read``."""
+        return ReadRounds(uri)
+
+    def server_info(self, outcome: Mapping[str, Any] | RequestFailed | ErrorResponse) -> ServerInfo:
+        """What a ``server/discover`` outcome says about the server (the one mapping)."""
+        if isinstance(outcome, ErrorResponse):
+            # An older server (spec: era detection) or a broken one.
+            return ServerInfo(
+                reachable=True,
+                detail=f"server/discover failed: {outcome.message} ({outcome.code})",
+            )
+        if isinstance(outcome, RequestFailed):
+            reachable = outcome.kind not in ("unreachable", "timeout")
+            return ServerInfo(
+                reachable=reachable,
+                protocol_version=self.version if reachable else None,
+                detail=f"server/discover: {outcome.kind}: {outcome.detail}",
+            )
+        caps = outcome.get("capabilities")
+        resources = caps.get("resources") if isinstance(caps, dict) else None
+        res: dict[str, Any] = resources if isinstance(resources, dict) else {}
+        meta = outcome.get("_meta")
+        info = meta.get(META_SERVER_INFO) if isinstance(meta, dict) else None
+        about: dict[str, Any] = info if isinstance(info, dict) else {}
+        offered = outcome.get("supportedVersions")
+        versions = (
+            tuple(v for v in offered if isinstance(v, str)) if isinstance(offered, list) else ()
+        )
+        subscribe, list_changed = bool(res.get("subscribe")), bool(res.get("listChanged"))
+        listen = subscribe or list_changed
+        if resources is None or not isinstance(resources, dict):
+            detail = "the server advertises no resources capability"
+        else:
+            detail = "" if listen else "the server advertises no resource subscriptions"
+        return ServerInfo(
+            reachable=True,
+            supported_versions=versions,
+            protocol_version=self.version if self.version in versions or not versions else None,
+            subscribe=subscribe,
+            list_changed=list_changed,
+            listen=listen,
+            name=about.get("name"),
+            version=about.get("version"),
+            ttl_ms=outcome.get("ttlMs"),
+            cache_scope=outcome.get("cacheScope"),
+            detail=detail,
+            raw=dict(outcome),
+        )
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _acknowledgment(
+    params: dict[str, Any], sid: RequestId
+) -> ListenAcknowledged | UntrustedMessage:
+    filt = params.get("notifications")
+    if not isinstance(filt, dict):
+        return UntrustedMessage("acknowledgment without a notifications filter", sid)
+    uris = filt.get("resourceSubscriptions") or []
+    if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
+        return UntrustedMessage("acknowledgment with a malformed resourceSubscriptions", sid)
+    return ListenAcknowledged(sid, frozenset(uris), bool(filt.get("resourcesListChanged")))
+
+
+def _hint(
+    method: str, params: dict[str, Any], sid: RequestId | None
+) -> ResourceUpdated | ResourceListChanged | UntrustedMessage | None:
+    if method == "notifications/resources/updated":
+        uri = params.get("uri")
+        if not isinstance(uri, str) or not uri:
+            return UntrustedMessage("resources/updated without a uri", sid)
+        return ResourceUpdated(uri, sid)
+    if method == "notifications/resources/list_changed":
+        return ResourceListChanged(sid)
+    return None
+
+
+def _header_mismatch(error: ErrorResponse) -> HeaderMismatchError:
+    return HeaderMismatchError(
+        f"the server says request headers and body disagree (-32020): {error.message}. "
+        "A proxy may be rewriting MCP headers; otherwise please report it to freshcache."
+    )
+
+
+def answer_hint(message: Message) -> ResourceUpdated | ResourceListChanged | None:
+    """A change hint found on the answer of a request other than a listen (invariant 9).
+
+    ``notifications/resources/updated`` and ``.../list_changed`` become
+    `ResourceUpdated` / `ResourceListChanged` with the subscription id they carry (or
+    ``None``); the engine lets such a hint only make content less fresh. Anything else
+    is ``None``: not a hint.
+    """
+    if isinstance(message, Notification):
+        params = message.params
+        hint = _hint(message.method, params, subscription_id_of(params))
+        if not isinstance(hint, UntrustedMessage):
+            return hint
+    return None
+
+
+def _unexpected(method: str, params: dict[str, Any], sid: RequestId | None) -> UntrustedMessage:
+    return UntrustedMessage(f"unexpected notification {method}", sid)
+
+
+__all__ = [
+    "Answer",
+    "ClientProtocol",
+    "ForSubscription",
+    "Ignored",
+    "Outgoing",
+    "Received",
+    "Renegotiate",
+    "Revision",
+    "Revision2026",
+    "Unclaimed",
+    "Untrusted",
+    "answer_hint",
+    "id_key",
+    "same_id",
+]
