@@ -185,6 +185,8 @@ class FleetWorker:
                 tg.start_soon(self._tick_loop)
                 tg.start_soon(self._outbox_loop)
         finally:
+            self._outbox_send.close()
+            self._outbox.close()
             with anyio.CancelScope(shield=True), anyio.move_on_after(2 * self.config.op_timeout):
                 try:
                     if self.leading is not None:
@@ -721,6 +723,8 @@ class FleetWorker:
         finally:
             follower.acknowledged = False
             self._followers.discard(follower)
+            send.close()
+            notices.close()
 
     async def _take_over(self) -> bool:
         try:
