@@ -3,6 +3,17 @@
 The one promise: the text a read returns is never older than the newest change the
 client has heard of; when that cannot be proven, the result says so with an explicit
 state (``awaiting_fresh_source``, ``denied``, ``not_found``) instead of old text.
+
+The surface, by who needs it:
+
+- everyone: `FreshCache` (and `freshcache.sync.SyncFreshCache`), `ReadResult` and the
+  state names, `Policy`, `MemoryStore`, the errors under `FreshCacheError`;
+- reaching a server: `HttpSource`, `StdioSource`, `McpClientSource`, `LoaderSource`;
+- writing a `Source`: the replies (`ReadReply`, `ListReply`, `RequestFailed`) and the
+  stream events it yields (`ListenStarted`, `ListenAcknowledged`, `ResourceUpdated`,
+  `ResourceListChanged`, `StreamClosed`, `StreamLost`, `ListenUnsupported`,
+  `UntrustedMessage`, `ChangesMissed`), `ServerInfo`;
+- testing your agent: `InMemorySource` over a `ReferenceServer` (no I/O).
 """
 
 from ._cache import FreshCache, ListResult
@@ -12,6 +23,11 @@ from ._core import (
     FRESH,
     NOT_FOUND,
     STALE,
+    ChangesMissed,
+    FailureKind,
+    ListenAcknowledged,
+    ListenStarted,
+    ListenUnsupported,
     ListReply,
     Policy,
     ReadReply,
@@ -19,6 +35,12 @@ from ._core import (
     RequestFailed,
     ResourceContents,
     ResourceInfo,
+    ResourceListChanged,
+    ResourceUpdated,
+    StreamClosed,
+    StreamEvent,
+    StreamLost,
+    UntrustedMessage,
 )
 from ._core._backoff import BackoffSettings
 from ._errors import (
@@ -50,9 +72,11 @@ __all__ = [
     "PROTOCOL_VERSION",
     "STALE",
     "BackoffSettings",
+    "ChangesMissed",
     "ClientIdentity",
     "ConfigurationError",
     "DenialRules",
+    "FailureKind",
     "FreshCache",
     "FreshCacheError",
     "HeaderMismatchError",
@@ -60,6 +84,9 @@ __all__ = [
     "InMemorySource",
     "ListReply",
     "ListResult",
+    "ListenAcknowledged",
+    "ListenStarted",
+    "ListenUnsupported",
     "Loaded",
     "LoaderSource",
     "McpClientSource",
@@ -73,10 +100,23 @@ __all__ = [
     "RequestFailed",
     "ResourceContents",
     "ResourceInfo",
+    "ResourceListChanged",
+    "ResourceUpdated",
     "ServerInfo",
     "Source",
     "StdioSource",
+    "StreamClosed",
+    "StreamEvent",
+    "StreamLost",
     "TableError",
     "UnsupportedVersionError",
+    "UntrustedMessage",
     "__version__",
 ]
+
+# Public classes say where users import them from (as httpx does): `freshcache.X`.
+for _name in __all__:
+    _value = globals()[_name]
+    if isinstance(_value, type):
+        _value.__module__ = __name__
+del _name, _value

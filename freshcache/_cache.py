@@ -47,7 +47,7 @@ from ._core import (
 from ._core._backoff import BackoffSettings
 from ._core._hits import NO_HITS
 from ._core._streams import ListenSupervisor
-from ._errors import ConfigurationError, FreshCacheError
+from ._errors import ConfigurationError, FreshCacheError, ProtocolError
 from ._flights import ReadFlights
 from ._listening import StreamDriver
 from ._source import ServerInfo, Source
@@ -175,6 +175,8 @@ class FreshCache:
         self._relisting = False
         self._tg: TaskGroup | None = None
         self.server_info: ServerInfo | None = None
+        self._unusable: FreshCacheError | None = None
+        """Set when discovery showed the server cannot be used (raised at each read)."""
         self._entered = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -260,6 +262,8 @@ class FreshCache:
     async def _read_slow(self, uri: str, partition: Partition, timeout: float | None) -> ReadResult:
         if self._tg is None:
             raise FreshCacheError("use FreshCache inside 'async with' before reading")
+        if self._unusable is not None:
+            raise self._unusable
         if not isinstance(uri, str) or not uri:
             raise ConfigurationError(f"uri must be a non-empty string, got {uri!r}")
         deadline = self.read_timeout if timeout is None else timeout
@@ -272,6 +276,8 @@ class FreshCache:
             while True:
                 flight = self._flights.get(key) or self._flights.launch_now(uri, partition)
                 await flight.done.wait()
+                if flight.error is not None:
+                    raise flight.error
                 result, ticket = flight.result, flight.ticket
                 assert result is not None
                 # An invalidation may have landed between the reply and this wake-up:
@@ -295,6 +301,8 @@ class FreshCache:
         partition = self.principal if principal is None else principal
         deadline = self.read_timeout if timeout is None else timeout
         _check_timeout("timeout", deadline)
+        if self._unusable is not None:
+            raise self._unusable
         with anyio.move_on_after(deadline):
             return await self._walk_list(partition)
         return ListResult(AWAITING_FRESH_SOURCE, reason="timeout", server_read=True)
@@ -314,7 +322,7 @@ class FreshCache:
                     with self.telemetry.request("resources/list") as span:
                         try:
                             reply = await self.source.list_resources(cursor, partition)
-                        except anyio.get_cancelled_exc_class():
+                        except (anyio.get_cancelled_exc_class(), ProtocolError):
                             raise
                         except Exception as exc:
                             reply = RequestFailed("server_error", f"source raised {exc!r}")
@@ -338,9 +346,6 @@ class FreshCache:
         return ListResult(AWAITING_FRESH_SOURCE, reason="invalidated", server_read=True)
 
     async def _relist(self) -> None:
-        if self._relisting:
-            return
-        self._relisting = True
         try:
             result = await self._walk_list(self.principal)
         finally:
@@ -374,7 +379,11 @@ class FreshCache:
                 case ReadResource(uri=uri, partition=partition, cause=cause):
                     self._flights.schedule(uri, partition, cause)
                 case Relist():
-                    if self._tg is not None:
+                    # Marked at once, not when the task first runs: `relisting` is
+                    # true from the moment a re-list is decided. One walk at a time; a
+                    # change during it outdates its pages and it walks again.
+                    if self._tg is not None and not self._relisting:
+                        self._relisting = True
                         self._tg.start_soon(self._relist)
                 case Relisten(resource_uris=uris):
                     # Losses were already reported by the stream that saw them; a new
@@ -415,8 +424,12 @@ class FreshCache:
                 self.ack_timeout,
             )
             return None
-        except FreshCacheError:
-            raise
+        except FreshCacheError as exc:
+            # A configuration problem (no version in common, not an MCP endpoint): no
+            # read can work. The caller hears of it at the next read, not as a crash.
+            log.error("server %s cannot be used: %s", self.source.identity, exc)
+            self._unusable = exc
+            info = ServerInfo(reachable=True, listen=False, detail=str(exc))
         except Exception as exc:
             log.warning("server %s discovery failed: %r", self.source.identity, exc)
             return None

@@ -28,6 +28,7 @@ from ._core import (
     StreamEvent,
     problem_result,
 )
+from ._errors import ProtocolError
 from ._source import Source
 from ._telemetry import Telemetry
 
@@ -44,6 +45,8 @@ class _Flight:
     ``max_concurrent_reads``."""
     ticket: ReadTicket | None = None
     result: ReadResult | None = None
+    error: ProtocolError | None = None
+    """A configuration problem the source raised: every caller waiting gets it."""
 
 
 class ReadFlights:
@@ -103,7 +106,12 @@ class ReadFlights:
                 flight.ticket = ticket
                 self._telemetry.server_read(cause)
                 with self._telemetry.request("resources/read", uri=uri) as span:
-                    reply = await self._read(uri, partition)
+                    try:
+                        reply = await self._read(uri, partition)
+                    except ProtocolError as exc:
+                        # Not a state of the resource: the caller misconfigured something.
+                        flight.error = exc
+                        reply = RequestFailed("server_error", f"{type(exc).__name__}: {exc}")
                     if isinstance(reply, RequestFailed):
                         self._telemetry.request_failed(span, reply)
                 self._feed_hints(reply.hints)
@@ -155,7 +163,7 @@ class ReadFlights:
     async def _read(self, uri: str, partition: Partition) -> ReadReply | RequestFailed:
         try:
             return await self._source.read_resource(uri, partition)
-        except anyio.get_cancelled_exc_class():
+        except (anyio.get_cancelled_exc_class(), ProtocolError):
             raise
         except Exception as exc:  # a source bug must not tear the cache down
             log.warning("source %s failed reading %s: %r", self._source.identity, uri, exc)

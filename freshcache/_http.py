@@ -17,6 +17,8 @@ what happened                                          outcome
 =====================================================  =============================
 connection refused, reset, cut before the answer       ``unreachable``
 no byte for ``idle_timeout`` / over ``timeout`` total  ``timeout``
+a result that breaks the schema (no ``contents``,      ``server_error`` naming the
+``ttlMs`` not a number, unknown ``cacheScope``)        field
 HTTP 401 (after one retry with fresh credentials), 403 ``denied``
 JSON-RPC error the `DenialRules` call a denial         ``denied``
 ``-32602`` / ``-32002``                                ``not_found``
@@ -32,7 +34,14 @@ copy, RFC 9111 §5.1: not from the origin server)       ``from_server=False``
 
 For ``subscriptions/listen`` a 404 or ``-32601`` means `ListenUnsupported`, and
 every way the stream can end other than the listen request's ``complete`` result
-(or a server ``notifications/cancelled`` naming it) is a `StreamLost`.
+(or a server ``notifications/cancelled`` naming it) is a `StreamLost`; so is silence
+for ``keepalive_misses`` of the stream's own keep-alive intervals, at least
+``silence_floor`` seconds, once it has sent keep-alives (`_Silence`).
+
+A ``resources/updated`` or ``resources/list_changed`` on the SSE answer of any other
+request is a change hint for the engine (invariant 9): it rides on that request's
+reply (``hints``), with whatever subscription id it carried. ``requestState`` rounds
+and ``-32022`` follow the rules in `freshcache._wire` that stdio follows too.
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ import itertools
 import json
 import logging
 import math
+from collections import deque
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
@@ -72,24 +82,24 @@ from ._wire import (
     HEADER_MISMATCH,
     METHOD_NOT_FOUND,
     PROTOCOL_VERSION,
-    SUPPORTED_VERSIONS,
     UNSUPPORTED_PROTOCOL_VERSION,
     ClientIdentity,
     DenialRules,
     ErrorResponse,
-    InputRequired,
     Malformed,
     Message,
     Notification,
+    ReadRounds,
     Request,
     Response,
+    answer_hint,
     build_request,
     failure_from_error,
     http_headers,
     list_reply,
     listen_params,
     parse_message,
-    read_reply,
+    renegotiated_version,
     server_info_fields,
     stream_event,
 )
@@ -102,7 +112,6 @@ Auth = Callable[[Partition], Mapping[str, str]]
 _RESERVED_HEADERS = frozenset(
     {"accept", "content-type", "mcp-protocol-version", "mcp-method", "mcp-name", "content-length"}
 )
-_MAX_ROUNDS = 4  # requestState round trips of one read
 _ENDINGS = (StreamLost, StreamClosed, ListenUnsupported)
 _SNIPPET = 200
 
@@ -131,6 +140,8 @@ class HttpStats:
     """Messages that could not be trusted: malformed, wrong id, out of order."""
     oversized: int = 0
     idle_timeouts: int = 0
+    silent_losses: int = 0
+    """Listen streams given up because they fell silent after keep-alives."""
     streams_opened: int = 0
     streams_lost: int = 0
     streams_closed: int = 0
@@ -179,6 +190,8 @@ class HttpSource:
         auth: Auth | None = None,
         timeout: float = 30.0,
         idle_timeout: float = 60.0,
+        keepalive_misses: int = 3,
+        silence_floor: float = 5.0,
         max_frame_bytes: int = 4 * 1024 * 1024,
         denial: DenialRules | None = None,
         client: httpx.AsyncClient | None = None,
@@ -194,6 +207,11 @@ class HttpSource:
         also the connect timeout.
         ``idle_timeout``: seconds an answer may stay silent, not even an SSE keep-alive
         comment, before it counts as lost (listen: `StreamLost`; a request: timeout).
+        ``keepalive_misses``, ``silence_floor``: once a listen stream has sent
+        keep-alives, silence for ``keepalive_misses`` of its own intervals (the
+        longest of the last few), but at least ``silence_floor`` seconds, is a loss
+        too: a server process that died behind a proxy can leave the stream open and
+        mute. ``idle_timeout`` stays the outer guard.
         ``max_frame_bytes``: the largest JSON body or SSE frame taken in.
         ``denial``: which JSON-RPC errors mean "denied" (HTTP 401/403 always do).
         ``client``: an ``httpx.AsyncClient`` to reuse (freshcache will not close it).
@@ -208,6 +226,16 @@ class HttpSource:
         self.auth = auth
         self.timeout = _check_seconds("timeout", timeout)
         self.idle_timeout = _check_seconds("idle_timeout", idle_timeout)
+        if isinstance(keepalive_misses, bool) or not isinstance(keepalive_misses, int):
+            raise ConfigurationError(
+                f"HttpSource keepalive_misses must be an int >= 1, got {keepalive_misses!r}"
+            )
+        if keepalive_misses < 1:
+            raise ConfigurationError(
+                f"HttpSource keepalive_misses must be an int >= 1, got {keepalive_misses!r}"
+            )
+        self.keepalive_misses = keepalive_misses
+        self.silence_floor = _check_seconds("silence_floor", silence_floor)
         if not isinstance(max_frame_bytes, int) or max_frame_bytes < 256:
             raise ConfigurationError(
                 f"HttpSource max_frame_bytes must be an int >= 256, got {max_frame_bytes!r}"
@@ -241,7 +269,8 @@ class HttpSource:
 
     async def start(self) -> ServerInfo:
         """``server/discover``. A server that cannot be reached is reported, not raised."""
-        outcome = await self._call("server/discover", {}, None)
+        # Hints on the discovery answer are dropped: nothing is cached before it.
+        outcome, _ = await self._call("server/discover", {}, None, [])
         if isinstance(outcome, RequestFailed):
             reachable = outcome.kind not in ("unreachable", "timeout")
             return ServerInfo(
@@ -249,7 +278,7 @@ class HttpSource:
                 protocol_version=self.protocol_version if reachable else None,
                 detail=f"server/discover: {outcome.kind}: {outcome.detail}",
             )
-        result, _ = outcome
+        result = outcome
         fields = server_info_fields(result)
         caps = result.get("capabilities")
         resources = caps.get("resources") if isinstance(caps, dict) else None
@@ -280,45 +309,31 @@ class HttpSource:
             await client.aclose()
 
     async def read_resource(self, uri: str, principal: Partition) -> ReadReply | RequestFailed:
-        """One ``resources/read`` that reaches the server (``requestState`` rounds included)."""
-        params: dict[str, Any] = {"uri": uri}
-        for round_trip in range(_MAX_ROUNDS):
-            outcome = await self._call("resources/read", params, principal)
-            if isinstance(outcome, RequestFailed):
-                return outcome
-            result, from_cache = outcome
-            reply = read_reply(result, retried=round_trip > 0)
-            match reply:
-                case InputRequired(request_state=state, input_requests=asks):
-                    if asks:
-                        return RequestFailed(
-                            "server_error",
-                            f"the server needs input freshcache cannot give for {uri} "
-                            f"({', '.join(sorted(asks))}); it declares no client capabilities",
-                        )
-                    if not state:
-                        return RequestFailed(
-                            "server_error",
-                            "input_required result with neither requestState nor inputRequests",
-                        )
-                    params = {"uri": uri, "requestState": state}
-                case ReadReply():
-                    return replace(reply, from_server=False) if from_cache else reply
-                case RequestFailed():
-                    return reply
-        return RequestFailed(
-            "server_error", f"still input_required after {_MAX_ROUNDS} round trips for {uri}"
-        )
+        """One ``resources/read`` that reaches the server (``requestState`` rounds included).
+
+        Change hints the server put on the SSE answers of these requests ride on the
+        reply (`ReadReply.hints`), so the cache counts them before judging it.
+        """
+        hints: list[StreamEvent] = []
+        rounds = ReadRounds(uri)
+        while True:
+            result, from_cache = await self._call("resources/read", rounds.params, principal, hints)
+            reply = result if isinstance(result, RequestFailed) else rounds.take(result)
+            if reply is not None:
+                break
+        if isinstance(reply, ReadReply) and from_cache:
+            reply = replace(reply, from_server=False)
+        return replace(reply, hints=tuple(hints)) if hints else reply
 
     async def list_resources(
         self, cursor: str | None, principal: Partition
     ) -> ListReply | RequestFailed:
-        """One page of ``resources/list``."""
+        """One page of ``resources/list`` (with the change hints its answer carried)."""
         params: dict[str, Any] = {} if cursor is None else {"cursor": cursor}
-        outcome = await self._call("resources/list", params, principal)
-        if isinstance(outcome, RequestFailed):
-            return outcome
-        return list_reply(outcome[0])
+        hints: list[StreamEvent] = []
+        result, _ = await self._call("resources/list", params, principal, hints)
+        page = result if isinstance(result, RequestFailed) else list_reply(result)
+        return replace(page, hints=tuple(hints)) if hints else page
 
     async def listen(
         self, uris: frozenset[str], list_changed: bool
@@ -396,13 +411,28 @@ class HttpSource:
     ) -> AsyncGenerator[StreamEvent, None]:
         parser = SseParser(max_frame_bytes=self.max_frame_bytes)
         chunks = response.aiter_bytes()
+        silence = _Silence(self.keepalive_misses, self.silence_floor)
         while True:
-            chunk = await anext(chunks, None)
+            limit = silence.limit()
+            chunk: bytes | None = None
+            with anyio.move_on_after(math.inf if limit is None else limit) as waited:
+                chunk = await anext(chunks, None)
+            if waited.cancelled_caught:
+                assert limit is not None
+                self.stats.silent_losses += 1
+                self.stats.streams_lost += 1
+                yield StreamLost(
+                    listen_id,
+                    f"the listen stream fell silent: no byte for {limit:.2f}s after keep-alives "
+                    f"every {silence.longest:.2f}s or so ({self.keepalive_misses} missed)",
+                )
+                return
             for item in parser.feed(chunk) if chunk is not None else parser.end():
                 match item:
                     case SseComment():
                         stats.keepalives += 1
                         self.stats.keepalives += 1
+                        silence.keepalive(anyio.current_time())
                     case SseOversized(limit=limit, size=size):
                         self.stats.oversized += 1
                         self.stats.streams_lost += 1
@@ -516,23 +546,29 @@ class HttpSource:
     # ------------------------------------------------------------------ requests
 
     async def _call(
-        self, method: str, params: dict[str, Any], principal: Partition
-    ) -> tuple[dict[str, Any], bool] | RequestFailed:
-        """One request, retried where the protocol says so; the result or why not."""
+        self,
+        method: str,
+        params: dict[str, Any],
+        principal: Partition,
+        hints: list[StreamEvent],
+    ) -> tuple[dict[str, Any] | RequestFailed, bool]:
+        """One request, retried where the protocol says so: the result (and whether an
+        intermediary answered from its copy) or why not. Change hints found on the
+        answers are appended to ``hints``."""
         attempt = _Attempt()
         for _ in range(4):
-            answer = await self._exchange(method, params, principal)
+            answer = await self._exchange(method, params, principal, hints)
             if isinstance(answer, RequestFailed):
-                return answer
+                return answer, False
             judged = self._judge(answer, method, attempt)
             if not isinstance(judged, _Retry):
-                return judged
+                return judged, answer.from_cache
             self.stats.retries += 1
             attempt.history.append(judged.reason)
-        return RequestFailed("server_error", f"{method}: gave up after {attempt.history}")
+        return RequestFailed("server_error", f"{method}: gave up after {attempt.history}"), False
 
     async def _exchange(
-        self, method: str, params: dict[str, Any], principal: Partition
+        self, method: str, params: dict[str, Any], principal: Partition, hints: list[StreamEvent]
     ) -> _Answer | RequestFailed:
         request_id: int = next(self._ids)
         body = self._body(request_id, method, params)
@@ -547,7 +583,7 @@ class HttpSource:
                 ) as response:
                     kind = _content_type(response)
                     if kind == "sse":
-                        return await self._sse_answer(response, request_id)
+                        return await self._sse_answer(response, request_id, hints)
                     return await self._plain_answer(response, request_id, kind)
         except TimeoutError:
             return RequestFailed("timeout", f"{method}: no answer within {self.timeout:g}s")
@@ -583,8 +619,11 @@ class HttpSource:
             message = Malformed(f"the answer is for request {message.id!r}, not {request_id}")
         return _Answer(status, message, from_cache=from_cache)
 
-    async def _sse_answer(self, response: httpx.Response, request_id: int) -> _Answer:
-        """An answer sent as an SSE stream: skip what is not our answer, take the answer."""
+    async def _sse_answer(
+        self, response: httpx.Response, request_id: int, hints: list[StreamEvent]
+    ) -> _Answer:
+        """An answer sent as an SSE stream: keep the change hints, skip what else is not
+        our answer, take the answer."""
         status = response.status_code
         from_cache = "age" in response.headers
         parser = SseParser(max_frame_bytes=self.max_frame_bytes)
@@ -593,7 +632,7 @@ class HttpSource:
             while True:
                 chunk = await anext(chunks, None)
                 for item in parser.feed(chunk) if chunk is not None else parser.end():
-                    answer = self._take(item, request_id, status, from_cache)
+                    answer = self._take(item, request_id, status, from_cache, hints)
                     if answer is not None:
                         return answer
                 if chunk is None:
@@ -609,9 +648,18 @@ class HttpSource:
         )
 
     def _take(
-        self, item: SseItem, request_id: int, status: int, from_cache: bool
+        self,
+        item: SseItem,
+        request_id: int,
+        status: int,
+        from_cache: bool,
+        hints: list[StreamEvent],
     ) -> _Answer | None:
-        """One item of an SSE answer: the answer to our request, or ``None`` (go on)."""
+        """One item of an SSE answer: the answer to our request, or ``None`` (go on).
+
+        A change hint on the answer of any request counts (invariant 9): it goes into
+        ``hints``, whatever subscription id it names, and may only make content less
+        fresh."""
         match item:
             case SseComment():
                 self.stats.keepalives += 1
@@ -630,12 +678,16 @@ class HttpSource:
                     ):
                         pass
                     case _:
-                        self._note_untrusted(f"unexpected message in an answer: {message}")
+                        hint = answer_hint(message)
+                        if hint is not None:
+                            hints.append(hint)
+                        else:
+                            self._note_untrusted(f"unexpected message in an answer: {message}")
         return None
 
     def _judge(
         self, answer: _Answer, method: str, attempt: _Attempt
-    ) -> tuple[dict[str, Any], bool] | RequestFailed | _Retry:
+    ) -> dict[str, Any] | RequestFailed | _Retry:
         status, message = answer.status, answer.message
         if status == 401:
             if not attempt.reauthorized and self.auth is not None:
@@ -659,7 +711,7 @@ class HttpSource:
                     code, message.message, data=message.data, denial=self.denial, http_status=status
                 )
             case Response(result=result):
-                return result, answer.from_cache
+                return result
             case Malformed(detail=detail):
                 self._note_untrusted(detail)
                 return RequestFailed("server_error", f"{method}: unusable answer: {detail}", status)
@@ -686,25 +738,16 @@ class HttpSource:
         )
 
     def _renegotiate(self, error: ErrorResponse, method: str, attempt: _Attempt) -> _Retry:
-        data = error.data if isinstance(error.data, dict) else {}
-        offered = data.get("supported")
-        supported = [v for v in offered if isinstance(v, str)] if isinstance(offered, list) else []
-        requested = str(data.get("requested") or self.protocol_version)
-        common = [v for v in SUPPORTED_VERSIONS if v in supported]
-        if common and not attempt.renegotiated:
-            attempt.renegotiated = True
-            self.protocol_version = common[0]
-            return _Retry(f"-32022: retrying {method} with {common[0]}")
-        if common:
-            why = f"it rejected {requested} although it lists it as supported"
-        else:
-            why = "no version in common"
-        raise UnsupportedVersionError(
-            f"{self.identity} supports MCP {supported or '(no versions listed)'}, freshcache "
-            f"speaks {list(SUPPORTED_VERSIONS)}: {why}. Upgrade freshcache or the server.",
-            supported=supported,
-            requested=requested,
+        version = renegotiated_version(
+            error,
+            current=self.protocol_version,
+            server=self.identity,
+            method=method,
+            retried=attempt.renegotiated,
         )
+        attempt.renegotiated = True
+        self.protocol_version = version
+        return _Retry(f"-32022: retrying {method} with {version}")
 
     # ------------------------------------------------------------------ plumbing
 
@@ -746,6 +789,38 @@ class HttpSource:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+class _Silence:
+    """When a listen stream's silence means it is gone (the keep-alive rule).
+
+    Once two keep-alives have shown the server's rhythm, no byte for ``misses`` of
+    its intervals (the longest of the last few, so one slow beat does not trip it),
+    but never less than ``floor`` seconds, is a loss. Before that there is no limit
+    here (the idle timeout still applies).
+    """
+
+    __slots__ = ("floor", "intervals", "last", "misses")
+
+    def __init__(self, misses: int, floor: float) -> None:
+        self.misses = misses
+        self.floor = floor
+        self.last: float | None = None
+        self.intervals: deque[float] = deque(maxlen=4)
+
+    def keepalive(self, now: float) -> None:
+        if self.last is not None:
+            self.intervals.append(now - self.last)
+        self.last = now
+
+    @property
+    def longest(self) -> float:
+        return max(self.intervals, default=0.0)
+
+    def limit(self) -> float | None:
+        if not self.intervals:
+            return None
+        return max(self.floor, self.misses * self.longest)
 
 
 def _same_id(got: object, expected: str | int) -> bool:

@@ -24,10 +24,45 @@ from ._core import (
     RequestFailed,
     ResourceContents,
     ResourceInfo,
+    ResourceListChanged,
+    ResourceUpdated,
 )
 
-Fault = Literal["timeout", "denied", "not_found", "server_error", "local_copy", "unreachable"]
-"""What the next read of a URI does instead of answering normally."""
+Fault = Literal[
+    "timeout",
+    "denied",
+    "not_found",
+    "server_error",
+    "local_copy",
+    "unreachable",
+    "hint",
+    "hint_no_id",
+    "hint_unknown_id",
+    "no_contents",
+    "ttl_string",
+    "ttl_bool",
+    "input_rounds",
+    "version_refused",
+]
+"""What the next read of a URI does instead of answering normally. The last ones
+answer, oddly (`SHAPES`)."""
+
+SHAPES = frozenset(
+    {
+        "hint",
+        "hint_no_id",
+        "hint_unknown_id",
+        "no_contents",
+        "ttl_string",
+        "ttl_bool",
+        "input_rounds",
+        "version_refused",
+    }
+)
+"""Faults that change the shape of an answer, not its outcome. Here they become
+`ReadReply.hints` (a change hint on the read's own answer) and ``multi_round_trip``
+(a result reached through ``requestState`` rounds); the wire servers act the rest
+out in JSON (`freshcache.testing.ReferenceProtocol`)."""
 
 Push = tuple[str, object]
 """A message queued for one subscriber: (kind, payload)."""
@@ -54,6 +89,8 @@ class Subscriber:
     list_changed: bool
     send: MemoryObjectSendStream[Push]
     acknowledged: bool = False
+    requested: frozenset[str] = frozenset()
+    """The filter the listen asked for (``resource_uris`` is what the ack honoured)."""
 
 
 @dataclass(slots=True)
@@ -89,6 +126,12 @@ class ReferenceServer:
     early_notifications: list[str] = field(default_factory=list)
     """URIs to notify about *before* the acknowledgment of the next listen (invariant 9)."""
     cursor_epoch: int = 0
+    list_hints: int = 0
+    """First list pages still to answer as a list that raced a change (`list_page`)."""
+    acks_held: bool = False
+    """While true, the acknowledgment of every new listen waits for `release_acks`."""
+    held_acks: set[str | int] = field(default_factory=set)
+    """Subscription ids of the listens whose acknowledgment is held."""
 
     # --- content -----------------------------------------------------------------
 
@@ -172,13 +215,17 @@ class ReferenceServer:
             return RequestFailed("unreachable", "reference server is down")
         queue = self.faults.get(uri)
         fault = queue.popleft() if queue else self.sticky_faults.get(uri)
-        if fault == "local_copy":
-            copy = self.local_copies.get(uri, "")
-            return ReadReply(
-                (ResourceContents(uri, text=copy, mime_type="text/plain"),), from_server=False
-            )
-        if fault is not None:
-            return RequestFailed(fault, f"injected fault: {fault}")
+        shape = fault if fault in SHAPES else None
+        match fault:
+            case "local_copy":
+                copy = self.local_copies.get(uri, "")
+                return ReadReply(
+                    (ResourceContents(uri, text=copy, mime_type="text/plain"),), from_server=False
+                )
+            case "timeout" | "denied" | "not_found" | "server_error" | "unreachable":
+                return RequestFailed(fault, f"injected fault: {fault}")
+            case _:
+                pass  # none, or an answer-shape fault
         if principal in self.denied_principals.get(uri, set()):
             return RequestFailed("denied", f"principal {principal!r} may not read {uri}")
         resource = self.resources.get(uri)
@@ -189,13 +236,32 @@ class ReferenceServer:
             (ResourceContents(uri, text=resource.text, mime_type=resource.mime_type),),
             ttl_ms=resource.ttl_ms,
             cache_scope=resource.cache_scope,
+            multi_round_trip=shape == "input_rounds",
+            hints=self._hints_for(uri, shape),
         )
+
+    def _hints_for(self, uri: str, shape: str | None) -> tuple[ResourceUpdated, ...]:
+        """The change hint an answer-shape fault puts on the read's own answer."""
+        if shape == "hint":
+            live = next(reversed(self.subscribers), None)
+            return (ResourceUpdated(uri, live),)
+        if shape == "hint_no_id":
+            return (ResourceUpdated(uri, None),)
+        if shape == "hint_unknown_id":
+            return (ResourceUpdated(uri, "not-a-subscription"),)
+        return ()
 
     def list_page(self, cursor: str | None) -> ListReply | RequestFailed:
         """Answer one ``resources/list`` page."""
         if self.down:
             return RequestFailed("unreachable", "reference server is down")
-        listed = [r for r in self.resources.values() if r.listed]
+        hints: tuple[ResourceListChanged, ...] = ()
+        if self.list_hints and cursor is None:
+            # A list that raced a change: it still shows what was unlisted, and its
+            # own answer says the list changed.
+            self.list_hints -= 1
+            hints = (ResourceListChanged(next(reversed(self.subscribers), None)),)
+        listed = [r for r in self.resources.values() if r.listed or hints]
         start = 0
         if cursor is not None:
             try:
@@ -214,6 +280,7 @@ class ReferenceServer:
             if start == 0 or self.later_pages_ttl_ms is None
             else self.later_pages_ttl_ms,
             cache_scope="private",
+            hints=hints,
         )
 
     # --- subscriptions -------------------------------------------------------------
@@ -225,21 +292,46 @@ class ReferenceServer:
         if self.down:
             return None
         send, receive = anyio.create_memory_object_stream[Push](max_buffer_size=10_000)
-        sub = Subscriber(subscription_id, resource_uris, list_changed, send)
+        sub = Subscriber(
+            subscription_id, resource_uris, list_changed, send, requested=resource_uris
+        )
         self.subscribers[subscription_id] = sub
         for uri in self.early_notifications:
             send.send_nowait(("updated", uri))
         self.early_notifications.clear()
-        honoured = frozenset(resource_uris - self.omit_from_ack)
-        send.send_nowait(("ack", (honoured, list_changed and self.list_changed_supported)))
-        sub.resource_uris = honoured
+        sub.resource_uris = frozenset(resource_uris - self.omit_from_ack)
         sub.list_changed = list_changed and self.list_changed_supported
-        sub.acknowledged = True
+        if self.acks_held:
+            self.held_acks.add(subscription_id)
+        else:
+            self._acknowledge(sub)
         return sub, receive
+
+    def _acknowledge(self, sub: Subscriber) -> None:
+        sub.send.send_nowait(("ack", (sub.resource_uris, sub.list_changed)))
+        sub.acknowledged = True
+
+    def hold_acks(self) -> None:
+        """Keep the acknowledgment of every listen from now on until `release_acks`."""
+        self.acks_held = True
+
+    def release_acks(self) -> None:
+        """Acknowledge the listens that wait, and every new one at once again."""
+        self.acks_held = False
+        held, self.held_acks = self.held_acks, set()
+        for subscription_id in sorted(held, key=str):
+            sub = self.subscribers.get(subscription_id)
+            if sub is not None:
+                self._acknowledge(sub)
+
+    def listens_for(self, resource_uris: frozenset[str]) -> bool:
+        """Whether an open listen asked for exactly ``resource_uris``."""
+        return any(sub.requested == resource_uris for sub in self.subscribers.values())
 
     def unsubscribe(self, subscription_id: str | int) -> None:
         """The client went away (closed the stream or sent ``notifications/cancelled``)."""
         sub = self.subscribers.pop(subscription_id, None)
+        self.held_acks.discard(subscription_id)
         if sub is not None:
             sub.send.close()
 

@@ -26,6 +26,22 @@ Three layers, innermost first:
   same rules as re-listening). `FreshCache` then re-listens (the server keeps no
   subscription state across processes) and re-reads every selected URI.
 
+**Change hints.** stdio has one ordered channel, so a ``resources/updated`` or
+``resources/list_changed`` the server wrote before a response was written while that
+request was in flight. Every hint, whatever subscription id it names (its own, an
+unknown one, none), is held once by the source until one consumer takes it: the
+listen generator it was routed to (its own subscription, else the first open one)
+yields it, or the next `read_resource` / `list_resources` reply carries it in
+``hints``, whichever returns first; the others skip it. Both consumers hand what they
+got to the engine before they next wait (`FreshCache` feeds reply hints before
+judging the reply), so every reply whose request was in flight when the hint arrived
+is judged after the engine saw the hint (invariant 9), and the engine sees each hint
+once. At most ``max_backlog`` hints wait untaken (beyond that the oldest is dropped
+and counted; with a listen open its inbox overflows first and ends the stream).
+
+**Parity with HTTP** (invariant 11): ``requestState`` rounds (`ReadRounds`) and
+``-32022`` renegotiation (`renegotiated_version`) are the same code as on HTTP.
+
 Why a service task rather than a task group entered in ``start()``: the `Source`
 contract has ``start()`` called by one task and ``aclose()`` by another, and an anyio
 task group must be left by the task that entered it. The service task is the one
@@ -45,7 +61,7 @@ import shlex
 import signal
 from collections import deque
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -62,13 +78,15 @@ from ._core import (
     ReadReply,
     ReconnectBudget,
     RequestFailed,
+    ResourceListChanged,
+    ResourceUpdated,
     StreamClosed,
     StreamEvent,
     StreamLost,
     UntrustedMessage,
 )
 from ._core._backoff import BackoffSettings
-from ._errors import ConfigurationError, UnsupportedVersionError
+from ._errors import ConfigurationError
 from ._source import PROTOCOL_VERSION, ServerInfo
 from ._telemetry import annotate_request
 from ._wire import (
@@ -77,19 +95,20 @@ from ._wire import (
     ClientIdentity,
     DenialRules,
     ErrorResponse,
-    InputRequired,
     Malformed,
     Message,
     Notification,
+    ReadRounds,
     Request,
     Response,
+    answer_hint,
     build_notification,
     build_request,
     failure_from_error,
     list_reply,
     listen_params,
     parse_message,
-    read_reply,
+    renegotiated_version,
     server_info_fields,
     stream_event,
     subscription_id_of,
@@ -207,7 +226,15 @@ class EventFor:
     final: bool = False
 
 
-Delivery = ResponseFor | EventFor
+@dataclass(frozen=True, slots=True)
+class HintFor:
+    """A change hint no open subscription can carry (none is open): it still counts,
+    on the next reply (see `StdioSource`)."""
+
+    event: ResourceUpdated | ResourceListChanged
+
+
+Delivery = ResponseFor | EventFor | HintFor
 
 
 @dataclass(slots=True)
@@ -234,6 +261,8 @@ class StdioCounters:
     """Subscription messages that came before their acknowledgment."""
     overflows: int = 0
     """Subscriptions ended because their consumer fell ``max_backlog`` messages behind."""
+    hints_dropped: int = 0
+    """Change hints no consumer took before ``max_backlog`` more were waiting."""
     starts: int = 0
     """Processes started."""
     unexpected_exits: int = 0
@@ -375,8 +404,11 @@ class Demultiplexer:
                 self.counters.unknown_subscriptions += 1
                 log.info("%s for unknown subscription %r", method, sid)
                 target = self._catch_all()
-                if target is not None:
-                    event = stream_event(message, "\x00no-listen")
+                hint = answer_hint(message)
+                if hint is not None and target is None:
+                    out.append(HintFor(hint))
+                elif target is not None:
+                    event = hint or stream_event(message, "\x00no-listen")
                     if event is not None:
                         out.append(EventFor(target, event))
             case Request(method=method):
@@ -481,16 +513,25 @@ class _Waiter:
     result: Response | ErrorResponse | RequestFailed | None = None
 
 
+@dataclass(eq=False, slots=True)
+class _Hint:
+    """One change hint, handed to the engine once, by whichever consumer takes it first."""
+
+    event: ResourceUpdated | ResourceListChanged
+    number: int
+    taken: bool = False
+
+
 class _Inbox:
     """Events for one subscription, in order; a final event always fits."""
 
     def __init__(self, limit: int) -> None:
-        self.items: deque[StreamEvent] = deque()
+        self.items: deque[StreamEvent | _Hint] = deque()
         self.limit = limit
         self.closed = False
         self._wakeup = anyio.Event()
 
-    def put(self, event: StreamEvent, *, final: bool = False) -> bool:
+    def put(self, event: StreamEvent | _Hint, *, final: bool = False) -> bool:
         if self.closed:
             return True
         if not final and len(self.items) >= self.limit:
@@ -500,7 +541,7 @@ class _Inbox:
         self._wakeup.set()
         return True
 
-    async def get(self) -> StreamEvent:
+    async def get(self) -> StreamEvent | _Hint:
         while not self.items:
             if self._wakeup.is_set():
                 self._wakeup = anyio.Event()
@@ -645,6 +686,11 @@ class StdioSource:
         self._changed = anyio.Event()
         self._service = BackgroundTask(f"StdioSource {self._label}", self._serve)
         self._closing = False
+        self.protocol_version = PROTOCOL_VERSION
+        """The version sent in ``_meta``; changed by ``-32022`` negotiation."""
+        self._hints: dict[int, _Hint] = {}
+        """Change hints no consumer has taken yet, oldest first (module docstring)."""
+        self._hint_numbers = itertools.count()
 
     # ------------------------------------------------------------------ Source
 
@@ -690,16 +736,8 @@ class StdioSource:
                 )
             case RequestFailed(detail=detail):
                 return ServerInfo(reachable=False, detail=detail)
-            case ErrorResponse(code=code, message=text, data=data):
-                if code == UNSUPPORTED_PROTOCOL_VERSION:
-                    supported = data.get("supported", []) if isinstance(data, dict) else []
-                    if PROTOCOL_VERSION not in supported:
-                        raise UnsupportedVersionError(
-                            f"the stdio server {self.identity} does not speak MCP "
-                            f"{PROTOCOL_VERSION} (it supports {supported}); freshcache needs it",
-                            supported=[str(v) for v in supported],
-                            requested=PROTOCOL_VERSION,
-                        )
+            case ErrorResponse(code=code, message=text):
+                # (-32022 never gets here: `_call` renegotiates or raises.)
                 # Another error: an older server (spec: era detection) or a broken one.
                 return ServerInfo(reachable=True, detail=f"server/discover failed: {text} ({code})")
             case Response(result=result):
@@ -709,8 +747,8 @@ class StdioSource:
                 return ServerInfo(
                     reachable=True,
                     supported_versions=versions,
-                    protocol_version=PROTOCOL_VERSION
-                    if PROTOCOL_VERSION in versions or not versions
+                    protocol_version=self.protocol_version
+                    if self.protocol_version in versions or not versions
                     else None,
                     subscribe=fields["subscribe"],
                     list_changed=fields["list_changed"],
@@ -724,37 +762,55 @@ class StdioSource:
                 )
 
     async def read_resource(self, uri: str, principal: Partition) -> ReadReply | RequestFailed:
-        """One ``resources/read``. stdio has one authorization context per process:
-        ``principal`` only partitions the cache, it is not sent."""
-        answer = await self._call("resources/read", {"uri": uri}, self.timeout)
-        match answer:
-            case RequestFailed():
-                return answer
-            case ErrorResponse(code=code, message=text, data=data):
-                return failure_from_error(code, text, data=data, denial=self.denial)
-            case Response(result=result):
-                reply = read_reply(result)
-                if isinstance(reply, InputRequired):
-                    return RequestFailed(
-                        "server_error",
-                        "the server asked for more input (input_required); freshcache declares no "
-                        "client capabilities and cannot answer it",
-                    )
-                return reply
+        """One ``resources/read`` (``requestState`` rounds included). stdio has one
+        authorization context per process: ``principal`` only partitions the cache,
+        it is not sent. The reply carries the change hints no one took yet."""
+        rounds = ReadRounds(uri)
+        while True:
+            answer = await self._call("resources/read", rounds.params, self.timeout)
+            match answer:
+                case RequestFailed():
+                    reply: ReadReply | RequestFailed | None = answer
+                case ErrorResponse(code=code, message=text, data=data):
+                    reply = failure_from_error(code, text, data=data, denial=self.denial)
+                case Response(result=result):
+                    reply = rounds.take(result)
+            if reply is not None:
+                hints = self._take_hints()
+                return replace(reply, hints=reply.hints + hints) if hints else reply
 
     async def list_resources(
         self, cursor: str | None, principal: Partition
     ) -> ListReply | RequestFailed:
-        """One page of ``resources/list``."""
+        """One page of ``resources/list`` (with the change hints no one took yet)."""
         params: dict[str, Any] = {} if cursor is None else {"cursor": cursor}
         answer = await self._call("resources/list", params, self.timeout)
         match answer:
             case RequestFailed():
-                return answer
+                page: ListReply | RequestFailed = answer
             case ErrorResponse(code=code, message=text, data=data):
-                return failure_from_error(code, text, data=data, denial=self.denial)
+                page = failure_from_error(code, text, data=data, denial=self.denial)
             case Response(result=result):
-                return list_reply(result)
+                page = list_reply(result)
+        hints = self._take_hints()
+        return replace(page, hints=page.hints + hints) if hints else page
+
+    def _take_hints(self) -> tuple[StreamEvent, ...]:
+        """Every hint no consumer took yet, for the reply being returned; taken now."""
+        held = tuple(self._hints.values())
+        self._hints.clear()
+        for hint in held:
+            hint.taken = True
+        return tuple(hint.event for hint in held)
+
+    def _hold(self, event: ResourceUpdated | ResourceListChanged) -> _Hint:
+        if len(self._hints) >= self.max_backlog:
+            del self._hints[next(iter(self._hints))]
+            self.counters.hints_dropped += 1
+            log.warning("more than %d change hints not taken; dropped one", self.max_backlog)
+        hint = _Hint(event, next(self._hint_numbers))
+        self._hints[hint.number] = hint
+        return hint
 
     async def listen(
         self, uris: frozenset[str], list_changed: bool
@@ -780,13 +836,25 @@ class StdioSource:
         ended = False
         try:
             request = build_request(
-                sid, "subscriptions/listen", listen_params(uris, list_changed), identity=self.client
+                sid,
+                "subscriptions/listen",
+                listen_params(uris, list_changed),
+                identity=self.client,
+                protocol_version=self.protocol_version,
             )
             # If writing fails, the connection's end has put StreamLost in the inbox.
             with contextlib.suppress(_Gone):
                 await conn.send(request)
             while True:
-                event = await inbox.get()
+                item = await inbox.get()
+                if isinstance(item, _Hint):
+                    if item.taken:
+                        continue  # a reply carried it already
+                    item.taken = True
+                    self._hints.pop(item.number, None)
+                    event: StreamEvent = item.event
+                else:
+                    event = item
                 ended = isinstance(event, _FINAL_EVENTS)
                 yield event
                 if ended:
@@ -834,16 +902,45 @@ class StdioSource:
         conn = await self._connection(timeout, wait_for_restart=False)
         if conn is None:
             return RequestFailed("unreachable", self._down_detail())
+        renegotiated = False
+        while True:
+            answer = await self._exchange(conn, method, params, deadline, timeout)
+            if not (
+                isinstance(answer, ErrorResponse) and answer.code == UNSUPPORTED_PROTOCOL_VERSION
+            ):
+                return answer
+            # Raises when there is no version to retry with (the rule HTTP follows too).
+            self.protocol_version = renegotiated_version(
+                answer,
+                current=self.protocol_version,
+                server=self.identity,
+                method=method,
+                retried=renegotiated,
+            )
+            renegotiated = True
+
+    async def _exchange(
+        self,
+        conn: _Connection,
+        method: str,
+        params: dict[str, Any],
+        deadline: float,
+        timeout: float,
+    ) -> Response | ErrorResponse | RequestFailed:
+        """One request and its answer on ``conn``, by ``deadline``."""
         rid = next(self._ids)
         key = _key(rid)
         waiter = _Waiter()
         conn.waiters[key] = waiter
         conn.demux.expect_response(rid)
         annotate_request(rid, transport="pipe")  # the current span, if one is recording
+        request = build_request(
+            rid, method, params, identity=self.client, protocol_version=self.protocol_version
+        )
         try:
             with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
                 try:
-                    await conn.send(build_request(rid, method, params, identity=self.client))
+                    await conn.send(request)
                 except _Gone as exc:
                     if waiter.result is None:
                         waiter.result = RequestFailed("unreachable", conn.detail or str(exc))
@@ -1028,7 +1125,7 @@ class StdioSource:
     def _deliver(self, conn: _Connection, deliveries: list[Delivery]) -> None:
         for delivery in deliveries:
             if not conn.healthy and (
-                isinstance(delivery, ResponseFor)
+                isinstance(delivery, (ResponseFor, HintFor))
                 or not isinstance(delivery.event, UntrustedMessage)
             ):
                 # The process speaks the protocol: a later exit is a death, not a failed start.
@@ -1040,11 +1137,16 @@ class StdioSource:
                     if waiter is not None:
                         waiter.result = message
                         waiter.done.set()
+                case HintFor(event=event):
+                    self._hold(event)
                 case EventFor(subscription_id=sid, event=event, final=final):
+                    item: StreamEvent | _Hint = event
+                    if isinstance(event, (ResourceUpdated, ResourceListChanged)):
+                        item = self._hold(event)
                     inbox = conn.inboxes.get(_key(sid))
                     if inbox is None:
                         continue
-                    if inbox.put(event, final=final):
+                    if inbox.put(item, final=final):
                         continue
                     # The consumer fell too far behind: end the subscription as a loss
                     # (safe: a loss invalidates and re-listens), and tell the server.
@@ -1171,6 +1273,7 @@ def _shorten(text: str, width: int) -> str:
 __all__ = [
     "Demultiplexer",
     "EventFor",
+    "HintFor",
     "LineBuffer",
     "OverlongLine",
     "ResponseFor",

@@ -15,7 +15,7 @@ import base64
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from opentelemetry import propagate
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -33,7 +33,12 @@ from ._core import (
     StreamEvent,
     UntrustedMessage,
 )
-from ._errors import ConfigurationError, HeaderMismatchError, ProtocolError
+from ._errors import (
+    ConfigurationError,
+    HeaderMismatchError,
+    ProtocolError,
+    UnsupportedVersionError,
+)
 
 PROTOCOL_VERSION = "2026-07-28"
 SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)
@@ -273,8 +278,12 @@ def parse_message(obj: Any) -> Message:
     return Malformed("neither result, error nor method")
 
 
+_TtlMs = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+"""``ttlMs`` is a JSON number: ``"60000"`` or ``true`` is a broken answer, not a TTL."""
+
+
 class _Contents(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
     uri: str
     text: str | None = None
     blob: str | None = None
@@ -284,29 +293,39 @@ class _Contents(BaseModel):
 
 
 class _ReadResult(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    # strict: a field of the wrong JSON type is a broken answer, never coerced (defect:
+    # a read without ``contents`` used to be handed out fresh with empty text).
+    model_config = ConfigDict(extra="allow", strict=True)
     resultType: str = "complete"
-    contents: list[_Contents] = Field(default_factory=list)
-    ttlMs: float | None = None
+    contents: list[_Contents] | None = None
+    """Required for a ``complete`` result; an ``input_required`` result has none."""
+    ttlMs: _TtlMs | None = None
     cacheScope: Literal["public", "private"] | None = None
     requestState: str | None = None
     inputRequests: dict[str, Any] | None = None
 
 
 class _Resource(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
     uri: str
     name: str | None = None
     mimeType: str | None = None
 
 
 class _ListResult(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
     resultType: str = "complete"
     resources: list[_Resource]
     nextCursor: str | None = None
-    ttlMs: float | None = None
+    ttlMs: _TtlMs | None = None
     cacheScope: Literal["public", "private"] | None = None
+
+
+def _schema_problem(what: str, exc: ValidationError) -> RequestFailed:
+    """A result that breaks the schema, as a ``server_error`` naming the field."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "(the result)"
+    return RequestFailed("server_error", f"malformed {what} result: {where}: {first['msg']}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,11 +343,13 @@ def read_reply(
     try:
         parsed = _ReadResult.model_validate(result)
     except ValidationError as exc:
-        return RequestFailed("server_error", f"malformed read result: {exc.errors()[0]['msg']}")
+        return _schema_problem("read", exc)
     if parsed.resultType == "input_required":
         return InputRequired(parsed.requestState, parsed.inputRequests)
     if parsed.resultType != "complete":
         return RequestFailed("server_error", f"unknown resultType {parsed.resultType!r}")
+    if parsed.contents is None:
+        return RequestFailed("server_error", "malformed read result: contents: Field required")
     contents = tuple(
         ResourceContents(
             uri=c.uri,
@@ -353,13 +374,109 @@ def list_reply(result: Mapping[str, Any]) -> ListReply | RequestFailed:
     try:
         parsed = _ListResult.model_validate(result)
     except ValidationError as exc:
-        return RequestFailed("server_error", f"malformed list result: {exc.errors()[0]['msg']}")
+        return _schema_problem("list", exc)
     return ListReply(
         tuple(ResourceInfo(r.uri, r.name, r.mimeType) for r in parsed.resources),
         next_cursor=parsed.nextCursor,
         ttl_ms=parsed.ttlMs,
         cache_scope=parsed.cacheScope,
     )
+
+
+MAX_INPUT_ROUNDS = 4
+"""``requestState`` round trips one read may take before freshcache gives up."""
+
+
+class ReadRounds:
+    """The multi-round-trip rule of one ``resources/read`` (server/resources, MRTR), sans-IO.
+
+    Every transport drives it the same way: send ``params``, hand the result to
+    `take`; ``None`` means "send ``params`` again" (now carrying ``requestState``).
+    A result reached through a retry is marked ``multi_round_trip`` and is never
+    cached. freshcache declares no client capabilities, so a round that asks for
+    input (``inputRequests``) cannot be answered and is a ``server_error``.
+    """
+
+    __slots__ = ("params", "rounds", "uri")
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        self.params: dict[str, Any] = {"uri": uri}
+        self.rounds = 0
+
+    def take(self, result: Mapping[str, Any]) -> ReadReply | RequestFailed | None:
+        reply = read_reply(result, retried=self.rounds > 0)
+        if not isinstance(reply, InputRequired):
+            return reply
+        if reply.input_requests:
+            return RequestFailed(
+                "server_error",
+                f"the server needs input freshcache cannot give for {self.uri} "
+                f"({', '.join(sorted(reply.input_requests))}); it declares no client capabilities",
+            )
+        if not reply.request_state:
+            return RequestFailed(
+                "server_error",
+                "input_required result with neither requestState nor inputRequests",
+            )
+        self.rounds += 1
+        if self.rounds >= MAX_INPUT_ROUNDS:
+            return RequestFailed(
+                "server_error",
+                f"still input_required after {MAX_INPUT_ROUNDS} round trips for {self.uri}",
+            )
+        self.params = {"uri": self.uri, "requestState": reply.request_state}
+        return None
+
+
+def renegotiated_version(
+    error: ErrorResponse, *, current: str, server: str, method: str, retried: bool
+) -> str:
+    """The version to re-send a request with after ``-32022`` (basic/versioning).
+
+    The error's data lists what the server speaks; the first of those freshcache
+    speaks too is the answer, once per request (``retried``: it was already re-sent
+    after a ``-32022``). Raises `UnsupportedVersionError` when there is none or the
+    server refuses a version it lists. One rule for every transport.
+    """
+    data = error.data if isinstance(error.data, dict) else {}
+    offered = data.get("supported")
+    supported = [v for v in offered if isinstance(v, str)] if isinstance(offered, list) else []
+    requested = str(data.get("requested") or current)
+    common = [v for v in SUPPORTED_VERSIONS if v in supported]
+    if common and not retried:
+        return common[0]
+    why = (
+        f"it rejected {requested} although it lists it as supported"
+        if common
+        else "no version in common"
+    )
+    raise UnsupportedVersionError(
+        f"{server} supports MCP {supported or '(no versions listed)'} ({method}), freshcache "
+        f"speaks {list(SUPPORTED_VERSIONS)}: {why}. Upgrade freshcache or the server.",
+        supported=supported,
+        requested=requested,
+    )
+
+
+def answer_hint(message: Message) -> ResourceUpdated | ResourceListChanged | None:
+    """A change hint found on the answer of a request other than a listen (invariant 9).
+
+    ``notifications/resources/updated`` and ``.../list_changed`` become
+    `ResourceUpdated` / `ResourceListChanged` with the subscription id they carry (or
+    ``None``); the engine lets an unknown or missing id only make content less fresh.
+    Anything else is ``None``: not a hint.
+    """
+    match message:
+        case Notification(method="notifications/resources/updated", params=params):
+            uri = params.get("uri")
+            if isinstance(uri, str) and uri:
+                return ResourceUpdated(uri, subscription_id_of(params))
+        case Notification(method="notifications/resources/list_changed", params=params):
+            return ResourceListChanged(subscription_id_of(params))
+        case _:
+            pass
+    return None
 
 
 def failure_from_error(

@@ -23,12 +23,20 @@ from typing import Any
 
 from freshcache._core import RequestFailed
 from freshcache._stdio import StdioSource, StdioStats
-from freshcache._tables import Setup
-from freshcache._tables._steps import NextRead, Notify, ServerChange, ServerSets, text_for
+from freshcache._tables import Case, Setup
+from freshcache._tables._steps import (
+    NextRead,
+    Notify,
+    ServerChange,
+    ServerSets,
+    odd_answer,
+    text_for,
+    unread_uri,
+)
 from freshcache._wire import ErrorResponse, Response
 from freshcache.testing._stdio_world import StdioProcessWorld
 
-from .sdk_world import fixture_seed
+from .sdk_world import cannot_hold_acks, fixture_seed
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sdk_stdio_server.py"
 
@@ -37,6 +45,16 @@ class SdkStdioWorld(StdioProcessWorld):
     """Rows over stdio against the official-SDK fixture server."""
 
     name = "sdk-stdio"
+
+    def unplayable(self, case: Case) -> str | None:
+        for step in case.row.steps:
+            if odd_answer(step) is not None:
+                return (
+                    f"the SDK server answers from typed models: it cannot shape an answer "
+                    f"that way ({odd_answer(step)})"
+                )
+        return cannot_hold_acks(case) or super().unplayable(case)
+
     temp_prefix = "freshcache-sdk-stdio-"
     settle_pause = 0.005
 
@@ -73,6 +91,9 @@ class SdkStdioWorld(StdioProcessWorld):
                 await self.control("notify_raw", uri=uri, count=count)
             case Notify(kind="list_changed"):
                 await self.control("list_changed")
+            case Notify(kind="updated_unread", count=count):
+                for n in range(count):
+                    await self.control("notify_raw", uri=unread_uri(n), count=1)
             case Notify(kind="updated_before_ack", uri=uri):
                 await self.tool("notify_before_ack", uri=uri)
             case Notify(kind="foreign", uri=uri):

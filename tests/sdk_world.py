@@ -36,10 +36,31 @@ import httpx
 
 from freshcache._core._backoff import BackoffSettings
 from freshcache._tables import Case, Setup
-from freshcache._tables._steps import ALIASES, NextRead, Notify, ServerChange, ServerSets, text_for
+from freshcache._tables._steps import (
+    ALIASES,
+    Given,
+    NextRead,
+    Notify,
+    ServerChange,
+    ServerSets,
+    odd_answer,
+    text_for,
+    unread_uri,
+)
 from freshcache.testing._http_world import LoopbackHttpWorld
 
 from .conftest import FIXTURES, free_port
+
+
+def cannot_hold_acks(case: Case) -> str | None:
+    """Why an SDK server cannot play ``case``: it holds an acknowledgment back."""
+    for step in case.row.steps:
+        if isinstance(step, Given) and step.what == "acks_held":
+            return "the SDK's ListenHandler acknowledges a listen at once; it cannot hold it"
+        if isinstance(step, ServerChange) and step.what in ("hold_acks", "release_acks"):
+            return "the SDK's ListenHandler acknowledges a listen at once; it cannot hold it"
+    return None
+
 
 _CANNOT_NOTIFY = {
     "updated_before_ack": "the SDK's ListenHandler always sends the acknowledgment first; "
@@ -160,7 +181,14 @@ class SdkHttpWorld(LoopbackHttpWorld):
         for step in case.row.steps:
             if isinstance(step, Notify) and step.kind in _CANNOT_NOTIFY:
                 return _CANNOT_NOTIFY[step.kind]
-        return None
+            if odd_answer(step) is not None:
+                return (
+                    f"the SDK server answers from typed models: it cannot shape an answer "
+                    f"that way ({odd_answer(step)})"
+                )
+            if step == ServerChange("fall_silent"):
+                return "the SDK server cannot be made to keep a stream open and mute"
+        return cannot_hold_acks(case)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -200,6 +228,9 @@ class SdkHttpWorld(LoopbackHttpWorld):
                 await self._op("notify_raw", uri=uri, count=count)
             case Notify(kind="list_changed"):
                 await self._op("list_changed")
+            case Notify(kind="updated_unread", count=count):
+                for n in range(count):
+                    await self._op("notify_raw", uri=unread_uri(n), count=1)
             case Notify():
                 raise AssertionError(f"unplayable step {step!r}")  # unplayable() screens these
             case NextRead(uri=uri, fault=fault, sticky=sticky):

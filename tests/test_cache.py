@@ -243,3 +243,34 @@ async def test_a_reply_source_values_pass_through_unchanged():
         assert (denied.state, denied.detail, denied.text) == ("denied", "no", None)
         fresh = await cache.read(U)
         assert (fresh.state, fresh.text, fresh.server_read) == ("fresh", "v1", True)
+
+
+async def test_a_configuration_problem_is_raised_to_the_caller_not_turned_into_a_state():
+    from freshcache import UnsupportedVersionError
+
+    class Misconfigured(InMemorySource):
+        async def read_resource(self, uri, principal):
+            raise UnsupportedVersionError(
+                "no version in common", supported=("1999-01-01",), requested="2026-07-28"
+            )
+
+    async with FreshCache(Misconfigured(reference()), listen=False) as cache:
+        for _ in range(2):  # every caller hears of it, not only the first
+            with pytest.raises(UnsupportedVersionError, match="no version in common"):
+                await cache.read(U)
+
+
+async def test_a_server_that_cannot_be_used_at_all_says_so_at_every_read():
+    from freshcache import ProtocolError
+
+    class NotMcp(InMemorySource):
+        async def start(self):
+            raise ProtocolError("nothing answers MCP at memory://x; check the endpoint path")
+
+    async with FreshCache(NotMcp(reference()), select=[U], backoff=FAST) as cache:
+        await until(lambda: cache.server_info is not None)
+        assert cache.server_info.listen is False
+        with pytest.raises(ProtocolError, match="endpoint path"):
+            await cache.read(U)
+        with pytest.raises(ProtocolError, match="endpoint path"):
+            await cache.list_resources()

@@ -36,6 +36,7 @@ from freshcache._core import (
     ListenAcknowledged,
     ListenStarted,
     ListenUnsupported,
+    ListReply,
     ResourceListChanged,
     ResourceUpdated,
     StreamClosed,
@@ -870,6 +871,144 @@ async def test_keep_alive_comments_keep_a_quiet_listen_stream_open():
 
 
 @pytest.mark.wire
+async def test_a_stream_silent_after_keep_alives_is_lost_long_before_the_idle_timeout():
+    async with serving(reference(), keepalive_interval=0.1) as (http, make):
+        source = make(idle_timeout=30.0, silence_floor=0.3)
+        events: list[StreamEvent] = []
+        with anyio.fail_after(10):  # a third of the idle timeout, at the most
+            async with anyio.create_task_group() as tg:
+
+                async def consume() -> None:
+                    async with aclosing(source.listen(frozenset({U}), True)) as stream:
+                        async for event in stream:
+                            events.append(event)
+
+                tg.start_soon(consume)
+                await until(lambda: len(events) == 2)
+                sid = events[0].subscription_id  # type: ignore[union-attr]
+                await until(lambda: source.streams[sid].keepalives >= 3)
+                http.fall_silent()
+                await until(lambda: len(events) == 3, timeout=5.0)
+    assert [type(e) for e in events] == [ListenStarted, ListenAcknowledged, StreamLost]
+    assert "fell silent" in events[-1].detail and "3 missed" in events[-1].detail  # type: ignore[union-attr]
+    assert source.stats.silent_losses == 1 and source.stats.idle_timeouts == 0
+
+
+@pytest.mark.wire
+async def test_a_stream_that_keeps_its_keep_alive_rhythm_is_not_called_silent():
+    async with serving(reference(), keepalive_interval=0.05) as (_http, make):
+        source = make(idle_timeout=30.0, silence_floor=0.2)
+        events: list[StreamEvent] = []
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+
+                async def consume() -> None:
+                    async with aclosing(source.listen(frozenset({U}), True)) as stream:
+                        async for event in stream:
+                            events.append(event)
+
+                tg.start_soon(consume)
+                await until(lambda: len(events) == 2)
+                sid = events[0].subscription_id  # type: ignore[union-attr]
+                # Ten times the floor carried by keep-alives alone: still open.
+                await until(lambda: source.streams[sid].keepalives >= 40)
+                tg.cancel_scope.cancel()
+    assert [type(e) for e in events] == [ListenStarted, ListenAcknowledged]
+    assert source.stats.silent_losses == 0
+
+
+def _hinted(*hints: dict[str, Any], result: dict[str, Any] | None = None) -> Answer:
+    """An SSE answer: change hints, then the result (a read of U unless given)."""
+    body = result or {"resultType": "complete", "contents": [{"uri": U, "text": "old"}]}
+
+    def build(rid: Any) -> list[bytes]:
+        return [*(frame(h) for h in hints), frame({"jsonrpc": "2.0", "id": rid, "result": body})]
+
+    return sse(build)
+
+
+def _anonymous(uri: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}
+
+
+@pytest.mark.wire
+@pytest.mark.parametrize(
+    ("hint", "expected"),
+    [
+        (updated(7, U), ResourceUpdated(U, 7)),
+        (updated("nobody-asked", U), ResourceUpdated(U, "nobody-asked")),
+        (_anonymous(U), ResourceUpdated(U, None)),
+        (_anonymous(OTHER), ResourceUpdated(OTHER, None)),
+        (
+            {"jsonrpc": "2.0", "method": "notifications/resources/list_changed", "params": {}},
+            ResourceListChanged(None),
+        ),
+    ],
+    ids=["with-an-id", "with-an-unknown-id", "without-an-id", "for-another-uri", "list-changed"],
+)
+async def test_a_change_hint_on_a_read_answer_rides_on_the_reply(hint, expected):
+    script = Script().then("resources/read", _hinted(hint))
+    async with serving(reference(), hook=script) as (_http, make):
+        source = make()
+        reply = await source.read_resource(U, None)
+    assert isinstance(reply, ReadReply) and reply.contents[0].text == "old"
+    assert reply.hints == (expected,)
+    assert source.stats.untrusted == 0
+
+
+@pytest.mark.wire
+async def test_change_hints_ride_on_list_pages_failures_and_every_round_of_a_read():
+    page = {"resultType": "complete", "resources": [{"uri": U}]}
+    rounds = {"resultType": "input_required", "requestState": "s1"}
+    listed = {"jsonrpc": "2.0", "method": "notifications/resources/list_changed", "params": {}}
+    script = (
+        Script()
+        .then("resources/list", _hinted(listed, result=page))
+        .then("resources/read", _hinted(_anonymous(U), result=rounds), _hinted(_anonymous(OTHER)))
+    )
+    async with serving(reference(), hook=script) as (_http, make):
+        source = make()
+        page_reply = await source.list_resources(None, None)
+        read = await source.read_resource(U, None)
+        script.then("resources/read", sse(lambda rid: [frame(_anonymous(U))], end="abort"))
+        script.then("resources/read", sse(lambda rid: [frame(_anonymous(OTHER))], end="abort"))
+        broken = await source.read_resource(U, None)
+    assert isinstance(page_reply, ListReply) and page_reply.hints == (ResourceListChanged(None),)
+    assert isinstance(read, ReadReply) and read.multi_round_trip
+    assert read.hints == (ResourceUpdated(U, None), ResourceUpdated(OTHER, None))
+    assert isinstance(broken, RequestFailed) and broken.kind == "unreachable"
+    assert broken.hints == (ResourceUpdated(U, None), ResourceUpdated(OTHER, None))
+
+
+@pytest.mark.wire
+async def test_a_read_result_that_breaks_the_schema_is_a_server_error_over_http():
+    script = Script().then(
+        "resources/read",
+        rpc_result({"resultType": "complete", "ttlMs": 1000}),
+        rpc_result({"resultType": "complete", "contents": [], "ttlMs": "60000"}),
+    )
+    async with serving(reference(), hook=script) as (_http, make):
+        source = make()
+        missing = await source.read_resource(U, None)
+        stringly = await source.read_resource(U, None)
+    assert isinstance(missing, RequestFailed) and "contents" in missing.detail
+    assert isinstance(stringly, RequestFailed) and "ttlMs" in stringly.detail
+
+
+@pytest.mark.wire
+async def test_an_update_without_a_subscription_id_on_a_listen_stream_still_invalidates():
+    script = Script().then(
+        "subscriptions/listen",
+        sse(lambda rid: [frame(ack(rid, [U])), frame(_anonymous(U)), frame(complete(rid))]),
+    )
+    async with serving(reference(), hook=script) as (_http, make):
+        source = make()
+        events = await collect(source)
+    sid = events[0].subscription_id  # type: ignore[union-attr]
+    assert events[2:] == [ResourceUpdated(U, None), StreamClosed(sid)]
+
+
+@pytest.mark.wire
 async def test_closing_the_listen_iterator_closes_the_http_stream():
     server = reference()
     async with serving(server) as (http, make):
@@ -968,6 +1107,9 @@ async def test_a_cache_over_http_comes_back_fresh_after_the_server_returns():
         ({"max_frame_bytes": 10}, "max_frame_bytes must be an int >= 256, got 10"),
         ({"auth": "Bearer x"}, "auth must be a callable"),
         ({"client": object()}, "httpx.AsyncClient"),
+        ({"keepalive_misses": 0}, "keepalive_misses must be an int >= 1, got 0"),
+        ({"keepalive_misses": True}, "keepalive_misses must be an int >= 1, got True"),
+        ({"silence_floor": -1}, "silence_floor must be a number of seconds > 0, got -1"),
     ],
     ids=[
         "wrong-scheme",
@@ -978,6 +1120,9 @@ async def test_a_cache_over_http_comes_back_fresh_after_the_server_returns():
         "tiny-frames",
         "auth-not-callable",
         "wrong-client",
+        "no-misses",
+        "misses-a-boolean",
+        "negative-floor",
     ],
 )
 def test_bad_arguments_are_named_in_the_error(kwargs, words):
@@ -1079,6 +1224,21 @@ async def test_listen_frames_one_byte_at_a_time_give_the_same_events():
         ResourceUpdated,
         StreamClosed,
     ]
+
+
+def _hinted_read_transcript(rid: int) -> bytes:
+    return frame(_anonymous("guide://shipping/\u00e9t\u00e9")) + _read_transcript(rid)
+
+
+async def test_a_hint_on_an_sse_read_answer_split_at_every_byte_boundary_is_kept():
+    length = len(_hinted_read_transcript(1))
+    for cut in range(length + 1):
+        source = _mock_source(
+            lambda data, cut=cut: [data[:cut], data[cut:]], _hinted_read_transcript
+        )
+        reply = await source.read_resource(U, None)
+        assert isinstance(reply, ReadReply), f"split at byte {cut}: {reply}"
+        assert reply.hints == (ResourceUpdated("guide://shipping/\u00e9t\u00e9", None),), cut
 
 
 def _read_transcript(rid: int) -> bytes:

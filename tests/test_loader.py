@@ -41,7 +41,15 @@ from freshcache._core import (
 from freshcache._loader import failure_from_exception
 from freshcache._store import MemoryStore
 from freshcache._tables import Case, EngineWorld, Setup, load_cases, play
-from freshcache._tables._steps import ALIASES, Given, Notify, ServerChange, text_for
+from freshcache._tables._runner import engine_unplayable
+from freshcache._tables._steps import (
+    ALIASES,
+    Given,
+    Notify,
+    ServerChange,
+    odd_answer,
+    text_for,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -75,7 +83,15 @@ class LoaderWorld(EngineWorld):
         self.back_up = anyio.Event()
 
     def unplayable(self, case: Case) -> str | None:
+        wire_only = engine_unplayable(case)
+        if wire_only is not None:
+            return wire_only
         for step in case.row.steps:
+            if odd_answer(step) is not None:
+                return (
+                    "a user's loader hands back contents, not an answer that could carry "
+                    f"hints or rounds ({odd_answer(step)})"
+                )
             match step:
                 case Given(what="ack_omits" | "no_listen" | "no_list_changed" | "page_size"):
                     return f"a loader's feed covers everything and lists one page ({step.what})"
@@ -83,6 +99,8 @@ class LoaderWorld(EngineWorld):
                     return "a user's change feed has no acknowledgment and no subscription ids"
                 case ServerChange(what="close_stream"):
                     return "a change feed that ends is over: URIs are read before use from then on"
+                case Given(what="acks_held") | ServerChange(what="hold_acks" | "release_acks"):
+                    return "a user's change feed has no acknowledgment to hold back"
         return None
 
     async def load(self, uri: str) -> Loaded:

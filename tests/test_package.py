@@ -69,6 +69,26 @@ def test_the_public_names_outside_checks_rely_on_exist():
         assert name in freshcache.__all__, name
 
 
+def test_public_classes_say_they_come_from_freshcache():
+    for name in freshcache.__all__:
+        value = getattr(freshcache, name)
+        if isinstance(value, type):
+            assert value.__module__ == "freshcache", name
+
+
+def test_a_source_author_finds_every_event_and_reply_at_the_top():
+    from freshcache._core import _events
+
+    needed = {
+        name
+        for name, value in vars(_events).items()
+        if isinstance(value, type)
+        and value.__module__ in ("freshcache", _events.__name__)
+        and name not in ("ReadResource", "Relist", "Relisten")  # decisions: the engine's
+    }
+    assert needed <= set(freshcache.__all__), sorted(needed - set(freshcache.__all__))
+
+
 def test_the_package_ships_type_information():
     assert (Path(freshcache.__file__).parent / "py.typed").exists()
 

@@ -43,7 +43,14 @@ from freshcache._core import (
     StreamLost,
     UntrustedMessage,
 )
-from freshcache._stdio import Demultiplexer, EventFor, LineBuffer, OverlongLine, ResponseFor
+from freshcache._stdio import (
+    Demultiplexer,
+    EventFor,
+    HintFor,
+    LineBuffer,
+    OverlongLine,
+    ResponseFor,
+)
 from freshcache._tables._steps import NextRead, ServerChange
 from freshcache._wire import ErrorResponse, Response
 from freshcache.testing._stdio_server import EXIT_DOWN, step_to_json
@@ -53,6 +60,7 @@ from .conftest import FIXTURES, schema_validator
 
 SELECTED = "guide://shipping/approval"
 OTHER = "guide://shipping/rates"
+U2 = "guide://shipping/holidays"
 SCRIPTS = FIXTURES / "stdio_scripts.py"
 FAST = BackoffSettings(base=0.02, cap=0.1, quick_death=0.0, max_per_hour=1_000_000)
 
@@ -289,6 +297,19 @@ def test_a_change_hint_for_an_unknown_subscription_still_reaches_the_engine_to_i
     demux = fresh_demux()
     out = demux.feed(_line(_note("notifications/resources/updated", "zzz", uri=SELECTED)))
     assert out == [EventFor(SID_A, ResourceUpdated(SELECTED, "zzz"))]
+
+
+def test_a_change_hint_no_open_subscription_can_carry_is_still_handed_on() -> None:
+    demux = Demultiplexer(max_line_bytes=4096)
+    out = demux.feed(
+        _line(
+            {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": U2}}
+        )
+        + _line(_note("notifications/resources/list_changed", "zzz"))
+        + _line(_note("notifications/tools/list_changed", "zzz"))
+    )
+    assert out == [HintFor(ResourceUpdated(U2, None)), HintFor(ResourceListChanged("zzz"))]
+    assert demux.counters.unknown_subscriptions == 3
 
 
 def test_ids_are_compared_with_their_json_type() -> None:
@@ -728,6 +749,79 @@ async def test_a_missing_executable_is_reported_at_once_with_a_clear_message() -
         assert "PATH" in info.detail
     finally:
         await source.aclose()
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_hint_written_before_a_response_rides_on_the_reply_when_no_stream_is_open(
+    tmp_path: Path,
+) -> None:
+    async with fault_server(tmp_path) as (source, control):
+        await control("step", step=step_to_json(NextRead(OTHER, "hint_no_id")))
+        await control("step", step=step_to_json(NextRead(SELECTED, "hint_unknown_id")))
+        other = await source.read_resource(OTHER, None)
+        selected = await source.read_resource(SELECTED, None)
+        plain = await source.read_resource(OTHER, None)
+    assert isinstance(other, ReadReply) and other.hints == (ResourceUpdated(OTHER, None),)
+    assert isinstance(selected, ReadReply)
+    assert selected.hints == (ResourceUpdated(SELECTED, "not-a-subscription"),)
+    assert isinstance(plain, ReadReply) and plain.hints == ()
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_with_a_stream_open_a_hint_reaches_the_engine_exactly_once(tmp_path: Path) -> None:
+    async with (
+        fault_server(tmp_path) as (source, control),
+        aclosing(source.listen(frozenset({SELECTED}), False)) as events,
+    ):
+        started = await next_event(events)
+        assert isinstance(await next_event(events), ListenAcknowledged)
+        await control("step", step=step_to_json(NextRead(OTHER, "hint")))
+        reply = await source.read_resource(OTHER, None)
+        # A marker behind the hint on the channel: every event before it is in.
+        await control("flood", uri=U2, count=1)
+        seen: list[StreamEvent] = []
+        while (event := await next_event(events)) != ResourceUpdated(U2, started.subscription_id):
+            seen.append(event)
+    assert isinstance(reply, ReadReply)
+    hint = ResourceUpdated(OTHER, started.subscription_id)  # type: ignore[union-attr]
+    assert reply.hints.count(hint) + seen.count(hint) == 1, (reply.hints, seen)
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_request_state_rounds_and_version_renegotiation_work_as_over_http(
+    tmp_path: Path,
+) -> None:
+    async with fault_server(tmp_path) as (source, control):
+        await control("step", step=step_to_json(NextRead(OTHER, "input_rounds")))
+        rounds = await source.read_resource(OTHER, None)
+        await control("step", step=step_to_json(NextRead(OTHER, "version_refused")))
+        renegotiated = await source.read_resource(OTHER, None)
+        requests = await received(control, lambda got: len(got) >= 5)
+    assert isinstance(rounds, ReadReply) and rounds.multi_round_trip
+    assert isinstance(renegotiated, ReadReply) and not renegotiated.multi_round_trip
+    reads = [m["params"] for m in requests if m.get("method") == "resources/read"]
+    assert [p.get("requestState") for p in reads] == [None, "round-1", None, None]
+    assert source.protocol_version == "2026-07-28"
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("fault", "field"),
+    [("no_contents", "contents"), ("ttl_string", "ttlMs"), ("ttl_bool", "ttlMs")],
+    ids=["no-contents", "ttl-a-string", "ttl-a-boolean"],
+)
+async def test_a_result_that_breaks_the_schema_is_a_server_error_over_stdio(
+    tmp_path: Path, fault: str, field: str
+) -> None:
+    async with fault_server(tmp_path) as (source, control):
+        await control("step", step=step_to_json(NextRead(OTHER, fault)))  # type: ignore[arg-type]
+        reply = await source.read_resource(OTHER, None)
+    assert isinstance(reply, RequestFailed) and reply.kind == "server_error"
+    assert f"malformed read result: {field}:" in reply.detail
 
 
 @pytest.mark.wire

@@ -368,7 +368,9 @@ class _ReadRules(_Bookkeeping):
     def is_current(self, ticket: ReadTicket) -> bool:
         """Whether no invalidation has landed since ``ticket``'s read was sent."""
         state = self._uris.get(ticket.uri)
-        return state is not None and state.generation == ticket.generation
+        if state is None:
+            return False  # forgotten (after a while idle): read again to be sure
+        return state.generation == ticket.generation
 
     def finish_read(
         self, ticket: ReadTicket, reply: ReadReply | RequestFailed
@@ -400,7 +402,9 @@ class _ReadRules(_Bookkeeping):
                 case _:
                     assert_never(reply)
         finally:
-            self._uris.forget_if_idle(uri, state)
+            # Kept a while even when idle: waiters of this reply ask `is_current`
+            # after it, and a hint for the URI must still find its record.
+            self._uris.forget_if_idle(uri, state, keep_a_while=True)
 
     def abandon_read(self, ticket: ReadTicket) -> None:
         """The read sent under ``ticket`` will never be judged (it was cancelled)."""
@@ -686,10 +690,14 @@ class FreshnessEngine(_ReadRules):
         decisions: list[Decision] = []
         for uri in ack.newly_covered:
             state = self._uris.get(uri)
-            if state is not None and state.selected:
-                # A new stream proves nothing about the time before it (invariant 4):
-                # what was read before this moment is not fresh until read again.
-                self._invalidate(uri, self._reason_now(uri, state), "acknowledged", sid, True)
+            if state is None:
+                continue
+            # A new stream proves nothing about the time before it (invariant 4): what
+            # was read before this moment is not fresh until read again. That holds for
+            # a URI deselected while the ack was on its way too: selected again, it
+            # must not pass its old copy off as subscription-backed.
+            self._invalidate(uri, self._reason_now(uri, state), "acknowledged", sid, True)
+            if state.selected:
                 decisions.append(ReadResource(uri, self.default_partition, "acknowledged"))
         sub = ack.subscription
         for uri in sorted(sub.requested - sub.covered):

@@ -95,15 +95,16 @@ class UriRecords:
         self._generations += 1
         return self._generations
 
-    def forget_if_idle(self, uri: str, record: UriRecord) -> None:
+    def forget_if_idle(self, uri: str, record: UriRecord, *, keep_a_while: bool = False) -> None:
         """Drop the record of a URI nothing depends on any more.
 
-        A record that still says something (a failure, why it was invalidated) is
-        kept a while for `status`, among the last `REMEMBERED_IDLE` such records.
+        A record that still says something (a failure, why it was invalidated), or
+        one whose reply was just handed out (``keep_a_while``), is kept a while,
+        among the last `REMEMBERED_IDLE` such records.
         """
         if not record.idle or self._records.get(uri) is not record:
             return
-        if record.problems or record.invalid_reason != "not_cached":
+        if keep_a_while or record.problems or record.invalid_reason != "not_cached":
             self._remembered[uri] = None
             while len(self._remembered) > REMEMBERED_IDLE:
                 oldest = next(iter(self._remembered))

@@ -53,6 +53,7 @@ class Given:
         "no_list_changed",
         "store_entries",
         "later_pages_ttl",
+        "acks_held",
     ]
     arg: str = ""
 
@@ -74,9 +75,12 @@ class Notify:
     """A notification arrives on the stream: ``updated`` (for ``uri``, whatever the
     filter said), ``list_changed``, ``updated_before_ack`` (on the next stream,
     before its acknowledgment), ``foreign`` (with a subscription id nobody asked
-    for), ``garbage`` (a malformed frame)."""
+    for), ``garbage`` (a malformed frame), ``updated_unread`` (for ``count`` distinct
+    URIs the cache never read, `unread_uri`)."""
 
-    kind: Literal["updated", "list_changed", "updated_before_ack", "foreign", "garbage"]
+    kind: Literal[
+        "updated", "list_changed", "updated_before_ack", "foreign", "garbage", "updated_unread"
+    ]
     uri: str = ""
     count: int = 1
 
@@ -84,14 +88,60 @@ class Notify:
 @dataclass(frozen=True, slots=True)
 class NextRead:
     """Server reads of ``uri`` fail this way instead of answering: the next one only,
-    or (``sticky``) every one until ``reads of X recover``; ``fault`` ``None`` recovers."""
+    or (``sticky``) every one until ``reads of X recover``; ``fault`` ``None`` recovers.
+
+    The answer-shape faults (`ANSWER_HINTS`, `SCHEMA_FAULTS`, ``input_rounds``,
+    ``version_refused``) answer, but oddly: a change hint on the read's own answer, a
+    result that breaks the schema, a ``requestState`` round first, a ``-32022`` first.
+    """
 
     uri: str
     fault: (
-        Literal["timeout", "denied", "not_found", "server_error", "local_copy", "unreachable"]
+        Literal[
+            "timeout",
+            "denied",
+            "not_found",
+            "server_error",
+            "local_copy",
+            "unreachable",
+            "hint",
+            "hint_no_id",
+            "hint_unknown_id",
+            "no_contents",
+            "ttl_string",
+            "ttl_bool",
+            "input_rounds",
+            "version_refused",
+        ]
         | None
     )
     sticky: bool = False
+
+
+ANSWER_HINTS = ("hint", "hint_no_id", "hint_unknown_id")
+"""Faults that put a ``resources/updated`` for the URI on the read's own answer (with
+the live stream's subscription id, none, or one nobody asked for)."""
+SCHEMA_FAULTS = ("no_contents", "ttl_string", "ttl_bool")
+"""Faults whose read result breaks the schema (no ``contents``; ``ttlMs`` as a string
+or a boolean): only a wire has JSON to break."""
+
+
+def odd_answer(step: object) -> str | None:
+    """The answer-shape fault ``step`` switches on (a hint on a read's or a list's own
+    answer, a broken schema, a ``requestState`` round, a ``-32022``), else ``None``.
+    Worlds whose server cannot shape answers name these in ``unplayable``."""
+    match step:
+        case NextRead(fault=fault) if fault in (
+            *ANSWER_HINTS,
+            *SCHEMA_FAULTS,
+            "input_rounds",
+            "version_refused",
+        ):
+            return fault
+        case ServerChange(what="list_hint"):
+            return "list_hint"
+        case _:
+            return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +160,10 @@ class ServerChange:
         "deny",
         "allow",
         "invalidate_cursors",
+        "list_hint",
+        "fall_silent",
+        "hold_acks",
+        "release_acks",
     ]
     uri: str = ""
     principal: str | None = None
@@ -130,6 +184,8 @@ class Observe:
     how: Literal["read", "status", "list", "background", "await_background"]
     uri: str = ""
     principal: str | None = None
+    timeout: float | None = None
+    """A ``read`` with its own deadline (seconds) instead of the cache's default."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +195,27 @@ class Select:
     uris: tuple[str, ...]
 
 
-Step = ServerSets | Notify | NextRead | ServerChange | TimePasses | Observe | Select
+@dataclass(frozen=True, slots=True)
+class ReadUnselected:
+    """The agent reads ``count`` distinct URIs it never selected (`bulk_uri`), each of
+    which the server serves at ``v1``: bookkeeping must stay bounded (invariant 10)."""
+
+    count: int
+
+
+def bulk_uri(n: int) -> str:
+    """The ``n``-th URI of a `ReadUnselected` step."""
+    return f"guide://bulk/{n}"
+
+
+def unread_uri(n: int) -> str:
+    """The ``n``-th URI of a ``notify updated N never-read uris`` step."""
+    return f"guide://unread/{n}"
+
+
+Step = (
+    ServerSets | Notify | NextRead | ServerChange | TimePasses | Observe | Select | ReadUnselected
+)
 Setup = Given
 
 _URI = r"(\S+)"
@@ -217,6 +293,29 @@ _rule(r"stream closes")(lambda m: ServerChange("close_stream"))
 _rule(r"hold reads")(lambda m: ServerChange("hold_reads"))
 _rule(r"release reads")(lambda m: ServerChange("release_reads"))
 
+# answers with odd shapes (defects at the seams: hints anywhere, broken schema, parity)
+_rule(rf"next read of {_URI} carries a hint")(lambda m: NextRead(resolve(m[1]), "hint"))
+_rule(rf"next read of {_URI} carries a hint without subscription id")(
+    lambda m: NextRead(resolve(m[1]), "hint_no_id")
+)
+_rule(rf"next read of {_URI} carries a hint with unknown subscription")(
+    lambda m: NextRead(resolve(m[1]), "hint_unknown_id")
+)
+_rule(rf"next read of {_URI} has no contents")(lambda m: NextRead(resolve(m[1]), "no_contents"))
+_rule(rf"next read of {_URI} has ttl as string")(lambda m: NextRead(resolve(m[1]), "ttl_string"))
+_rule(rf"next read of {_URI} has ttl as bool")(lambda m: NextRead(resolve(m[1]), "ttl_bool"))
+_rule(rf"next read of {_URI} needs another round")(
+    lambda m: NextRead(resolve(m[1]), "input_rounds")
+)
+_rule(rf"reads of {_URI} need another round")(
+    lambda m: NextRead(resolve(m[1]), "input_rounds", sticky=True)
+)
+_rule(rf"next read of {_URI} is refused for its protocol version")(
+    lambda m: NextRead(resolve(m[1]), "version_refused")
+)
+_rule(r"next list carries a hint")(lambda m: ServerChange("list_hint"))
+_rule(r"stream falls silent after keep-alives")(lambda m: ServerChange("fall_silent"))
+
 # time and the client
 _rule(r"time passes (\d+(?:\.\d+)?) ?s")(lambda m: TimePasses(float(m[1])))
 _rule(rf"read {_URI}(?: as (\w+))?")(lambda m: Observe("read", resolve(m[1]), m[2]))
@@ -225,6 +324,15 @@ _rule(rf"read {_URI} in background")(lambda m: Observe("background", resolve(m[1
 _rule(r"await background")(lambda m: Observe("await_background"))
 _rule(r"list")(lambda m: Observe("list"))
 _rule(r"select (.+)")(lambda m: Select(tuple(resolve(w) for w in m[1].replace(",", " ").split())))
+# acknowledgments and bookkeeping (invariants 4, 10)
+_rule(r"given acks held")(lambda m: Given("acks_held"))
+_rule(r"hold acks")(lambda m: ServerChange("hold_acks"))
+_rule(r"release acks")(lambda m: ServerChange("release_acks"))
+_rule(rf"read {_URI} within (\d+(?:\.\d+)?) ?s")(
+    lambda m: Observe("read", resolve(m[1]), timeout=float(m[2]))
+)
+_rule(r"read (\d+) distinct unselected uris")(lambda m: ReadUnselected(int(m[1])))
+_rule(r"notify updated (\d+) never-read uris")(lambda m: Notify("updated_unread", count=int(m[1])))
 
 
 def parse_step(text: str) -> Step | Given:
@@ -257,6 +365,7 @@ class Expect:
         "not_listed",
         "stream",
         "untrusted",
+        "tracked_uris_at_most",
     ]
     state: ExpectState | None = None
     version: str | None = None
@@ -299,4 +408,6 @@ def parse_expect(text: str) -> Expect:
         return Expect("stream", word=m[1])
     if m := re.match(r"untrusted messages (\d+)$", phrase):
         return Expect("untrusted", number=int(m[1]))
+    if m := re.match(r"tracked uris at most (\d+)$", phrase):
+        return Expect("tracked_uris_at_most", number=int(m[1]))
     raise ValueError(f"unknown expectation {phrase!r}")

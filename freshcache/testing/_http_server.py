@@ -150,6 +150,7 @@ class ReferenceHttpServer:
         self.frames_written: dict[str | int, int] = {}
         """Per listen request id: SSE frames written (keep-alives not counted)."""
         self.port = 0
+        self._listening: set[_Connection] = set()
         self._tg: anyio.abc.TaskGroup | None = None
         self._accept_scope: anyio.CancelScope | None = None
         self._accept_done: anyio.Event | None = None
@@ -249,6 +250,12 @@ class ReferenceHttpServer:
                 self._connections.discard(scope)
                 await anyio.aclose_forcefully(stream)
 
+    def fall_silent(self) -> None:
+        """Every open listen stream stays open but sends nothing more, not even a
+        keep-alive (an old server process behind a proxy, gone mute)."""
+        for connection in self._listening:
+            connection.silent = True
+
     def count_frame(self, request_id: str | int) -> None:
         self.frames_written[request_id] = self.frames_written.get(request_id, 0) + 1
 
@@ -263,6 +270,8 @@ class _Connection:
         self.lock = anyio.Lock()
         self.committed = False
         self.extra_headers: list[tuple[str, str]] = []
+        self.silent = False
+        """A listen stream gone mute: no frame, no keep-alive (`fall_silent`)."""
 
     async def serve(self) -> None:
         while True:
@@ -390,7 +399,12 @@ class _Connection:
     async def _act(self, answer: Answer | RawHttp | RawSse, message: dict[str, Any]) -> bool:
         request_id = message.get("id")
         match answer:
-            case Reply(message=body, http_status=status):
+            case Reply(message=body, http_status=status, before=before):
+                if before:
+                    # Change hints ahead of the answer: only an SSE answer can carry them.
+                    await self._start_sse(status)
+                    for message_before in before:
+                        await self._frame(json.dumps(message_before))
                 if self.committed:
                     await self._frame(json.dumps(body))
                     return await self._finish()
@@ -433,12 +447,15 @@ class _Connection:
             await self._start_sse()
         sid = request_id if isinstance(request_id, (str, int)) else "?"
         outcome = "gone"
+        owner._listening.add(self)
         try:
             async with anyio.create_task_group() as tg:
 
                 async def pump() -> None:
                     nonlocal outcome
                     async for item in items:
+                        if self.silent:
+                            continue
                         match item:
                             case Garbage(raw=raw):
                                 await self._frame(raw)
@@ -451,6 +468,8 @@ class _Connection:
                                 await self._frame(json.dumps(item))
                         owner.count_frame(sid)
                     else:
+                        if self.silent:
+                            await anyio.sleep_forever()  # open and mute until the client leaves
                         outcome = "end"
                     tg.cancel_scope.cancel()
 
@@ -462,6 +481,7 @@ class _Connection:
                 tg.start_soon(watch)
                 tg.start_soon(self._keepalives)
         finally:
+            owner._listening.discard(self)
             aclose = getattr(items, "aclose", None)
             if aclose is not None:
                 with anyio.CancelScope(shield=True):
@@ -510,6 +530,8 @@ class _Connection:
             return
         while True:
             await anyio.sleep(interval)
+            if self.silent:
+                await anyio.sleep_forever()
             await self._data(_KEEPALIVE)
 
     async def _start_sse(

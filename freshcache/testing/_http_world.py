@@ -63,6 +63,10 @@ class LoopbackHttpWorld(World):
     settle_pause = 0.002
     """Seconds between two looks while `settle` waits."""
 
+    silence_floor = 0.35
+    """Seconds of silence after keep-alives that count as a loss at the least (the
+    reference server sends one every 0.1 s; ``idle_timeout`` is the outer guard)."""
+
     def __init__(self, *, read_timeout: float, idle_timeout: float, settle_timeout: float) -> None:
         self.clock = VirtualClock()
         self.read_timeout = read_timeout
@@ -82,7 +86,12 @@ class LoopbackHttpWorld(World):
         client = httpx.AsyncClient(trust_env=False)
         self._stack.push_async_callback(client.aclose)
         self.source = HttpSource(
-            url, auth=bearer, timeout=timeout, idle_timeout=self.idle_timeout, client=client
+            url,
+            auth=bearer,
+            timeout=timeout,
+            idle_timeout=self.idle_timeout,
+            silence_floor=self.silence_floor,
+            client=client,
         )
         self.cache = await self._stack.enter_async_context(
             self.make_cache(self.source, setup, read_timeout=self.read_timeout, **options)
@@ -168,14 +177,39 @@ class HttpWorld(LoopbackHttpWorld):
 
     async def act(self, step: ServerSets | Notify | NextRead | ServerChange) -> None:
         self._capture_queues()  # before the step: a dropped stream still owes its frames
+        if step == ServerChange("fall_silent"):
+            await self._until_keepalives_seen()
+            self.http.fall_silent()  # before the server forgets the streams
+            self._queues.clear()
+        lost = self.source.stats.silent_losses
         apply_to_reference(self.server, step, self.principal)
         match step:
             case ServerChange(what="down"):
                 await self.http.go_down()
             case ServerChange(what="up"):
                 await self.http.come_up()
+            case ServerChange(what="fall_silent"):
+                await self._until_silence_noticed(lost)
             case _:
                 pass
+
+    async def _until_keepalives_seen(self, count: int = 3) -> None:
+        """ "After keep-alives": let every open stream show the server's rhythm first."""
+        with anyio.fail_after(self.settle_timeout):
+            while any(s.keepalives < count for s in self.source.streams.values()):  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+
+    async def _until_silence_noticed(self, before: int) -> None:
+        """Wait until the source gave a mute stream up by the keep-alive rule; the idle
+        timeout catching it instead (or nothing) fails the row."""
+        with anyio.move_on_after(2 * self.idle_timeout + 1.0):
+            while self.source.stats.silent_losses == before:  # noqa: ASYNC110 - a counter, no event
+                await anyio.sleep(0.01)
+        if self.source.stats.silent_losses == before:
+            raise AssertionError(
+                f"the silent stream was not noticed by the keep-alive rule "
+                f"(idle timeouts: {self.source.stats.idle_timeouts})"
+            )
 
     async def _look(self) -> str | None:
         return self.busy()
@@ -187,7 +221,7 @@ class HttpWorld(LoopbackHttpWorld):
             return busy
         self._capture_queues()
         for sid, stream in list(source.streams.items()):
-            if not stream.acknowledged:
+            if not stream.acknowledged and not server.acks_held:
                 return f"stream {sid} waits for its acknowledgment"
             written = http.frames_written.get(sid, 0)
             if written > stream.frames:
@@ -195,6 +229,11 @@ class HttpWorld(LoopbackHttpWorld):
             queue = self._queues.get(sid)
             if queue is not None and queue.statistics().current_buffer_used:
                 return f"stream {sid}: frames queued at the server"
+        if server.acks_held and cache.selected:
+            # Acks held: settled once a listen for the selection is open.
+            if server.listens_for(cache.selected):
+                return None
+            return "no listen for the current selection is open yet"
         if (
             server.listen_supported
             and not server.down

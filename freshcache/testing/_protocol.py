@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
 
-from .._core import ListReply, ReadReply, RequestFailed
+from .._core import (
+    ListReply,
+    ReadReply,
+    RequestFailed,
+    ResourceListChanged,
+    ResourceUpdated,
+    StreamEvent,
+)
 from .._reference import ReferenceServer
 from .._wire import (
     HEADER_MISMATCH,
@@ -41,6 +48,9 @@ class Reply:
 
     message: dict[str, Any]
     http_status: int = 200
+    before: tuple[dict[str, Any], ...] = ()
+    """Messages written ahead of it on the same answer (change hints): HTTP sends them
+    as an SSE answer, stdio as the lines before the response."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +135,8 @@ class ReferenceProtocol:
         self.server = server
         self.requests: list[dict[str, Any]] = []
         """Every request received, as decoded (tests validate them against the schema)."""
+        self._rounds: dict[str, ReadReply] = {}
+        """Results held back for the retry carrying their ``requestState``."""
 
     async def handle(self, message: dict[str, Any], principal: str | None = None) -> Answer:
         self.requests.append(message)
@@ -175,13 +187,35 @@ class ReferenceProtocol:
                     return Reply(error(request_id, INVALID_PARAMS, "uri is required"), 400)
                 if server.down:
                     return HangUp()
-                if server.sticky_faults.get(uri) == "timeout" or (
-                    server.faults.get(uri) and server.faults[uri][0] == "timeout"
-                ):
+                held = self._rounds.pop(str(params.get("requestState")), None)
+                if held is not None:  # the retry of a round this server asked for
+                    return self._read_answer(request_id, held)
+                upcoming = _upcoming_fault(server, uri)
+                if upcoming == "timeout":
                     await server.read(uri, principal)  # consume the fault, count the read
                     return Stall()
+                if upcoming == "version_refused":
+                    if server.faults.get(uri):
+                        server.faults[uri].popleft()  # refused before it was read: not a read
+                    data = {"supported": [PROTOCOL_VERSION], "requested": version}
+                    return Reply(
+                        error(
+                            request_id,
+                            UNSUPPORTED_PROTOCOL_VERSION,
+                            "Unsupported protocol version",
+                            data,
+                        ),
+                        400,
+                    )
                 reply = await server.read(uri, principal)
-                return self._read_answer(request_id, reply)
+                if isinstance(reply, ReadReply) and reply.multi_round_trip:
+                    # Act out one requestState round: the result comes on the retry.
+                    token = f"round-{len(self._rounds) + 1}"
+                    self._rounds[token] = replace(reply, multi_round_trip=False)
+                    return Reply(
+                        _result(request_id, {"resultType": "input_required", "requestState": token})
+                    )
+                return self._read_answer(request_id, reply, upcoming)
             case "resources/list":
                 if server.down:
                     return HangUp()
@@ -205,19 +239,26 @@ class ReferenceProtocol:
             case _:
                 return Reply(error(request_id, METHOD_NOT_FOUND, "Method not found"), 404)
 
-    def _read_answer(self, request_id: str | int, reply: ReadReply | RequestFailed) -> Answer:
+    def _read_answer(
+        self, request_id: str | int, reply: ReadReply | RequestFailed, shape: str | None = None
+    ) -> Answer:
         match reply:
             case ReadReply():
-                return Reply(
-                    _result(
-                        request_id,
-                        {
-                            "contents": [item.to_mcp() for item in reply.contents],
-                            "ttlMs": int(reply.ttl_ms or 0),
-                            "cacheScope": reply.cache_scope or "private",
-                        },
-                    )
-                )
+                body: dict[str, Any] = {
+                    "contents": [item.to_mcp() for item in reply.contents],
+                    "ttlMs": int(reply.ttl_ms or 0),
+                    "cacheScope": reply.cache_scope or "private",
+                }
+                match shape:  # results that break the schema
+                    case "no_contents":
+                        del body["contents"]
+                    case "ttl_string":
+                        body["ttlMs"] = str(body["ttlMs"])
+                    case "ttl_bool":
+                        body["ttlMs"] = True
+                    case _:
+                        pass
+                return Reply(_result(request_id, body), before=_hint_messages(reply.hints))
             case RequestFailed(kind="denied", detail=detail):
                 return Denied(request_id, detail)
             case RequestFailed(kind="not_found", detail=detail):
@@ -246,7 +287,7 @@ class ReferenceProtocol:
                 }
                 if page.next_cursor is not None:
                     body["nextCursor"] = page.next_cursor
-                return Reply(_result(request_id, body))
+                return Reply(_result(request_id, body), before=_hint_messages(page.hints))
             case RequestFailed(kind="unreachable"):
                 return HangUp()
             case RequestFailed(detail=detail):
@@ -316,6 +357,30 @@ class ReferenceProtocol:
 
 def _notification(method: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+def _upcoming_fault(server: ReferenceServer, uri: str) -> str | None:
+    """The fault the next read of ``uri`` will meet (without consuming it)."""
+    queue = server.faults.get(uri)
+    return queue[0] if queue else server.sticky_faults.get(uri)
+
+
+def _hint_messages(hints: tuple[StreamEvent, ...]) -> tuple[dict[str, Any], ...]:
+    """Change hints as the notifications a server writes on an answer."""
+    out: list[dict[str, Any]] = []
+    for hint in hints:
+        params: dict[str, Any] = {}
+        sid = getattr(hint, "subscription_id", None)
+        if sid is not None:
+            params["_meta"] = {META_SUBSCRIPTION_ID: sid}
+        match hint:
+            case ResourceUpdated(uri=uri):
+                out.append(_notification("notifications/resources/updated", {**params, "uri": uri}))
+            case ResourceListChanged():
+                out.append(_notification("notifications/resources/list_changed", params))
+            case _:
+                pass
+    return tuple(out)
 
 
 def status_for_error(code: int) -> int:

@@ -107,6 +107,8 @@ def reference_to_state(server: ReferenceServer) -> dict[str, Any]:
         "early_notifications": list(server.early_notifications),
         "cursor_epoch": server.cursor_epoch,
         "held": getattr(server, "_held", None) is not None,
+        "list_hints": server.list_hints,
+        "acks_held": server.acks_held,
     }
 
 
@@ -131,8 +133,11 @@ def reference_from_state(state: dict[str, Any]) -> ReferenceServer:
     server.reads = int(state.get("reads", 0))
     server.early_notifications = list(state.get("early_notifications", ()))
     server.cursor_epoch = int(state.get("cursor_epoch", 0))
+    server.list_hints = int(state.get("list_hints", 0))
     if state.get("held"):
         server.hold_reads()
+    if state.get("acks_held"):
+        server.hold_acks()
     return server
 
 
@@ -349,7 +354,9 @@ class StdioReferenceServer:
         answer = await self.protocol.handle(message)
         self.save()
         match answer:
-            case Reply(message=reply):
+            case Reply(message=reply, before=before):
+                for message_before in before:  # change hints ahead of the response
+                    self.write_message(message_before)
                 self.write_message(reply)
             case Denied(request_id=request_id, message=text):
                 self.write_message(error(request_id, DENIED_CODE, f"Forbidden: {text}"))
@@ -409,6 +416,8 @@ class StdioReferenceServer:
             "subscribers": len(reference.subscribers),
             "down": reference.down,
             "held": getattr(reference, "_held", None) is not None,
+            "listens": [sorted(sub.requested) for sub in reference.subscribers.values()],
+            "acks_held": reference.acks_held,
         }
 
     def _control(self, command: dict[str, Any]) -> tuple[dict[str, Any], Callable[[], None] | None]:

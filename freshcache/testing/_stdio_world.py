@@ -197,6 +197,11 @@ class StdioProcessWorld(World):
         self.loader: LocalCopyLoader
 
     def unplayable(self, case: Case) -> str | None:
+        if any(step == ServerChange("fall_silent") for step in case.row.steps):
+            return (
+                "stdio has no keep-alives (SSE comment lines are HTTP's); a mute process is "
+                "noticed when it exits"
+            )
         return None
 
     # ------------------------------------------------------------------ life
@@ -321,6 +326,11 @@ class StdioProcessWorld(World):
             return None
         if (busy := self._server_busy(state, stats)) is not None:
             return busy
+        if state is not None and state.get("acks_held") and cache.selected:
+            # Acks held: settled once a listen for the selection is open.
+            if sorted(cache.selected) in state["listens"]:
+                return None
+            return "a listen for the current selection"
         if (
             self.listen_supported
             and cache.selected
