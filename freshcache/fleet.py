@@ -1,4 +1,4 @@
-"""A fleet of workers sharing one freshness view on Valkey / Redis (docs/design.md, fleet).
+"""A fleet of workers sharing one freshness view on Valkey / Redis (invariants 1, 4, 8).
 
 ``FreshCache(source, fleet="redis://127.0.0.1:6379/0")`` or
 ``FreshCache(source, fleet=Fleet(url, namespace="tenant-a"))``. Needs the ``fleet``

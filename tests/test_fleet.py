@@ -1,4 +1,4 @@
-"""The fleet (docs/design.md, fleet): workers sharing one freshness view on a real Valkey.
+"""The fleet (README, "A fleet of workers"): workers sharing one freshness view on a real Valkey.
 
 Several `FreshCache` workers in one process share a Valkey server started by the
 tests; `test_fleet_processes.py` runs them as separate processes.
@@ -6,10 +6,12 @@ tests; `test_fleet_processes.py` runs them as separate processes.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import pytest
@@ -27,6 +29,7 @@ from freshcache import (
 )
 from freshcache._core import ResourceUpdated
 from freshcache.fleet import Fleet
+from tests.telemetry_support import Recorder
 from tests.valkey_support import Valkey
 
 pytestmark = pytest.mark.anyio
@@ -89,13 +92,19 @@ async def _hold(cache: FreshCache, entered: anyio.Event, stop: anyio.Event) -> N
 
 
 @asynccontextmanager
-async def workers(server: ReferenceServer, url: str, n: int) -> AsyncIterator[Workers]:
+async def workers(
+    server: ReferenceServer, url: str, n: int, **options: Any
+) -> AsyncIterator[Workers]:
     caches = Workers()
     caches.stops = {}
     async with anyio.create_task_group() as tg:
         for _ in range(n):
             cache = FreshCache(
-                InMemorySource(server), select=[URI], fleet=fleet_of(url), read_timeout=2.0
+                InMemorySource(server),
+                select=[URI],
+                fleet=fleet_of(url),
+                read_timeout=2.0,
+                **options,
             )
             entered, caches.stops[id(cache)] = anyio.Event(), anyio.Event()
             tg.start_soon(_hold, cache, entered, caches.stops[id(cache)])
@@ -265,3 +274,45 @@ async def test_without_a_fleet_nothing_changes() -> None:
         assert "fleet" not in cache.describe()
         assert (await cache.read(URI)).state == FRESH
         assert AWAITING_FRESH_SOURCE != FRESH and Policy is not None
+
+
+async def test_a_gap_in_the_sequence_drops_the_local_index(valkey: Valkey) -> None:
+    from redis.asyncio import Redis
+
+    server = Counting()
+    server.set(URI, "v1", ttl_ms=60_000)
+    async with workers(server, valkey.url, 2) as caches:
+        await eventually(lambda: all(c.status(URI).state == FRESH for c in caches))
+        follower = next(c for c in caches if not c.describe()["fleet"]["leading"])
+        fleet = follower._fleet
+        assert fleet is not None
+        redis = Redis.from_url(valkey.url, decode_responses=True)
+        try:
+            seq = await fleet.shared.sequence()
+            # A message from the future: the ones between were missed.
+            skipped = json.dumps({"s": seq + 5, "k": "updated", "o": "nobody", "u": "doc://b"})
+            await redis.publish(fleet.shared.channel, skipped)
+        finally:
+            await redis.aclose()
+        await eventually(lambda: fleet.counters.gaps == 1)
+        assert follower.status(URI).state != FRESH  # failed closed at once
+        # It proves freshness again (shared generation or a server read) and goes live.
+        await eventually(lambda: follower.stream_status == "live")
+        await eventually(lambda: follower.status(URI).state == FRESH)
+        assert (await follower.read(URI)).text == "v1"
+
+
+async def test_fan_out_latency_and_lease_changes_are_metrics(valkey: Valkey) -> None:
+    recorder = Recorder.make()
+    server = Counting()
+    server.set(URI, "v1", ttl_ms=60_000)
+    try:
+        async with workers(server, valkey.url, 2, **recorder.kwargs()) as caches:
+            await eventually(lambda: all(c.status(URI).state == FRESH for c in caches))
+            server.set(URI, "v2", notify=True, ttl_ms=60_000)
+            await eventually(lambda: all(c.status(URI).text == "v2" for c in caches))
+            metrics = recorder.metrics()
+            assert sum(v for _, v in metrics["freshcache.fleet.fanout_latency"]) >= 1
+            assert sum(v for _, v in metrics["freshcache.fleet.lease_changes"]) >= 2
+    finally:
+        recorder.shutdown()

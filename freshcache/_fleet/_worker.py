@@ -255,8 +255,9 @@ class FleetWorker:
             return  # already reflected in the store when we took the baseline
         if seq != self._seq + 1:
             self.counters.gaps += 1
+            missed = f"missed fleet messages {self._seq + 1}..{seq - 1}"
             self._seq = seq
-            self._fail_closed(f"missed fleet messages {self._seq + 1}..{seq - 1}")
+            self._fail_closed(missed)
             # the message itself is still applied below
         self._seq = seq
         kind = message["k"]
