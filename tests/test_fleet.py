@@ -316,3 +316,18 @@ async def test_fan_out_latency_and_lease_changes_are_metrics(valkey: Valkey) -> 
             assert sum(v for _, v in metrics["freshcache.fleet.lease_changes"]) >= 2
     finally:
         recorder.shutdown()
+
+
+async def test_a_worker_that_selects_more_is_covered_by_the_listener(valkey: Valkey) -> None:
+    server = Counting()
+    server.set(URI, "v1", ttl_ms=60_000)
+    server.set("doc://b", "b1", ttl_ms=60_000)
+    async with workers(server, valkey.url, 2) as caches:
+        follower = next(c for c in caches if not c.describe()["fleet"]["leading"])
+        follower.select([URI, "doc://b"])
+        # The listener re-listens for the union; the follower's coverage follows.
+        await eventually(lambda: follower.engine.is_covered("doc://b"))
+        await eventually(lambda: follower.status("doc://b").text == "b1")
+        server.set("doc://b", "b2", notify=True, ttl_ms=60_000)
+        await eventually(lambda: follower.status("doc://b").text == "b2")
+        assert leader(caches).engine.is_covered("doc://b")

@@ -347,7 +347,8 @@ class FleetWorker:
             )
         for follower in list(self._followers):
             follower.notices.send_nowait(("tick", holder))
-        if self.leading is not None and self._bound is not None:
+        if self.leading is not None and self._bound is not None and self._leading_uris:
+            # Only once live: a stream still opening already asked for the union it saw.
             union = await self.shared.union(now_ms) | self._selection()
             if not union <= self._leading_uris:
                 self._bound.want_stream(union)
