@@ -22,7 +22,7 @@ def say(**fields: object) -> None:
 
 
 async def main(mcp_url: str, uri: str, valkey: str) -> None:
-    fleet = None if valkey == "-" else Fleet(valkey, namespace="bench", lease=0.6)
+    fleet = None if valkey == "-" else Fleet(valkey, namespace="bench")
     policy = Policy(subscription_backed=True)
     async with FreshCache(HttpSource(mcp_url), select=[uri], fleet=fleet, policy=policy) as cache:
         last: tuple[str, str | None] | None = None
@@ -57,7 +57,7 @@ async def main(mcp_url: str, uri: str, valkey: str) -> None:
                 if lead != leading:
                     leading = lead
                     say(leading=lead, at=time.time())
-                await anyio.sleep(0.002)
+                await anyio.sleep(0.005)
 
 
 if __name__ == "__main__":
