@@ -9,7 +9,7 @@ Measures, on this machine:
   the message layer, routing by subscription id. Beside it, the same N notifications
   as SSE frames through the HTTP source's path (``SseParser`` then the same message
   layer): the per-message client cost of each transport, like for like.
-- **stdio end to end**: the fault server (``python -m freshcache.testing._stdio_server``,
+- **stdio end to end**: the fault server (``python -m freshcache.acceptance._stdio_server``,
   its own process) writes N updates to one open subscription as fast as the pipe
   takes them; timed from the command until the listen iterator has yielded the N-th
   event (pipe, reader task, demultiplexer, per-subscription queue, consumer).
@@ -44,7 +44,7 @@ from freshcache._core import ListenAcknowledged, ResourceUpdated
 from freshcache._core._backoff import BackoffSettings
 from freshcache._stdio import Demultiplexer, EventFor
 from freshcache._wire import parse_message, stream_event
-from freshcache.testing._stdio_world import ControlChannel
+from freshcache.acceptance._stdio_world import ControlChannel
 
 SELECTED = "guide://shipping/approval"
 OTHER = "guide://shipping/rates"
@@ -106,7 +106,7 @@ def _fault_server(tmp: Path) -> tuple[StdioSource, ControlChannel]:
         [
             sys.executable,
             "-m",
-            "freshcache.testing._stdio_server",
+            "freshcache.acceptance._stdio_server",
             "--state",
             str(state),
             "--control-file",
@@ -182,7 +182,7 @@ async def http_end_to_end(updates: int, repeats: int) -> dict[str, float] | None
         import httpx
 
         from freshcache import HttpSource, ReferenceServer
-        from freshcache.testing._http_server import ReferenceHttpServer
+        from freshcache.acceptance._http_server import ReferenceHttpServer
     except ImportError:
         return None
     batch = 5_000

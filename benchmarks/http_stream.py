@@ -35,7 +35,7 @@ from httpx_sse._decoders import SSEDecoder, SSELineDecoder
 from freshcache import FreshCache, HttpSource, ReferenceServer
 from freshcache._core import ReconnectBudget
 from freshcache._sse import SseEvent, SseParser
-from freshcache.testing._http_server import ReferenceHttpServer
+from freshcache.acceptance._http_server import ReferenceHttpServer
 
 URI = "guide://shipping/approval"
 

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
 
 from freshcache import BackoffSettings, FreshCache, HttpSource, ReferenceServer
-from freshcache.testing._http_server import ReferenceHttpServer
+from freshcache.acceptance._http_server import ReferenceHttpServer
 
 URI = "guide://shipping/approval"
 SHOWN = (

@@ -16,176 +16,26 @@ import argparse
 import json
 import logging
 import math
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
 from contextlib import aclosing
-from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import anyio
 
 from . import __version__
 from ._cache import FreshCache
 from ._core import ReadResult
-from ._errors import FreshCacheError, TableError
-from ._tables import Case, CaseReport, EngineWorld, World, load_cases, play
+from ._errors import FreshCacheError
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
 
 
-def shipped_tables() -> Path:
-    """Where the tables shipped with freshcache live (wheel, or a source checkout)."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "_shipped_tables", here.parent / "acceptance_tables"):
-        if candidate.is_dir():
-            return candidate
-    raise FreshCacheError(
-        "the shipped acceptance tables are missing from this installation; "
-        "pass the path of a tables folder: freshcache acceptance PATH"
-    )
-
-
-def _worlds(wire: str) -> list[tuple[str, Callable[[], World]]]:
-    worlds: list[tuple[str, Callable[[], World]]] = []
-    if wire in ("engine", "all"):
-        worlds.append(("engine", EngineWorld))
-    if wire in ("http", "all"):
-        from .testing import HttpWorld
-
-        worlds.append(("http", HttpWorld))
-    if wire in ("stdio", "all"):
-        from .testing import StdioWorld
-
-        worlds.append(("stdio", StdioWorld))
-    return worlds
-
-
-class _Printer:
-    """Table output: colour on a terminal, plain otherwise, a progress line on stderr."""
-
-    def __init__(self, out: TextIO, err: TextIO, colour: bool) -> None:
-        self.out, self.err, self.colour = out, err, colour
-        self.progress = err.isatty()
-
-    def paint(self, text: str, code: str) -> str:
-        return f"\x1b[{code}m{text}\x1b[0m" if self.colour else text
-
-    def header(self) -> None:
-        print(f"{'wire':<7} {'case':<40} {'expected':<46} {'actual':<40} result", file=self.out)
-
-    def step(self, done: int, total: int, wire: str, case: Case) -> None:
-        if self.progress:
-            print(f"\r[{done}/{total}] {wire} {case.id:<50}", end="", file=self.err, flush=True)
-
-    def row(self, wire: str, report: CaseReport) -> None:
-        if self.progress:
-            print("\r" + " " * 70 + "\r", end="", file=self.err)
-        if report.skipped:
-            verdict = self.paint("skip", "33")
-        elif report.known_failure:
-            verdict = self.paint("known", "33")
-        elif report.passed:
-            verdict = self.paint("pass", "32")
-        else:
-            verdict = self.paint("FAIL", "31;1")
-        print(
-            f"{wire:<7} {report.id:<40} {_clip(report.expected, 46):<46} "
-            f"{_clip(report.actual, 40):<40} {verdict}",
-            file=self.out,
-        )
-        for failure in report.failures:
-            print(f"        {report.where}: {failure}", file=self.out)
-        if report.known_failure:
-            print(f"        known failing, {report.known_failure}", file=self.out)
-        if report.skipped:
-            print(f"        cannot be played on {wire}: {report.skipped}", file=self.out)
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-async def _run_all(
-    cases: Sequence[Case], wire: str, printer: _Printer | None
-) -> list[tuple[str, CaseReport]]:
-    results: list[tuple[str, CaseReport]] = []
-    worlds = _worlds(wire)
-    total = len(cases) * len(worlds)
-    done = 0
-    for name, make in worlds:
-        for case in cases:
-            if printer is not None:
-                printer.step(done, total, name, case)
-            report = await play(case, make())
-            done += 1
-            results.append((name, report))
-            if printer is not None:
-                printer.row(name, report)
-    return results
-
-
 def cmd_acceptance(args: argparse.Namespace) -> int:
-    paths = [Path(p) for p in args.paths] if args.paths else [shipped_tables()]
-    try:
-        cases = load_cases(paths)
-    except TableError as exc:
-        for problem in exc.problems:
-            print(problem, file=sys.stderr)
-        print(f"freshcache: {len(exc.problems)} problem(s); no case was run", file=sys.stderr)
-        return EXIT_UNUSABLE
-    if args.only:
-        wanted = set(args.only)
-        unknown = wanted - {c.id for c in cases}
-        if unknown:
-            print(f"freshcache: no case with id {', '.join(sorted(unknown))}", file=sys.stderr)
-            return EXIT_UNUSABLE
-        cases = [c for c in cases if c.id in wanted]
-    colour = sys.stdout.isatty() and "NO_COLOR" not in os.environ and not args.json
-    printer = None if args.json else _Printer(sys.stdout, sys.stderr, colour)
-    if printer is not None:
-        printer.header()
-    started = time.perf_counter()
-    results = anyio.run(_run_all, cases, args.wire, printer)
-    elapsed = time.perf_counter() - started
-    passed = sum(1 for _, r in results if r.passed and not r.skipped)
-    skipped = sum(1 for _, r in results if r.skipped)
-    failed = sum(1 for _, r in results if not r.passed)
-    if args.json:
-        report = {
-            "freshcache": __version__,
-            "wire": args.wire,
-            "cases": [{"wire": wire, **r.as_json()} for wire, r in results],
-            "summary": {
-                "passed": passed,
-                "failed": failed,
-                "skipped": skipped,
-                "seconds": round(elapsed, 3),
-            },
-        }
-        json.dump(report, sys.stdout, indent=2)
-        print()
-    else:
-        print()
-        for wire in dict.fromkeys(w for w, _ in results):
-            mine = [r for w, r in results if w == wire]
-            ok = sum(1 for r in mine if r.passed and not r.skipped)
-            print(f"{wire}: {ok}/{len(mine)} passed", end="")
-            print(
-                f", {sum(1 for r in mine if r.skipped)} not playable"
-                if any(r.skipped for r in mine)
-                else ""
-            )
-        print(f"({elapsed:.1f}s)")
-        line = f"{passed} passed, {failed} failed"
-        if skipped:
-            line += f", {skipped} skipped"
-        known = sum(1 for _, r in results if r.known_failure)
-        if known:
-            line += f" ({known} of the passed are known failing: KNOWN_FAILING)"
-        print(line)
-    return EXIT_OK if failed == 0 else EXIT_FAILED
+    from .acceptance._command import run
+
+    return run(args)
 
 
 # ---------------------------------------------------------------------- servers
@@ -457,18 +307,20 @@ def build_parser() -> argparse.ArgumentParser:
         "acceptance",
         help="play acceptance tables against the cache",
         description="Play acceptance tables (Markdown files or folders of them). With no "
-        "PATH, play the tables shipped with freshcache, on the engine and over real "
-        "HTTP and stdio against the embedded reference server. Exit 0 when every case passes, "
+        "PATH, play the tables shipped with freshcache on the bare engine, on the cache and "
+        "over real HTTP and stdio against the embedded reference server. Exit 0 when every "
+        "case passes, "
         "1 when a case fails, 2 when the input is unusable.",
     )
     acceptance.add_argument("paths", nargs="*", metavar="PATH", help="table files or folders")
     acceptance.add_argument("--json", action="store_true", help="print a machine-readable report")
     acceptance.add_argument(
         "--wire",
-        choices=["engine", "http", "stdio", "all"],
+        choices=["core", "engine", "http", "stdio", "all"],
         default="all",
-        help="where to play the rows: the in-memory engine, real HTTP on loopback, a "
-        "stdio subprocess of the reference server, or all three (default)",
+        help="where to play the rows: the bare engine on a virtual clock (core), the "
+        "cache over an in-memory source (engine), real HTTP on loopback, a stdio "
+        "subprocess of the reference server, or all four (default)",
     )
     acceptance.add_argument(
         "--only", action="append", metavar="ID", help="play only this case (repeatable)"

@@ -4,7 +4,7 @@ It holds resources whose text changes, answers reads and lists, keeps listening
 subscribers and publishes notifications to them. Its faults (hold reads, time out,
 deny, drop streams, go down, omit URIs from acknowledgments, notify before the
 acknowledgment ...) are what the acceptance tables switch on. `InMemorySource`
-talks to it directly; the wire servers in `freshcache.testing` put it behind real
+talks to it directly; the wire servers in `freshcache.acceptance` put it behind real
 HTTP and stdio transports.
 """
 
@@ -62,7 +62,7 @@ SHAPES = frozenset(
 """Faults that change the shape of an answer, not its outcome. Here they become
 `ReadReply.hints` (a change hint on the read's own answer) and ``multi_round_trip``
 (a result reached through ``requestState`` rounds); the wire servers act the rest
-out in JSON (`freshcache.testing.ReferenceProtocol`)."""
+out in JSON (`freshcache.acceptance.ReferenceProtocol`)."""
 
 Push = tuple[str, object]
 """A message queued for one subscriber: (kind, payload)."""

@@ -29,8 +29,9 @@ import anyio
 import httpx
 
 from freshcache import BackoffSettings, FreshCache, McpClientSource, Policy
-from freshcache._tables import Case, Setup, VirtualClock, World
-from freshcache._tables._steps import (
+from freshcache.acceptance import Case, Setup, VirtualClock, World
+from freshcache.acceptance._settle import wait_for
+from freshcache.acceptance._steps import (
     ALIASES,
     Given,
     NextRead,
@@ -329,40 +330,48 @@ class McpClientWorld(World):
         before = counters.notifications
         await self.control(op, **fields)
         if expect:
-            with anyio.fail_after(5.0):
-                while counters.notifications == before:
-                    await anyio.sleep(0.005)
+            await wait_for(
+                lambda: counters.notifications != before, limit=5.0, what="the notification"
+            )
+
+    settle_limit = 10.0
+    settle_pause = 0.01
+    settle_turns = 0
+    QUIET_LOOKS = 5  # looks (about 50 ms) in a row with nothing going on
 
     async def settle(self) -> None:
         """Wait (bounded) until nothing moves: reads landed, the stream is back up."""
-        cache = self.cache
-        counters = cache.engine.counters
-        last: tuple[object, ...] = ()
-        quiet = 0
-        with anyio.move_on_after(10.0):
-            while quiet < 5:  # 5 polls (about 50 ms) in a row with nothing going on
-                await anyio.sleep(0.01)
-                snapshot = (
-                    cache.stream_status,
-                    cache.pending_reads,
-                    counters.server_reads,
-                    counters.notifications,
-                    counters.acknowledgments,
-                    counters.stream_losses,
-                )
-                busy = cache.relisting or (cache.pending_reads > 0 and not self.holding)
-                reconnecting = (
-                    not self.down
-                    and bool(cache.selected)
-                    and cache.stream_status not in ("live", "unsupported", "disabled")
-                )
-                if busy or reconnecting or snapshot != last:
-                    quiet, last = 0, snapshot
-                else:
-                    quiet += 1
+        self._last: tuple[object, ...] = ()
+        self._quiet = 0
+        await super().settle()
         if not self.down:
             state = await self.control("state")
             self._reads = sum(int(n) for n in state.get("reads", {}).values())
+
+    async def _look(self) -> str | None:
+        cache = self.cache
+        counters = cache.engine.counters
+        snapshot = (
+            cache.stream_status,
+            cache.pending_reads,
+            counters.server_reads,
+            counters.notifications,
+            counters.acknowledgments,
+            counters.stream_losses,
+        )
+        busy = cache.relisting or (cache.pending_reads > 0 and not self.holding)
+        reconnecting = (
+            not self.down
+            and bool(cache.selected)
+            and cache.stream_status not in ("live", "unsupported", "disabled")
+        )
+        if busy or reconnecting or snapshot != self._last:
+            self._quiet, self._last = 0, snapshot
+        else:
+            self._quiet += 1
+        if self._quiet < self.QUIET_LOOKS:
+            return f"{self._quiet} quiet looks of {self.QUIET_LOOKS}"
+        return None
 
     def server_reads(self) -> int:
         return self._reads

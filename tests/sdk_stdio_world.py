@@ -3,7 +3,7 @@
 The cache reaches ``tests/fixtures/sdk_stdio_server.py`` (the SDK fixture of
 ``tests/fixtures/sdk_server.py`` served over stdio) through a `StdioSource`; the world
 steers it with MCP tool calls on that same pipe, and edits its state file while it is
-down. The words map as in `freshcache.testing.StdioWorld`: *stream drops* is the
+down. The words map as in `freshcache.acceptance.StdioWorld`: *stream drops* is the
 process dying in the middle of a line, *server goes down* is that plus every new
 process exiting at once until *server comes back*, a *local copy* is played by a
 read function between the cache and the source, and a principal other than the
@@ -23,8 +23,10 @@ from typing import Any
 
 from freshcache._core import RequestFailed
 from freshcache._stdio import StdioSource, StdioStats
-from freshcache._tables import Case, Setup
-from freshcache._tables._steps import (
+from freshcache._wire import ErrorResponse, Response
+from freshcache.acceptance import Case, Setup
+from freshcache.acceptance._stdio_world import StdioProcessWorld
+from freshcache.acceptance._steps import (
     NextRead,
     Notify,
     ServerChange,
@@ -33,8 +35,6 @@ from freshcache._tables._steps import (
     text_for,
     unread_uri,
 )
-from freshcache._wire import ErrorResponse, Response
-from freshcache.testing._stdio_world import StdioProcessWorld
 
 from .sdk_world import cannot_hold_acks, fixture_seed
 
@@ -176,13 +176,13 @@ class SdkStdioWorld(StdioProcessWorld):
         self._quiet = None
         await super().settle()
 
-    async def _look(self) -> tuple[str | None, float]:
+    async def _look(self) -> str | None:
         """Settled only after two quiet answers in a row with nothing new in between."""
         state = await self._server_state()
         busy = self._busy(state)
         if busy is not None:
             self._quiet = None
-            return busy, self.settle_pause
+            return busy
         counters = self.cache.engine.counters
         snapshot = (
             json.dumps(state, sort_keys=True),
@@ -191,9 +191,9 @@ class SdkStdioWorld(StdioProcessWorld):
             counters.acknowledgments,
         )
         if snapshot == self._quiet:
-            return None, 0.0
+            return None
         self._quiet = snapshot
-        return "a second quiet look", 0.01
+        return "a second quiet look"
 
     async def _server_state(self) -> dict[str, Any] | None:
         if self.down or self.source.pid is None:

@@ -9,7 +9,7 @@ with the state the rows gave it (``--state-file``).
 What the SDK server cannot be made to do, the world does not pretend: rows that need
 a notification before the acknowledgment, a foreign subscription id or a malformed
 frame are reported by `unplayable` with the reason (the project's own HTTP server
-plays them, `freshcache.testing.HttpWorld`).
+plays them, `freshcache.acceptance.HttpWorld`).
 
 `settle` is bounded by a deadline and waits on facts the fixture reports: reads that
 reached the handler and are held, notifications started per stream (acks included)
@@ -35,8 +35,9 @@ import anyio.to_thread
 import httpx
 
 from freshcache._core._backoff import BackoffSettings
-from freshcache._tables import Case, Setup
-from freshcache._tables._steps import (
+from freshcache.acceptance import Case, Setup
+from freshcache.acceptance._http_world import LoopbackHttpWorld
+from freshcache.acceptance._steps import (
     ALIASES,
     Given,
     NextRead,
@@ -47,7 +48,6 @@ from freshcache._tables._steps import (
     text_for,
     unread_uri,
 )
-from freshcache.testing._http_world import LoopbackHttpWorld
 
 from .conftest import FIXTURES, free_port
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from freshcache._tables import EngineWorld, load_cases, play
+from freshcache.acceptance import EngineWorld, load_cases, play
 
 TABLES = Path(__file__).resolve().parents[1] / "acceptance_tables"
 CASES = load_cases([TABLES])

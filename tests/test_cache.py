@@ -176,22 +176,28 @@ async def test_listening_can_be_switched_off():
 
 
 async def test_a_stream_without_acknowledgment_in_time_is_closed_and_retried():
-    opened: list[int] = []
-    closed: list[int] = []
+    log: list[tuple[str, int, float]] = []  # ("open" | "close", attempt, time)
 
     class Silent(InMemorySource):
         async def listen(self, uris, list_changed) -> AsyncIterator[StreamEvent]:
-            opened.append(len(opened))
+            attempt = sum(1 for what, _, _ in log if what == "open")
+            log.append(("open", attempt, anyio.current_time()))
             try:
-                yield ListenStarted(f"quiet-{len(opened)}", uris, list_changed)
+                yield ListenStarted(f"quiet-{attempt}", uris, list_changed)
                 await anyio.sleep_forever()
             finally:
-                closed.append(len(closed))
+                log.append(("close", attempt, anyio.current_time()))
 
     async with FreshCache(Silent(reference()), select=[U], ack_timeout=0.05, backoff=FAST) as cache:
-        await until(lambda: len(opened) >= 3)
-        # Each attempt that gave no acknowledgment was closed before the next one.
-        assert len(closed) >= len(opened) - 1 >= 2
+        await until(lambda: sum(1 for what, _, _ in log if what == "open") >= 3)
+        opened = {n: t for what, n, t in log if what == "open"}
+        closed = {n: t for what, n, t in log if what == "close"}
+        # Each attempt that gave no acknowledgment was closed, not before its ack
+        # deadline, and before the next one was opened.
+        for n in range(len(opened) - 1):
+            assert n in closed, f"attempt {n} was never closed"
+            assert closed[n] - opened[n] >= 0.05 * 0.9
+            assert log.index(("close", n, closed[n])) < log.index(("open", n + 1, opened[n + 1]))
         assert cache.engine.counters.acknowledgments == 0
         assert not cache.engine.is_covered(U)
         assert (await cache.read(U)).server_read is True  # uncovered: read before use
@@ -222,11 +228,17 @@ async def test_describe_reports_stream_selection_and_counters():
         await until(lambda: cache.stream_status == "live")
         await cache.read(U)
         info = cache.describe()
-        assert info["stream"] == "live"
-        assert info["selected"] == [U]
-        assert info["covered"] == [U]
+        assert info["server"] == cache.source.identity
+        assert (info["stream"], info["retry_in"]) == ("live", None)
+        assert (info["selected"], info["covered"]) == ([U], [U])
         assert info["counters"]["acknowledgments"] == 1
-        assert info["entries"] >= 1
+        assert info["counters"] == {
+            name: getattr(cache.engine.counters, name)
+            for name in cache.engine.counters.__slots__
+        }
+        store = cache.store
+        assert (info["entries"], info["bytes"]) == (store.entry_count, store.bytes_held)
+        assert info["entries"] >= 1 and info["bytes"] > 0  # the read (and a list page)
 
 
 async def test_a_reply_source_values_pass_through_unchanged():

@@ -45,8 +45,8 @@ from freshcache._core import (
     UntrustedMessage,
 )
 from freshcache._wire import encode_header_value
-from freshcache.testing._http_server import RawHttp, RawSse, RecordedRequest, ReferenceHttpServer
-from freshcache.testing._protocol import HangUp, Reply, Stall, error
+from freshcache.acceptance._http_server import RawHttp, RawSse, RecordedRequest, ReferenceHttpServer
+from freshcache.acceptance._protocol import HangUp, Reply, Stall, error
 
 from .conftest import schema_validator
 

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from freshcache._tables import Case, load_cases, play
-from freshcache.testing import HttpWorld
+from freshcache.acceptance import Case, HttpWorld, load_cases, play
 
 from .sdk_world import SdkHttpWorld, SdkPeer
 

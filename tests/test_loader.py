@@ -40,9 +40,10 @@ from freshcache._core import (
 )
 from freshcache._loader import failure_from_exception
 from freshcache._store import MemoryStore
-from freshcache._tables import Case, EngineWorld, Setup, load_cases, play
-from freshcache._tables._runner import engine_unplayable
-from freshcache._tables._steps import (
+from freshcache.acceptance import Case, EngineWorld, Setup, load_cases, play
+from freshcache.acceptance._runner import engine_unplayable
+from freshcache.acceptance._settle import wait_for
+from freshcache.acceptance._steps import (
     ALIASES,
     Given,
     Notify,
@@ -63,9 +64,7 @@ FAST = BackoffSettings(base=0.005, cap=0.02, quick_death=0.0, max_per_hour=10_00
 
 async def until(condition: Any, timeout: float = 5.0) -> None:
     """Wait (bounded) until ``condition()`` holds."""
-    with anyio.fail_after(timeout):
-        while not condition():
-            await anyio.sleep(0.002)
+    await wait_for(condition, limit=timeout)
 
 
 # --------------------------------------------------------------------------- the seed rows

@@ -93,10 +93,28 @@ def test_the_package_ships_type_information():
     assert (Path(freshcache.__file__).parent / "py.typed").exists()
 
 
-def test_importing_freshcache_does_not_import_the_sdk_or_an_otel_sdk():
+NOT_LOADED_BY_IMPORT = (
+    "mcp",
+    "opentelemetry.sdk",
+    "uvicorn",
+    "h11",
+    # the test equipment: table runner and vocabulary, test servers, worlds
+    "freshcache.acceptance",
+    "freshcache.acceptance._format",
+    "freshcache.acceptance._runner",
+    "freshcache.acceptance._steps",
+    "freshcache.acceptance._protocol",
+    "freshcache.acceptance._http_server",
+    "freshcache.acceptance._stdio_server",
+    "freshcache.acceptance._http_world",
+    "freshcache.acceptance._stdio_world",
+)
+
+
+def test_importing_freshcache_does_not_import_the_sdk_an_otel_sdk_or_the_test_equipment():
     code = (
-        "import sys, freshcache; "
-        "bad = [m for m in ('mcp', 'opentelemetry.sdk', 'freshcache.testing', 'uvicorn') if m in sys.modules]; "
+        "import sys, freshcache, freshcache.sync; "
+        f"bad = [m for m in {NOT_LOADED_BY_IMPORT!r} if m in sys.modules]; "
         "print(bad)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

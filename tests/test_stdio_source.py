@@ -2,7 +2,7 @@
 
 The sans-IO parts (`LineBuffer`, `Demultiplexer`) are driven with recorded bytes split
 at every boundary; the rest runs real subprocesses: the project's fault server
-(``python -m freshcache.testing._stdio_server``) and the one-trick servers of
+(``python -m freshcache.acceptance._stdio_server``) and the one-trick servers of
 ``tests/fixtures/stdio_scripts.py``.
 """
 
@@ -51,10 +51,10 @@ from freshcache._stdio import (
     OverlongLine,
     ResponseFor,
 )
-from freshcache._tables._steps import NextRead, ServerChange
 from freshcache._wire import ErrorResponse, Response
-from freshcache.testing._stdio_server import EXIT_DOWN, step_to_json
-from freshcache.testing._stdio_world import ControlChannel
+from freshcache.acceptance._stdio_server import EXIT_DOWN, step_to_json
+from freshcache.acceptance._stdio_world import ControlChannel
+from freshcache.acceptance._steps import NextRead, ServerChange
 
 from .conftest import FIXTURES, schema_validator
 
@@ -440,7 +440,7 @@ def test_the_identity_is_the_command_line() -> None:
 
 # --------------------------------------------------------------------------- over real processes
 
-SERVER = [sys.executable, "-m", "freshcache.testing._stdio_server"]
+SERVER = [sys.executable, "-m", "freshcache.acceptance._stdio_server"]
 
 
 async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from freshcache._tables import Case, CaseReport, load_cases, play
-from freshcache.testing import StdioWorld
+from freshcache.acceptance import Case, CaseReport, StdioWorld, load_cases, play
 
 from .sdk_stdio_world import SdkStdioWorld
 

@@ -1,4 +1,5 @@
-"""The default store: bounded by entries and by bytes; evictions are reported."""
+"""What only the default store promises: LRU order within its bounds, its argument
+checks and its repr. The contract every store keeps is `tests/test_store_contract.py`."""
 
 from __future__ import annotations
 
@@ -28,27 +29,7 @@ def test_the_entry_bound_evicts_the_least_recently_used():
     assert store.entry_count == 2
 
 
-def test_the_byte_bound_evicts_until_the_new_entry_fits():
-    store = MemoryStore(max_entries=100, max_bytes=1000)
-    evicted = []
-    store.set_eviction_listener(evicted.append)
-    for n in range(3):
-        store.put(key(n), entry(400))
-    assert evicted == [key(0)]
-    assert store.bytes_held == 800
-
-
-def test_an_entry_larger_than_the_store_is_not_kept_and_counts_as_evicted():
-    store = MemoryStore(max_entries=10, max_bytes=100)
-    evicted = []
-    store.set_eviction_listener(evicted.append)
-    store.put(key(1), entry(50))
-    store.put(key(1), entry(500))
-    assert store.get(key(1)) is None
-    assert evicted == [key(1)]
-
-
-def test_discard_removes_without_reporting_an_eviction():
+def test_the_repr_shows_the_counts():
     store = MemoryStore()
     evicted = []
     store.set_eviction_listener(evicted.append)

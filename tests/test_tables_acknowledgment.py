@@ -8,9 +8,9 @@ import anyio
 import pytest
 
 from freshcache._reference import ReferenceServer
-from freshcache._tables import EngineWorld, load_cases, parse_text, play
-from freshcache._tables import _runner as runner
-from freshcache._tables._steps import (
+from freshcache.acceptance import EngineWorld, load_cases, parse_text, play
+from freshcache.acceptance import _runner as runner
+from freshcache.acceptance._steps import (
     Given,
     Notify,
     Observe,

@@ -11,8 +11,8 @@ import pytest
 
 from freshcache import TableError
 from freshcache._cli import main
-from freshcache._tables import load_cases, parse_text
-from freshcache._tables._steps import Given, NextRead, Notify, Observe, parse_expect, parse_step
+from freshcache.acceptance import load_cases, parse_text
+from freshcache.acceptance._steps import Given, NextRead, Notify, Observe, parse_expect, parse_step
 
 HEADER = "| id | source | steps | expect |\n|---|---|---|---|\n"
 
@@ -160,7 +160,8 @@ def test_the_json_report_lists_every_case(tmp_path, capsys):
 def test_only_plays_the_named_cases_and_rejects_unknown_ids(capsys):
     assert main(["acceptance", "--only", "seed-6"]) == 0
     out = capsys.readouterr().out
-    assert "3 passed, 0 failed" in out  # the engine, HTTP and stdio
+    assert "4 passed, 0 failed" in out  # the bare engine, the engine, HTTP and stdio
+    assert "core: 1/1 passed" in out
     assert "stdio: 1/1 passed" in out
     assert main(["acceptance", "--only", "no-such-case"]) == 2
 

@@ -238,3 +238,7 @@ async def test_without_an_sdk_everything_is_a_silent_no_op():
         await until(lambda: cache.engine.counters.invalidations == before + 1)
         result = await cache.read(U)
         assert (result.state, result.text) == ("fresh", "v2")
+        # Spans exist for the code's sake but record nothing, and nothing is metered.
+        with cache.telemetry.read_span(U) as span:
+            assert not span.is_recording()
+        assert cache.telemetry.counts.hits == 0

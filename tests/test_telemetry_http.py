@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from freshcache._tables import load_cases, play
-from freshcache.testing import HttpWorld
+from freshcache.acceptance import HttpWorld, load_cases, play
 from tests.telemetry_support import Recorder
 
 TABLES = Path(__file__).resolve().parents[1] / "acceptance_tables"

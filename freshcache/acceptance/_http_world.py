@@ -26,28 +26,27 @@ server can listen, a live stream for the current selection.
 
 from __future__ import annotations
 
-import abc
+import contextlib
 from contextlib import AsyncExitStack
 from typing import Any
 
-import anyio
-import anyio.lowlevel
 import httpx
 from anyio.streams.memory import MemoryObjectSendStream
 
 from .._core import Partition
 from .._http import HttpSource
 from .._reference import Push, ReferenceServer
-from .._tables._format import Case
-from .._tables._runner import (
+from ._format import Case
+from ._http_server import ReferenceHttpServer, ReplyMode
+from ._runner import (
     Setup,
     VirtualClock,
     World,
     apply_to_reference,
     configure_reference,
 )
-from .._tables._steps import NextRead, Notify, ServerChange, ServerSets
-from ._http_server import ReferenceHttpServer, ReplyMode
+from ._settle import wait_for
+from ._steps import NextRead, Notify, ServerChange, ServerSets
 
 
 def bearer(principal: Partition) -> dict[str, str]:
@@ -71,10 +70,10 @@ class LoopbackHttpWorld(World):
         self.clock = VirtualClock()
         self.read_timeout = read_timeout
         self.idle_timeout = idle_timeout
-        self.settle_timeout = settle_timeout
+        self.settle_limit = settle_timeout
         self.principal: str | None = None
         self.source: HttpSource
-        self.settle_timeouts = 0
+        self.settle_limits = 0
         """How often `settle` gave up waiting (a row that then fails says why)."""
         self.last_busy: str | None = None
         self._stack = AsyncExitStack()
@@ -97,22 +96,6 @@ class LoopbackHttpWorld(World):
             self.make_cache(self.source, setup, read_timeout=self.read_timeout, **options)
         )
         await self.reach_seed_situation(setup)
-
-    async def settle(self) -> None:
-        with anyio.move_on_after(self.settle_timeout) as scope:
-            while True:
-                for _ in range(20):
-                    await anyio.lowlevel.checkpoint()
-                self.last_busy = await self._look()
-                if self.last_busy is None:
-                    return
-                await anyio.sleep(self.settle_pause)
-        if scope.cancelled_caught:
-            self.settle_timeouts += 1
-
-    @abc.abstractmethod
-    async def _look(self) -> str | None:
-        """What the cache has not taken in yet (``None``: settled)."""
 
     def _reads_busy(self, held: int) -> str | None:
         """Reads in flight beyond the ``held`` ones, or a list walk (``None``: neither)."""
@@ -195,17 +178,25 @@ class HttpWorld(LoopbackHttpWorld):
 
     async def _until_keepalives_seen(self, count: int = 3) -> None:
         """ "After keep-alives": let every open stream show the server's rhythm first."""
-        with anyio.fail_after(self.settle_timeout):
-            while any(s.keepalives < count for s in self.source.streams.values()):  # noqa: ASYNC110
-                await anyio.sleep(0.01)
+        streams = self.source.streams
+        await wait_for(
+            lambda: all(s.keepalives >= count for s in streams.values()),
+            limit=self.settle_limit,
+            pause=0.01,
+            what=f"{count} keep-alives on every stream",
+        )
 
     async def _until_silence_noticed(self, before: int) -> None:
         """Wait until the source gave a mute stream up by the keep-alive rule; the idle
         timeout catching it instead (or nothing) fails the row."""
-        with anyio.move_on_after(2 * self.idle_timeout + 1.0):
-            while self.source.stats.silent_losses == before:  # noqa: ASYNC110 - a counter, no event
-                await anyio.sleep(0.01)
-        if self.source.stats.silent_losses == before:
+        stats = self.source.stats
+        with contextlib.suppress(TimeoutError):
+            await wait_for(
+                lambda: stats.silent_losses != before,
+                limit=2 * self.idle_timeout + 1.0,
+                pause=0.01,
+            )
+        if stats.silent_losses == before:
             raise AssertionError(
                 f"the silent stream was not noticed by the keep-alive rule "
                 f"(idle timeouts: {self.source.stats.idle_timeouts})"

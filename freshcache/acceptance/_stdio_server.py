@@ -1,6 +1,6 @@
 """A fault-injecting MCP 2026-07-28 server over stdio, for tests and benchmarks.
 
-    python -m freshcache.testing._stdio_server [--state FILE] [--control-file FILE]
+    python -m freshcache.acceptance._stdio_server [--state FILE] [--control-file FILE]
 
 It serves a `ReferenceServer` through `ReferenceProtocol` on stdin/stdout, one
 JSON-RPC message per line (spec basic/transports/stdio), many requests at once, and
@@ -49,8 +49,6 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from .._reference import ReferenceServer, Resource
 from .._stdio import LineBuffer, OverlongLine
-from .._tables._runner import apply_to_reference
-from .._tables._steps import ALIASES, NextRead, Notify, ServerChange, ServerSets, text_for
 from .._wire import META_SUBSCRIPTION_ID
 from ._protocol import (
     DENIED_CODE,
@@ -65,6 +63,8 @@ from ._protocol import (
     Stream,
     error,
 )
+from ._runner import apply_to_reference
+from ._steps import ALIASES, NextRead, Notify, ServerChange, ServerSets, text_for
 
 EXIT_DOWN = 3
 """Exit code of a process started while the state file says the server is down."""
@@ -484,7 +484,7 @@ class StdioReferenceServer:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m freshcache.testing._stdio_server",
+        prog="python -m freshcache.acceptance._stdio_server",
         description="A fault-injecting MCP 2026-07-28 server over stdio (freshcache tests).",
     )
     parser.add_argument(

@@ -13,19 +13,20 @@ import abc
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
 
 from .._cache import FreshCache, ListResult
-from .._core import Policy, ReadResult
+from .._core import FreshnessEngine, Policy, ReadResult
 from .._core._backoff import BackoffSettings
 from .._reference import ReferenceServer
 from .._source import Source
 from .._store import MemoryStore
 from ._format import Case
+from ._settle import settle, wait_for
 from ._steps import (
     ALIASES,
     SCHEMA_FAULTS,
@@ -150,9 +151,27 @@ class World(abc.ABC):
     async def act(self, step: ServerSets | Notify | NextRead | ServerChange) -> None:
         """Make the server do what the step says."""
 
-    @abc.abstractmethod
+    #: How `settle` polls: the deadline, the pause between looks, the event-loop turns
+    #: before each look.
+    settle_limit = 5.0
+    settle_pause = 0.002
+    settle_turns = 20
+    #: Settles that hit their deadline, and what was still busy then.
+    settle_timeouts = 0
+    last_busy: str | None = None
+
     async def settle(self) -> None:
-        """Wait until the cache has taken in everything the server did."""
+        """Wait (bounded) until the cache has taken in everything the server did."""
+        busy = await settle(
+            self._look, limit=self.settle_limit, pause=self.settle_pause, turns=self.settle_turns
+        )
+        self.last_busy = busy
+        if busy is not None:
+            self.settle_timeouts += 1
+
+    @abc.abstractmethod
+    async def _look(self) -> str | None:
+        """What the cache has not taken in yet (``None``: settled)."""
 
     @abc.abstractmethod
     def server_reads(self) -> int:
@@ -269,13 +288,22 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
                     for step in steps:
                         last = await _do(world, step, tg, background, last, setup)
                     await world.settle()
-                failures = _check(case.row.expect, last, world, world.server_reads() - baseline)
+                reads = world.server_reads() - baseline
+                failures = check(case.row.expect, last, world.cache, reads)
             finally:
                 await world.stop()
     except TimeoutError:
         failures = [f"the case did not finish within {step_timeout * (len(steps) + 2):.0f}s"]
     except Exception as exc:  # a crash is a failed case, reported with its cause
         failures = [f"crashed: {type(exc).__name__}: {exc}"]
+    return report(case, last, failures, started)
+
+
+def report(
+    case: Case, last: Observation | None, failures: list[str], started: float
+) -> CaseReport:
+    """The report of a played case (`KNOWN_FAILING` applied), for every player."""
+    expected = case.expect_text
     known: str | None = None
     if case.id in KNOWN_FAILING:
         if failures:
@@ -283,7 +311,7 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
         else:
             failures = [
                 f"listed in KNOWN_FAILING ({KNOWN_FAILING[case.id]}) but passes now: "
-                "take it off that list in freshcache/_tables/_runner.py"
+                "take it off that list in freshcache/acceptance/_runner.py"
             ]
     return CaseReport(
         case.id,
@@ -327,9 +355,7 @@ async def _do(
             await world.settle()
             return last
         case Observe(how="await_background"):
-            with anyio.fail_after(30.0):
-                while not background:  # noqa: ASYNC110 - the reader appends, no event to wait on
-                    await anyio.sleep(0.005)
+            await wait_for(lambda: background, limit=30.0, what="the background read")
             await world.settle()
             return background.pop(0)
         case Observe():
@@ -354,9 +380,20 @@ async def _do(
             return last
 
 
-def _check(
-    expectations: Sequence[Expect], last: Observation | None, world: World, reads: int
+class Observed(Protocol):
+    """What `check` looks at besides the last observation: a cache, or a bare engine."""
+
+    @property
+    def stream_status(self) -> str: ...
+
+    @property
+    def engine(self) -> FreshnessEngine: ...
+
+
+def check(
+    expectations: Sequence[Expect], last: Observation | None, world: Observed, reads: int
 ) -> list[str]:
+    """What a row's expectations find wrong with what was observed (empty: passed)."""
     failures: list[str] = []
     for expect in expectations:
         match expect.what:
@@ -396,18 +433,18 @@ def _check(
                         f"{expect.uri} {'missing from' if not present else 'present in'} the list"
                     )
             case "stream":
-                if world.cache.stream_status != expect.word:
+                if world.stream_status != expect.word:
                     failures.append(
-                        f"stream is {world.cache.stream_status}, expected {expect.word}"
+                        f"stream is {world.stream_status}, expected {expect.word}"
                     )
             case "untrusted":
-                got = world.cache.engine.counters.untrusted_messages
+                got = world.engine.counters.untrusted_messages
                 if got < expect.number:
                     failures.append(
                         f"{got} untrusted messages counted, expected at least {expect.number}"
                     )
             case "tracked_uris_at_most":
-                tracked = world.cache.engine.tracked_uris
+                tracked = world.engine.tracked_uris
                 if tracked > expect.number:
                     failures.append(
                         f"the engine tracks {tracked} URIs, expected at most {expect.number}"
@@ -445,28 +482,27 @@ class EngineWorld(World):
     async def act(self, step: ServerSets | Notify | NextRead | ServerChange) -> None:
         apply_to_reference(self.server, step, self.principal)
 
-    async def settle(self) -> None:
+    settle_pause = 0.001
+
+    async def _look(self) -> str | None:
         cache, server = self.cache, self.server
-        with anyio.move_on_after(5.0):
-            while True:
-                for _ in range(20):
-                    await anyio.lowlevel.checkpoint()
-                if cache.pending_reads > server.reads_in_flight or cache.relisting:
-                    await anyio.sleep(0.001)
-                    continue
-                wants_stream = (
-                    server.listen_supported
-                    and not server.down
-                    and cache.selected
-                    and cache.stream_status not in ("live", "unsupported", "disabled")
-                )
-                if server.acks_held and cache.selected:
-                    # Acks held: settled once a listen for the selection is open.
-                    wants_stream = not server.listens_for(cache.selected)
-                if wants_stream:
-                    await anyio.sleep(0.002)
-                    continue
-                return
+        if cache.pending_reads > server.reads_in_flight:
+            return f"{cache.pending_reads} reads in flight, {server.reads_in_flight} at the server"
+        if cache.relisting:
+            return "a re-list is under way"
+        if server.acks_held and cache.selected:
+            # Acks held: settled once a listen for the selection is open.
+            if not server.listens_for(cache.selected):
+                return "no listen for the selection yet (acks held)"
+            return None
+        if (
+            server.listen_supported
+            and not server.down
+            and cache.selected
+            and cache.stream_status not in ("live", "unsupported", "disabled")
+        ):
+            return f"the stream is {cache.stream_status}"
+        return None
 
     def server_reads(self) -> int:
         return self.server.reads

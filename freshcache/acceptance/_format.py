@@ -3,7 +3,7 @@
 A file is Markdown. Every table whose header is ``| id | source | steps | expect |``
 holds cases, one per row; everything else (headings, prose, other tables) is
 commentary. ``steps`` and ``expect`` are lists of phrases separated by ``;`` (see
-`freshcache._tables._steps` for the vocabulary). Problems are reported as
+`freshcache.acceptance._steps` for the vocabulary). Problems are reported as
 ``path:line: what is wrong``, all of them at once.
 """
 

@@ -1,6 +1,6 @@
 """`StdioWorld`: acceptance rows played over a real stdio subprocess.
 
-The cache talks to ``python -m freshcache.testing._stdio_server`` through a
+The cache talks to ``python -m freshcache.acceptance._stdio_server`` through a
 `StdioSource`; the world steers that server through its loopback control port and a
 state file (see the server's docstring). How the table's words map to stdio:
 
@@ -52,20 +52,21 @@ from .._core._backoff import BackoffSettings
 from .._reference import ReferenceServer
 from .._source import ServerInfo
 from .._stdio import StdioSource, StdioStats
-from .._tables._format import Case
-from .._tables._runner import (
+from ._format import Case
+from ._runner import (
     Setup,
     VirtualClock,
     World,
     apply_to_reference,
     configure_reference,
 )
-from .._tables._steps import NextRead, Notify, ServerChange, ServerSets
+from ._settle import wait_for
 from ._stdio_server import load_state, save_state, step_to_json
+from ._steps import NextRead, Notify, ServerChange, ServerSets
 
 ServerStep = ServerSets | Notify | NextRead | ServerChange
 
-SERVER_MODULE = "freshcache.testing._stdio_server"
+SERVER_MODULE = "freshcache.acceptance._stdio_server"
 
 
 class LocalCopyLoader:
@@ -285,31 +286,22 @@ class StdioProcessWorld(World):
     async def _wait_until_gone(self, pid: int | None) -> None:
         """Wait until the source has seen process ``pid`` go: only then is the loss on its
         way to the cache, and the state file ours to edit."""
-        with anyio.fail_after(self.settle_limit):
-            while self.source.pid == pid:  # noqa: ASYNC110 - polling another process
-                await anyio.sleep(0.005)
+        source = self.source
+        await wait_for(
+            lambda: source.pid != pid, limit=self.settle_limit, pause=0.005, what=f"pid {pid} to go"
+        )
 
     # ------------------------------------------------------------------ settling
 
+    settle_turns = 10
+
     async def settle(self) -> None:
-        busy: str | None = "not looked yet"
-        with anyio.move_on_after(self.settle_limit):
-            while True:
-                for _ in range(10):
-                    await anyio.lowlevel.checkpoint()
-                busy, pause = await self._look()
-                if busy is None:
-                    break
-                await anyio.sleep(pause)
-        if busy is not None:
-            self.settle_timeouts += 1
-            self.last_busy = busy
+        await super().settle()
         await self._note_reads()
 
-    async def _look(self) -> tuple[str | None, float]:
-        """What the world still waits for (``None``: settled), and how long to pause
-        before the next look."""
-        return self._busy(await self._server_state()), self.settle_pause
+    async def _look(self) -> str | None:
+        """What the world still waits for (``None``: settled)."""
+        return self._busy(await self._server_state())
 
     def _busy(self, state: dict[str, Any] | None) -> str | None:
         """What the world still waits for (``None``: settled)."""
@@ -360,7 +352,7 @@ class StdioProcessWorld(World):
 
 
 class StdioWorld(StdioProcessWorld):
-    """Acceptance rows over ``python -m freshcache.testing._stdio_server`` (see module doc)."""
+    """Acceptance rows over ``python -m freshcache.acceptance._stdio_server`` (see module doc)."""
 
     name = "stdio"
 

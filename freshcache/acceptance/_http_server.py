@@ -57,7 +57,7 @@ from ._protocol import (
     error,
 )
 
-log = logging.getLogger("freshcache.testing.http")
+log = logging.getLogger("freshcache.acceptance.http")
 
 ReplyMode = Literal["auto", "json", "sse"]
 

@@ -1,0 +1,50 @@
+"""The acceptance equipment behind ``freshcache acceptance`` (DESIGN §3).
+
+The table format (`_format`), the step vocabulary (`_steps`), the runner and the
+engine world (`_runner`), the reference server's JSON-RPC protocol (`_protocol`), the
+fault-injecting HTTP and stdio servers (`_http_server`, `_stdio_server`), the worlds
+that play rows over them (`_http_world`, `_stdio_world`) and the command itself
+(`_command`). The library never imports this package; the command line imports it
+when the ``acceptance`` command runs. The HTTP worlds (and h11) load only when asked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._format import Case, CaseRow, load_cases, parse_text, table_files
+from ._runner import CaseReport, EngineWorld, Setup, VirtualClock, World, describe, play
+
+__all__ = [
+    "Case",
+    "CaseReport",
+    "CaseRow",
+    "EngineWorld",
+    "HttpWorld",
+    "ReferenceProtocol",
+    "Setup",
+    "StdioWorld",
+    "VirtualClock",
+    "World",
+    "describe",
+    "load_cases",
+    "parse_text",
+    "play",
+    "table_files",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ReferenceProtocol":
+        from ._protocol import ReferenceProtocol
+
+        return ReferenceProtocol
+    if name == "HttpWorld":
+        from ._http_world import HttpWorld
+
+        return HttpWorld
+    if name == "StdioWorld":
+        from ._stdio_world import StdioWorld
+
+        return StdioWorld
+    raise AttributeError(f"module 'freshcache.acceptance' has no attribute {name!r}")

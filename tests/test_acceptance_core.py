@@ -1,0 +1,70 @@
+"""Every acceptance row, played on the bare engine: `FreshnessEngine` and
+`ListenSupervisor` driven synchronously with virtual clocks, no event loop (DESIGN §3's
+engine level; `tests/test_acceptance_engine.py` plays the same rows on `FreshCache`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from freshcache.acceptance import load_cases
+from freshcache.acceptance._core_world import CoreWorld, play_core
+from freshcache.acceptance._runner import Setup
+from freshcache.acceptance._steps import ServerChange
+
+TABLES = Path(__file__).resolve().parents[1] / "acceptance_tables"
+CASES = load_cases([TABLES])
+
+# What only a wire carries (JSON to break, protocol versions, stream bytes).
+WIRE_ONLY = {
+    "read-without-contents",
+    "ttl-as-string",
+    "ttl-as-bool",
+    "unsupported-version-renegotiates",
+    "silent-after-keepalives",
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_row_passes_on_the_bare_engine(case):
+    report = play_core(case)
+    if case.id in WIRE_ONLY:
+        assert report.skipped, "a wire-only row must say why the engine cannot play it"
+        return
+    assert report.skipped is None, report.skipped
+    assert report.passed, (
+        f"{case.where}: expected {report.expected}, got {report.actual}: {report.failures}"
+    )
+
+
+def test_the_bare_engine_skips_only_the_wire_only_rows_and_says_why():
+    world = CoreWorld()
+    reasons = {c.id: world.unplayable(c) for c in CASES}
+    assert {case_id for case_id, why in reasons.items() if why} == WIRE_ONLY
+    assert all("engine level" in (reasons[case_id] or "") for case_id in WIRE_ONLY)
+
+
+def test_the_bare_engine_world_runs_no_event_loop_and_never_sleeps(monkeypatch):
+    import time
+
+    import anyio
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the bare-engine world must not sleep or run a loop")
+
+    for module, name in ((time, "sleep"), (anyio, "run"), (anyio, "sleep")):
+        monkeypatch.setattr(module, name, forbidden)
+    reports = [play_core(case) for case in CASES]
+    assert all(r.passed for r in reports), [r.id for r in reports if not r.passed]
+
+
+def test_a_dropped_stream_is_live_again_after_one_settle_the_backoff_skipped():
+    world = CoreWorld()
+    world.start(Setup())
+    assert (world.stream_status, world.supervisor.attempts, world.stream_clock) == ("live", 1, 0.0)
+    world.act(ServerChange("drop_stream"))
+    world.settle()
+    assert (world.stream_status, world.supervisor.attempts) == ("live", 2)
+    assert world.stream_clock > 0.0  # moved to the retry time, not waited for
+    world.stop()

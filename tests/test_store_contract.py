@@ -1,0 +1,146 @@
+"""The contract every `Store` keeps (cachetools' shared tests are the model).
+
+Each factory builds a store from its two bounds; adding a store is one line in
+`FACTORIES`. What only one store promises (the default's LRU order, its argument
+checks) stays in that store's own test file (`tests/test_store.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from freshcache import MemoryStore
+from freshcache._core import Entry, EntryKey, ReadResult, Store
+
+StoreFactory = Callable[[int, int], Store]  # (max_entries, max_bytes) -> a new, empty store
+
+FACTORIES: dict[str, StoreFactory] = {
+    "memory": lambda entries, size: MemoryStore(max_entries=entries, max_bytes=size),
+}
+
+
+@pytest.fixture(params=sorted(FACTORIES))
+def make(request: pytest.FixtureRequest) -> StoreFactory:
+    return FACTORIES[request.param]
+
+
+def entry(size: int, generation: int = 0) -> Entry:
+    return Entry(ReadResult("fresh", "x://", text=f"v{generation}"), generation, 0.0, 1.0, "private", size)
+
+
+def key(n: int, partition: str | None = None) -> EntryKey:
+    return ("server", "resources/read", f"x://{n}", partition)
+
+
+def listening(store: Store) -> list[EntryKey]:
+    evicted: list[EntryKey] = []
+    store.set_eviction_listener(evicted.append)
+    return evicted
+
+
+def test_a_new_store_is_empty(make: StoreFactory) -> None:
+    store = make(10, 1000)
+    assert (store.get(key(1)), store.entry_count, store.bytes_held) == (None, 0, 0)
+
+
+def test_put_then_get_returns_the_entry(make: StoreFactory) -> None:
+    store = make(10, 1000)
+    stored = entry(10)
+    store.put(key(1), stored)
+    assert store.get(key(1)) == stored
+    assert (store.entry_count, store.bytes_held) == (1, 10)
+
+
+def test_put_replaces_the_entry_under_the_same_key_and_its_bytes(make: StoreFactory) -> None:
+    store = make(10, 1000)
+    evicted = listening(store)
+    store.put(key(1), entry(10, generation=1))
+    store.put(key(1), entry(30, generation=2))
+    got = store.get(key(1))
+    assert got is not None and got.generation == 2
+    assert (store.entry_count, store.bytes_held, evicted) == (1, 30, [])
+
+
+def test_keys_differing_only_in_partition_are_distinct(make: StoreFactory) -> None:
+    store = make(10, 1000)
+    store.put(key(1, "alice"), entry(10, generation=1))
+    store.put(key(1, "bob"), entry(10, generation=2))
+    a, b = store.get(key(1, "alice")), store.get(key(1, "bob"))
+    assert a is not None and b is not None and (a.generation, b.generation) == (1, 2)
+    assert store.get(key(1)) is None
+
+
+def test_discard_removes_without_reporting_an_eviction(make: StoreFactory) -> None:
+    store = make(10, 1000)
+    evicted = listening(store)
+    store.put(key(1), entry(10))
+    store.discard(key(1))
+    store.discard(key(2))  # absent: no error
+    assert (store.get(key(1)), store.entry_count, store.bytes_held, evicted) == (None, 0, 0, [])
+
+
+def test_the_entry_bound_holds_and_every_eviction_is_reported(make: StoreFactory) -> None:
+    store = make(3, 10**6)
+    evicted = listening(store)
+    for n in range(7):
+        store.put(key(n), entry(10))
+        assert store.entry_count <= 3
+    assert store.entry_count == 3 and len(evicted) == 4
+    kept = {n for n in range(7) if store.get(key(n)) is not None}
+    assert len(kept) == 3 and 6 in kept  # the newest entry is kept
+    assert {key(n) for n in range(7)} - {key(n) for n in kept} == set(evicted)
+
+
+def test_the_byte_bound_holds_and_every_eviction_is_reported(make: StoreFactory) -> None:
+    store = make(100, 1000)
+    evicted = listening(store)
+    for n in range(5):
+        store.put(key(n), entry(400))
+        assert store.bytes_held <= 1000
+    assert (store.entry_count, store.bytes_held) == (2, 800)
+    assert store.get(key(4)) is not None
+    assert set(evicted) == {key(n) for n in range(5) if store.get(key(n)) is None}
+    assert len(evicted) == 3
+
+
+def test_an_entry_larger_than_the_store_is_not_kept_and_counts_as_evicted(
+    make: StoreFactory,
+) -> None:
+    store = make(10, 100)
+    evicted = listening(store)
+    store.put(key(2), entry(40))
+    store.put(key(1), entry(50))
+    store.put(key(1), entry(500))  # replaces a kept entry: the old one goes too
+    assert store.get(key(1)) is None
+    assert evicted == [key(1)]
+    assert store.get(key(2)) is not None  # the others are not swept out for it
+    assert (store.entry_count, store.bytes_held) == (1, 40)
+
+
+def test_an_entry_exactly_the_size_of_the_store_is_kept(make: StoreFactory) -> None:
+    store = make(10, 100)
+    evicted = listening(store)
+    store.put(key(1), entry(100))
+    assert store.get(key(1)) is not None and evicted == []
+
+
+def test_counts_and_bytes_follow_puts_replacements_and_discards(make: StoreFactory) -> None:
+    store = make(10, 1000)
+    for n, size in enumerate((5, 7, 11)):
+        store.put(key(n), entry(size))
+    assert (store.entry_count, store.bytes_held) == (3, 23)
+    store.put(key(1), entry(1))
+    assert (store.entry_count, store.bytes_held) == (3, 17)
+    store.discard(key(0))
+    assert (store.entry_count, store.bytes_held) == (2, 12)
+
+
+def test_the_listener_can_be_replaced(make: StoreFactory) -> None:
+    store = make(1, 1000)
+    first = listening(store)
+    second = listening(store)
+    store.put(key(1), entry(1))
+    store.put(key(2), entry(1))
+    assert (first, second) == ([], [key(1)])
