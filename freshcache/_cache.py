@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -54,6 +54,10 @@ from ._listening import StreamDriver
 from ._source import ServerInfo, Source
 from ._store import MemoryStore
 from ._telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from ._fleet._worker import FleetWorker
+    from .fleet import Fleet
 
 log = logging.getLogger("freshcache")
 
@@ -97,6 +101,7 @@ class FreshCache:
         meter_provider: MeterProvider | None = None,
         trace_hits: bool = False,
         max_concurrent_reads: int = 16,
+        fleet: str | Fleet | None = None,
     ) -> None:
         if isinstance(select, str):
             raise ConfigurationError(
@@ -112,6 +117,17 @@ class FreshCache:
             raise ConfigurationError(
                 f"source must be a freshcache Source (HttpSource, StdioSource, ...), got {source!r}"
             )
+        # --- fleet hook (freshcache.fleet): the worker wraps the source; reads and
+        # streams go through it, the hit path does not.
+        self._fleet: FleetWorker | None = None
+        if fleet is not None:
+            from .fleet import attach_fleet
+
+            self._fleet = attach_fleet(fleet, source.identity, meter_provider)
+            source = self._fleet.wrap(source)
+            if backoff is None:  # a follower's "stream" comes and goes with the listener
+                backoff = _FLEET_BACKOFF
+        # --- end fleet hook
         self.source = source
         self.read_timeout = read_timeout
         self.principal = principal
@@ -157,6 +173,8 @@ class FreshCache:
             max_background=max_concurrent_reads,
             on_settled=self._settled,
         )
+        if self._fleet is not None:  # fleet hook
+            self._fleet.bind(self.engine, self._carry_out, self._streams.want)
         self._relisting = False
         self._tg: TaskGroup | None = None
         self.server_info: ServerInfo | None = None
@@ -175,6 +193,8 @@ class FreshCache:
         self._tg = tg
         self._flights.tg = tg
         self._carry_out(self.engine.select(self._initial_selection))
+        if self._fleet is not None:  # fleet hook
+            tg.start_soon(self._fleet.run)
         tg.start_soon(self._streams.run, tg, self._discover)
         return self
 
@@ -435,6 +455,8 @@ class FreshCache:
         self.telemetry.invalidated(event, self._clock())
         if self._changes.active:
             self._changes.invalidated(event.uri)
+        if self._fleet is not None:  # fleet hook: hints heard here go to every worker
+            self._fleet.heard_locally(event)
 
     async def _discover(self) -> ServerInfo | None:
         try:
@@ -481,7 +503,7 @@ class FreshCache:
     def describe(self) -> dict[str, Any]:
         """A snapshot for status output: stream, selection, counters, store use."""
         counters = self.engine.counters
-        return {
+        described = {
             "server": self.source.identity,
             "stream": self.stream_status,
             "retry_in": None
@@ -493,6 +515,14 @@ class FreshCache:
             "bytes": self.store.bytes_held,
             "counters": {name: getattr(counters, name) for name in counters.__slots__},
         }
+        if self._fleet is not None:  # fleet hook: who holds the listener lease
+            described["fleet"] = self._fleet.describe()
+        return described
+
+
+_FLEET_BACKOFF = BackoffSettings(
+    base=0.1, cap=2.0, quick_death=0.0, max_quick_deaths=10**6, max_per_hour=10**6
+)
 
 
 def _check_timeout(name: str, value: float) -> None:

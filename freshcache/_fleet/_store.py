@@ -1,0 +1,290 @@
+"""The shared view on Valkey/Redis: keys, the server-side scripts, the channel.
+
+Every rule that must hold across processes runs inside one script, so no other
+worker's command can fall between its steps (Valkey runs a script atomically):
+
+- `PEEK`: the store's epoch and the URI's generation, the entry if it is current,
+  and (when there is none) the fleet-wide single-flight lock for this generation;
+- `FILL`: write an entry only if epoch and generation are still the ones read when
+  the server read was *sent* (invariant 1 across processes: a slow worker cannot
+  write old text over a newer change);
+- `INVALIDATE`: bump the generation, delete the URI's entries and publish, with the
+  channel's next sequence number (a gap in them tells a worker it missed something);
+- `ANNOUNCE` / `RENEW`: the listener's coverage and its lease.
+
+The *epoch* is a random value the first worker sets; a store that restarted empty has
+none (or a new one), so no fill read before the restart can land after it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+
+from .._core import Partition, ReadReply, ResourceContents
+
+PEEK = """
+local epoch = redis.call('GET', KEYS[1])
+if not epoch then redis.call('SET', KEYS[1], ARGV[1]); epoch = ARGV[1] end
+local gen = redis.call('GET', KEYS[2]) or '0'
+local entry = redis.call('GET', KEYS[3])
+local key = KEYS[3]
+if (not entry) and KEYS[4] ~= KEYS[3] then entry = redis.call('GET', KEYS[4]); key = KEYS[4] end
+if entry then return {epoch, gen, entry, redis.call('PTTL', key), 0} end
+local got = 0
+if ARGV[2] ~= '' then
+  if redis.call('SET', ARGV[2] .. epoch .. ':' .. gen, ARGV[3], 'NX', 'PX', ARGV[4]) then
+    got = 1
+  end
+end
+return {epoch, gen, false, 0, got}
+"""
+
+FILL = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if (redis.call('GET', KEYS[2]) or '0') ~= ARGV[2] then return 0 end
+redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[4])
+redis.call('SADD', KEYS[4], KEYS[3])
+if redis.call('PTTL', KEYS[4]) < tonumber(ARGV[4]) then redis.call('PEXPIRE', KEYS[4], ARGV[4]) end
+return 1
+"""
+
+# KEYS: seq, then (generation, entry set) per URI; ARGV: channel, origin, kind, sent
+# at (ms), generation expiry (ms), then one URI per key pair.
+INVALIDATE = """
+local out = {}
+for i = 1, (#KEYS - 1) / 2 do
+  local g = redis.call('INCR', KEYS[2 * i])
+  redis.call('PEXPIRE', KEYS[2 * i], ARGV[5])
+  for _, k in ipairs(redis.call('SMEMBERS', KEYS[2 * i + 1])) do redis.call('DEL', k) end
+  redis.call('DEL', KEYS[2 * i + 1])
+  local s = redis.call('INCR', KEYS[1])
+  redis.call('PUBLISH', ARGV[1], cjson.encode({s = s, k = ARGV[3], o = ARGV[2],
+    u = ARGV[5 + i], t = tonumber(ARGV[4])}))
+  out[i] = g
+end
+return out
+"""
+
+# KEYS: seq, live; ARGV: channel, origin, kind ('live' | 'down'), payload, px, term.
+ANNOUNCE = """
+local s = redis.call('INCR', KEYS[1])
+if ARGV[3] == 'live' then
+  redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5])
+else
+  local cur = redis.call('GET', KEYS[2])
+  if cur and cjson.decode(cur).term == ARGV[6] then redis.call('DEL', KEYS[2]) end
+end
+redis.call('PUBLISH', ARGV[1], cjson.encode({s = s, k = ARGV[3], o = ARGV[2], p = ARGV[4]}))
+return s
+"""
+
+RENEW = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return 1
+"""
+
+RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+_GENERATION_TTL_MS = 24 * 3600 * 1000
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:24]
+
+
+def partition_tag(partition: Partition) -> str:
+    """A partition's part of a key (``None``, the default partition, is its own)."""
+    return "-" if partition is None else _digest("p", partition)
+
+
+@dataclass(frozen=True, slots=True)
+class Peeked:
+    """What `PEEK` found."""
+
+    epoch: str
+    generation: str
+    reply: ReadReply | None
+    locked: bool
+    """This worker now holds the single-flight lock of (uri, partition, generation)."""
+
+
+class SharedStore:
+    """The keys and scripts of one server's share of the fleet."""
+
+    def __init__(self, redis: Redis, namespace: str, server_id: str) -> None:
+        self.redis = redis
+        self.prefix = f"{namespace}:{_digest('s', server_id)}"
+        self.channel = f"{self.prefix}:changes"
+        self.seq_key = f"{self.prefix}:seq"
+        self.epoch_key = f"{self.prefix}:epoch"
+        self.lease_key = f"{self.prefix}:lease"
+        self.live_key = f"{self.prefix}:live"
+        self.workers_key = f"{self.prefix}:workers"
+        self._peek = redis.register_script(PEEK)
+        self._fill = redis.register_script(FILL)
+        self._invalidate = redis.register_script(INVALIDATE)
+        self._announce = redis.register_script(ANNOUNCE)
+        self._renew = redis.register_script(RENEW)
+        self._release = redis.register_script(RELEASE)
+
+    # ------------------------------------------------------------------ keys
+
+    def _uri(self, uri: str) -> str:
+        return f"{self.prefix}:u:{_digest('u', uri)}"
+
+    def entry_key(self, uri: str, partition: str) -> str:
+        return f"{self._uri(uri)}:e:{partition}"
+
+    def selection_key(self, worker: str) -> str:
+        return f"{self.prefix}:sel:{worker}"
+
+    # ------------------------------------------------------------------ entries
+
+    async def peek(
+        self, uri: str, partition: Partition, *, share_public: bool, lock_for: str, lock_ms: int
+    ) -> Peeked:
+        """The current entry of ``uri`` for ``partition``, else maybe the fill lock."""
+        base = self._uri(uri)
+        own = self.entry_key(uri, partition_tag(partition))
+        public = self.entry_key(uri, "public") if share_public else own
+        lock_base = f"{base}:lock:{partition_tag(partition)}:" if lock_for else ""
+        epoch, generation, raw, pttl, got = await self._peek(
+            keys=[self.epoch_key, f"{base}:g", own, public],
+            args=[secrets.token_hex(8), lock_base, lock_for, lock_ms],
+        )
+        reply = None
+        if raw:
+            entry = json.loads(raw)
+            if entry["epoch"] == epoch and entry["generation"] == generation:
+                ttl_ms = float(entry["ttl_ms"] or 0)
+                reply = ReadReply(
+                    contents=tuple(ResourceContents(**item) for item in entry["contents"]),
+                    ttl_ms=min(ttl_ms, float(pttl)) if ttl_ms > 0 else ttl_ms,
+                    cache_scope=entry["scope"],
+                    from_server=True,
+                )
+        return Peeked(str(epoch), str(generation), reply, bool(got))
+
+    async def fill(
+        self,
+        uri: str,
+        partition: Partition,
+        fence: Peeked,
+        reply: ReadReply,
+        *,
+        public: bool,
+        expiry_ms: int,
+    ) -> bool:
+        """Store ``reply`` if the fence still holds; ``False``: fenced off."""
+        entry = {
+            "epoch": fence.epoch,
+            "generation": fence.generation,
+            "ttl_ms": reply.ttl_ms,
+            "scope": reply.cache_scope,
+            "contents": [_contents(item) for item in reply.contents],
+        }
+        base = self._uri(uri)
+        key = self.entry_key(uri, "public" if public else partition_tag(partition))
+        written = await self._fill(
+            keys=[self.epoch_key, f"{base}:g", key, f"{base}:entries"],
+            args=[fence.epoch, fence.generation, json.dumps(entry), expiry_ms],
+        )
+        return bool(written)
+
+    async def unlock(self, uri: str, partition: Partition, fence: Peeked, worker: str) -> None:
+        key = f"{self._uri(uri)}:lock:{partition_tag(partition)}:{fence.epoch}:{fence.generation}"
+        await self._release(keys=[key], args=[worker])
+
+    async def lock_held(self, uri: str, partition: Partition, fence: Peeked) -> bool:
+        key = f"{self._uri(uri)}:lock:{partition_tag(partition)}:{fence.epoch}:{fence.generation}"
+        return bool(await self.redis.exists(key))
+
+    async def invalidate(self, uris: list[str], origin: str, kind: str, sent_at_ms: int) -> None:
+        """Bump, delete and publish for every URI of ``uris``, in one script."""
+        if not uris:
+            return
+        keys = [self.seq_key]
+        for uri in uris:
+            base = self._uri(uri)
+            keys += [f"{base}:g", f"{base}:entries"]
+        await self._invalidate(
+            keys=keys,
+            args=[self.channel, origin, kind, sent_at_ms, _GENERATION_TTL_MS, *uris],
+        )
+
+    # ------------------------------------------------------------------ the listener
+
+    async def announce(self, origin: str, kind: str, payload: dict[str, Any], px: int) -> None:
+        await self._announce(
+            keys=[self.seq_key, self.live_key],
+            args=[self.channel, origin, kind, json.dumps(payload), px, payload.get("term", "")],
+        )
+
+    async def live(self) -> dict[str, Any] | None:
+        raw = await self.redis.get(self.live_key)
+        return None if raw is None else dict(json.loads(raw))
+
+    async def take_lease(self, holder: str, px: int) -> bool:
+        return bool(await self.redis.set(self.lease_key, holder, nx=True, px=px))
+
+    async def renew_lease(self, holder: str, px: int) -> bool:
+        return bool(await self._renew(keys=[self.lease_key, self.live_key], args=[holder, px]))
+
+    async def release_lease(self, holder: str) -> None:
+        await self._release(keys=[self.lease_key], args=[holder])
+
+    async def lease_holder(self) -> str | None:
+        holder = await self.redis.get(self.lease_key)
+        return None if holder is None else str(holder)
+
+    async def sequence(self) -> int:
+        return int(await self.redis.get(self.seq_key) or 0)
+
+    # ------------------------------------------------------------------ selections
+
+    async def register(self, worker: str, uris: frozenset[str], px: int, now_ms: int) -> None:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(self.selection_key(worker), json.dumps(sorted(uris)), px=px)
+            pipe.zadd(self.workers_key, {worker: now_ms + px})
+            pipe.zremrangebyscore(self.workers_key, "-inf", now_ms)
+            await pipe.execute()
+
+    async def unregister(self, worker: str) -> None:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(self.selection_key(worker))
+            pipe.zrem(self.workers_key, worker)
+            await pipe.execute()
+
+    async def union(self, now_ms: int) -> frozenset[str]:
+        """The union of every live worker's selection."""
+        workers = await self.redis.zrangebyscore(self.workers_key, now_ms, "+inf")
+        if not workers:
+            return frozenset()
+        raws = await self.redis.mget([self.selection_key(str(w)) for w in workers])
+        uris: set[str] = set()
+        for raw in raws:
+            if raw is not None:
+                uris.update(json.loads(raw))
+        return frozenset(uris)
+
+
+def _contents(item: ResourceContents) -> dict[str, Any]:
+    return {
+        "uri": item.uri,
+        "text": item.text,
+        "blob": item.blob,
+        "mime_type": item.mime_type,
+        "annotations": None if item.annotations is None else dict(item.annotations),
+        "meta": None if item.meta is None else dict(item.meta),
+    }

@@ -1,0 +1,89 @@
+"""A fleet of workers sharing one freshness view on Valkey / Redis (invariants 1, 4, 8).
+
+``FreshCache(source, fleet="redis://127.0.0.1:6379/0")`` or
+``FreshCache(source, fleet=Fleet(url, namespace="tenant-a"))``. Needs the ``fleet``
+extra (redis-py's asyncio client): ``pip install 'freshcache[fleet]'``. Importing
+this module imports no redis; attaching a fleet to a cache does.
+
+What is shared: entries (keyed by server identity, method, URI and partition; expiry
+set by the store from ``ttlMs``), a generation per URI that fences writes, one
+change channel per server, one listener lease per server and each worker's
+selection. What never is: the hit path (each worker keeps its own index and never
+asks the store on a hit), private entries of another partition, public entries
+unless the policy shares them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ._errors import ConfigurationError, MissingDependencyError
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+
+    from ._fleet._worker import FleetWorker
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """Where the fleet's shared view lives, and its timings (seconds)."""
+
+    url: str
+    """``redis://host:port/db`` (or ``rediss://``, ``unix://``) of the Valkey/Redis server."""
+    namespace: str = "freshcache"
+    """Prefix of every key and channel: one per tenant (with its own ACL user)."""
+    lease: float = 1.0
+    """How long the listener's lease lasts unless renewed (renewed every third of it)."""
+    selection_ttl: float = 3.0
+    """How long a worker's registered selection counts without a renewal."""
+    fill_lock: float = 5.0
+    """How long one worker may hold the fleet-wide single-flight lock of a read."""
+    op_timeout: float = 0.25
+    """Longest wait for one store command; a slower store counts as down (fail closed)."""
+    covered_entry_ttl: float = 300.0
+    """Store expiry of an entry with ``ttlMs`` 0 while a fleet stream covers it."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.url, str) or "://" not in self.url:
+            raise ConfigurationError(
+                f"Fleet url must look like redis://host:port/db, got {self.url!r}"
+            )
+        if not isinstance(self.namespace, str) or not self.namespace or ":" in self.namespace:
+            raise ConfigurationError(
+                f"Fleet namespace must be a non-empty string without ':', got {self.namespace!r}"
+            )
+        for name in ("lease", "selection_ttl", "fill_lock", "op_timeout", "covered_entry_ttl"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not value > 0:
+                raise ConfigurationError(f"Fleet.{name} must be seconds > 0, got {value!r}")
+
+
+def as_fleet(fleet: str | Fleet) -> Fleet:
+    """``fleet=`` as given to `FreshCache`: a URL or a `Fleet`."""
+    if isinstance(fleet, Fleet):
+        return fleet
+    if isinstance(fleet, str):
+        return Fleet(fleet)
+    raise ConfigurationError(f"fleet= takes a redis:// URL or a Fleet, got {fleet!r}")
+
+
+def attach_fleet(
+    fleet: str | Fleet, server_id: str, meter_provider: MeterProvider | None
+) -> FleetWorker:
+    """The worker behind ``FreshCache(..., fleet=...)``; needs the ``fleet`` extra."""
+    config = as_fleet(fleet)
+    try:
+        import redis.asyncio  # noqa: F401
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "fleet= needs redis-py's asyncio client: pip install 'freshcache[fleet]' "
+            "(from a checkout: pip install '.[fleet]')"
+        ) from exc
+    from ._fleet._worker import FleetWorker
+
+    return FleetWorker(config, server_id, meter_provider)
+
+
+__all__ = ["Fleet"]

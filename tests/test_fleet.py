@@ -1,0 +1,333 @@
+"""The fleet (README, "A fleet of workers"): workers sharing one freshness view on a real Valkey.
+
+Several `FreshCache` workers in one process share a Valkey server started by the
+tests; `test_fleet_processes.py` runs them as separate processes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+
+from freshcache import (
+    AWAITING_FRESH_SOURCE,
+    FRESH,
+    FreshCache,
+    InMemorySource,
+    MissingDependencyError,
+    Policy,
+    ReadReply,
+    ReferenceServer,
+    ResourceContents,
+)
+from freshcache._core import ResourceUpdated
+from freshcache.fleet import Fleet
+from tests.telemetry_support import Recorder
+from tests.valkey_support import Valkey
+
+pytestmark = pytest.mark.anyio
+
+URI = "doc://a"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # redis-py's client is asyncio only
+
+
+@pytest.fixture
+def valkey() -> Iterator[Valkey]:
+    server = Valkey()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = anyio.current_time() + timeout
+    while not check():
+        if anyio.current_time() > deadline:
+            raise AssertionError("condition not met before the deadline")
+        await anyio.sleep(0.005)
+
+
+class Counting(ReferenceServer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.server_reads = 0
+
+    async def read(self, uri: str, principal: str | None = None):  # type: ignore[no-untyped-def]
+        self.server_reads += 1
+        return await super().read(uri, principal)
+
+
+def fleet_of(url: str) -> Fleet:
+    return Fleet(url, namespace="t", lease=0.6, op_timeout=0.2)
+
+
+class Workers(list[FreshCache]):
+    """Worker caches, each entered in its own task (so any one can leave first)."""
+
+    stops: dict[int, anyio.Event]
+
+    async def leave(self, cache: FreshCache) -> None:
+        self.stops.pop(id(cache)).set()
+        self.remove(cache)
+        await eventually(lambda: cache._tg is None)
+
+
+async def _hold(cache: FreshCache, entered: anyio.Event, stop: anyio.Event) -> None:
+    async with cache:
+        entered.set()
+        await stop.wait()
+
+
+@asynccontextmanager
+async def workers(
+    server: ReferenceServer, url: str, n: int, **options: Any
+) -> AsyncIterator[Workers]:
+    caches = Workers()
+    caches.stops = {}
+    async with anyio.create_task_group() as tg:
+        for _ in range(n):
+            cache = FreshCache(
+                InMemorySource(server),
+                select=[URI],
+                fleet=fleet_of(url),
+                read_timeout=2.0,
+                **options,
+            )
+            entered, caches.stops[id(cache)] = anyio.Event(), anyio.Event()
+            tg.start_soon(_hold, cache, entered, caches.stops[id(cache)])
+            await entered.wait()
+            caches.append(cache)
+        try:
+            await eventually(lambda: all(c.stream_status == "live" for c in caches))
+            yield caches
+        finally:
+            for stop in caches.stops.values():
+                stop.set()
+
+
+def leader(caches: list[FreshCache]) -> FreshCache:
+    leading = [c for c in caches if c.describe()["fleet"]["leading"]]
+    assert len(leading) == 1
+    return leading[0]
+
+
+# ---------------------------------------------------------------------- the package
+
+
+def test_import_freshcache_imports_no_redis() -> None:
+    code = "import sys, freshcache, freshcache.fleet; print('redis' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_fleet_without_the_extra_names_the_install_command() -> None:
+    code = (
+        "import sys; sys.modules['redis'] = None\n"
+        "from freshcache import FreshCache, InMemorySource, MissingDependencyError\n"
+        "try:\n    FreshCache(InMemorySource(), fleet='redis://127.0.0.1:1/0')\n"
+        "except MissingDependencyError as exc:\n    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install '.[fleet]'" in out.stdout
+    assert MissingDependencyError is not None
+
+
+def test_a_bad_fleet_url_is_refused() -> None:
+    with pytest.raises(ValueError, match="redis://"):
+        Fleet("localhost:6379")
+
+
+# ---------------------------------------------------------------------- the scripts
+
+
+async def test_a_fill_read_before_an_invalidation_is_fenced_off(valkey: Valkey) -> None:
+    from redis.asyncio import Redis
+
+    from freshcache._fleet._store import SharedStore
+
+    redis = Redis.from_url(valkey.url, decode_responses=True)
+    try:
+        store = SharedStore(redis, "t", "server")
+        reply = ReadReply((ResourceContents(URI, text="old"),), ttl_ms=60_000)
+        fence = await store.peek(URI, None, share_public=False, lock_for="w1", lock_ms=1000)
+        assert fence.locked and fence.reply is None
+        second = await store.peek(URI, None, share_public=False, lock_for="w2", lock_ms=1000)
+        assert not second.locked  # one server read per generation for the whole fleet
+        await store.invalidate([URI], "w3", "updated", 0)  # a change while w1 reads
+        assert not await store.fill(URI, None, fence, reply, public=False, expiry_ms=60_000)
+        after = await store.peek(URI, None, share_public=False, lock_for="w2", lock_ms=1000)
+        assert after.reply is None and after.locked  # the new generation has its own lock
+        new = ReadReply((ResourceContents(URI, text="new"),), ttl_ms=60_000)
+        assert await store.fill(URI, None, after, new, public=False, expiry_ms=60_000)
+        got = await store.peek(URI, None, share_public=False, lock_for="", lock_ms=1000)
+        assert got.reply is not None and got.reply.contents[0].text == "new"
+        assert 0 < (got.reply.ttl_ms or 0) <= 60_000  # the store's own expiry
+        other = await store.peek(URI, "bob", share_public=False, lock_for="", lock_ms=1000)
+        assert other.reply is None  # private entries never cross partitions
+    finally:
+        await redis.aclose()
+
+
+async def test_a_store_that_restarted_empty_takes_no_fill_from_before(valkey: Valkey) -> None:
+    from redis.asyncio import Redis
+
+    from freshcache._fleet._store import SharedStore
+
+    redis = Redis.from_url(valkey.url, decode_responses=True)
+    try:
+        store = SharedStore(redis, "t", "server")
+        fence = await store.peek(URI, None, share_public=False, lock_for="w1", lock_ms=1000)
+        await redis.flushall()  # what a restart without persistence leaves
+        reply = ReadReply((ResourceContents(URI, text="old"),), ttl_ms=60_000)
+        assert not await store.fill(URI, None, fence, reply, public=False, expiry_ms=60_000)
+    finally:
+        await redis.aclose()
+
+
+# ---------------------------------------------------------------------- workers
+
+
+async def test_every_worker_hears_of_a_change_the_listener_heard(valkey: Valkey) -> None:
+    server = Counting()
+    server.set(URI, "v1", ttl_ms=60_000)
+    async with workers(server, valkey.url, 4) as caches:
+        await eventually(lambda: all(c.status(URI).text == "v1" for c in caches))
+        lead = leader(caches)
+        assert sum(c.describe()["fleet"]["leading"] for c in caches) == 1
+        assert all(c.describe()["fleet"]["listener"] == lead.describe()["fleet"]["worker"] for c in caches)
+        before = server.server_reads
+        server.set(URI, "v2", notify=True, ttl_ms=60_000)
+        # Nobody hands out v1 once the change is published...
+        await eventually(lambda: all(c.status(URI).text != "v1" for c in caches), timeout=2.0)
+        # ...and the fleet re-reads it once.
+        await eventually(lambda: all(c.status(URI).text == "v2" for c in caches))
+        assert server.server_reads - before == 1
+        for cache in caches:
+            assert (await cache.read(URI)).text == "v2"
+        assert server.server_reads - before == 1
+
+
+async def test_a_hint_on_one_workers_answer_reaches_every_worker(valkey: Valkey) -> None:
+    server = Counting()
+    server.set(URI, "v1", ttl_ms=60_000)
+    async with workers(server, valkey.url, 3) as caches:
+        await eventually(lambda: all(c.status(URI).state == FRESH for c in caches))
+        follower = next(c for c in caches if not c.describe()["fleet"]["leading"])
+        follower._feed_hints((ResourceUpdated(URI, None),))  # as an answer's SSE would
+        await eventually(lambda: all(c.status(URI).text != "v1" or c.status(URI).state != FRESH or c.describe()["fleet"]["counters"]["remote_invalidations"] >= 1 for c in caches))
+        others = [c for c in caches if c is not follower]
+        await eventually(lambda: all(c.describe()["fleet"]["counters"]["remote_invalidations"] >= 1 for c in others))
+
+
+async def test_the_listener_leaves_and_another_worker_takes_over(valkey: Valkey) -> None:
+    server = Counting()
+    server.set(URI, "v1", ttl_ms=60_000)
+    async with workers(server, valkey.url, 4) as caches:
+        await eventually(lambda: all(c.status(URI).text == "v1" for c in caches))
+        await caches.leave(leader(caches))
+        await eventually(lambda: sum(c.describe()["fleet"]["leading"] for c in caches) == 1)
+        await eventually(lambda: all(c.stream_status == "live" for c in caches))
+        # The new listener's acknowledgment proves nothing about before it: re-read once.
+        await eventually(lambda: all(c.status(URI).text == "v1" for c in caches))
+        server.set(URI, "v3", notify=True, ttl_ms=60_000)
+        await eventually(lambda: all(c.status(URI).text == "v3" for c in caches))
+
+
+async def test_the_store_goes_down_and_comes_back(valkey: Valkey) -> None:
+    server = Counting()
+    server.set(URI, "v1", ttl_ms=60_000)
+    async with workers(server, valkey.url, 3) as caches:
+        await eventually(lambda: all(c.status(URI).text == "v1" for c in caches))
+        valkey.stop()
+        # Fail closed: no worker can prove its copy any more (the channel is gone).
+        await eventually(lambda: all(c.status(URI).state != FRESH for c in caches))
+        server.set(URI, "v2", ttl_ms=60_000)  # changed while nobody could hear of it
+        for cache in caches:
+            started = anyio.current_time()
+            result = await cache.read(URI, timeout=1.0)
+            assert anyio.current_time() - started < 1.5  # never hangs past the deadline
+            assert result.text in (None, "v2")  # never the unproven v1
+        valkey.start()
+        await eventually(lambda: all(c.describe()["fleet"]["store"] == "up" for c in caches), 10)
+        await eventually(lambda: all(c.stream_status == "live" for c in caches), 10)
+        server.set(URI, "v4", notify=True, ttl_ms=60_000)
+        await eventually(lambda: all(c.status(URI).text == "v4" for c in caches), 10)
+
+
+async def test_without_a_fleet_nothing_changes() -> None:
+    server = ReferenceServer()
+    server.set(URI, "v1", ttl_ms=60_000)
+    async with FreshCache(InMemorySource(server), select=[URI]) as cache:
+        assert "fleet" not in cache.describe()
+        assert (await cache.read(URI)).state == FRESH
+        assert AWAITING_FRESH_SOURCE != FRESH and Policy is not None
+
+
+async def test_a_gap_in_the_sequence_drops_the_local_index(valkey: Valkey) -> None:
+    from redis.asyncio import Redis
+
+    server = Counting()
+    server.set(URI, "v1", ttl_ms=60_000)
+    async with workers(server, valkey.url, 2) as caches:
+        await eventually(lambda: all(c.status(URI).state == FRESH for c in caches))
+        follower = next(c for c in caches if not c.describe()["fleet"]["leading"])
+        fleet = follower._fleet
+        assert fleet is not None
+        redis = Redis.from_url(valkey.url, decode_responses=True)
+        try:
+            seq = await fleet.shared.sequence()
+            # A message from the future: the ones between were missed.
+            skipped = json.dumps({"s": seq + 5, "k": "updated", "o": "nobody", "u": "doc://b"})
+            await redis.publish(fleet.shared.channel, skipped)
+        finally:
+            await redis.aclose()
+        await eventually(lambda: fleet.counters.gaps == 1)
+        assert follower.status(URI).state != FRESH  # failed closed at once
+        # It proves freshness again (shared generation or a server read) and goes live.
+        await eventually(lambda: follower.stream_status == "live")
+        await eventually(lambda: follower.status(URI).state == FRESH)
+        assert (await follower.read(URI)).text == "v1"
+
+
+async def test_fan_out_latency_and_lease_changes_are_metrics(valkey: Valkey) -> None:
+    recorder = Recorder.make()
+    server = Counting()
+    server.set(URI, "v1", ttl_ms=60_000)
+    try:
+        async with workers(server, valkey.url, 2, **recorder.kwargs()) as caches:
+            await eventually(lambda: all(c.status(URI).state == FRESH for c in caches))
+            server.set(URI, "v2", notify=True, ttl_ms=60_000)
+            await eventually(lambda: all(c.status(URI).text == "v2" for c in caches))
+            metrics = recorder.metrics()
+            assert sum(v for _, v in metrics["freshcache.fleet.fanout_latency"]) >= 1
+            assert sum(v for _, v in metrics["freshcache.fleet.lease_changes"]) >= 2
+    finally:
+        recorder.shutdown()
+
+
+async def test_a_worker_that_selects_more_is_covered_by_the_listener(valkey: Valkey) -> None:
+    server = Counting()
+    server.set(URI, "v1", ttl_ms=60_000)
+    server.set("doc://b", "b1", ttl_ms=60_000)
+    async with workers(server, valkey.url, 2) as caches:
+        follower = next(c for c in caches if not c.describe()["fleet"]["leading"])
+        follower.select([URI, "doc://b"])
+        # The listener re-listens for the union; the follower's coverage follows.
+        await eventually(lambda: follower.engine.is_covered("doc://b"))
+        await eventually(lambda: follower.status("doc://b").text == "b1")
+        server.set("doc://b", "b2", notify=True, ttl_ms=60_000)
+        await eventually(lambda: follower.status("doc://b").text == "b2")
+        assert leader(caches).engine.is_covered("doc://b")
