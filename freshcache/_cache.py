@@ -15,7 +15,6 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +24,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 from typing_extensions import Self, assert_never
 
-from ._context import ChangeFeed, Context, StateChanges, split_results
+from ._context import ChangeFeed, Context, StateChanges, read_all
 from ._core import (
     AWAITING_FRESH_SOURCE,
     FRESH,
@@ -40,17 +39,16 @@ from ._core import (
     ReconnectBudget,
     Relist,
     Relisten,
-    RequestFailed,
-    ResourceInfo,
     Store,
     StreamEvent,
 )
 from ._core._backoff import BackoffSettings
 from ._core._hits import NO_HITS
 from ._core._streams import ListenSupervisor
-from ._errors import ConfigurationError, FreshCacheError, ProtocolError
+from ._errors import ConfigurationError, FreshCacheError
 from ._flights import ReadFlights
 from ._listening import StreamDriver
+from ._listing import ListResult, walk_list
 from ._source import ServerInfo, Source
 from ._store import MemoryStore
 from ._telemetry import Telemetry
@@ -60,18 +58,6 @@ if TYPE_CHECKING:
     from .fleet import Fleet
 
 log = logging.getLogger("freshcache")
-
-
-@dataclass(frozen=True, slots=True)
-class ListResult:
-    """The answer to `FreshCache.list_resources`."""
-
-    state: str
-    """``fresh``, ``awaiting_fresh_source``, ``denied`` or ``not_found``."""
-    resources: tuple[ResourceInfo, ...] = ()
-    reason: str | None = None
-    server_read: bool = False
-    detail: str | None = None
 
 
 class FreshCache:
@@ -297,7 +283,6 @@ class FreshCache:
             self._carry_out(self.engine.handle_hint(hint))
 
     # ------------------------------------------------------------------ agent steps
-    # (issue 15: `context` and `changes`; the feed itself lives in `._context`)
 
     async def context(
         self, uris: Iterable[str], *, timeout: float | None = None, principal: str | None = None
@@ -309,16 +294,7 @@ class FreshCache:
         """
         if isinstance(uris, str):
             raise ConfigurationError(f"context() takes a list of URIs, got the string {uris!r}")
-        wanted = list(dict.fromkeys(uris))
-        results: list[ReadResult | None] = [None] * len(wanted)
-
-        async def one(index: int, uri: str) -> None:
-            results[index] = await self.read(uri, timeout=timeout, principal=principal)
-
-        async with anyio.create_task_group() as tg:
-            for index, uri in enumerate(wanted):
-                tg.start_soon(one, index, uri)
-        return split_results([r for r in results if r is not None])
+        return await read_all(self.read, uris, timeout, principal)
 
     def changes(self, *, max_pending: int = 256) -> StateChanges:
         """Subscribe to state changes of URIs (`StateChange`), as the default principal sees them.
@@ -349,50 +325,16 @@ class FreshCache:
         if self._unusable is not None:
             raise self._unusable
         with anyio.move_on_after(deadline):
-            return await self._walk_list(partition)
+            return await walk_list(
+                self.engine, self.source, self.telemetry, self._feed_hints, partition
+            )
         return ListResult(AWAITING_FRESH_SOURCE, reason="timeout", server_read=True)
-
-    async def _walk_list(self, partition: Partition) -> ListResult:
-        for _ in range(self.engine.policy.max_rereads):
-            resources: list[ResourceInfo] = []
-            cursor: str | None = None
-            server_read = False
-            restarted = False
-            seen: set[str | None] = set()
-            while True:
-                page = self.engine.lookup_list_page(cursor, partition)
-                if page is None:
-                    ticket = self.engine.begin_list(cursor, partition)
-                    server_read = True
-                    with self.telemetry.request("resources/list") as span:
-                        try:
-                            reply = await self.source.list_resources(cursor, partition)
-                        except (anyio.get_cancelled_exc_class(), ProtocolError):
-                            raise
-                        except Exception as exc:
-                            reply = RequestFailed("server_error", f"source raised {exc!r}")
-                        if isinstance(reply, RequestFailed):
-                            self.telemetry.request_failed(span, reply)
-                    self._feed_hints(reply.hints)
-                    judged = self.engine.finish_list(ticket, reply)
-                    if judged is None:
-                        restarted = True  # from the top (the engine said why)
-                        break
-                    if isinstance(judged, RequestFailed):
-                        return _list_failure(judged)
-                    page = judged
-                resources.extend(page.resources)
-                seen.add(cursor)
-                cursor = page.next_cursor
-                if cursor is None or cursor in seen:
-                    break
-            if not restarted:
-                return ListResult(FRESH, tuple(resources), server_read=server_read)
-        return ListResult(AWAITING_FRESH_SOURCE, reason="invalidated", server_read=True)
 
     async def _relist(self) -> None:
         try:
-            result = await self._walk_list(self.principal)
+            result = await walk_list(
+                self.engine, self.source, self.telemetry, self._feed_hints, self.principal
+            )
         finally:
             self._relisting = False
         if result.state == FRESH:
@@ -528,18 +470,6 @@ _FLEET_BACKOFF = BackoffSettings(
 def _check_timeout(name: str, value: float) -> None:
     if not isinstance(value, (int, float)) or math.isnan(value) or value < 0:
         raise ConfigurationError(f"{name} must be a number of seconds >= 0, got {value!r}")
-
-
-def _list_failure(failure: RequestFailed) -> ListResult:
-    match failure.kind:
-        case "denied" | "not_found":
-            return ListResult(
-                failure.kind, reason=failure.kind, server_read=True, detail=failure.detail
-            )
-        case _:
-            return ListResult(
-                AWAITING_FRESH_SOURCE, reason=failure.kind, server_read=True, detail=failure.detail
-            )
 
 
 __all__ = ["FreshCache", "ListReply", "ListResult"]

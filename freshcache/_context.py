@@ -21,7 +21,7 @@ hit is not. Reads of other principals are not reported.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -62,6 +62,26 @@ class Context:
             # Named, never quoted: the copy we had may be out of date (or not ours to see).
             parts.append(f"(Not available: {result.uri} is {result.state} ({result.reason}).)")
         return "\n\n".join(parts)
+
+
+async def read_all(
+    read: Callable[..., Awaitable[ReadResult]],
+    uris: Iterable[str],
+    timeout: float | None,
+    principal: str | None,
+) -> Context:
+    """Read ``uris`` at once through ``read`` (single flight, one deadline each); a URI
+    asked for twice is read once; results keep the order asked in."""
+    wanted = list(dict.fromkeys(uris))
+    results: list[ReadResult | None] = [None] * len(wanted)
+
+    async def one(index: int, uri: str) -> None:
+        results[index] = await read(uri, timeout=timeout, principal=principal)
+
+    async with anyio.create_task_group() as tg:
+        for index, uri in enumerate(wanted):
+            tg.start_soon(one, index, uri)
+    return split_results([r for r in results if r is not None])
 
 
 def split_results(results: list[ReadResult]) -> Context:

@@ -299,9 +299,7 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
     return report(case, last, failures, started)
 
 
-def report(
-    case: Case, last: Observation | None, failures: list[str], started: float
-) -> CaseReport:
+def report(case: Case, last: Observation | None, failures: list[str], started: float) -> CaseReport:
     """The report of a played case (`KNOWN_FAILING` applied), for every player."""
     expected = case.expect_text
     known: str | None = None
@@ -434,9 +432,7 @@ def check(
                     )
             case "stream":
                 if world.stream_status != expect.word:
-                    failures.append(
-                        f"stream is {world.stream_status}, expected {expect.word}"
-                    )
+                    failures.append(f"stream is {world.stream_status}, expected {expect.word}")
             case "untrusted":
                 got = world.engine.counters.untrusted_messages
                 if got < expect.number:
