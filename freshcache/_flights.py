@@ -4,7 +4,7 @@ Every read of one URI and partition shares one flight (invariant 8); a flight re
 while invalidations overtake it and hands every waiter a result judged by the engine.
 Reads the engine decided on (after a notification, an acknowledgment) are
 *background* reads: at most `max_background` run at once, the rest wait in order; a
-caller's own read never waits behind them (DESIGN §8).
+caller's own read never waits behind them (DESIGN §6).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Costs that must stay flat (DESIGN §8) and bounded bookkeeping (invariant 10).
+"""Costs that must stay flat (DESIGN §6) and bounded bookkeeping (invariant 10).
 
 These count work (server reads, reads in flight, records held), never time: timing
 lives in ``benchmarks/scale.py``.

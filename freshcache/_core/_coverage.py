@@ -4,7 +4,7 @@ Sans-IO bookkeeping the engine consults: which subscriptions are open, which are
 acknowledged, and, per URI, how many acknowledged subscriptions cover it and how
 many asked for it. Counts (not sets rebuilt per call) keep every question O(1) in
 the selection; `parents_asked_for` answers the sub-resource rule from a URI's own
-prefixes, so a notification never scans the selection (DESIGN §8).
+prefixes, so a notification never scans the selection (DESIGN §6).
 """
 
 from __future__ import annotations

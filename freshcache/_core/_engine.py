@@ -57,7 +57,7 @@ TTL passes                             fresh -> expired (by the clock, no event)
 evicted by the store                   -> unknown unless selected or reading
 =====================================  =========================================
 
-Costs (DESIGN §8): a notification touches the URIs it names, found by exact match
+Costs (DESIGN §6): a notification touches the URIs it names, found by exact match
 and by the URI's own prefixes (the sub-resource rule), never by scanning the
 selection; coverage and the selection are counts and sets, never rebuilt per call.
 """

@@ -1,4 +1,4 @@
-"""The hit tables: what the fast path consults (DESIGN §8).
+"""The hit tables: what the fast path consults (DESIGN §6).
 
 One dict per partition, keyed by the bare URI, holding ``(fresh until, result)`` for
 entries whose generation is current and that the rules let be served without a
