@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from .._reference import Fault
+
 ALIASES = {
     "selected": "guide://shipping/approval",
     "other": "guide://shipping/rates",
@@ -96,25 +98,7 @@ class NextRead:
     """
 
     uri: str
-    fault: (
-        Literal[
-            "timeout",
-            "denied",
-            "not_found",
-            "server_error",
-            "local_copy",
-            "unreachable",
-            "hint",
-            "hint_no_id",
-            "hint_unknown_id",
-            "no_contents",
-            "ttl_string",
-            "ttl_bool",
-            "input_rounds",
-            "version_refused",
-        ]
-        | None
-    )
+    fault: Fault | None
     sticky: bool = False
 
 
