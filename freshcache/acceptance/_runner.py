@@ -46,7 +46,25 @@ from ._steps import (
     unread_uri,
 )
 
-Observation = ReadResult | ListResult
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """What a client without explicit states handed over (the driver protocol): text it
+    would cite to a model (``cited``), or an error instead (``withheld``)."""
+
+    uri: str
+    text: str | None
+    error: str | None = None
+    server_read: bool = False
+    reason: None = None
+
+    @property
+    def state(self) -> str:
+        return "withheld" if self.text is None else "cited"
+
+
+Observation = ReadResult | ListResult | Said
 
 KNOWN_FAILING: dict[str, str] = {}
 """Rows that fail on the current code because of a known, open defect: row id -> the
@@ -181,6 +199,27 @@ class World(abc.ABC):
         """Why this world cannot play ``case`` (``None`` when it can)."""
         return None
 
+    # How the runner observes and steers the client: the in-process `FreshCache` here;
+    # a world whose client lives elsewhere (`_client_world`) answers over its channel.
+
+    async def read(
+        self, uri: str, *, principal: str | None = None, timeout: float | None = None
+    ) -> ReadResult | Said:
+        return await self.cache.read(uri, principal=principal, timeout=timeout)
+
+    async def status(self, uri: str, *, principal: str | None = None) -> ReadResult | Said:
+        return self.cache.status(uri, principal=principal)
+
+    async def list_resources(self) -> ListResult:
+        return await self.cache.list_resources()
+
+    async def select(self, uris: Sequence[str]) -> None:
+        self.cache.select(uris)
+
+    def observed(self) -> Observed:
+        """What `check` looks at besides the last observation."""
+        return self.cache
+
     def make_cache(self, source: Source, setup: Setup, **options: Any) -> FreshCache:
         """The cache a row is played with: the row's selection, policy, store bound and
         principal, the world's virtual clock for TTLs and a quick re-listen backoff.
@@ -208,7 +247,7 @@ class World(abc.ABC):
         await self.settle()
         if setup.cached:
             for uri in (ALIASES["selected"], ALIASES["other"]):
-                await self.cache.read(uri)
+                await self.read(uri)
             await self.settle()
 
 
@@ -245,6 +284,10 @@ def describe(observation: Observation | None) -> str:
     """A short human form of an observation: ``fresh v2``, ``awaiting_fresh_source (timeout)``."""
     if observation is None:
         return "(nothing observed)"
+    if isinstance(observation, Said):
+        if observation.text is None:
+            return f"withheld ({_clip_error(observation.error)})"
+        return f"cited {_label(observation.uri, observation.text)}"
     if isinstance(observation, ListResult):
         if observation.state == "fresh":
             return f"list of {len(observation.resources)}"
@@ -259,11 +302,17 @@ def describe(observation: Observation | None) -> str:
 
 
 def _version_label(result: ReadResult) -> str | None:
-    text = result.text
-    if text is None:
-        return None
-    prefix = f"{result.uri} @ "
+    return None if result.text is None else _label(result.uri, result.text)
+
+
+def _label(uri: str, text: str) -> str:
+    prefix = f"{uri} @ "
     return text[len(prefix) :] if text.startswith(prefix) else repr(text[:40])
+
+
+def _clip_error(error: str | None) -> str:
+    text = " ".join((error or "an error").split())
+    return text if len(text) <= 60 else text[:59] + "…"
 
 
 async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseReport:
@@ -283,13 +332,13 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
             await world.start(setup)
             try:
                 baseline = world.server_reads()
-                background: list[ReadResult] = []
+                background: list[ReadResult | Said] = []
                 async with anyio.create_task_group() as tg:
                     for step in steps:
                         last = await _do(world, step, tg, background, last, setup)
                     await world.settle()
                 reads = world.server_reads() - baseline
-                failures = check(case.row.expect, last, world.cache, reads)
+                failures = check(case.row.expect, last, world.observed(), reads)
             finally:
                 await world.stop()
     except TimeoutError:
@@ -327,27 +376,26 @@ async def _do(
     world: World,
     step: Step,
     tg: anyio.abc.TaskGroup,
-    background: list[ReadResult],
+    background: list[ReadResult | Said],
     last: Observation | None,
     setup: Setup,
 ) -> Observation | None:
-    cache = world.cache
     match step:
         case Observe(how="read", uri=uri, principal=principal, timeout=timeout):
-            result = await cache.read(uri, principal=principal, timeout=timeout)
+            result = await world.read(uri, principal=principal, timeout=timeout)
             await world.settle()
             return result
         case Observe(how="status", uri=uri, principal=principal):
             await world.settle()
-            return cache.status(uri, principal=principal)
+            return await world.status(uri, principal=principal)
         case Observe(how="list"):
-            listed = await cache.list_resources()
+            listed = await world.list_resources()
             await world.settle()
             return listed
         case Observe(how="background", uri=uri):
 
             async def read_later() -> None:
-                background.append(await cache.read(uri, timeout=30.0))
+                background.append(await world.read(uri, timeout=30.0))
 
             tg.start_soon(read_later)
             await world.settle()
@@ -363,7 +411,7 @@ async def _do(
             await world.settle()
             return last
         case Select(uris=uris):
-            cache.select(uris)
+            await world.select(uris)
             await world.settle()
             return last
         case ServerSets() | Notify() | NextRead() | ServerChange():
@@ -373,7 +421,7 @@ async def _do(
         case ReadUnselected(count=count):
             for n in range(count):
                 await world.act(ServerSets(bulk_uri(n), "v1", notify=False))
-                last = await cache.read(bulk_uri(n))
+                last = await world.read(bulk_uri(n))
             await world.settle()
             return last
 
@@ -398,6 +446,9 @@ def check(
             case "state":
                 if last is None:
                     failures.append("nothing was observed (add a 'read' or 'status' step)")
+                    continue
+                if isinstance(last, Said) or last.state in ("cited", "withheld"):
+                    failures.extend(_judge_stateless(expect, last))
                     continue
                 if last.state != expect.state:
                     failures.append(f"state is {last.state}, expected {expect.state}")
@@ -446,6 +497,29 @@ def check(
                         f"the engine tracks {tracked} URIs, expected at most {expect.number}"
                     )
     return failures
+
+
+def _judge_stateless(expect: Expect, last: Observation) -> list[str]:
+    """A client without states is judged on what it handed over: text it would cite
+    must be the version the row expects; anything but text (an error) is *withheld*,
+    which satisfies every state that carries no text. Reasons are not checked: an
+    error carries none of the protocol's reasons."""
+    text = last.text if isinstance(last, Said) else None
+    if expect.state in ("fresh", "stale"):
+        wanted = f"{expect.state} {expect.version}"
+        if last.state == "withheld":
+            return [f"withheld, expected {wanted}"]
+        if text is None or not isinstance(last, Said):
+            return [f"{last.state}, expected {wanted}"]
+        if expect.state == "stale":
+            return [f"cited {_label(last.uri, text)} as current, expected {wanted}"]
+        if expect.version is not None and text != text_for(last.uri, expect.version):
+            return [f"cited {_label(last.uri, text)}, expected {wanted}"]
+        return []
+    if last.state == "cited":
+        shown = _label(last.uri, text) if isinstance(last, Said) and text is not None else "it"
+        return [f"cited {shown} where the row expects {expect.state}"]
+    return []
 
 
 # ---------------------------------------------------------------------- engine level

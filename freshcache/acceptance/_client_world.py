@@ -1,0 +1,498 @@
+"""Worlds whose client is any MCP client, driven over the driver protocol
+(docs/driver-protocol.md): the runner, the steps and the judging are the wire worlds'.
+
+The reference server is the one the wire worlds steer: `ReferenceHttpServer` on
+loopback (`ClientHttpWorld`) or the stdio fault server (`ClientStdioWorld`), whose
+command the client under test runs itself. The client lives in a driver subprocess
+(`DriverProcess`); each row opens one fresh client there and closes it after.
+
+Settling is the one thing a black box makes hard: the harness cannot see what the
+client has taken in. It waits until the server side is quiet (nothing queued, the
+selection listened for if the client listens), then asks the driver (``look``) when
+the driver can say; otherwise it waits until the server has seen nothing new for
+`quiet` seconds, the protocol's one timing assumption.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+from .._cache import ListResult
+from .._core import ReadResult, ResourceInfo
+from .._reference import ReferenceServer
+from ._driver import DriverError, DriverProcess, Hello
+from ._format import Case
+from ._http_server import ReferenceHttpServer
+from ._runner import (
+    Observation,
+    Said,
+    Setup,
+    VirtualClock,
+    World,
+    apply_to_reference,
+    configure_reference,
+)
+from ._settle import wait_for
+from ._steps import Given, NextRead, Notify, Observe, ServerChange, ServerSets, TimePasses
+
+ServerStep = ServerSets | Notify | NextRead | ServerChange
+
+_INSPECTED = ("stream", "untrusted", "tracked_uris_at_most")
+
+
+def client_unplayable(case: Case, hello: Hello, transport: str) -> str | None:
+    """Why ``case`` cannot be driven through the client ``hello`` describes (``None``:
+    it can). Each reason names what the row needs and the client did not offer."""
+    if transport not in hello.transports:
+        return f"the client has no {transport} transport"
+    for step in case.row.steps:
+        match step:
+            case Observe(how="status") if "status" not in hello.ops:
+                return "the row looks without I/O (status); the client offers no such look"
+            case Observe(principal=who) if who is not None and not hello.principals:
+                return f"the row reads as principal {who}; the client serves one principal"
+            case TimePasses() if "advance" not in hello.ops:
+                return "the row moves the clock; the client's clock cannot be moved (advance)"
+            case Given(what="principal") if not hello.principals:
+                return "the row names a principal; the client serves one unnamed principal"
+            case Given(what="store_entries") if not hello.store_entries:
+                return "the row bounds the store; the client's store has no bound to set"
+            case ServerChange(what="fall_silent"):
+                return "the harness cannot see a client's keep-alive counters"
+            case NextRead(fault="local_copy") if transport == "stdio":
+                return "a local copy on stdio is a read function inside the client"
+            case _:
+                pass
+    needed = _policies(case)
+    if missing := needed - hello.policies:
+        return f"the row sets policy {', '.join(sorted(missing))}; the client has no such setting"
+    for expect in case.row.expect:
+        if expect.what in _INSPECTED and "inspect" not in hello.ops:
+            return f"the row checks the client's {expect.what.replace('_', ' ')}; it reports none"
+    return None
+
+
+def _policies(case: Case) -> set[str]:
+    setup = Setup.from_givens([s for s in case.row.steps if isinstance(s, Given)])
+    return set(setup.policy)
+
+
+class _Inspected:
+    """The client's own view, as ``inspect`` last reported it (for `check`)."""
+
+    def __init__(self) -> None:
+        self.stream_status = "unknown"
+        self.engine = self
+        self.counters = self
+        self.untrusted_messages = 0
+        self.tracked_uris = 0
+
+
+class ClientWorld(World):
+    """What the client worlds share: the driver, one row's open client, the requests."""
+
+    transport = "http"
+    quiet = 0.15
+    """Seconds without anything new at the server that count as settled, for a driver
+    that cannot say itself (no ``look``)."""
+
+    def __init__(self, driver: DriverProcess, hello: Hello) -> None:
+        self.driver = driver
+        self.hello = hello
+        self.name = f"{self.transport}:{hello.client.split()[0]}"
+        self.clock = VirtualClock()
+        self.settle_limit = 5.0
+        self.principal: str | None = None
+        self.selected: tuple[str, ...] = ()
+        self.inspected = _Inspected()
+        self._opened = False
+        self._last_seen: object = None
+        self._last_change = 0.0
+
+    def unplayable(self, case: Case) -> str | None:
+        return client_unplayable(case, self.hello, self.transport)
+
+    def read_timeout(self) -> float:
+        return 2.0
+
+    async def open_client(self, setup: Setup, **where: Any) -> None:
+        """Open the row's client in the driver and reach the seed situation."""
+        self.principal = setup.principal
+        self.selected = tuple(setup.selected)
+        policy = dict(setup.policy)
+        await self.driver.request(
+            "open",
+            wait=60.0,
+            select=list(setup.selected),
+            principal=setup.principal,
+            policy=policy,
+            store_entries=setup.store_entries,
+            timeouts=self.timeouts(),
+            **where,
+        )
+        self._opened = True
+        await self.reach_seed_situation(setup)
+
+    def timeouts(self) -> dict[str, float]:
+        """Hints for the client: how long a read may wait, and when a silent request
+        counts as timed out (the rows' *times out* are requests never answered)."""
+        return {"read": self.read_timeout(), "request": 0.5, "idle": 0.5}
+
+    async def close_client(self) -> None:
+        if self._opened:
+            self._opened = False
+            with contextlib.suppress(DriverError):
+                await self.driver.request("close", wait=30.0)
+
+    # ------------------------------------------------------------------ observing
+
+    async def read(
+        self, uri: str, *, principal: str | None = None, timeout: float | None = None
+    ) -> ReadResult | Said:
+        before = self.server_reads()
+        answer = await self.driver.request(
+            "read", wait=60.0, uri=uri, principal=principal, timeout=timeout
+        )
+        return self._said(uri, answer, before)
+
+    async def status(self, uri: str, *, principal: str | None = None) -> ReadResult | Said:
+        answer = await self.driver.request("status", uri=uri, principal=principal)
+        return self._said(uri, answer, self.server_reads())
+
+    def _said(self, uri: str, answer: dict[str, Any], before: int) -> ReadResult | Said:
+        server_read = answer.get("server_read")
+        if server_read is None:
+            server_read = self.server_reads() > before  # the harness saw one
+        if answer.get("state") is not None:
+            return ReadResult(
+                answer["state"],
+                uri,
+                reason=answer.get("reason"),
+                text=answer.get("text"),
+                server_read=bool(server_read),
+            )
+        text = answer.get("text")
+        error = answer.get("error")
+        if text is None and error is None:
+            error = "neither text nor an error"
+        return Said(uri, text if error is None else None, error, bool(server_read))
+
+    async def list_resources(self) -> ListResult:
+        before = self.server_reads()
+        answer = await self.driver.request("list", wait=60.0)
+        resources = tuple(ResourceInfo(uri) for uri in answer.get("uris", ()))
+        state = answer.get("state")
+        if state is None:
+            state = "withheld" if "error" in answer else "cited"
+        server_read = answer.get("server_read")
+        return ListResult(
+            state,
+            resources,
+            reason=answer.get("reason"),
+            server_read=bool(self.server_reads() > before if server_read is None else server_read),
+            detail=answer.get("error"),
+        )
+
+    async def select(self, uris: Sequence[str]) -> None:
+        self.selected = tuple(uris)
+        await self.driver.request("select", uris=list(uris))
+
+    def observed(self) -> _Inspected:  # type: ignore[override]
+        return self.inspected
+
+    # ------------------------------------------------------------------ settling
+
+    async def settle(self) -> None:
+        await super().settle()
+        if "inspect" in self.hello.ops and self._opened:
+            view = await self.driver.request("inspect")
+            self.inspected.stream_status = str(view.get("stream", "unknown"))
+            self.inspected.untrusted_messages = int(view.get("untrusted_messages", 0))
+            self.inspected.tracked_uris = int(view.get("tracked_uris", 0))
+
+    async def _look(self) -> str | None:
+        busy = self.server_busy()
+        if busy is not None:
+            return busy
+        if "look" in self.hello.ops:
+            answer = await self.driver.request("look", server=self.server_view())
+            busy = answer.get("busy")
+            return None if busy is None else str(busy)
+        seen = self.server_signature()
+        now = time.monotonic()
+        if seen != self._last_seen:
+            self._last_seen, self._last_change = seen, now
+        if now - self._last_change < self.quiet:
+            return "the server saw something new a moment ago"
+        return None
+
+    def server_busy(self) -> str | None:
+        """What the server side has not finished (``None``: nothing)."""
+        raise NotImplementedError
+
+    def server_view(self) -> dict[str, Any]:
+        """What the server did, for a driver's ``look``."""
+        raise NotImplementedError
+
+    def server_signature(self) -> object:
+        """A value that changes whenever the server sees or sends something."""
+        raise NotImplementedError
+
+    def _wants_listen(self, server: ReferenceServer) -> bool:
+        return bool(
+            self.hello.listens
+            and server.listen_supported
+            and not server.down
+            and self.selected
+        )
+
+
+class ClientHttpWorld(ClientWorld):
+    """The client under test reaches `ReferenceHttpServer` on loopback by its URL."""
+
+    transport = "http"
+
+    def __init__(self, driver: DriverProcess, hello: Hello) -> None:
+        super().__init__(driver, hello)
+        self.server = ReferenceServer()
+        self.http: ReferenceHttpServer
+        self._stack = AsyncExitStack()
+
+    async def start(self, setup: Setup) -> None:
+        configure_reference(self.server, setup)
+        self.http = await self._stack.enter_async_context(
+            ReferenceHttpServer(self.server, keepalive_interval=0.1)
+        )
+        await self.open_client(setup, transport="http", url=self.http.url)
+
+    async def stop(self) -> None:
+        self.server.release_reads()
+        try:
+            await self.close_client()
+        finally:
+            await self._stack.aclose()
+
+    async def act(self, step: ServerStep) -> None:
+        apply_to_reference(self.server, step, self.principal)
+        match step:
+            case ServerChange(what="down"):
+                await self.http.go_down()
+            case ServerChange(what="up"):
+                await self.http.come_up()
+            case _:
+                pass
+
+    def server_reads(self) -> int:
+        return self.server.reads
+
+    def server_busy(self) -> str | None:
+        server = self.server
+        for sid, sub in server.subscribers.items():
+            if sub.send.statistics().current_buffer_used:
+                return f"stream {sid}: frames queued at the server"
+        if self._wants_listen(server) and not server.listens_for(frozenset(self.selected)):
+            return "no listen for the current selection is open yet"
+        return None
+
+    def server_view(self) -> dict[str, Any]:
+        server = self.server
+        return {
+            "reads_held": server.reads_in_flight,
+            "frames_written": {str(k): v for k, v in self.http.frames_written.items()},
+            "acks_held": server.acks_held,
+            "wants_stream": server.listen_supported and not server.down and not server.acks_held,
+        }
+
+    def server_signature(self) -> object:
+        server = self.server
+        return (server.reads, sum(self.http.frames_written.values()), len(server.subscribers))
+
+
+class ClientStdioWorld(ClientWorld):
+    """The client under test runs the stdio fault server itself, from the command the
+    harness gives it; the harness steers that server through its control port."""
+
+    transport = "stdio"
+
+    def __init__(self, driver: DriverProcess, hello: Hello, *, python: str = sys.executable):
+        super().__init__(driver, hello)
+        self.python = python
+        self.settle_limit = 15.0
+        self.down = False
+        self.listen_supported = True
+        self._dir: Path | None = None
+        self._control: Any = None
+        self._state: dict[str, Any] | None = None
+        self._reads = 0
+
+    def read_timeout(self) -> float:
+        return 5.0
+
+    @property
+    def _files(self) -> tuple[Path, Path]:
+        assert self._dir is not None
+        return self._dir / "state.json", self._dir / "control.json"
+
+    async def start(self, setup: Setup) -> None:
+        from ._stdio_server import save_state
+        from ._stdio_world import SERVER_MODULE, ControlChannel
+
+        self._dir = Path(tempfile.mkdtemp(prefix="freshcache-client-stdio-"))
+        state_file, control_file = self._files
+        self._control = ControlChannel(control_file)
+        self.listen_supported = setup.listen
+        reference = ReferenceServer()
+        configure_reference(reference, setup)
+        save_state(state_file, reference)
+        command = [
+            self.python, "-m", SERVER_MODULE,
+            "--state", str(state_file), "--control-file", str(control_file),
+        ]
+        await self.open_client(setup, transport="stdio", command=command)
+
+    async def stop(self) -> None:
+        import shutil
+
+        try:
+            await self.close_client()
+        finally:
+            if self._control is not None:
+                await self._control.aclose()
+            if self._dir is not None:
+                shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _pid(self) -> int | None:
+        """The server process the client runs now (it announces itself in the control file)."""
+        import json
+
+        try:
+            pid = int(json.loads(self._files[1].read_text())["pid"])
+        except (OSError, ValueError, KeyError):
+            return None
+        return pid if _alive(pid) else None
+
+    async def act(self, step: ServerStep) -> None:
+        from ._stdio_server import load_state, save_state, step_to_json
+
+        match step:
+            case ServerChange(what="deny" | "allow", principal=who) if who not in (
+                None,
+                self.principal,
+            ):
+                return  # one authorization context per process: another cannot be denied
+            case ServerChange(what="deny" | "allow", uri=uri):
+                step = ServerChange(step.what, uri, None)
+            case _:
+                pass
+        if self.down:
+            reference = load_state(self._files[0])
+            match step:
+                case ServerChange(what="up"):
+                    reference.down = False
+                    self.down = False
+                case ServerChange(what="down" | "drop_stream"):
+                    pass
+                case _:
+                    apply_to_reference(reference, step, None)
+            save_state(self._files[0], reference)
+            return
+        if step == ServerChange("up"):
+            return
+        dies = isinstance(step, ServerChange) and step.what in ("down", "drop_stream")
+        pid = self._pid()
+        if pid is None:
+            raise AssertionError("the client is not running the stdio server")
+        await self._control.command(pid, {"op": "step", "step": step_to_json(step), "principal": None})
+        if step == ServerChange("down"):
+            self.down = True
+        if dies:
+            await wait_for(lambda: not _alive(pid), limit=self.settle_limit, what=f"pid {pid} to go")
+
+    async def _server_state(self) -> dict[str, Any] | None:
+        if self.down or self._control is None:
+            return None
+        state: dict[str, Any] | None = await self._control.command(
+            self._pid(), {"op": "state"}, timeout=2.0
+        )
+        return state
+
+    async def _look(self) -> str | None:
+        self._state = await self._server_state()
+        if self._state is not None:
+            self._reads = int(self._state["reads"])
+        return await super()._look()
+
+    def server_reads(self) -> int:
+        return self._reads
+
+    async def read(
+        self, uri: str, *, principal: str | None = None, timeout: float | None = None
+    ) -> ReadResult | Said:
+        await self._refresh_reads()
+        return await super().read(uri, principal=principal, timeout=timeout)
+
+    async def _refresh_reads(self) -> None:
+        state = await self._server_state()
+        if state is not None:
+            self._reads = int(state["reads"])
+
+    def server_busy(self) -> str | None:
+        state = self._state
+        if self.down:
+            return None
+        if state is None:
+            return "the server process (re)starting" if self.hello.listens else None
+        if state["pending_out"]:
+            return f"{state['pending_out']} messages queued in the server"
+        if state.get("acks_held"):
+            return None
+        if (
+            self.hello.listens
+            and self.listen_supported
+            and self.selected
+            and sorted(self.selected) not in state["listens"]
+        ):
+            return "a listen for the current selection"
+        return None
+
+    def server_view(self) -> dict[str, Any]:
+        state = self._state
+        if state is None:
+            return {"reads_held": 0, "wants_stream": False}
+        return {
+            "reads_held": int(state["reads_in_flight"]),
+            "pid": state["pid"],
+            "lines_written": state["lines_written"],
+            "acks_held": bool(state.get("acks_held")),
+            "wants_stream": self.listen_supported and not state.get("acks_held"),
+        }
+
+    def server_signature(self) -> object:
+        state = self._state or {}
+        return (state.get("pid"), state.get("reads"), state.get("lines_written"))
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+__all__ = ["ClientHttpWorld", "ClientStdioWorld", "ClientWorld", "client_unplayable"]

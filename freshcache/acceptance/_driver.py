@@ -1,0 +1,168 @@
+"""The harness side of the driver protocol (docs/driver-protocol.md): one subprocess
+per run that drives the client under test, spoken to in JSON lines on its stdin and
+stdout. Requests carry ids, so a read left running in the background does not hold
+up the next request; answers may come in any order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from .._errors import FreshCacheError
+
+PROTOCOL_VERSION = 1
+
+
+class DriverError(FreshCacheError):
+    """The driver broke the protocol, died, or did not answer in time."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """What a driver says it can do, from its answer to ``hello``."""
+
+    client: str
+    states: bool
+    transports: tuple[str, ...]
+    ops: frozenset[str]
+    listens: bool = False
+    principals: bool = False
+    policies: frozenset[str] = field(default_factory=frozenset)
+    store_entries: bool = False
+
+    @classmethod
+    def parse(cls, answer: dict[str, Any]) -> Hello:
+        if answer.get("protocol") != PROTOCOL_VERSION:
+            raise DriverError(
+                f"the driver speaks protocol {answer.get('protocol')!r}; this harness speaks "
+                f"{PROTOCOL_VERSION}"
+            )
+        return cls(
+            client=str(answer.get("client", "unnamed client")),
+            states=bool(answer.get("states", False)),
+            transports=tuple(answer.get("transports", ("http",))),
+            ops=frozenset(answer.get("ops", ("read", "list", "select", "close"))),
+            listens=bool(answer.get("listens", False)),
+            principals=bool(answer.get("principals", False)),
+            policies=frozenset(answer.get("policies", ())),
+            store_entries=bool(answer.get("store_entries", False)),
+        )
+
+
+class DriverProcess:
+    """The driver subprocess: started on first use, started again if it died."""
+
+    def __init__(self, argv: list[str], *, env: dict[str, str] | None = None) -> None:
+        self.argv = argv
+        self.env = env
+        self.hello: Hello | None = None
+        self._process: anyio.abc.Process | None = None
+        self._waiting: dict[int, tuple[anyio.Event, list[dict[str, Any]]]] = {}
+        self._next_id = 0
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._lock = anyio.Lock()
+
+    async def __aenter__(self) -> DriverProcess:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stop()
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        await self._tg.__aexit__(None, None, None)
+
+    async def ensure_started(self) -> Hello:
+        """The driver's hello; starts the process (again) when it is not running."""
+        async with self._lock:
+            if self._process is None or self._process.returncode is not None:
+                await self._start()
+        assert self.hello is not None
+        return self.hello
+
+    async def _start(self) -> None:
+        assert self._tg is not None
+        await self._stop()
+        env = {**os.environ, **(self.env or {})}
+        try:
+            self._process = await anyio.open_process(
+                self.argv, env=env, stderr=None, start_new_session=True
+            )
+        except OSError as exc:
+            raise DriverError(f"cannot start the driver {self.argv[0]!r}: {exc}") from exc
+        self._tg.start_soon(self._read_answers, self._process)
+        answer = await self.request("hello", wait=60.0)
+        self.hello = Hello.parse(answer)
+
+    async def _read_answers(self, process: anyio.abc.Process) -> None:
+        assert process.stdout is not None
+        buffered = BufferedByteReceiveStream(process.stdout)
+        with contextlib.suppress(anyio.EndOfStream, anyio.IncompleteRead, anyio.ClosedResourceError):
+            while True:
+                line = await buffered.receive_until(b"\n", 1 << 26)
+                try:
+                    answer = json.loads(line)
+                    waiting = self._waiting.pop(int(answer["id"]))
+                except (ValueError, KeyError, TypeError):
+                    continue  # not an answer to anything asked: ignored
+                waiting[1].append(answer)
+                waiting[0].set()
+        for event, _ in self._waiting.values():
+            event.set()  # the driver is gone: every waiting request learns it
+
+    async def request(self, op: str, *, wait: float = 30.0, **fields: Any) -> dict[str, Any]:
+        """Send one request and wait for its answer; raises `DriverError` if none comes."""
+        process = self._process
+        if process is None or process.stdin is None or process.returncode is not None:
+            raise DriverError("the driver is not running")
+        self._next_id += 1
+        request_id = self._next_id
+        event, slot = anyio.Event(), []
+        self._waiting[request_id] = (event, slot)
+        message = json.dumps({"id": request_id, "op": op, **fields}).encode() + b"\n"
+        try:
+            await process.stdin.send(message)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            self._waiting.pop(request_id, None)
+            raise DriverError(f"the driver stopped taking requests ({op})") from exc
+        with anyio.move_on_after(wait):
+            await event.wait()
+        self._waiting.pop(request_id, None)
+        if not slot:
+            if event.is_set():
+                raise DriverError(f"the driver exited during {op!r}")
+            raise DriverError(f"the driver did not answer {op!r} within {wait:.0f}s")
+        answer = slot[0]
+        if "protocol_error" in answer:
+            raise DriverError(f"the driver refused {op!r}: {answer['protocol_error']}")
+        return answer
+
+    async def _stop(self) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        with anyio.CancelScope(shield=True):
+            if process.stdin is not None:
+                with contextlib.suppress(Exception):
+                    await process.stdin.aclose()  # end of input: the driver exits
+            with anyio.move_on_after(5.0):
+                await process.wait()
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)  # its own group, by its pid
+                await process.wait()
+            with contextlib.suppress(Exception):
+                await process.aclose()
+
+
+__all__ = ["DriverError", "DriverProcess", "Hello"]

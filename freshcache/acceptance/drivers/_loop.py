@@ -1,0 +1,158 @@
+"""The driver side of the driver protocol for Python clients (docs/driver-protocol.md).
+
+`serve` reads JSON lines from stdin, runs each request in its own task (a background
+read must not block the next request) and writes one answer line per request on
+stdout. A driver module supplies a `Driver`: its ``hello`` and how to ``connect`` one
+fresh client per row; the `Session` that ``connect`` yields answers the row's requests.
+Everything else a Python driver needs (framing, ids, one row at a time) lives here, so
+each driver file holds only the calls into its client's public API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from typing import Any, BinaryIO, Protocol
+
+import anyio
+import anyio.abc
+
+PROTOCOL_VERSION = 1
+
+
+class Session(Protocol):
+    """One fresh client for one row (the answers are the protocol's answer objects)."""
+
+    async def read(self, uri: str, timeout: float | None, principal: str | None) -> dict[str, Any]:
+        ...
+
+    async def list(self) -> dict[str, Any]: ...
+
+    async def select(self, uris: list[str]) -> None: ...
+
+
+class Driver(Protocol):
+    def hello(self) -> dict[str, Any]: ...
+
+    def connect(self, spec: dict[str, Any]) -> AbstractAsyncContextManager[Session]: ...
+
+
+class _Rows:
+    """The one open row: its session, and the task that holds the client's context."""
+
+    def __init__(self, driver: Driver, tg: anyio.abc.TaskGroup) -> None:
+        self.driver, self.tg = driver, tg
+        self.session: Session | None = None
+        self._close: anyio.Event | None = None
+        self._closed: anyio.Event | None = None
+
+    async def open(self, spec: dict[str, Any]) -> None:
+        if self.session is not None:
+            raise ProtocolError("a row is open already: close it first")
+        opened, failure = anyio.Event(), []
+        self._close, self._closed = anyio.Event(), anyio.Event()
+        close, closed = self._close, self._closed
+
+        async def hold() -> None:
+            try:
+                async with self.driver.connect(spec) as session:
+                    self.session = session
+                    opened.set()
+                    await close.wait()
+            except BaseException as exc:  # the row's client failed to open or to close
+                failure.append(exc)
+                if not opened.is_set():
+                    opened.set()
+                if not isinstance(exc, Exception):
+                    raise
+            finally:
+                self.session = None
+                closed.set()
+
+        self.tg.start_soon(hold)
+        await opened.wait()
+        if failure:
+            raise failure[0]
+
+    async def close(self) -> None:
+        if self._close is None or self._closed is None:
+            return
+        self._close.set()
+        await self._closed.wait()
+        self._close = self._closed = None
+
+
+class ProtocolError(Exception):
+    """A request the driver cannot take (unknown op, no open row)."""
+
+
+async def _answer(rows: _Rows, driver: Driver, message: dict[str, Any]) -> dict[str, Any]:
+    op = message.get("op")
+    if op == "hello":
+        return {"protocol": PROTOCOL_VERSION, **driver.hello()}
+    if op == "open":
+        await rows.open(message)
+        return {"ok": True}
+    if op == "close":
+        await rows.close()
+        return {"ok": True}
+    session = rows.session
+    if session is None:
+        raise ProtocolError(f"{op!r} needs an open row")
+    if op == "read":
+        return await session.read(message["uri"], message.get("timeout"), message.get("principal"))
+    if op == "list":
+        return await session.list()
+    if op == "select":
+        await session.select(list(message["uris"]))
+        return {"ok": True}
+    extra = getattr(session, op, None) if op in ("status", "look", "advance", "inspect") else None
+    if extra is None:
+        raise ProtocolError(f"unknown or unsupported op {op!r}")
+    answer: dict[str, Any] = await extra(message)
+    return answer
+
+
+async def _lines(stdin: BinaryIO) -> AsyncIterator[bytes]:
+    while line := await anyio.to_thread.run_sync(stdin.readline):
+        yield line
+
+
+async def serve(driver: Driver) -> None:
+    """Answer requests on stdin until it closes (the protocol's main loop)."""
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    sys.stdout = sys.stderr  # nothing but answers may reach the harness's pipe
+    lock = anyio.Lock()
+
+    async def reply(message: dict[str, Any]) -> None:
+        request_id = message.get("id")
+        try:
+            answer = await _answer(rows, driver, message)
+        except ProtocolError as exc:
+            answer = {"protocol_error": str(exc)}
+        except Exception as exc:  # the driver's own failure is reported, not fatal
+            traceback.print_exc(file=sys.stderr)
+            answer = {"protocol_error": f"{type(exc).__name__}: {exc}"}
+        async with lock:
+            out.write(json.dumps({"id": request_id, **answer}).encode() + b"\n")
+            out.flush()
+
+    async with anyio.create_task_group() as tg:
+        rows = _Rows(driver, tg)
+        async for line in _lines(sys.stdin.buffer):
+            if line.strip():
+                tg.start_soon(reply, json.loads(line))
+        await rows.close()
+        tg.cancel_scope.cancel()
+
+
+def run(driver: Driver) -> None:
+    """The entry point of a driver module: ``python -m ...drivers.NAME``."""
+    try:
+        anyio.run(serve, driver)
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,190 @@
+"""The driver for freshcache itself: `FreshCache` over `HttpSource` or `StdioSource`.
+
+It has explicit states, takes a virtual clock (``advance``), reports its stream and
+counters (``inspect``) and can say what it has not taken in yet (``look``), so every
+row the wires play can be played through it. Run: ``python -m
+freshcache.acceptance.drivers.freshcache_driver``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx
+
+from ... import __version__
+from ..._cache import FreshCache
+from ..._core import Partition, Policy, ReadResult
+from ..._core._backoff import BackoffSettings
+from ..._http import HttpSource
+from ..._stdio import StdioSource
+from ..._store import MemoryStore
+from .._runner import VirtualClock
+from ._loop import run
+
+
+def _bearer(principal: Partition) -> dict[str, str]:
+    return {"Authorization": f"Bearer {principal}"} if principal else {}
+
+
+def _answer(result: ReadResult) -> dict[str, Any]:
+    return {
+        "state": result.state,
+        "reason": result.reason,
+        "text": result.text,
+        "server_read": result.server_read,
+    }
+
+
+class FreshcacheSession:
+    def __init__(self, cache: FreshCache, source: HttpSource | StdioSource, clock: VirtualClock):
+        self.cache, self.source, self.clock = cache, source, clock
+
+    async def read(self, uri: str, timeout: float | None, principal: str | None) -> dict[str, Any]:
+        return _answer(await self.cache.read(uri, principal=principal, timeout=timeout))
+
+    async def status(self, message: dict[str, Any]) -> dict[str, Any]:
+        return _answer(self.cache.status(message["uri"], principal=message.get("principal")))
+
+    async def list(self) -> dict[str, Any]:
+        listed = await self.cache.list_resources()
+        return {
+            "state": listed.state,
+            "reason": listed.reason,
+            "uris": [r.uri for r in listed.resources],
+            "server_read": listed.server_read,
+        }
+
+    async def select(self, uris: list[str]) -> None:
+        self.cache.select(uris)
+
+    async def advance(self, message: dict[str, Any]) -> dict[str, Any]:
+        self.clock.advance(float(message["seconds"]))
+        return {"ok": True}
+
+    async def inspect(self, message: dict[str, Any]) -> dict[str, Any]:
+        engine = self.cache.engine
+        return {
+            "stream": self.cache.stream_status,
+            "untrusted_messages": engine.counters.untrusted_messages,
+            "tracked_uris": engine.tracked_uris,
+        }
+
+    async def look(self, message: dict[str, Any]) -> dict[str, Any]:
+        """What the cache has not taken in of what the server says it did."""
+        server: dict[str, Any] = message["server"]
+        cache = self.cache
+        if cache.pending_reads > int(server.get("reads_held", 0)):
+            return {"busy": f"{cache.pending_reads} reads in flight"}
+        if cache.relisting:
+            return {"busy": "a re-list is under way"}
+        busy = (
+            self._http_busy(self.source, server)
+            if isinstance(self.source, HttpSource)
+            else self._stdio_busy(self.source, server)
+        )
+        if busy is None and server.get("wants_stream") and cache.selected:
+            if cache.stream_status not in ("live", "unsupported", "disabled"):
+                busy = f"the stream is {cache.stream_status}"
+            elif isinstance(self.source, HttpSource) and not any(
+                s.uris == cache.selected and s.acknowledged for s in self.source.streams.values()
+            ):
+                busy = "no acknowledged stream for the current selection yet"
+        return {"busy": busy}
+
+    @staticmethod
+    def _http_busy(source: HttpSource, server: dict[str, Any]) -> str | None:
+        written: dict[str, int] = server.get("frames_written", {})
+        for sid, stream in list(source.streams.items()):
+            if not stream.acknowledged and not server.get("acks_held"):
+                return f"stream {sid} waits for its acknowledgment"
+            if written.get(str(sid), 0) > stream.frames:
+                return f"stream {sid}: frames not yet taken in"
+        return None
+
+    @staticmethod
+    def _stdio_busy(source: StdioSource, server: dict[str, Any]) -> str | None:
+        stats = source.stats()
+        if stats.backlog:
+            return f"{stats.backlog} messages not yet taken by the cache"
+        if "pid" not in server:
+            return None  # the server is down: nothing to take in
+        if server["pid"] != stats.pid:
+            return "the server process (re)starting"
+        if server["lines_written"] != stats.lines_from_current:
+            return "lines in the pipe"
+        return None
+
+
+async def _warm_up(source: StdioSource) -> None:
+    """Start the server before the cache, so the short request timeout measures the
+    server and not the interpreter starting up (as the stdio world does)."""
+    with anyio.fail_after(30.0):
+        while not (await source.start()).reachable:  # noqa: ASYNC110 - a retry
+            await anyio.sleep(0.05)
+
+
+class FreshcacheDriver:
+    def hello(self) -> dict[str, Any]:
+        return {
+            "client": f"freshcache {__version__}",
+            "states": True,
+            "transports": ["http", "stdio"],
+            "ops": ["read", "status", "list", "select", "close", "advance", "inspect", "look"],
+            "listens": True,
+            "principals": True,
+            "policies": ["subscription_backed", "uncovered", "stale_on_error", "share_public"],
+            "store_entries": True,
+        }
+
+    @asynccontextmanager
+    async def connect(self, spec: dict[str, Any]) -> AsyncIterator[FreshcacheSession]:
+        timeouts: dict[str, float] = spec.get("timeouts", {})
+        clock = VirtualClock()
+        async with AsyncExitStack() as stack:
+            source: HttpSource | StdioSource
+            if spec["transport"] == "http":
+                client = httpx.AsyncClient(trust_env=False)
+                stack.push_async_callback(client.aclose)
+                source = HttpSource(
+                    spec["url"],
+                    auth=_bearer,
+                    timeout=10.0,
+                    idle_timeout=timeouts.get("idle", 0.5),
+                    silence_floor=0.35,
+                    client=client,
+                )
+            else:
+                source = StdioSource(
+                    spec["command"],
+                    timeout=timeouts.get("request", 0.5),
+                    restart=BackoffSettings(
+                        base=0.05, cap=0.2, quick_death=0.0, max_per_hour=1_000_000
+                    ),
+                    shutdown_timeout=2.0,
+                )
+                await _warm_up(source)
+            entries = spec.get("store_entries")
+            policy = dict(spec.get("policy", {}))
+            if "stale_on_error" in policy:
+                policy["stale_on_error"] = tuple(policy["stale_on_error"])
+            cache = FreshCache(
+                source,
+                select=spec.get("select", []),
+                policy=Policy(**policy),
+                store=None if entries is None else MemoryStore(max_entries=int(entries)),
+                principal=spec.get("principal"),
+                read_timeout=timeouts.get("read", 2.0),
+                ack_timeout=timeouts.get("read", 2.0),
+                backoff=BackoffSettings(base=0.002, cap=0.01, quick_death=0.0),
+                clock=clock,
+                wall_clock=clock.wall,
+            )
+            yield FreshcacheSession(await stack.enter_async_context(cache), source, clock)
+
+
+if __name__ == "__main__":
+    run(FreshcacheDriver())
