@@ -14,6 +14,7 @@ from freshcache import (
     ReferenceServer,
     StateChange,
 )
+from tests.polling import until
 
 A = "guide://shipping/approval"
 B = "guide://shipping/returns"
@@ -27,12 +28,6 @@ def reference() -> ReferenceServer:
     server.set(A, "approval v1")
     server.set(B, "returns v1")
     return server
-
-
-async def until(condition, timeout: float = 5.0) -> None:
-    with anyio.fail_after(timeout):
-        while not condition():
-            await anyio.sleep(0.002)
 
 
 async def next_change(changes, timeout: float = 5.0):
