@@ -325,6 +325,19 @@ def build_parser() -> argparse.ArgumentParser:
     acceptance.add_argument(
         "--only", action="append", metavar="ID", help="play only this case (repeatable)"
     )
+    client = acceptance.add_mutually_exclusive_group()
+    client.add_argument(
+        "--client",
+        metavar="NAME",
+        help="play the rows through a shipped driver's client instead: freshcache, mcp, "
+        "fastmcp, typescript (docs/driver-protocol.md)",
+    )
+    client.add_argument(
+        "--client-cmd",
+        metavar="CMD",
+        help="play the rows through the client a driver program drives (the program "
+        "speaks the driver protocol on stdin/stdout)",
+    )
     acceptance.set_defaults(handler=cmd_acceptance)
 
     doctor = commands.add_parser(

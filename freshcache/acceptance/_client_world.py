@@ -25,6 +25,8 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from .._cache import ListResult
 from .._core import ReadResult, ResourceInfo
 from .._reference import ReferenceServer
@@ -32,7 +34,6 @@ from ._driver import DriverError, DriverProcess, Hello
 from ._format import Case
 from ._http_server import ReferenceHttpServer
 from ._runner import (
-    Observation,
     Said,
     Setup,
     VirtualClock,
@@ -75,6 +76,8 @@ def client_unplayable(case: Case, hello: Hello, transport: str) -> str | None:
     if missing := needed - hello.policies:
         return f"the row sets policy {', '.join(sorted(missing))}; the client has no such setting"
     for expect in case.row.expect:
+        if expect.what == "stream" and expect.word == "live" and hello.listens:
+            continue  # seen from the server: a listen open for the selection
         if expect.what in _INSPECTED and "inspect" not in hello.ops:
             return f"the row checks the client's {expect.what.replace('_', ' ')}; it reports none"
     return None
@@ -205,6 +208,10 @@ class ClientWorld(World):
         self.selected = tuple(uris)
         await self.driver.request("select", uris=list(uris))
 
+    async def advance(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+        await self.driver.request("advance", seconds=seconds)
+
     def observed(self) -> _Inspected:  # type: ignore[override]
         return self.inspected
 
@@ -212,7 +219,10 @@ class ClientWorld(World):
 
     async def settle(self) -> None:
         await super().settle()
-        if "inspect" in self.hello.ops and self._opened:
+        if "inspect" not in self.hello.ops:
+            listening = self.server_listening()
+            self.inspected.stream_status = "live" if listening else "not listening (at the server)"
+        elif self._opened:
             view = await self.driver.request("inspect")
             self.inspected.stream_status = str(view.get("stream", "unknown"))
             self.inspected.untrusted_messages = int(view.get("untrusted_messages", 0))
@@ -242,16 +252,17 @@ class ClientWorld(World):
         """What the server did, for a driver's ``look``."""
         raise NotImplementedError
 
+    def server_listening(self) -> bool:
+        """Whether the server has a listen open for the current selection."""
+        raise NotImplementedError
+
     def server_signature(self) -> object:
         """A value that changes whenever the server sees or sends something."""
         raise NotImplementedError
 
     def _wants_listen(self, server: ReferenceServer) -> bool:
         return bool(
-            self.hello.listens
-            and server.listen_supported
-            and not server.down
-            and self.selected
+            self.hello.listens and server.listen_supported and not server.down and self.selected
         )
 
 
@@ -302,6 +313,9 @@ class ClientHttpWorld(ClientWorld):
             return "no listen for the current selection is open yet"
         return None
 
+    def server_listening(self) -> bool:
+        return self.server.listens_for(frozenset(self.selected))
+
     def server_view(self) -> dict[str, Any]:
         server = self.server
         return {
@@ -332,9 +346,19 @@ class ClientStdioWorld(ClientWorld):
         self._control: Any = None
         self._state: dict[str, Any] | None = None
         self._reads = 0
+        self._control_lock = anyio.Lock()  # a background read asks for the state too
 
     def read_timeout(self) -> float:
         return 5.0
+
+    async def _command(
+        self, pid: int | None, payload: dict[str, Any], timeout: float = 5.0
+    ) -> dict[str, Any] | None:
+        async with self._control_lock:
+            reply: dict[str, Any] | None = await self._control.command(
+                pid, payload, timeout=timeout
+            )
+            return reply
 
     @property
     def _files(self) -> tuple[Path, Path]:
@@ -353,8 +377,13 @@ class ClientStdioWorld(ClientWorld):
         configure_reference(reference, setup)
         save_state(state_file, reference)
         command = [
-            self.python, "-m", SERVER_MODULE,
-            "--state", str(state_file), "--control-file", str(control_file),
+            self.python,
+            "-m",
+            SERVER_MODULE,
+            "--state",
+            str(state_file),
+            "--control-file",
+            str(control_file),
         ]
         await self.open_client(setup, transport="stdio", command=command)
 
@@ -410,19 +439,18 @@ class ClientStdioWorld(ClientWorld):
         pid = self._pid()
         if pid is None:
             raise AssertionError("the client is not running the stdio server")
-        await self._control.command(pid, {"op": "step", "step": step_to_json(step), "principal": None})
+        await self._command(pid, {"op": "step", "step": step_to_json(step), "principal": None})
         if step == ServerChange("down"):
             self.down = True
         if dies:
-            await wait_for(lambda: not _alive(pid), limit=self.settle_limit, what=f"pid {pid} to go")
+            await wait_for(
+                lambda: not _alive(pid), limit=self.settle_limit, what=f"pid {pid} to go"
+            )
 
     async def _server_state(self) -> dict[str, Any] | None:
         if self.down or self._control is None:
             return None
-        state: dict[str, Any] | None = await self._control.command(
-            self._pid(), {"op": "state"}, timeout=2.0
-        )
-        return state
+        return await self._command(self._pid(), {"op": "state"}, timeout=2.0)
 
     async def _look(self) -> str | None:
         self._state = await self._server_state()
@@ -462,6 +490,10 @@ class ClientStdioWorld(ClientWorld):
         ):
             return "a listen for the current selection"
         return None
+
+    def server_listening(self) -> bool:
+        state = self._state
+        return state is not None and sorted(self.selected) in state["listens"]
 
     def server_view(self) -> dict[str, Any]:
         state = self._state

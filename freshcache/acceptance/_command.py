@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -18,6 +19,7 @@ import anyio
 
 from .. import __version__
 from .._errors import FreshCacheError, TableError
+from ._driver import DriverError, DriverProcess, Hello
 from ._format import Case, load_cases
 from ._runner import CaseReport, EngineWorld, World, play
 
@@ -114,11 +116,43 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _client_players(driver: DriverProcess, hello: Hello, wire: str) -> list[tuple[str, Player]]:
+    """The wires a client under test is played on: HTTP and stdio (a wire the client
+    lacks still lists every row, each with that reason)."""
+    from ._client_world import ClientHttpWorld, ClientStdioWorld
+
+    makers: list[Callable[[], World]] = []
+    if wire in ("http", "all"):
+        makers.append(lambda: ClientHttpWorld(driver, hello))
+    if wire in ("stdio", "all"):
+        makers.append(lambda: ClientStdioWorld(driver, hello))
+    players: list[tuple[str, Player]] = []
+    for make in makers:
+
+        async def in_world(case: Case, make: Callable[[], World] = make) -> CaseReport:
+            await driver.ensure_started()  # again, if a row made it exit
+            return await play(case, make())
+
+        players.append((make().name, in_world))
+    return players
+
+
 async def _run_all(
-    cases: Sequence[Case], wire: str, printer: _Printer | None
+    cases: Sequence[Case], wire: str, printer: _Printer | None, driver_argv: list[str] | None
+) -> list[tuple[str, CaseReport]]:
+    if driver_argv is None:
+        return await _play_all(cases, _players(wire), printer)
+    async with DriverProcess(driver_argv) as driver:
+        hello = await driver.ensure_started()
+        if printer is not None:
+            print(f"client under test: {hello.client} (its stderr: {driver.log})", file=printer.err)
+        return await _play_all(cases, _client_players(driver, hello, wire), printer)
+
+
+async def _play_all(
+    cases: Sequence[Case], players: list[tuple[str, Player]], printer: _Printer | None
 ) -> list[tuple[str, CaseReport]]:
     results: list[tuple[str, CaseReport]] = []
-    players = _players(wire)
     total = len(cases) * len(players)
     done = 0
     for name, player in players:
@@ -131,6 +165,38 @@ async def _run_all(
             if printer is not None:
                 printer.row(name, report)
     return results
+
+
+def _driver_argv(args: argparse.Namespace) -> list[str] | int | None:
+    """The driver to start for ``--client NAME`` / ``--client-cmd CMD`` (``None``: play
+    freshcache in process); an exit code when the choice is unusable (message printed)."""
+    name: str | None = getattr(args, "client", None)
+    command: str | None = getattr(args, "client_cmd", None)
+    if name is not None and command is not None:
+        print("freshcache: give --client or --client-cmd, not both", file=sys.stderr)
+        return EXIT_UNUSABLE
+    if command is not None:
+        argv = shlex.split(command)
+        if not argv:
+            print("freshcache: --client-cmd is empty", file=sys.stderr)
+            return EXIT_UNUSABLE
+        return argv
+    if name is None:
+        return None
+    from .drivers import SHIPPED, Unavailable, command_for
+
+    if name not in SHIPPED:
+        print(
+            f"freshcache: no shipped driver {name!r}; shipped: {', '.join(SHIPPED)} "
+            "(or --client-cmd 'CMD' for your own)",
+            file=sys.stderr,
+        )
+        return EXIT_UNUSABLE
+    try:
+        return command_for(name)
+    except Unavailable as exc:
+        print(f"freshcache: {exc}", file=sys.stderr)
+        return EXIT_UNUSABLE
 
 
 def run(args: argparse.Namespace) -> int:
@@ -150,12 +216,26 @@ def run(args: argparse.Namespace) -> int:
             print(f"freshcache: no case with id {', '.join(sorted(unknown))}", file=sys.stderr)
             return EXIT_UNUSABLE
         cases = [c for c in cases if c.id in wanted]
+    driver_argv = _driver_argv(args)
+    if isinstance(driver_argv, int):
+        return driver_argv
+    if driver_argv is not None and args.wire in ("core", "engine"):
+        print(
+            f"freshcache: --wire {args.wire} plays no client; use http, stdio or all with "
+            "--client/--client-cmd",
+            file=sys.stderr,
+        )
+        return EXIT_UNUSABLE
     colour = sys.stdout.isatty() and "NO_COLOR" not in os.environ and not args.json
     printer = None if args.json else _Printer(sys.stdout, sys.stderr, colour)
     if printer is not None:
         printer.header()
     started = time.perf_counter()
-    results = anyio.run(_run_all, cases, args.wire, printer)
+    try:
+        results = anyio.run(_run_all, cases, args.wire, printer, driver_argv)
+    except DriverError as exc:
+        print(f"freshcache: {exc}", file=sys.stderr)
+        return EXIT_UNUSABLE
     elapsed = time.perf_counter() - started
     passed = sum(1 for _, r in results if r.passed and not r.skipped)
     skipped = sum(1 for _, r in results if r.skipped)
@@ -164,6 +244,7 @@ def run(args: argparse.Namespace) -> int:
         report = {
             "freshcache": __version__,
             "wire": args.wire,
+            "client": None if driver_argv is None else " ".join(driver_argv),
             "cases": [{"wire": wire, **r.as_json()} for wire, r in results],
             "summary": {
                 "passed": passed,

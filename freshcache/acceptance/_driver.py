@@ -10,7 +10,9 @@ import contextlib
 import json
 import os
 import signal
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -61,9 +63,13 @@ class Hello:
 class DriverProcess:
     """The driver subprocess: started on first use, started again if it died."""
 
-    def __init__(self, argv: list[str], *, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, argv: list[str], *, env: dict[str, str] | None = None, log: Path | None = None
+    ) -> None:
         self.argv = argv
         self.env = env
+        self.log = log or Path(tempfile.gettempdir()) / f"freshcache-driver-{os.getpid()}.log"
+        """Where the driver's stderr goes (its own diagnostics and its servers')."""
         self.hello: Hello | None = None
         self._process: anyio.abc.Process | None = None
         self._waiting: dict[int, tuple[anyio.Event, list[dict[str, Any]]]] = {}
@@ -93,11 +99,13 @@ class DriverProcess:
     async def _start(self) -> None:
         assert self._tg is not None
         await self._stop()
-        env = {**os.environ, **(self.env or {})}
+        # Loopback traffic must not go through a proxy from the environment.
+        env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", **(self.env or {})}
         try:
-            self._process = await anyio.open_process(
-                self.argv, env=env, stderr=None, start_new_session=True
-            )
+            with self.log.open("ab") as log:
+                self._process = await anyio.open_process(
+                    self.argv, env=env, stderr=log, start_new_session=True
+                )
         except OSError as exc:
             raise DriverError(f"cannot start the driver {self.argv[0]!r}: {exc}") from exc
         self._tg.start_soon(self._read_answers, self._process)
@@ -107,7 +115,9 @@ class DriverProcess:
     async def _read_answers(self, process: anyio.abc.Process) -> None:
         assert process.stdout is not None
         buffered = BufferedByteReceiveStream(process.stdout)
-        with contextlib.suppress(anyio.EndOfStream, anyio.IncompleteRead, anyio.ClosedResourceError):
+        with contextlib.suppress(
+            anyio.EndOfStream, anyio.IncompleteRead, anyio.ClosedResourceError
+        ):
             while True:
                 line = await buffered.receive_until(b"\n", 1 << 26)
                 try:
@@ -127,7 +137,7 @@ class DriverProcess:
             raise DriverError("the driver is not running")
         self._next_id += 1
         request_id = self._next_id
-        event, slot = anyio.Event(), []
+        event, slot = anyio.Event(), list[dict[str, Any]]()
         self._waiting[request_id] = (event, slot)
         message = json.dumps({"id": request_id, "op": op, **fields}).encode() + b"\n"
         try:
@@ -142,7 +152,7 @@ class DriverProcess:
             if event.is_set():
                 raise DriverError(f"the driver exited during {op!r}")
             raise DriverError(f"the driver did not answer {op!r} within {wait:.0f}s")
-        answer = slot[0]
+        answer: dict[str, Any] = slot[0]
         if "protocol_error" in answer:
             raise DriverError(f"the driver refused {op!r}: {answer['protocol_error']}")
         return answer

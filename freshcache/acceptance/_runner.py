@@ -47,7 +47,6 @@ from ._steps import (
 )
 
 
-
 @dataclass(frozen=True, slots=True)
 class Said:
     """What a client without explicit states handed over (the driver protocol): text it
@@ -216,6 +215,10 @@ class World(abc.ABC):
     async def select(self, uris: Sequence[str]) -> None:
         self.cache.select(uris)
 
+    async def advance(self, seconds: float) -> None:
+        """Move the clock the client decides TTLs by."""
+        self.clock.advance(seconds)
+
     def observed(self) -> Observed:
         """What `check` looks at besides the last observation."""
         return self.cache
@@ -344,6 +347,10 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
     except TimeoutError:
         failures = [f"the case did not finish within {step_timeout * (len(steps) + 2):.0f}s"]
     except Exception as exc:  # a crash is a failed case, reported with its cause
+        inner = getattr(exc, "exceptions", None)  # a task group's one failure: name it
+        while isinstance(inner, tuple) and len(inner) == 1 and isinstance(inner[0], Exception):
+            exc = inner[0]
+            inner = getattr(exc, "exceptions", None)
         failures = [f"crashed: {type(exc).__name__}: {exc}"]
     return report(case, last, failures, started)
 
@@ -407,7 +414,7 @@ async def _do(
         case Observe():
             raise AssertionError(step)
         case TimePasses(seconds=seconds):
-            world.clock.advance(seconds)
+            await world.advance(seconds)
             await world.settle()
             return last
         case Select(uris=uris):

@@ -15,7 +15,7 @@ import os
 import sys
 import traceback
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, suppress
 from typing import Any, BinaryIO, Protocol
 
 import anyio
@@ -27,10 +27,11 @@ PROTOCOL_VERSION = 1
 class Session(Protocol):
     """One fresh client for one row (the answers are the protocol's answer objects)."""
 
-    async def read(self, uri: str, timeout: float | None, principal: str | None) -> dict[str, Any]:
-        ...
+    async def read(
+        self, uri: str, timeout: float | None, principal: str | None
+    ) -> dict[str, Any]: ...
 
-    async def list(self) -> dict[str, Any]: ...
+    async def list_resources(self) -> dict[str, Any]: ...
 
     async def select(self, uris: list[str]) -> None: ...
 
@@ -106,7 +107,7 @@ async def _answer(rows: _Rows, driver: Driver, message: dict[str, Any]) -> dict[
     if op == "read":
         return await session.read(message["uri"], message.get("timeout"), message.get("principal"))
     if op == "list":
-        return await session.list()
+        return await session.list_resources()
     if op == "select":
         await session.select(list(message["uris"]))
         return {"ok": True}
@@ -152,7 +153,5 @@ async def serve(driver: Driver) -> None:
 
 def run(driver: Driver) -> None:
     """The entry point of a driver module: ``python -m ...drivers.NAME``."""
-    try:
+    with suppress(KeyboardInterrupt):
         anyio.run(serve, driver)
-    except KeyboardInterrupt:
-        pass

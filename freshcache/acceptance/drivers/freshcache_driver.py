@@ -49,7 +49,7 @@ class FreshcacheSession:
     async def status(self, message: dict[str, Any]) -> dict[str, Any]:
         return _answer(self.cache.status(message["uri"], principal=message.get("principal")))
 
-    async def list(self) -> dict[str, Any]:
+    async def list_resources(self) -> dict[str, Any]:
         listed = await self.cache.list_resources()
         return {
             "state": listed.state,

@@ -1,0 +1,116 @@
+"""The driver for the official Python SDK 2.x: `mcp.Client` with its response cache on.
+
+Thin on purpose: reads go through ``Client.read_resource`` (the SDK's cache serves a
+hit within the server's ``ttlMs`` and is evicted by the change events of
+``Client.listen``), lists through ``Client.list_resources``; the driver keeps one
+``listen`` open for the selection and opens it again when the SDK reports it lost,
+as the SDK's docs say. The SDK has no freshness states, so a read answers its text or
+its error. Run: ``python -m freshcache.acceptance.drivers.mcp_driver``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.abc
+from mcp import Client, StdioServerParameters
+from mcp.client import CacheConfig, InMemoryResponseCacheStore
+
+from .._runner import VirtualClock
+from ._loop import run
+
+
+def text_of(result: Any) -> str:
+    """The text a model would be handed: the contents' text parts, joined."""
+    return "".join(getattr(part, "text", None) or "" for part in result.contents)
+
+
+class McpSession:
+    def __init__(self, client: Client, clock: VirtualClock, tg: anyio.abc.TaskGroup) -> None:
+        self.client, self.clock, self.tg = client, clock, tg
+        self._listening: anyio.CancelScope | None = None
+
+    async def read(self, uri: str, timeout: float | None, principal: str | None) -> dict[str, Any]:
+        try:
+            with anyio.fail_after(timeout) if timeout is not None else contextlib.nullcontext():
+                return {"text": text_of(await self.client.read_resource(uri))}
+        except Exception as exc:  # what the app would get instead of text
+            return {"error": f"{type(exc).__name__}: {exc}"}
+
+    async def list_resources(self) -> dict[str, Any]:
+        try:
+            listed = await self.client.list_resources()
+        except Exception as exc:
+            return {"error": f"{type(exc).__name__}: {exc}"}
+        return {"uris": [str(r.uri) for r in listed.resources]}
+
+    async def select(self, uris: list[str]) -> None:
+        if self._listening is not None:
+            self._listening.cancel()
+        self._listening = anyio.CancelScope()
+        self.tg.start_soon(self._listen, uris, self._listening)
+
+    async def advance(self, message: dict[str, Any]) -> dict[str, Any]:
+        self.clock.advance(float(message["seconds"]))
+        return {"ok": True}
+
+    async def _listen(self, uris: list[str], scope: anyio.CancelScope) -> None:
+        """Keep one ``listen`` open for ``uris``: the SDK evicts on its events."""
+        with scope:
+            while True:
+                try:
+                    async with self.client.listen(
+                        resource_subscriptions=uris, resources_list_changed=True
+                    ) as subscription:
+                        async for _ in subscription:
+                            pass  # the SDK's cache has evicted before the event is handed over
+                except Exception:  # lost, refused, or the server is away: listen again
+                    pass
+                await anyio.sleep(0.05)
+
+
+class McpDriver:
+    def hello(self) -> dict[str, Any]:
+        return {
+            "client": f"mcp {importlib.metadata.version('mcp')}",
+            "states": False,
+            "transports": ["http", "stdio"],
+            "ops": ["read", "list", "select", "close", "advance"],
+            "listens": True,
+            "principals": False,
+            "policies": ["share_public"],
+            "store_entries": True,
+        }
+
+    @asynccontextmanager
+    async def connect(self, spec: dict[str, Any]) -> AsyncIterator[McpSession]:
+        clock = VirtualClock()
+        policy = spec.get("policy", {})
+        entries = spec.get("store_entries")
+        cache = CacheConfig(
+            clock=clock.wall,
+            share_public=bool(policy.get("share_public", False)),
+            store=None if entries is None else InMemoryResponseCacheStore(max_entries=entries),
+            partition="" if entries is None else "harness",
+        )
+        server: str | StdioServerParameters = (
+            spec["url"]
+            if spec["transport"] == "http"
+            else StdioServerParameters(command=spec["command"][0], args=spec["command"][1:])
+        )
+        request_timeout = spec.get("timeouts", {}).get("read", 2.0)
+        client = Client(server, cache=cache, read_timeout_seconds=request_timeout)
+        async with client, anyio.create_task_group() as tg:
+            session = McpSession(client, clock, tg)
+            await session.select(list(spec.get("select", [])))
+            yield session
+            tg.cancel_scope.cancel()
+
+
+if __name__ == "__main__":
+    run(McpDriver())
