@@ -181,6 +181,7 @@ class ClientWorld(World):
                 reason=answer.get("reason"),
                 text=answer.get("text"),
                 server_read=bool(server_read),
+                detail=answer.get("detail"),
             )
         text = answer.get("text")
         error = answer.get("error")
@@ -339,7 +340,9 @@ class ClientStdioWorld(ClientWorld):
     def __init__(self, driver: DriverProcess, hello: Hello, *, python: str = sys.executable):
         super().__init__(driver, hello)
         self.python = python
-        self.settle_limit = 15.0
+        # A process restart takes seconds on a loaded machine; a client that never
+        # restarts its server is not waited for as long.
+        self.settle_limit = 15.0 if "look" in hello.ops else 5.0
         self.down = False
         self.listen_supported = True
         self._dir: Path | None = None
@@ -347,6 +350,8 @@ class ClientStdioWorld(ClientWorld):
         self._state: dict[str, Any] | None = None
         self._reads = 0
         self._control_lock = anyio.Lock()  # a background read asks for the state too
+        self._gone: set[int] = set()
+        """Server processes that exited (a driver's ``look`` waits until its client saw it)."""
 
     def read_timeout(self) -> float:
         return 5.0
@@ -443,6 +448,7 @@ class ClientStdioWorld(ClientWorld):
         if step == ServerChange("down"):
             self.down = True
         if dies:
+            self._gone.add(pid)
             await wait_for(
                 lambda: not _alive(pid), limit=self.settle_limit, what=f"pid {pid} to go"
             )
@@ -497,9 +503,11 @@ class ClientStdioWorld(ClientWorld):
 
     def server_view(self) -> dict[str, Any]:
         state = self._state
+        gone = sorted(self._gone)
         if state is None:
-            return {"reads_held": 0, "wants_stream": False}
+            return {"reads_held": 0, "wants_stream": False, "gone_pids": gone}
         return {
+            "gone_pids": gone,
             "reads_held": int(state["reads_in_flight"]),
             "pid": state["pid"],
             "lines_written": state["lines_written"],

@@ -138,12 +138,18 @@ def _client_players(driver: DriverProcess, hello: Hello, wire: str) -> list[tupl
 
 
 async def _run_all(
-    cases: Sequence[Case], wire: str, printer: _Printer | None, driver_argv: list[str] | None
+    cases: Sequence[Case],
+    wire: str,
+    printer: _Printer | None,
+    driver_argv: list[str] | None,
+    played: list[str],
 ) -> list[tuple[str, CaseReport]]:
+    """Every case on every wire; ``played`` gets the client's name from its driver."""
     if driver_argv is None:
         return await _play_all(cases, _players(wire), printer)
     async with DriverProcess(driver_argv) as driver:
         hello = await driver.ensure_started()
+        played.append(hello.client)
         if printer is not None:
             print(f"client under test: {hello.client} (its stderr: {driver.log})", file=printer.err)
         return await _play_all(cases, _client_players(driver, hello, wire), printer)
@@ -232,7 +238,8 @@ def run(args: argparse.Namespace) -> int:
         printer.header()
     started = time.perf_counter()
     try:
-        results = anyio.run(_run_all, cases, args.wire, printer, driver_argv)
+        played: list[str] = []
+        results = anyio.run(_run_all, cases, args.wire, printer, driver_argv, played)
     except DriverError as exc:
         print(f"freshcache: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE
@@ -245,6 +252,7 @@ def run(args: argparse.Namespace) -> int:
             "freshcache": __version__,
             "wire": args.wire,
             "client": None if driver_argv is None else " ".join(driver_argv),
+            "client_version": played[0] if played else None,
             "cases": [{"wire": wire, **r.as_json()} for wire, r in results],
             "summary": {
                 "passed": passed,

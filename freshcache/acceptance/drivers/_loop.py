@@ -48,6 +48,8 @@ class _Rows:
     def __init__(self, driver: Driver, tg: anyio.abc.TaskGroup) -> None:
         self.driver, self.tg = driver, tg
         self.session: Session | None = None
+        self.ended: str | None = None
+        """Why the row's client ended before the row closed it (it died mid-row)."""
         self._close: anyio.Event | None = None
         self._closed: anyio.Event | None = None
 
@@ -55,6 +57,7 @@ class _Rows:
         if self.session is not None:
             raise ProtocolError("a row is open already: close it first")
         opened, failure = anyio.Event(), []
+        self.ended = None
         self._close, self._closed = anyio.Event(), anyio.Event()
         close, closed = self._close, self._closed
 
@@ -64,13 +67,17 @@ class _Rows:
                     self.session = session
                     opened.set()
                     await close.wait()
-            except BaseException as exc:  # the row's client failed to open or to close
+            except BaseException as exc:  # the row's client failed to open, run or close
                 failure.append(exc)
                 if not opened.is_set():
                     opened.set()
+                elif not close.is_set():
+                    self.ended = _describe(exc)
                 if not isinstance(exc, Exception):
                     raise
             finally:
+                if opened.is_set() and not close.is_set() and self.ended is None:
+                    self.ended = "its context ended"
                 self.session = None
                 closed.set()
 
@@ -102,6 +109,11 @@ async def _answer(rows: _Rows, driver: Driver, message: dict[str, Any]) -> dict[
         await rows.close()
         return {"ok": True}
     session = rows.session
+    if session is None and rows.ended is not None:
+        # The client died mid-row: it hands nothing any more (what an app would see).
+        if op in ("read", "status", "list"):
+            return {"error": f"the client ended: {rows.ended}"}
+        return {"ok": True}
     if session is None:
         raise ProtocolError(f"{op!r} needs an open row")
     if op == "read":
@@ -116,6 +128,14 @@ async def _answer(rows: _Rows, driver: Driver, message: dict[str, Any]) -> dict[
         raise ProtocolError(f"unknown or unsupported op {op!r}")
     answer: dict[str, Any] = await extra(message)
     return answer
+
+
+def _describe(exc: BaseException) -> str:
+    inner = getattr(exc, "exceptions", None)
+    while isinstance(inner, tuple) and inner:
+        exc = inner[0]
+        inner = getattr(exc, "exceptions", None)
+    return f"{type(exc).__name__}: {exc}"
 
 
 async def _lines(stdin: BinaryIO) -> AsyncIterator[bytes]:

@@ -36,6 +36,7 @@ def _answer(result: ReadResult) -> dict[str, Any]:
         "reason": result.reason,
         "text": result.text,
         "server_read": result.server_read,
+        "detail": result.detail,
     }
 
 
@@ -110,6 +111,8 @@ class FreshcacheSession:
         stats = source.stats()
         if stats.backlog:
             return f"{stats.backlog} messages not yet taken by the cache"
+        if stats.pid is not None and stats.pid in server.get("gone_pids", ()):
+            return f"server process {stats.pid} exited; the source has not seen it yet"
         if "pid" not in server:
             return None  # the server is down: nothing to take in
         if server["pid"] != stats.pid:

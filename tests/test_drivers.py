@@ -1,0 +1,215 @@
+"""The driver protocol (docs/driver-protocol.md): the tables played through a client
+under test, driven in its own process, against the reference server over HTTP and
+stdio; and the judging of clients that answer without states."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from freshcache._core import ReadResult
+from freshcache.acceptance._client_world import client_unplayable
+from freshcache.acceptance._driver import DriverError, Hello
+from freshcache.acceptance._format import parse_text
+from freshcache.acceptance._runner import Said, check
+from freshcache.acceptance._steps import parse_expect, text_for
+from freshcache.acceptance.drivers import HERE, Unavailable, command_for
+
+pytestmark = pytest.mark.wire
+
+SELECTED = "guide://shipping/approval"
+
+
+def acceptance(*args: str, timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "freshcache._cli", "acceptance", *args],
+        capture_output=True, text=True, timeout=timeout, check=False,
+    )
+
+
+def played(*args: str) -> dict:
+    done = acceptance(*args, "--json")
+    assert done.returncode in (0, 1), done.stderr
+    return json.loads(done.stdout)
+
+
+def only(*ids: str) -> list[str]:
+    return [arg for row in ids for arg in ("--only", row)]
+
+
+# One row per table (each kind of step: invalidation, TTL on the moved clock, lists,
+# stream loss, faults, seams, acknowledgments), plus status and background reads.
+SAMPLE = (
+    "seed-1", "seed-2", "seed-4", "seed-8", "single-flight-reread-joins",
+    "ttl-expired-read", "list-expired-refetched", "stream-drop-rereads",
+    "seed-5", "first-ack-copy-not-fresh",
+)
+
+
+@pytest.mark.parametrize("wire", ["http", "stdio"])
+def test_the_freshcache_driver_passes_every_row_it_is_given_through_the_real_cli(wire):
+    report = played("--client", "freshcache", "--wire", wire, *only(*SAMPLE))
+    assert report["client_version"].startswith("freshcache ")
+    cases = report["cases"]
+    assert sorted(c["id"] for c in cases) == sorted(SAMPLE)
+    failed = [(c["id"], c["failures"]) for c in cases if not c["passed"]]
+    assert not failed
+    assert all(c["wire"] == f"{wire}:freshcache" for c in cases)
+
+
+def test_a_driver_command_of_ones_own_is_played_the_same_way():
+    command = " ".join(command_for("freshcache"))
+    report = played("--client-cmd", command, "--wire", "http", *only("seed-2", "seed-6"))
+    assert [c["passed"] for c in report["cases"]] == [True, True]
+
+
+def test_rows_a_client_cannot_be_driven_through_are_listed_with_the_reason():
+    pytest.importorskip("mcp")
+    # seed-1 looks without I/O (status); mcp.Client has no such look.
+    report = played("--client", "mcp", "--wire", "all", *only("seed-1", "seed-2"))
+    by_wire = {(c["wire"], c["id"]): c for c in report["cases"]}
+    assert set(by_wire) == {
+        (w, row) for w in ("http:mcp", "stdio:mcp") for row in ("seed-1", "seed-2")
+    }
+    for wire in ("http:mcp", "stdio:mcp"):
+        assert "status" in by_wire[(wire, "seed-1")]["skipped"]
+        assert by_wire[(wire, "seed-2")]["skipped"] is None
+
+
+def verdicts_for(name: str, rows: tuple[str, ...]) -> list[dict]:
+    """Every row played through a peer gets a verdict: passed, failed as measured, or
+    skipped with a reason; never a crash of the harness or the driver."""
+    report = played("--client", name, "--wire", "all", *only(*rows))
+    cases = report["cases"]
+    assert len(cases) == 2 * len(rows)
+    for case in cases:
+        assert case["skipped"] or case["actual"] != "-", case
+        assert not any("crashed" in f or "driver" in f for f in case["failures"]), case
+    return cases
+
+
+PEER_ROWS = ("seed-2", "seed-3", "seed-4", "seed-6", "seed-8", "ttl-expired-read")
+
+
+def test_the_official_python_sdk_client_gets_a_verdict_for_every_row():
+    pytest.importorskip("mcp")
+    cases = verdicts_for("mcp", PEER_ROWS)
+    # Stable facts about mcp.Client's cache: it serves what the server changed and
+    # notified (seed-2), and it withholds a read that timed out (seed-4).
+    passed = {(c["wire"], c["id"]) for c in cases if c["passed"] and not c["skipped"]}
+    assert {("http:mcp", "seed-2"), ("http:mcp", "seed-4")} <= passed
+
+
+def test_fastmcp_client_gets_a_verdict_for_every_row():
+    pytest.importorskip("fastmcp")
+    verdicts_for("fastmcp", PEER_ROWS)
+
+
+def _typescript_ready() -> str | None:
+    """Why the TypeScript driver cannot run here (``None``: it can); installs its SDK
+    from the lock file when Node and npm are there but the modules are not."""
+    try:
+        command_for("typescript")
+        return None
+    except Unavailable as exc:
+        if shutil.which("node") is None or shutil.which("npm") is None:
+            return str(exc)
+    done = subprocess.run(
+        ["npm", "ci", "--silent", "--prefix", str(HERE / "typescript")],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    return None if done.returncode == 0 else f"npm ci failed: {done.stderr.strip()[-200:]}"
+
+
+def test_the_typescript_sdk_client_gets_a_verdict_for_every_row():
+    reason = _typescript_ready()
+    if reason is not None:
+        pytest.skip(reason)
+    verdicts_for("typescript", ("seed-2", "seed-4", "seed-6"))
+
+
+# ---------------------------------------------------------------- judging without states
+
+
+def expect(*phrases: str):
+    return [parse_expect(p) for p in phrases]
+
+
+class _NoView:
+    stream_status = "unknown"
+    engine = None
+
+
+def test_old_text_cited_where_the_row_expects_awaiting_fails():
+    cited = Said(SELECTED, text_for(SELECTED, "v1"))
+    failures = check(expect("awaiting_fresh_source (invalidated)"), cited, _NoView(), 0)
+    assert failures == ["cited v1 where the row expects awaiting_fresh_source"]
+
+
+def test_an_error_is_withheld_and_satisfies_every_state_without_text():
+    withheld = Said(SELECTED, None, "timed out")
+    for phrase in ("awaiting_fresh_source (timeout)", "denied", "not_found"):
+        assert check(expect(phrase), withheld, _NoView(), 0) == []
+    assert check(expect("fresh v2"), withheld, _NoView(), 0) == ["withheld, expected fresh v2"]
+
+
+def test_cited_text_is_judged_on_its_version_and_is_never_stale():
+    v2 = Said(SELECTED, text_for(SELECTED, "v2"))
+    assert check(expect("fresh v2"), v2, _NoView(), 0) == []
+    assert check(expect("fresh v3"), v2, _NoView(), 0) == ["cited v2, expected fresh v3"]
+    assert check(expect("stale v2"), v2, _NoView(), 0) == [
+        "cited v2 as current, expected stale v2"
+    ]
+
+
+def test_a_client_with_states_is_judged_as_freshcache_is():
+    result = ReadResult("awaiting_fresh_source", SELECTED, reason="timeout")
+    assert check(expect("awaiting_fresh_source (expired)"), result, _NoView(), 0) == [
+        "reason is timeout, expected expired"
+    ]
+
+
+def test_what_a_client_lacks_is_a_stated_reason_for_each_kind_of_row():
+    bare = Hello("bare 1", states=False, transports=("http",), ops=frozenset({"read"}))
+    rows = parse_text(
+        "| id | source | steps | expect |\n|---|---|---|---|\n"
+        "| a | t | time passes 61s; read selected | fresh v1 |\n"
+        "| b | t | read selected as bob | fresh v1 |\n"
+        "| c | t | given policy subscription-backed; read selected | fresh v1 |\n"
+        "| d | t | read selected | fresh v1; stream lost |\n"
+        "| e | t | read selected | fresh v1 |\n",
+        "inline.md",
+    )[0]
+    reasons = {case.id: client_unplayable(case, bare, "http") for case in rows}
+    assert "clock" in reasons["a"]
+    assert "principal" in reasons["b"]
+    assert "subscription_backed" in reasons["c"]
+    assert "stream" in reasons["d"]
+    assert reasons["e"] is None
+    assert "stdio" in str(client_unplayable(rows[4], bare, "stdio"))
+
+
+def test_a_driver_of_another_protocol_version_is_refused():
+    with pytest.raises(DriverError, match="protocol 2"):
+        Hello.parse({"protocol": 2, "client": "future"})
+
+
+def test_user_mistakes_are_one_line_and_exit_2():
+    unknown = acceptance("--client", "nosuch", "--only", "seed-2", timeout=60)
+    assert unknown.returncode == 2
+    assert unknown.stderr.strip().count("\n") == 0 and "no shipped driver 'nosuch'" in unknown.stderr
+    dead = acceptance("--client-cmd", "false", "--wire", "http", "--only", "seed-2", timeout=60)
+    assert dead.returncode == 2
+    assert "Traceback" not in dead.stderr and "driver" in dead.stderr
+    core = acceptance("--client", "freshcache", "--wire", "core", "--only", "seed-2", timeout=60)
+    assert core.returncode == 2 and "plays no client" in core.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mcp") is None, reason="needs mcp")
+def test_shipped_python_drivers_start_with_this_interpreter():
+    assert command_for("mcp")[:2] == [sys.executable, "-m"]
