@@ -21,6 +21,7 @@ from pathlib import Path
 from freshcache.acceptance.drivers import SHIPPED, Unavailable, command_for
 
 RESULTS = Path(__file__).resolve().parent / "results"
+CLI = "from freshcache._cli import main; main()"
 MARK = {"pass": "pass", "fail": "FAIL", "skip": "-"}
 
 
@@ -31,8 +32,7 @@ def play(name: str) -> dict[str, object]:
     except Unavailable as exc:
         return {"unavailable": str(exc)}
     done = subprocess.run(
-        [sys.executable, "-c", "from freshcache._cli import main; main()"]
-        + ["acceptance", "--client", name, "--json"],
+        [sys.executable, "-c", CLI, "acceptance", "--client", name, "--json"],
         capture_output=True,
         text=True,
         check=False,

@@ -213,7 +213,7 @@ class ClientWorld(World):
         self.clock.advance(seconds)
         await self.driver.request("advance", seconds=seconds)
 
-    def observed(self) -> _Inspected:  # type: ignore[override]
+    def observed(self) -> _Inspected:
         return self.inspected
 
     # ------------------------------------------------------------------ settling

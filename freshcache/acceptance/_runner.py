@@ -20,7 +20,7 @@ import anyio.abc
 import anyio.lowlevel
 
 from .._cache import FreshCache, ListResult
-from .._core import FreshnessEngine, Policy, ReadResult
+from .._core import Policy, ReadResult
 from .._core._backoff import BackoffSettings
 from .._reference import ReferenceServer
 from .._source import Source
@@ -433,6 +433,21 @@ async def _do(
             return last
 
 
+class Counted(Protocol):
+    @property
+    def untrusted_messages(self) -> int: ...
+
+
+class EngineView(Protocol):
+    """The engine's numbers `check` reads (a `FreshnessEngine`, or a client's report)."""
+
+    @property
+    def counters(self) -> Counted: ...
+
+    @property
+    def tracked_uris(self) -> int: ...
+
+
 class Observed(Protocol):
     """What `check` looks at besides the last observation: a cache, or a bare engine."""
 
@@ -440,7 +455,7 @@ class Observed(Protocol):
     def stream_status(self) -> str: ...
 
     @property
-    def engine(self) -> FreshnessEngine: ...
+    def engine(self) -> EngineView: ...
 
 
 def check(
