@@ -113,6 +113,10 @@ class FreshcacheSession:
             return f"{stats.backlog} messages not yet taken by the cache"
         if stats.pid is not None and stats.pid in server.get("gone_pids", ()):
             return f"server process {stats.pid} exited; the source has not seen it yet"
+        if stats.pid is not None and stats.lines_from_current == 0:
+            # Started, not yet answered: a read now would wait on a process that may
+            # exit at once (the server is down) or answer soon (it is back).
+            return f"server process {stats.pid} is starting"
         if "pid" not in server:
             return None  # the server is down: nothing to take in
         if server["pid"] != stats.pid:
