@@ -160,20 +160,26 @@ class ClientWorld(World):
     async def read(
         self, uri: str, *, principal: str | None = None, timeout: float | None = None
     ) -> ReadResult | Said:
-        before = self.server_reads()
+        before = await self.reads_now()
         answer = await self.driver.request(
             "read", wait=60.0, uri=uri, principal=principal, timeout=timeout
         )
-        return self._said(uri, answer, before)
+        return self._said(uri, answer, await self.reads_now() > before)
 
     async def status(self, uri: str, *, principal: str | None = None) -> ReadResult | Said:
         answer = await self.driver.request("status", uri=uri, principal=principal)
-        return self._said(uri, answer, self.server_reads())
+        return self._said(uri, answer, False)
 
-    def _said(self, uri: str, answer: dict[str, Any], before: int) -> ReadResult | Said:
+    async def reads_now(self) -> int:
+        """Reads the server has answered, counted now (`server_reads` may lag)."""
+        return self.server_reads()
+
+    def _said(self, uri: str, answer: dict[str, Any], seen: bool) -> ReadResult | Said:
+        """The answer as an observation; ``seen``: the harness saw the server answer a
+        read during the call (used when the driver does not say)."""
         server_read = answer.get("server_read")
         if server_read is None:
-            server_read = self.server_reads() > before  # the harness saw one
+            server_read = seen
         if answer.get("state") is not None:
             return ReadResult(
                 answer["state"],
@@ -190,8 +196,9 @@ class ClientWorld(World):
         return Said(uri, text if error is None else None, error, bool(server_read))
 
     async def list_resources(self) -> ListResult:
-        before = self.server_reads()
+        before = await self.reads_now()
         answer = await self.driver.request("list", wait=60.0)
+        seen = await self.reads_now() > before
         resources = tuple(ResourceInfo(uri) for uri in answer.get("uris", ()))
         state = answer.get("state")
         if state is None:
@@ -201,7 +208,7 @@ class ClientWorld(World):
             state,
             resources,
             reason=answer.get("reason"),
-            server_read=bool(self.server_reads() > before if server_read is None else server_read),
+            server_read=bool(seen if server_read is None else server_read),
             detail=answer.get("error"),
         )
 
@@ -467,16 +474,11 @@ class ClientStdioWorld(ClientWorld):
     def server_reads(self) -> int:
         return self._reads
 
-    async def read(
-        self, uri: str, *, principal: str | None = None, timeout: float | None = None
-    ) -> ReadResult | Said:
-        await self._refresh_reads()
-        return await super().read(uri, principal=principal, timeout=timeout)
-
-    async def _refresh_reads(self) -> None:
+    async def reads_now(self) -> int:
         state = await self._server_state()
         if state is not None:
             self._reads = int(state["reads"])
+        return self._reads
 
     def server_busy(self) -> str | None:
         state = self._state
