@@ -433,24 +433,25 @@ class ClientStdioWorld(ClientWorld):
                 step = ServerChange(step.what, uri, None)
             case _:
                 pass
-        if self.down:
+        pid = None if self.down else self._pid()
+        if pid is None:
+            # No server process runs (down, or the client never restarted it): the step
+            # changes what the next process loads.
             reference = load_state(self._files[0])
             match step:
                 case ServerChange(what="up"):
                     reference.down = False
                     self.down = False
-                case ServerChange(what="down" | "drop_stream"):
+                case ServerChange(what="down"):
+                    reference.down = True
+                    self.down = True
+                case ServerChange(what="drop_stream"):
                     pass
                 case _:
                     apply_to_reference(reference, step, None)
             save_state(self._files[0], reference)
             return
-        if step == ServerChange("up"):
-            return
         dies = isinstance(step, ServerChange) and step.what in ("down", "drop_stream")
-        pid = self._pid()
-        if pid is None:
-            raise AssertionError("the client is not running the stdio server")
         await self._command(pid, {"op": "step", "step": step_to_json(step), "principal": None})
         if step == ServerChange("down"):
             self.down = True

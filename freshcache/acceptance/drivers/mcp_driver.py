@@ -97,6 +97,8 @@ class McpDriver:
             share_public=bool(policy.get("share_public", False)),
             store=None if entries is None else InMemoryResponseCacheStore(max_entries=entries),
             partition="" if entries is None else "harness",
+            # A bounded store is a custom one; on stdio the SDK then needs a server name.
+            target_id=None if entries is None or spec["transport"] == "http" else "stdio-server",
         )
         server: str | StdioServerParameters = (
             spec["url"]
