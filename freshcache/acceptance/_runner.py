@@ -292,8 +292,11 @@ def describe(observation: Observation | None) -> str:
             return f"withheld ({_clip_error(observation.error)})"
         return f"cited {_label(observation.uri, observation.text)}"
     if isinstance(observation, ListResult):
-        if observation.state == "fresh":
-            return f"list of {len(observation.resources)}"
+        if observation.state in ("fresh", "cited"):
+            cited = "cited " if observation.state == "cited" else ""
+            return f"{cited}list of {len(observation.resources)}"
+        if observation.state == "withheld":
+            return f"list withheld ({_clip_error(observation.detail)})"
         return f"list {observation.state} ({observation.reason})"
     label = _version_label(observation)
     parts: list[str] = [observation.state]

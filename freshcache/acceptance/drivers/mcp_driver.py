@@ -43,11 +43,18 @@ class McpSession:
             return {"error": f"{type(exc).__name__}: {exc}"}
 
     async def list_resources(self) -> dict[str, Any]:
+        uris: list[str] = []
+        cursor: str | None = None
         try:
-            listed = await self.client.list_resources()
+            while True:  # every page, as an app walks them (the SDK caches the first)
+                page = await self.client.list_resources(cursor=cursor)
+                uris.extend(str(r.uri) for r in page.resources)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
         except Exception as exc:
             return {"error": f"{type(exc).__name__}: {exc}"}
-        return {"uris": [str(r.uri) for r in listed.resources]}
+        return {"uris": uris}
 
     async def select(self, uris: list[str]) -> None:
         if self._listening is not None:
