@@ -502,13 +502,18 @@ class ClientProtocol:
             return ServerInfo(
                 reachable=True,
                 detail=f"server/discover failed: {outcome.message} ({outcome.code})",
+                failure="error",
             )
         if isinstance(outcome, RequestFailed):
             reachable = outcome.kind not in ("unreachable", "timeout")
+            detail = outcome.detail
+            if not detail.startswith("server/discover"):
+                detail = f"server/discover: {detail}"
             return ServerInfo(
                 reachable=reachable,
                 protocol_version=self.version if reachable else None,
-                detail=f"server/discover: {outcome.kind}: {outcome.detail}",
+                detail=detail,
+                failure=outcome.kind,
             )
         caps = outcome.get("capabilities")
         resources = caps.get("resources") if isinstance(caps, dict) else None
