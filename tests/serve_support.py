@@ -7,18 +7,19 @@ they run (no pipe can fill up and block them).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
 from tests.conftest import free_port
+from tests.polling import until_sync
 
 URL_LINE = re.compile(r"freshcache serve: (http://127\.0\.0\.1:\d+/mcp) ")
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -50,10 +51,10 @@ class Served:
         return self.out.read_text(encoding="utf-8", errors="replace")
 
     def wait_for_output(self, text: str, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while text not in self.output():
-            assert time.monotonic() < deadline, f"serve never printed {text!r}: {self.output()!r}"
-            time.sleep(0.05)
+        try:
+            until_sync(lambda: text in self.output(), timeout)
+        except TimeoutError:
+            raise AssertionError(f"serve never printed {text!r}: {self.output()!r}") from None
 
     def stop(self, sig: int = signal.SIGINT, timeout: float = 30.0) -> int:
         """Send ``sig`` (Ctrl-C by default) and wait for the exit code."""
@@ -75,16 +76,18 @@ def start_serve(tmp: Path, *args: str, timeout: float = 60.0) -> Served:
         process = subprocess.Popen(
             cli("serve", *args, "--port", "0"), stdout=stdout, stderr=stderr, env=ENV
         )
-    deadline = time.monotonic() + timeout
-    while True:
-        found = URL_LINE.search(out.read_text(encoding="utf-8", errors="replace"))
-        if found:
-            return Served(process, found.group(1), out, err)
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            process.wait(timeout=10)
-            raise RuntimeError(f"freshcache serve did not start: {err.read_text()!r}")
-        time.sleep(0.05)
+
+    def started() -> bool:
+        return bool(URL_LINE.search(out.read_text(encoding="utf-8", errors="replace")))
+
+    with contextlib.suppress(TimeoutError):
+        until_sync(lambda: started() or process.poll() is not None, timeout)
+    found = URL_LINE.search(out.read_text(encoding="utf-8", errors="replace"))
+    if found is None:
+        process.kill()
+        process.wait(timeout=10)
+        raise RuntimeError(f"freshcache serve did not start: {err.read_text()!r}")
+    return Served(process, found.group(1), out, err)
 
 
 @dataclass
@@ -114,14 +117,18 @@ def start_web_server(folder: Path, timeout: float = 30.0) -> WebServer:
         stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def answers() -> bool:
         try:
             httpx.get(url, timeout=1.0)
-            return WebServer(process, url)
         except httpx.TransportError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                process.wait(timeout=10)
-                raise RuntimeError("python -m http.server did not start") from None
-            time.sleep(0.05)
+            return process.poll() is not None
+        return True
+
+    with contextlib.suppress(TimeoutError):
+        until_sync(answers, timeout)
+    if process.poll() is not None or not answers():
+        process.kill()
+        process.wait(timeout=10)
+        raise RuntimeError("python -m http.server did not start")
+    return WebServer(process, url)
