@@ -192,6 +192,13 @@ async def _until_stopped() -> None:
             return
 
 
+def _what(server: ReferenceServer, folder: Folder | None) -> str:
+    if folder is None:
+        return "seed resources"
+    count = len(server.resources)
+    return f"{count} file{'' if count == 1 else 's'} under {folder.root}"
+
+
 def _printer(stream: TextIO) -> Callable[[str], None]:
     def say(line: str) -> None:
         print(f"freshcache serve: {line}", file=stream, flush=True)
@@ -211,7 +218,7 @@ async def serve_http(root: Path | None, port: int, *, poll: bool = False) -> Non
     http = ReferenceHttpServer(server, keepalive_interval=5.0)
     http.port = port
     async with http, anyio.create_task_group() as tg:
-        what = f"{len(server.resources)} files under {folder.root}" if folder else "seed resources"
+        what = _what(server, folder)
         say(f"{http.url} ({what}; Ctrl-C stops)")
         if folder is not None:
             tg.start_soon(lambda: folder.follow(poll=poll))
@@ -229,7 +236,7 @@ async def serve_stdio(root: Path | None, *, poll: bool = False) -> None:
     server = seed_reference() if folder is None else folder.server
     stdio = StdioReferenceServer(server, None)
     async with anyio.create_task_group() as tg:
-        what = f"{len(server.resources)} files under {folder.root}" if folder else "seed resources"
+        what = _what(server, folder)
         say(f"stdio ({what})")
         tg.start_soon(lambda: stdio.run(None, control=False))
         if folder is not None:
