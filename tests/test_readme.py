@@ -100,7 +100,7 @@ EXPECT = {
     "Inside agent frameworks #1": [V1],
     "Inside agent frameworks #2": [V1],
     "Inside agent frameworks #3": [V1, "Returns v1: 30 days."],
-    "Command line #1": [V1, "advice      none", "-- stream live"],
+    "Command line #1": [V1, "advice      none", "guide://shipping/returns: fresh"],
     "Tracing and metrics #2": ["fresh"],
 }
 """What each block that runs must print (beyond exiting 0)."""
