@@ -341,6 +341,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _user_error(exc: BaseException) -> FreshCacheError | None:
+    """The `FreshCacheError` a command failed with, also when a task group wrapped it
+    in an exception group; ``None`` for anything else (a bug: let it show)."""
+    if isinstance(exc, FreshCacheError):
+        return exc
+    leaves: list[BaseException] = []
+    pending = [exc]
+    while pending:
+        current = pending.pop()
+        inner = getattr(current, "exceptions", None)
+        if isinstance(inner, tuple):
+            pending.extend(inner)
+        else:
+            leaves.append(current)
+    errors = [leaf for leaf in leaves if isinstance(leaf, FreshCacheError)]
+    return errors[0] if errors and len(errors) == len(leaves) else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     # Everything after the first "--" is a stdio server's command line, kept verbatim
@@ -368,8 +386,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_UNUSABLE
     try:
         return handler(args)
-    except FreshCacheError as exc:
-        print(f"freshcache: {exc}", file=sys.stderr)
+    except Exception as exc:
+        error = _user_error(exc)
+        if error is None:
+            raise
+        print(f"freshcache: {error}", file=sys.stderr)
         return EXIT_UNUSABLE
     except KeyboardInterrupt:
         print("freshcache: interrupted", file=sys.stderr)

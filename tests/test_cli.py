@@ -318,3 +318,13 @@ def test_argument_errors_are_one_line_after_the_usage_and_exit_2(argv, message):
     errors = [line for line in lines if "error:" in line]
     assert len(errors) == 1 and errors[0] == lines[-1], done.stderr
     assert message in errors[0]
+
+
+@pytest.mark.parametrize("command", ["read", "watch", "doctor"])
+def test_a_wrong_endpoint_path_is_one_line_and_exit_2_never_a_traceback(command, served):
+    wrong = served.url.replace("/mcp", "/wrong")
+    argv = [command, wrong] + ([] if command == "doctor" else [APPROVAL])
+    done = run_cli(*argv, *(["--duration", "2"] if command == "watch" else []))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "ExceptionGroup" not in done.stderr
+    assert "nothing answers MCP" in done.stdout + done.stderr
