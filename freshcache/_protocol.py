@@ -506,13 +506,11 @@ class ClientProtocol:
             )
         if isinstance(outcome, RequestFailed):
             reachable = outcome.kind not in ("unreachable", "timeout")
-            detail = outcome.detail
-            if not detail.startswith("server/discover"):
-                detail = f"server/discover: {detail}"
+            detail = outcome.detail.removeprefix("server/discover: ")
             return ServerInfo(
                 reachable=reachable,
                 protocol_version=self.version if reachable else None,
-                detail=detail,
+                detail=f"server/discover: {outcome.kind}: {detail}",
                 failure=outcome.kind,
             )
         caps = outcome.get("capabilities")
