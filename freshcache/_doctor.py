@@ -147,7 +147,8 @@ async def _list_and_read(source: Any, uris: list[str], say: Say, advice: list[st
     page = await source.list_resources(None, None)
     if isinstance(page, ListReply):
         say(
-            f"list        {len(page.resources)} resources on the first page; "
+            f"list        {len(page.resources)} resource{'' if len(page.resources) == 1 else 's'}"
+            " on the first page; "
             f"ttlMs={_fmt(page.ttl_ms)} cacheScope={page.cache_scope or '(absent)'}"
             f"{'; more pages' if page.next_cursor is not None else ''}"
         )
