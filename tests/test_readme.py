@@ -244,4 +244,8 @@ def test_the_trace_excerpt_is_what_the_example_prints():
         [sys.executable, str(ROOT / "examples" / "trace_seed8.py")],
         capture_output=True, text=True, timeout=120, check=True, env=env(),
     )
-    assert normalized(excerpt.group(1)) == normalized(done.stdout)
+    shown, printed = normalized(excerpt.group(1)), normalized(done.stdout)
+    assert printed <= shown, f"the run printed lines the README does not show: {printed - shown}"
+    # Re-listens that fail while the server is down: how many depends on the machine.
+    retries = {line for line in shown if "ConnectError" in line}
+    assert shown - retries <= printed, f"the README shows lines no run printed: {shown - printed}"
