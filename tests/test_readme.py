@@ -217,7 +217,7 @@ def adapt_bash(code: str) -> str:
     for line in code.splitlines():
         line = re.sub(r"127\.0\.0\.1:(\d+)", lambda m: f"127.0.0.1:{port(m.group(1))}", line)
         line = re.sub(r"--port (\d+)", lambda m: f"--port {port(m.group(1))}", line)
-        started = re.match(r"freshcache serve\b(?!.*--stdio)(.*)&\s*(#.*)?$", line)
+        started = re.match(r"freshcache serve\b[^&]*&(?!&)", line)
         if started and "--port" not in line:
             line = line.replace("freshcache serve", f"freshcache serve --port {port('8000')}", 1)
         lines.append(line)
