@@ -128,9 +128,21 @@ def leader(caches: list[FreshCache]) -> FreshCache:
 
 
 def test_import_freshcache_imports_no_redis() -> None:
-    code = "import sys, freshcache, freshcache.fleet; print('redis' in sys.modules)"
+    code = (
+        "import sys, freshcache, freshcache.fleet\n"
+        "f = freshcache.Fleet('redis://127.0.0.1:1/0', namespace='a')\n"
+        "print('redis' in sys.modules, f.namespace)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.split() == ["False", "a"]
+
+
+def test_fleet_is_exported_from_freshcache() -> None:
+    import freshcache
+
+    assert "Fleet" in freshcache.__all__
+    assert freshcache.Fleet is Fleet
+    assert Fleet.__module__ == "freshcache"
 
 
 def test_fleet_without_the_extra_names_the_install_command() -> None:
