@@ -5,7 +5,10 @@ Reports, per row: server reads per change, notification-to-every-worker-not-fres
 latency (median, p99), the hit-path cost, and (fleet rows with > 1 worker) the time
 to a new listener after the old one is killed (SIGKILL).
 
-    python benchmarks/fleet.py [--changes 20]
+    python benchmarks/fleet.py [--changes 20] [--workers 1,4,8]
+
+Writes the rows to ``benchmarks/results/fleet.json`` (with the machine) and prints them
+side by side. Timing lives here, never in the tests.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import queue
 import signal
 import statistics
@@ -125,30 +129,60 @@ def row(n: int, fleet: bool, changes: int, valkey: Valkey) -> dict:
         stop_process(sdk.process)
 
 
+def machine() -> str:
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores, {model}, Python {platform.python_version()}"
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--changes", type=int, default=20)
     parser.add_argument("--workers", default="1,4,8")
+    parser.add_argument(
+        "--json", type=Path, default=Path(__file__).parent / "results" / "fleet.json"
+    )
     args = parser.parse_args()
     valkey = Valkey()
     valkey.start()
+    rows: list[dict] = []
     try:
-        rows = []
         for n in [int(x) for x in args.workers.split(",")]:
             for fleet in (False, True):
-                rows.append(row(n, fleet, args.changes, valkey))
+                try:
+                    rows.append(row(n, fleet, args.changes, valkey))
+                except TimeoutError as exc:  # reported as such, never hidden
+                    rows.append({"workers": n, "fleet": fleet, "did_not_finish": str(exc)})
                 print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     finally:
         valkey.stop()
+    plain = {r["workers"]: r for r in rows if not r["fleet"] and "hit_ns" in r}
+    print(f"{machine()}; {args.changes} changes per row")
     print(f"{'workers':>7} {'fleet':>5} {'reads/change':>12} {'median ms':>9} {'p99 ms':>7} "
-          f"{'hit ns':>7} {'new listener s':>14}")
+          f"{'hit ns':>7} {'hit vs no fleet':>15} {'new listener s':>14}")
     for r in rows:
+        if "did_not_finish" in r:
+            print(f"{r['workers']:>7} {'yes' if r['fleet'] else 'no':>5}  did not finish: "
+                  f"{r['did_not_finish']}")
+            continue
+        base = plain.get(r["workers"])
+        ratio = "-" if base is None else f"{r['hit_ns'] / base['hit_ns']:.2f}"
+        r["hit_vs_no_fleet"] = None if base is None else round(r["hit_ns"] / base["hit_ns"], 3)
         takeover = "-" if r["takeover_s"] is None else f"{r['takeover_s']:.2f}"
         print(f"{r['workers']:>7} {'yes' if r['fleet'] else 'no':>5} {r['reads_per_change']:>12.2f} "
               f"{r['latency_median_ms']:>9.1f} {r['latency_p99_ms']:>7.1f} {r['hit_ns']:>7.0f} "
-              f"{takeover:>14}")
+              f"{ratio:>15} {takeover:>14}")
+    report = {"benchmark": "fleet", "machine": machine(), "changes": args.changes, "rows": rows}
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"written to {args.json}")
     os._exit(0)
-
 
 if __name__ == "__main__":
     main()
