@@ -343,3 +343,37 @@ async def test_a_worker_that_selects_more_is_covered_by_the_listener(valkey: Val
         server.set("doc://b", "b2", notify=True, ttl_ms=60_000)
         await eventually(lambda: follower.status("doc://b").text == "b2")
         assert leader(caches).engine.is_covered("doc://b")
+
+
+async def test_a_lease_that_lapses_while_its_holder_lives_hands_over_cleanly(
+    valkey: Valkey,
+) -> None:
+    from redis.asyncio import Redis
+
+    server = Counting()
+    server.set(URI, "v1", ttl_ms=60_000)
+    async with workers(server, valkey.url, 3) as caches:
+        await eventually(lambda: all(c.status(URI).text == "v1" for c in caches))
+        old = leader(caches)
+        fleet = old._fleet
+        assert fleet is not None
+        redis = Redis.from_url(valkey.url, decode_responses=True)
+        try:
+            # What the store does when renewals stop arriving in time (a starved holder).
+            await redis.delete(fleet.shared.lease_key)
+        finally:
+            await redis.aclose()
+        # The holder learns at its next renewal and steps down; exactly one listener
+        # remains and every worker is covered by it again.
+        await eventually(lambda: fleet.counters.lease_changes >= 2, timeout=10)
+        await eventually(
+            lambda: sum(c.describe()["fleet"]["leading"] for c in caches) == 1
+            and all(c.stream_status == "live" for c in caches),
+            timeout=10,
+        )
+        holder = leader(caches).describe()["fleet"]["lease_holder"]
+        assert all(c.describe()["fleet"]["lease_holder"] == holder for c in caches)
+        server.set(URI, "v2", notify=True, ttl_ms=60_000)
+        await eventually(lambda: all(c.status(URI).text == "v2" for c in caches))
+        for cache in caches:
+            assert (await cache.read(URI)).text == "v2"
