@@ -23,9 +23,7 @@ from freshcache import (
     InMemorySource,
     MissingDependencyError,
     Policy,
-    ReadReply,
     ReferenceServer,
-    ResourceContents,
 )
 from freshcache._core import ResourceUpdated
 from freshcache.fleet import Fleet
@@ -155,51 +153,8 @@ def test_a_bad_fleet_url_is_refused() -> None:
         Fleet("localhost:6379")
 
 
-# ---------------------------------------------------------------------- the scripts
-
-
-async def test_a_fill_read_before_an_invalidation_is_fenced_off(valkey: Valkey) -> None:
-    from redis.asyncio import Redis
-
-    from freshcache._fleet._store import SharedStore
-
-    redis = Redis.from_url(valkey.url, decode_responses=True)
-    try:
-        store = SharedStore(redis, "t", "server")
-        reply = ReadReply((ResourceContents(URI, text="old"),), ttl_ms=60_000)
-        fence = await store.peek(URI, None, share_public=False, lock_for="w1", lock_ms=1000)
-        assert fence.locked and fence.reply is None
-        second = await store.peek(URI, None, share_public=False, lock_for="w2", lock_ms=1000)
-        assert not second.locked  # one server read per generation for the whole fleet
-        await store.invalidate([URI], "w3", "updated", 0)  # a change while w1 reads
-        assert not await store.fill(URI, None, fence, reply, public=False, expiry_ms=60_000)
-        after = await store.peek(URI, None, share_public=False, lock_for="w2", lock_ms=1000)
-        assert after.reply is None and after.locked  # the new generation has its own lock
-        new = ReadReply((ResourceContents(URI, text="new"),), ttl_ms=60_000)
-        assert await store.fill(URI, None, after, new, public=False, expiry_ms=60_000)
-        got = await store.peek(URI, None, share_public=False, lock_for="", lock_ms=1000)
-        assert got.reply is not None and got.reply.contents[0].text == "new"
-        assert 0 < (got.reply.ttl_ms or 0) <= 60_000  # the store's own expiry
-        other = await store.peek(URI, "bob", share_public=False, lock_for="", lock_ms=1000)
-        assert other.reply is None  # private entries never cross partitions
-    finally:
-        await redis.aclose()
-
-
-async def test_a_store_that_restarted_empty_takes_no_fill_from_before(valkey: Valkey) -> None:
-    from redis.asyncio import Redis
-
-    from freshcache._fleet._store import SharedStore
-
-    redis = Redis.from_url(valkey.url, decode_responses=True)
-    try:
-        store = SharedStore(redis, "t", "server")
-        fence = await store.peek(URI, None, share_public=False, lock_for="w1", lock_ms=1000)
-        await redis.flushall()  # what a restart without persistence leaves
-        reply = ReadReply((ResourceContents(URI, text="old"),), ttl_ms=60_000)
-        assert not await store.fill(URI, None, fence, reply, public=False, expiry_ms=60_000)
-    finally:
-        await redis.aclose()
+# The scripts' own contract (fencing, partitions, restarts, the lease) is played on
+# Valkey and Redis by tests/test_fleet_store_contract.py.
 
 
 # ---------------------------------------------------------------------- workers
