@@ -39,7 +39,10 @@ class Worker:
     def __init__(self, mcp: str, valkey: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, str(ROOT / "benchmarks" / "fleet_worker.py"), mcp, URI, valkey],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
         self.lines: queue.Queue[dict] = queue.Queue()
         self.seen: list[dict] = []
@@ -66,11 +69,14 @@ class Worker:
         self.proc.stdin.flush()
 
 
-def wait(check, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+def wait(check, what: str, workers: list[Worker], timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
+    """Poll ``check`` until it holds; after ``timeout`` say what was awaited and where
+    each worker stood (a loaded 2-core machine is slow, not wrong)."""
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
-            raise TimeoutError("benchmark condition not met")
+            stood = [(w.last("state") or {}).get("text") for w in workers]
+            raise TimeoutError(f"{what} not met within {timeout:.0f} s; workers at {stood}")
         time.sleep(0.002)
 
 
@@ -85,14 +91,19 @@ def row(n: int, fleet: bool, changes: int, valkey: Valkey) -> dict:
     try:
         sdk.control("set", uri=URI, text="v0", notify=False)
         workers = [Worker(sdk.url, valkey.url if fleet else "-") for _ in range(n)]
-        wait(lambda: all(text_of(w) == "v0" for w in workers))
+        # Starting N processes on a loaded machine takes a while (imports, first read).
+        wait(lambda: all(text_of(w) == "v0" for w in workers), "every worker at v0", workers, 180)
         latencies, reads = [], []
         for i in range(1, changes + 1):
             before = sdk.reads(URI)
             mark = [len(w.drain()) for w in workers]
             sent = time.time()
             sdk.control("set", uri=URI, text=f"v{i}", notify=True)
-            wait(lambda i=i: all(text_of(w) == f"v{i}" for w in workers))
+            wait(
+                lambda i=i: all(text_of(w) == f"v{i}" for w in workers),
+                f"every worker at v{i}",
+                workers,
+            )
             firsts = []
             for w, m in zip(workers, mark, strict=True):
                 gone = [x for x in w.seen[m:] if "state" in x and x["text"] != f"v{i - 1}"]
@@ -102,7 +113,7 @@ def row(n: int, fleet: bool, changes: int, valkey: Valkey) -> dict:
             reads.append(sdk.reads(URI) - before)
         for w in workers:
             w.tell("hits")
-        wait(lambda: all(w.last("hit_ns") for w in workers), 60)
+        wait(lambda: all(w.last("hit_ns") for w in workers), "every hit figure", workers, 300)
         hit_ns = statistics.median(w.last("hit_ns")["hit_ns"] for w in workers)  # type: ignore[index]
         takeover = None
         if fleet and n > 1:
@@ -110,11 +121,16 @@ def row(n: int, fleet: bool, changes: int, valkey: Valkey) -> dict:
             killed = time.time()
             leader.proc.send_signal(signal.SIGKILL)
             rest = [w for w in workers if w is not leader]
-            wait(lambda: any((w.last("leading") or {}).get("leading") for w in rest))
+            wait(
+                lambda: any((w.last("leading") or {}).get("leading") for w in rest),
+                "a new listener",
+                rest,
+            )
             takeover = max((w.last("leading") or {}).get("at", killed) for w in rest) - killed
         latencies.sort()
         return {
-            "workers": n, "fleet": fleet,
+            "workers": n,
+            "fleet": fleet,
             "reads_per_change": statistics.mean(reads),
             "latency_median_ms": statistics.median(latencies) * 1000,
             "latency_p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
@@ -164,25 +180,32 @@ def main() -> None:
         valkey.stop()
     plain = {r["workers"]: r for r in rows if not r["fleet"] and "hit_ns" in r}
     print(f"{machine()}; {args.changes} changes per row")
-    print(f"{'workers':>7} {'fleet':>5} {'reads/change':>12} {'median ms':>9} {'p99 ms':>7} "
-          f"{'hit ns':>7} {'hit vs no fleet':>15} {'new listener s':>14}")
+    print(
+        f"{'workers':>7} {'fleet':>5} {'reads/change':>12} {'median ms':>9} {'p99 ms':>7} "
+        f"{'hit ns':>7} {'hit vs no fleet':>15} {'new listener s':>14}"
+    )
     for r in rows:
         if "did_not_finish" in r:
-            print(f"{r['workers']:>7} {'yes' if r['fleet'] else 'no':>5}  did not finish: "
-                  f"{r['did_not_finish']}")
+            print(
+                f"{r['workers']:>7} {'yes' if r['fleet'] else 'no':>5}  did not finish: "
+                f"{r['did_not_finish']}"
+            )
             continue
         base = plain.get(r["workers"])
         ratio = "-" if base is None else f"{r['hit_ns'] / base['hit_ns']:.2f}"
         r["hit_vs_no_fleet"] = None if base is None else round(r["hit_ns"] / base["hit_ns"], 3)
         takeover = "-" if r["takeover_s"] is None else f"{r['takeover_s']:.2f}"
-        print(f"{r['workers']:>7} {'yes' if r['fleet'] else 'no':>5} {r['reads_per_change']:>12.2f} "
-              f"{r['latency_median_ms']:>9.1f} {r['latency_p99_ms']:>7.1f} {r['hit_ns']:>7.0f} "
-              f"{ratio:>15} {takeover:>14}")
+        print(
+            f"{r['workers']:>7} {'yes' if r['fleet'] else 'no':>5} {r['reads_per_change']:>12.2f} "
+            f"{r['latency_median_ms']:>9.1f} {r['latency_p99_ms']:>7.1f} {r['hit_ns']:>7.0f} "
+            f"{ratio:>15} {takeover:>14}"
+        )
     report = {"benchmark": "fleet", "machine": machine(), "changes": args.changes, "rows": rows}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=2) + "\n")
     print(f"written to {args.json}")
     os._exit(0)
+
 
 if __name__ == "__main__":
     main()
