@@ -75,7 +75,10 @@ def wait(check, what: str, workers: list[Worker], timeout: float = 60.0) -> None
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
-            stood = [(w.last("state") or {}).get("text") for w in workers]
+            stood = [
+                ((w.last("state") or {}).get("text"), (w.last("stream") or {}).get("stream"))
+                for w in workers
+            ]
             raise TimeoutError(f"{what} not met within {timeout:.0f} s; workers at {stood}")
         time.sleep(0.002)
 

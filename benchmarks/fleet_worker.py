@@ -54,11 +54,15 @@ async def main(mcp_url: str, uri: str, valkey: str) -> None:
 
         async def watch_lease() -> None:
             nonlocal leading
+            stream = ""
             while True:
                 lead = bool(cache.describe().get("fleet", {}).get("leading"))
                 if lead != leading:
                     leading = lead
                     say(leading=lead, at=time.time())
+                if cache.stream_status != stream:
+                    stream = cache.stream_status
+                    say(stream=stream, at=time.time())
                 await anyio.sleep(0.02)
 
         async with anyio.create_task_group() as tg:
