@@ -118,6 +118,11 @@ def row(n: int, fleet: bool, changes: int, valkey: Valkey) -> dict:
             w.tell("hits")
         wait(lambda: all(w.last("hit_ns") for w in workers), "every hit figure", workers, 300)
         hit_ns = statistics.median(w.last("hit_ns")["hit_ns"] for w in workers)  # type: ignore[index]
+        # Where the reads beyond one per change came from (direct reads, lease changes...).
+        counters: dict[str, int] = {}
+        for w in workers:
+            for name, value in ((w.last("hit_ns") or {}).get("fleet") or {}).items():
+                counters[name] = counters.get(name, 0) + value
         takeover = None
         if fleet and n > 1:
             leader = next(w for w in workers if (w.last("leading") or {}).get("leading"))
@@ -139,6 +144,7 @@ def row(n: int, fleet: bool, changes: int, valkey: Valkey) -> dict:
             "latency_p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
             "hit_ns": hit_ns,
             "takeover_s": takeover,
+            "fleet_counters": counters or None,
         }
     finally:
         for w in workers:

@@ -41,7 +41,7 @@ async def main(mcp_url: str, uri: str, valkey: str) -> None:
                             await cache.read(uri)
                         best = min(best, (time.perf_counter() - started) / 5000 * 1e9)
                         await anyio.sleep(0.01)
-                    say(hit_ns=best)
+                    say(hit_ns=best, fleet=cache.describe().get("fleet", {}).get("counters"))
 
         def report() -> None:
             nonlocal last

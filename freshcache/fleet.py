@@ -35,7 +35,7 @@ class Fleet:
     """``redis://host:port/db`` (or ``rediss://``, ``unix://``) of the Valkey/Redis server."""
     namespace: str = "freshcache"
     """Prefix of every key and channel: one per tenant (with its own ACL user)."""
-    lease: float = 1.0
+    lease: float = 2.0
     """How long the listener's lease lasts unless renewed (renewed every quarter of it;
     a holder that cannot renew for half of it stops listening). Also how long a worker
     trusts a store that does not answer at all before it fails closed."""
@@ -43,8 +43,9 @@ class Fleet:
     """How long a worker's registered selection counts without a renewal."""
     fill_lock: float = 5.0
     """How long one worker may hold the fleet-wide single-flight lock of a read."""
-    op_timeout: float = 0.25
-    """Longest wait for one store command; a slower store counts as down (fail closed)."""
+    op_timeout: float = 0.5
+    """Longest wait for one store command; a read whose command is slower goes to the
+    server directly (it never waits longer, and never serves what it cannot prove)."""
     covered_entry_ttl: float = 300.0
     """Store expiry of an entry with ``ttlMs`` 0 while a fleet stream covers it."""
 

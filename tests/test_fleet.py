@@ -62,7 +62,7 @@ class Counting(ReferenceServer):
 
 
 def fleet_of(url: str, namespace: str = "t") -> Fleet:
-    return Fleet(url, namespace=namespace, lease=0.6, op_timeout=0.2)
+    return Fleet(url, namespace=namespace, lease=0.6, op_timeout=0.5)
 
 
 class Workers(list[FreshCache]):

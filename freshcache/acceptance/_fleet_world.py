@@ -61,7 +61,7 @@ class FleetWorld(World):
     settle_limit = 10.0  # a takeover waits out the dead listener's lease
     settle_pause = 0.005
 
-    def __init__(self, url: str, *, lease: float = 0.5, op_timeout: float = 0.25) -> None:
+    def __init__(self, url: str, *, lease: float = 2.0, op_timeout: float = 1.0) -> None:
         self.url = url
         self.lease = lease
         self.op_timeout = op_timeout
