@@ -42,8 +42,6 @@ from .._wire import (
     META_PROTOCOL_VERSION,
     decode_header_value,
 )
-from ._legacy import REVISION as LEGACY_REVISION
-from ._legacy import LegacyProtocol, LegacySession
 from ._protocol import (
     DENIED_CODE,
     Accepted,
@@ -58,6 +56,8 @@ from ._protocol import (
     Stream,
     error,
 )
+from ._protocol_2025 import REVISION as LEGACY_REVISION
+from ._protocol_2025 import LegacyProtocol, LegacySession
 
 log = logging.getLogger("freshcache.acceptance.http")
 

@@ -56,8 +56,6 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from .._reference import ReferenceServer, Resource
 from .._stdio import LineBuffer, OverlongLine
 from .._wire import META_SUBSCRIPTION_ID
-from ._legacy import REVISION as LEGACY_REVISION
-from ._legacy import LegacyProtocol, LegacySession
 from ._protocol import (
     DENIED_CODE,
     Accepted,
@@ -71,6 +69,8 @@ from ._protocol import (
     Stream,
     error,
 )
+from ._protocol_2025 import REVISION as LEGACY_REVISION
+from ._protocol_2025 import LegacyProtocol, LegacySession
 from ._runner import apply_to_reference
 from ._steps import ALIASES, NextRead, Notify, ServerChange, ServerSets, text_for
 
