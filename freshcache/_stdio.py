@@ -71,7 +71,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from ._background import BackgroundTask
+from ._background import BackgroundTask, Inbox
 from ._core import (
     ListenStarted,
     ListenUnsupported,
@@ -416,33 +416,6 @@ class _Hint:
     taken: bool = False
 
 
-class _Inbox:
-    """Events for one subscription, in order; a final event always fits."""
-
-    def __init__(self, limit: int) -> None:
-        self.items: deque[StreamEvent | _Hint] = deque()
-        self.limit = limit
-        self.closed = False
-        self._wakeup = anyio.Event()
-
-    def put(self, event: StreamEvent | _Hint, *, final: bool = False) -> bool:
-        if self.closed:
-            return True
-        if not final and len(self.items) >= self.limit:
-            return False
-        self.items.append(event)
-        self.closed = final
-        self._wakeup.set()
-        return True
-
-    async def get(self) -> StreamEvent | _Hint:
-        while not self.items:
-            if self._wakeup.is_set():
-                self._wakeup = anyio.Event()
-            await self._wakeup.wait()
-        return self.items.popleft()
-
-
 class _Connection:
     """One running server process and what is in flight on it."""
 
@@ -458,7 +431,7 @@ class _Connection:
         self.protocol = protocol
         self.demux = Demultiplexer(max_line_bytes, counters, protocol)
         self.waiters: dict[IdKey, _Waiter] = {}
-        self.inboxes: dict[IdKey, _Inbox] = {}
+        self.inboxes: dict[IdKey, Inbox[StreamEvent | _Hint]] = {}
         self.write_lock = anyio.Lock()
         self.alive = True
         self.healthy = False
@@ -693,7 +666,7 @@ class StdioSource:
             yield StreamLost(sid, self._process.down_detail())
             return
         key = id_key(sid)
-        inbox = _Inbox(self.max_backlog)
+        inbox = Inbox[StreamEvent | _Hint](self.max_backlog)
         conn.inboxes[key] = inbox
         request = self.protocol.listen(sid, uris, list_changed)
         if not conn.alive:  # it died while ListenStarted was being taken in

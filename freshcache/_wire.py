@@ -36,6 +36,11 @@ from ._errors import (
 
 PROTOCOL_VERSION = "2026-07-28"
 SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)
+LEGACY_VERSION = "2025-11-25"
+"""The older revision freshcache offers in ``initialize`` when ``server/discover`` fails."""
+LEGACY_VERSIONS = (LEGACY_VERSION, "2025-06-18", "2025-03-26")
+"""What an ``initialize`` answer may name for freshcache to go on (basic/lifecycle)."""
+SESSION_HEADER = "Mcp-Session-Id"
 
 META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
@@ -140,6 +145,41 @@ def build_request(
     propagate.inject(meta)
     body["_meta"] = meta
     return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body}
+
+
+def build_legacy_request(
+    request_id: str | int, method: str, params: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """A 2025-11-25 JSON-RPC request: no per-request ``_meta`` identity (``initialize``
+    carries it once), only the W3C trace context when something is being traced."""
+    body: dict[str, Any] = dict(params or {})
+    meta: dict[str, Any] = {}
+    propagate.inject(meta)
+    if meta:
+        body["_meta"] = meta
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body}
+
+
+def initialize_params(identity: ClientIdentity) -> dict[str, Any]:
+    """``initialize`` params (2025-11-25 basic/lifecycle): offer `LEGACY_VERSION`."""
+    return {
+        "protocolVersion": LEGACY_VERSION,
+        "capabilities": dict(identity.capabilities),
+        "clientInfo": {"name": identity.name, "version": identity.version},
+    }
+
+
+def legacy_http_headers(protocol_version: str, session_id: str | None) -> dict[str, str]:
+    """Headers for one 2025-11-25 Streamable HTTP request: the negotiated version and
+    the session (basic/transports: both on every request after ``initialize``)."""
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": protocol_version,
+    }
+    if session_id is not None:
+        headers[SESSION_HEADER] = session_id
+    return headers
 
 
 def build_notification(method: str, params: Mapping[str, Any]) -> dict[str, Any]:
