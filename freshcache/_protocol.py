@@ -626,7 +626,7 @@ class ClientProtocol:
 
     def read_rounds(self, uri: str) -> ReadRounds:
         """The ``requestState`` rounds of one ``resources/read``."""
-        return ReadRounds(uri)
+        return ReadRounds(uri, hintless=self.legacy is not None)
 
     def server_info(self, outcome: Mapping[str, Any] | RequestFailed | ErrorResponse) -> ServerInfo:
         """What a ``server/discover`` outcome says about the server (the one mapping)."""

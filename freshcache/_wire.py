@@ -371,9 +371,10 @@ class InputRequired:
 
 
 def read_reply(
-    result: Mapping[str, Any], *, retried: bool = False
+    result: Mapping[str, Any], *, retried: bool = False, hintless: bool = False
 ) -> ReadReply | InputRequired | RequestFailed:
-    """Turn a ``resources/read`` result into a reply (``retried``: an MRTR retry's result)."""
+    """Turn a ``resources/read`` result into a reply (``retried``: an MRTR retry's result;
+    ``hintless``: a 2025-11-25 result, which has no caching hints to read)."""
     try:
         parsed = _ReadResult.model_validate(result)
     except ValidationError as exc:
@@ -395,6 +396,8 @@ def read_reply(
         )
         for c in parsed.contents
     )
+    if hintless:
+        return ReadReply(contents, hintless=True)
     return ReadReply(
         contents,
         ttl_ms=parsed.ttlMs,
@@ -431,15 +434,16 @@ class ReadRounds:
     input (``inputRequests``) cannot be answered and is a ``server_error``.
     """
 
-    __slots__ = ("params", "rounds", "uri")
+    __slots__ = ("hintless", "params", "rounds", "uri")
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, *, hintless: bool = False) -> None:
         self.uri = uri
+        self.hintless = hintless
         self.params: dict[str, Any] = {"uri": uri}
         self.rounds = 0
 
     def take(self, result: Mapping[str, Any]) -> ReadReply | RequestFailed | None:
-        reply = read_reply(result, retried=self.rounds > 0)
+        reply = read_reply(result, retried=self.rounds > 0, hintless=self.hintless)
         if not isinstance(reply, InputRequired):
             return reply
         if reply.input_requests:
