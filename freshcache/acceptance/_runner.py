@@ -522,6 +522,28 @@ def engine_unplayable(case: Case) -> str | None:
     return None
 
 
+def unplayable_on_2025(case: Case) -> str | None:
+    """Why a row cannot be played against a server on revision 2025-11-25: its subject
+    does not exist in that revision (DESIGN §6). Everything else plays there."""
+    for step in case.row.steps:
+        match step:
+            case NextRead(fault="ttl_string" | "ttl_bool"):
+                return "2025-11-25 results carry no ttlMs: there is no hint to break"
+            case NextRead(fault="input_rounds"):
+                return "2025-11-25 has no multi-round-trip requests (requestState is 2026-07-28's)"
+            case NextRead(fault="version_refused"):
+                return (
+                    "2025-11-25 negotiates once, in initialize: no read is refused with -32022"
+                )
+            case NextRead(fault="hint_unknown_id") | Notify(kind="foreign"):
+                return "2025-11-25 notifications carry no subscription id: none can be unknown"
+            case Given(what="scope_public" | "public_shared"):
+                return "2025-11-25 results carry no cacheScope: every entry is private"
+            case _:
+                pass
+    return None
+
+
 def configure_reference(server: ReferenceServer, setup: Setup) -> None:
     """Put a `ReferenceServer` in a row's starting situation (every world starts here)."""
     server.listen_supported = setup.listen
@@ -570,6 +592,8 @@ def apply_to_reference(
             server.drop_streams()
         case ServerChange(what="close_stream"):
             server.close_streams()
+        case ServerChange(what="expire_session"):
+            server.end_sessions()
         case ServerChange(what="hold_reads"):
             server.hold_reads()
         case ServerChange(what="release_reads"):
