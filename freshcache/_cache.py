@@ -423,6 +423,9 @@ class FreshCache:
             log.warning("server %s discovery failed: %r", self.source.identity, exc)
             return None
         self.server_info = info
+        if info.protocol_version is not None:
+            # Negotiation may have fallen back to 2025-11-25: spans say which is spoken.
+            self.telemetry.protocol_version = info.protocol_version
         return info
 
     # ------------------------------------------------------------------ introspection
@@ -447,6 +450,9 @@ class FreshCache:
         counters = self.engine.counters
         described = {
             "server": self.source.identity,
+            "protocol_version": None
+            if self.server_info is None
+            else self.server_info.protocol_version,
             "stream": self.stream_status,
             "retry_in": None
             if self.retry_at is None

@@ -76,6 +76,7 @@ from ._core import (
     UntrustedMessage,
 )
 from ._errors import ConfigurationError, ProtocolError
+from ._http_legacy import LegacyHttp
 from ._protocol import (
     IGNORED_NOTIFICATIONS,
     Answer,
@@ -158,6 +159,8 @@ class _Answer:
     from_cache: bool = False
     broken: bool = False
     """An SSE answer stream that ended before the answer (spec: re-issue the request)."""
+    session_id: str | None = None
+    """The ``Mcp-Session-Id`` the answer carried (2025-11-25 ``initialize``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +173,7 @@ class _Attempt:
     reauthorized: bool = False
     renegotiated: bool = False
     reissued: bool = False
+    new_session: bool = False
     history: list[str] = field(default_factory=list)
 
 
@@ -259,6 +263,10 @@ class HttpSource:
         )
         """The MCP rules; this class only moves bytes in and out of it."""
         self._reader = _Reader(self)
+        self._negotiated: anyio.Event | None = None
+        """Unset while `start` decides which revision to speak."""
+        self.legacy = LegacyHttp(self)
+        """The 2025-11-25 session and GET stream, used once negotiation falls back."""
         parsed = httpx.URL(self.url)
         self._address = parsed.host
         self._port = parsed.port or (443 if parsed.scheme == "https" else 80)
@@ -276,13 +284,25 @@ class HttpSource:
         return self.protocol.version
 
     async def start(self) -> ServerInfo:
-        """``server/discover``. A server that cannot be reached is reported, not raised."""
+        """``server/discover``; if the answer means "not this revision", ``initialize``
+        (2025-11-25, `LegacyHttp`). A server that cannot be reached is reported, not
+        raised; one that speaks neither revision raises `UnsupportedVersionError`."""
         # Hints on the discovery answer are dropped: nothing is cached before it.
-        outcome, _ = await self._call("server/discover", {}, None, [])
-        return self.protocol.server_info(outcome)
+        self._negotiated = anyio.Event()
+        try:
+            first = await self._exchange("server/discover", {}, None, [])
+            if isinstance(first, _Answer) and self.protocol.discover_declined(
+                first.message, status=first.status
+            ):
+                return await self.legacy.start(first)
+            outcome, _ = await self._call("server/discover", {}, None, [], first=first)
+            return self.protocol.server_info(outcome)
+        finally:
+            self._negotiated.set()
 
     async def aclose(self) -> None:
-        """Close the HTTP client if this source made it."""
+        """End a 2025 session (DELETE) and close the HTTP client if this source made it."""
+        await self.legacy.aclose()
         client = self._client
         if client is not None and self._owns_client:
             self._client = None
@@ -321,8 +341,14 @@ class HttpSource:
         """One ``subscriptions/listen`` stream; see `freshcache._source` for the contract.
 
         Closing the generator closes the HTTP response, which is how a client
-        cancels on Streamable HTTP.
+        cancels on Streamable HTTP. On 2025-11-25 the GET stream and
+        ``resources/subscribe`` stand in for it (`LegacyHttp.listen`).
         """
+        if self.protocol.legacy is not None:
+            async with aclosing(self.legacy.listen(uris, list_changed)) as legacy_events:
+                async for legacy_event in legacy_events:
+                    yield legacy_event
+            return
         listen_id: int = next(self._ids)
         stats = StreamStats(uris, list_changed)
         self.streams[listen_id] = stats
@@ -463,15 +489,48 @@ class HttpSource:
         params: dict[str, Any],
         principal: Partition,
         hints: list[StreamEvent],
+        *,
+        first: _Answer | RequestFailed | None = None,
     ) -> tuple[dict[str, Any] | RequestFailed, bool]:
         """One request, retried where the protocol says so: the result (and whether an
         intermediary answered from its copy) or why not. Change hints found on the
-        answers are appended to ``hints``."""
+        answers are appended to ``hints``. ``first``: the first attempt's answer, if
+        it was already sent (discovery)."""
         attempt = _Attempt()
+        negotiating = self._negotiated
+        if (
+            negotiating is not None
+            and not negotiating.is_set()
+            and method not in ("server/discover", "initialize")
+        ):
+            # Which revision to speak is being decided: a request sent now could be
+            # in the wrong one (a 2025 server refuses it without a session).
+            with anyio.move_on_after(self.timeout):
+                await negotiating.wait()
         for _ in range(4):
-            answer = await self._exchange(method, params, principal, hints)
+            session = self.protocol.legacy
+            sent_on = None if session is None else session.session_id
+            if session is not None and method != "initialize":
+                failed = await self.legacy.ensure_session()
+                if failed is not None:
+                    return failed, False
+                sent_on = session.session_id
+            answer = (
+                first
+                if first is not None
+                else await self._exchange(method, params, principal, hints)
+            )
+            first = None
             if isinstance(answer, RequestFailed):
                 return answer, False
+            if method == "initialize":
+                self.legacy.note_answer(answer)
+            if session is not None and answer.status == 404 and not attempt.new_session:
+                # 2025 transports: a 404 ends the session; start a new one, send again.
+                attempt.new_session = True
+                await self.legacy.expired(sent_on)
+                attempt.history.append("HTTP 404: the session ended")
+                continue
             judged = self._judge(answer, method, attempt)
             if not isinstance(judged, _Retry):
                 return judged, answer.from_cache
@@ -566,6 +625,7 @@ class _Reader:
     async def plain_answer(self, response: httpx.Response, request_id: int, kind: str) -> _Answer:
         status = response.status_code
         from_cache = "age" in response.headers
+        session = response.headers.get("mcp-session-id")
         raw = bytearray()
         async for chunk in response.aiter_bytes():
             raw += chunk
@@ -580,10 +640,13 @@ class _Reader:
             text = bytes(raw[:_SNIPPET]).decode("utf-8", "replace")
             return _Answer(status, None, f"({response.headers.get('content-type')}) {text}".strip())
         message = _decode(bytes(raw))
-        if isinstance(message, (Response, ErrorResponse)) and not _answers(message, request_id):
+        if isinstance(message, ErrorResponse) and status >= 400:
+            pass  # the one answer to this POST, whatever id the server could give it
+            # (SDK 1.x: ``"server-error"`` for "Missing session ID" / "Session not found")
+        elif isinstance(message, (Response, ErrorResponse)) and not _answers(message, request_id):
             self._note_untrusted(f"an answer for request {message.id!r}, not {request_id}")
             message = Malformed(f"the answer is for request {message.id!r}, not {request_id}")
-        return _Answer(status, message, from_cache=from_cache)
+        return _Answer(status, message, from_cache=from_cache, session_id=session)
 
     async def sse_answer(
         self, response: httpx.Response, request_id: int, hints: list[StreamEvent]
@@ -600,7 +663,8 @@ class _Reader:
                 for item in parser.feed(chunk) if chunk is not None else parser.end():
                     answer = self._take(item, request_id, status, from_cache, hints)
                     if answer is not None:
-                        return answer
+                        session = response.headers.get("mcp-session-id")
+                        return replace(answer, session_id=session) if session else answer
                 if chunk is None:
                     break
         except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:

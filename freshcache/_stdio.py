@@ -71,7 +71,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from ._background import BackgroundTask
+from ._background import BackgroundTask, Inbox
 from ._core import (
     ListenStarted,
     ListenUnsupported,
@@ -88,7 +88,7 @@ from ._core import (
     UntrustedMessage,
 )
 from ._core._backoff import BackoffSettings
-from ._errors import ConfigurationError
+from ._errors import ConfigurationError, ProtocolError
 from ._protocol import (
     Answer,
     ClientProtocol,
@@ -416,33 +416,6 @@ class _Hint:
     taken: bool = False
 
 
-class _Inbox:
-    """Events for one subscription, in order; a final event always fits."""
-
-    def __init__(self, limit: int) -> None:
-        self.items: deque[StreamEvent | _Hint] = deque()
-        self.limit = limit
-        self.closed = False
-        self._wakeup = anyio.Event()
-
-    def put(self, event: StreamEvent | _Hint, *, final: bool = False) -> bool:
-        if self.closed:
-            return True
-        if not final and len(self.items) >= self.limit:
-            return False
-        self.items.append(event)
-        self.closed = final
-        self._wakeup.set()
-        return True
-
-    async def get(self) -> StreamEvent | _Hint:
-        while not self.items:
-            if self._wakeup.is_set():
-                self._wakeup = anyio.Event()
-            await self._wakeup.wait()
-        return self.items.popleft()
-
-
 class _Connection:
     """One running server process and what is in flight on it."""
 
@@ -458,7 +431,7 @@ class _Connection:
         self.protocol = protocol
         self.demux = Demultiplexer(max_line_bytes, counters, protocol)
         self.waiters: dict[IdKey, _Waiter] = {}
-        self.inboxes: dict[IdKey, _Inbox] = {}
+        self.inboxes: dict[IdKey, Inbox[StreamEvent | _Hint]] = {}
         self.write_lock = anyio.Lock()
         self.alive = True
         self.healthy = False
@@ -467,6 +440,9 @@ class _Connection:
         self.detail = ""
         self.stderr_done = anyio.Event()
         self.tg: anyio.abc.TaskGroup | None = None
+        self.init_lock = anyio.Lock()
+        self.legacy_info: ServerInfo | None = None
+        """2025-11-25: this process answered ``initialize`` (each process needs its own)."""
 
     async def send(self, message: Mapping[str, Any]) -> None:
         if not self.alive or self.process.stdin is None:
@@ -577,6 +553,8 @@ class StdioSource:
         """The MCP rules; this class only moves messages in and out of it."""
         self._process = _Supervisor(self, ReconnectBudget(restart))
         """The server process and its restarts."""
+        self._negotiated: anyio.Event | None = None
+        """Unset while `start` decides which revision to speak."""
         self._hints: dict[int, _Hint] = {}
         """Change hints no consumer has taken yet, oldest first (module docstring)."""
         self._hint_numbers = itertools.count()
@@ -622,9 +600,51 @@ class StdioSource:
         `UnsupportedVersionError` when the server answers that it does not speak
         2026-07-28 at all.
         """
-        answer = await self._call("server/discover", {}, self.timeout)
-        # (-32022 never gets here: `_call` renegotiates or raises.)
-        return self.protocol.server_info(answer.result if isinstance(answer, Response) else answer)
+        self._negotiated = anyio.Event()
+        try:
+            answer = await self._call("server/discover", {}, self.timeout)
+            # (-32022 never gets here: `_call` renegotiates or raises.)
+            if not self.protocol.discover_declined(answer):
+                return self.protocol.server_info(
+                    answer.result if isinstance(answer, Response) else answer
+                )
+            assert isinstance(answer, ErrorResponse)
+            # 2025-11-25: initialize on this process (and on every restarted one: `_call`).
+            self.protocol.initialize()
+            conn = await self._process.connection(self.timeout, wait_for_restart=False)
+            if conn is None:
+                return ServerInfo(reachable=False, detail=self._process.down_detail())
+            ready = await self._initialize(conn, self.timeout)
+            if isinstance(ready, RequestFailed):
+                return ServerInfo(
+                    reachable=ready.kind not in ("unreachable", "timeout"),
+                    detail=f"server/discover declined ({answer.message} ({answer.code})); "
+                    f"initialize: {ready.kind}: {ready.detail}",
+                )
+            return ready
+        finally:
+            self._negotiated.set()
+
+    async def _initialize(self, conn: _Connection, timeout: float) -> ServerInfo | RequestFailed:
+        """``initialize`` + ``notifications/initialized`` on ``conn`` (2025-11-25)."""
+        async with conn.init_lock:
+            if conn.legacy_info is not None:
+                return conn.legacy_info
+            params = self.protocol.initialize()
+            answer = await self._exchange(
+                conn, "initialize", params, anyio.current_time() + timeout, timeout
+            )
+            if isinstance(answer, RequestFailed):
+                return answer
+            if isinstance(answer, ErrorResponse):
+                raise ProtocolError(
+                    f"{self.identity} declined MCP 2026-07-28 server/discover and answered "
+                    f"MCP 2025-11-25 initialize with {answer.code} {answer.message}"
+                )
+            conn.legacy_info = self.protocol.initialized(answer.result)
+            with contextlib.suppress(_Gone):
+                await conn.send(self.protocol.initialized_notification())
+            return conn.legacy_info
 
     async def read_resource(self, uri: str, principal: Partition) -> ReadReply | RequestFailed:
         """One ``resources/read`` (``requestState`` rounds included). stdio has one
@@ -693,16 +713,20 @@ class StdioSource:
             yield StreamLost(sid, self._process.down_detail())
             return
         key = id_key(sid)
-        inbox = _Inbox(self.max_backlog)
+        inbox = Inbox[StreamEvent | _Hint](self.max_backlog)
         conn.inboxes[key] = inbox
-        request = self.protocol.listen(sid, uris, list_changed)
+        legacy = self.protocol.legacy is not None
         if not conn.alive:  # it died while ListenStarted was being taken in
             inbox.put(StreamLost(sid, conn.detail or self._process.down_detail()), final=True)
         ended = False
         try:
-            # If writing fails, the connection's end has put StreamLost in the inbox.
-            with contextlib.suppress(_Gone):
-                await conn.send(request.message)
+            if legacy:
+                await self._subscribe(conn, sid, uris, list_changed, inbox)
+            else:
+                request = self.protocol.listen(sid, uris, list_changed)
+                # If writing fails, the connection's end has put StreamLost in the inbox.
+                with contextlib.suppress(_Gone):
+                    await conn.send(request.message)
             while True:
                 item = await inbox.get()
                 if isinstance(item, _Hint):
@@ -719,9 +743,36 @@ class StdioSource:
                     return
         finally:
             conn.inboxes.pop(key, None)
-            if not ended and conn.alive:
+            if legacy:
+                await self._unsubscribe(conn, sid)
+            elif not ended and conn.alive:
                 conn.demux.close_subscription(sid)
                 await conn.cancel(sid, "the client closed the subscription")
+
+    async def _subscribe(
+        self,
+        conn: _Connection,
+        sid: str,
+        uris: frozenset[str],
+        list_changed: bool,
+        inbox: Inbox[StreamEvent | _Hint],
+    ) -> None:
+        """2025-11-25: a virtual subscription; ``resources/subscribe`` what it still needs,
+        then its acknowledgment (what subscribed, on this process)."""
+        for uri in self.protocol.legacy_listen(sid, uris, list_changed):
+            answer = await self._call("resources/subscribe", {"uri": uri}, self.timeout)
+            self.protocol.subscribed(uri, isinstance(answer, Response))
+        ack = self.protocol.acknowledge(sid)
+        if ack is not None and conn.alive and not inbox.put(ack):
+            inbox.put(StreamLost(sid, "the consumer fell behind"), final=True)
+
+    async def _unsubscribe(self, conn: _Connection, sid: str) -> None:
+        gone = self.protocol.legacy_close(sid)
+        if not conn.alive:
+            return
+        with anyio.move_on_after(self.timeout, shield=True):
+            for uri in gone:
+                await self._call("resources/unsubscribe", {"uri": uri}, self.timeout)
 
     async def aclose(self) -> None:
         """Stop the server: close its stdin, wait, then SIGTERM, then SIGKILL (each
@@ -749,9 +800,18 @@ class StdioSource:
     ) -> Response | ErrorResponse | RequestFailed:
         self._process.ensure_service()
         deadline = anyio.current_time() + timeout
+        negotiating = self._negotiated
+        if negotiating is not None and method != "server/discover":
+            # Which revision to speak is being decided: wait (2025 wants initialize first).
+            with anyio.move_on_after(timeout):
+                await negotiating.wait()
         conn = await self._process.connection(timeout, wait_for_restart=False)
         if conn is None:
             return RequestFailed("unreachable", self._process.down_detail())
+        if self.protocol.legacy is not None and conn.legacy_info is None:
+            ready = await self._initialize(conn, max(0.0, deadline - anyio.current_time()))
+            if isinstance(ready, RequestFailed):
+                return ready
         renegotiated = False
         while True:
             answer = await self._exchange(conn, method, params, deadline, timeout)

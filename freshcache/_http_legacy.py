@@ -1,0 +1,397 @@
+"""`LegacyHttp`: MCP 2025-11-25 over Streamable HTTP, for `HttpSource` (DESIGN §6).
+
+Spec (2025-11-25 basic/transports, basic/lifecycle, server/resources): ``initialize``
+answered with an ``Mcp-Session-Id``; ``notifications/initialized``; that session id
+and ``MCP-Protocol-Version`` on every later request; server-to-client notifications on
+one GET SSE stream per session; HTTP 404 means the session is gone (initialize again);
+DELETE ends the session.
+
+Like `HttpSource` this only moves bytes: what a message means, which URIs to
+subscribe or unsubscribe and what an acknowledgment covers are the rules of
+`freshcache._protocol.ClientProtocol` / `freshcache._legacy.LegacySession`.
+
+**The channel.** One GET stream per session carries every notification, so it is
+shared by every virtual subscription (`listen`) open at once (a selection change opens
+a new one before the old closes: `freshcache._core._streams`). A background task
+(`BackgroundTask`) reads it: a task of one listen would be cancelled, and the stream
+cut, whenever that listen is closed. Each listen subscribes what its URIs still need
+once the stream is live, then yields its acknowledgment: a URI is covered once its
+subscribe succeeded *and* the channel is live. When the stream ends, every open listen
+ends with `StreamLost` and the session is given up: the next listen initializes a new
+one, subscribes again, and the engine re-reads (invariant 4). A ``Last-Event-ID``
+resumption is never attempted: it could not replace the re-read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import logging
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import httpx
+
+from ._background import BackgroundTask, Inbox
+from ._core import (
+    ListenStarted,
+    ListenUnsupported,
+    RequestFailed,
+    StreamClosed,
+    StreamEvent,
+    StreamLost,
+    UntrustedMessage,
+)
+from ._errors import ProtocolError
+from ._protocol import ForSubscription, IdKey, Ignored, Unclaimed, Untrusted, id_key
+from ._source import ServerInfo
+from ._sse import SseComment, SseEvent, SseOversized, SseParser
+from ._wire import (
+    LEGACY_VERSION,
+    PROTOCOL_VERSION,
+    SESSION_HEADER,
+    Malformed,
+    Message,
+    parse_message,
+)
+
+if TYPE_CHECKING:
+    from ._http import HttpSource, _Answer
+
+log = logging.getLogger("freshcache.http")
+
+_FINAL = (StreamLost, StreamClosed, ListenUnsupported)
+
+
+class LegacyHttp:
+    """The 2025-11-25 session of one `HttpSource` and its GET stream (module docstring)."""
+
+    def __init__(self, source: HttpSource, max_backlog: int = 1000) -> None:
+        self._source = source
+        self._protocol = source.protocol
+        self._max_backlog = max_backlog
+        self._ids = itertools.count(1)
+        self._session_lock = anyio.Lock()
+        self._inboxes: dict[IdKey, Inbox[StreamEvent]] = {}
+        self._channel: BackgroundTask | None = None
+        self._live = False
+        self._settled = anyio.Event()
+        """Set when the GET stream is live or has failed to open."""
+        self._stale_sessions: list[str] = []
+        self.sessions = 0
+        """Sessions initialized so far (introspection, tests)."""
+        self.channels = 0
+        """GET streams opened so far."""
+
+    # ------------------------------------------------------------------ the session
+
+    async def start(self, declined: _Answer) -> ServerInfo:
+        """``server/discover`` was declined: initialize a 2025 session instead."""
+        try:
+            outcome = await self._initialize(force=True)
+        except ProtocolError as exc:
+            if type(exc) is not ProtocolError:
+                raise  # an unsupported version names both revisions already
+            raise ProtocolError(_both(declined, exc)) from exc
+        if isinstance(outcome, ServerInfo):
+            return outcome
+        assert outcome is not None
+        return ServerInfo(
+            reachable=outcome.kind not in ("unreachable", "timeout"),
+            detail=f"server/discover declined ({_what(declined)}); initialize: "
+            f"{outcome.kind}: {outcome.detail}",
+        )
+
+    async def ensure_session(self) -> RequestFailed | None:
+        """Initialize a session if there is none (first use, after a 404, a lost stream)."""
+        session = self._protocol.legacy
+        if session is not None and session.initialized and session.session_id is not None:
+            return None
+        result = await self._initialize()
+        return result if isinstance(result, RequestFailed) else None
+
+    async def expired(self, session_id: str | None) -> None:
+        """A request on ``session_id`` got HTTP 404: that session is gone."""
+        session = self._protocol.legacy
+        if session is not None and session.session_id == session_id:
+            session.expired()
+            await self._end_channel("the server ended the session (HTTP 404)")
+
+    async def _initialize(self, *, force: bool = False) -> ServerInfo | RequestFailed | None:
+        """``initialize`` + ``notifications/initialized``, once at a time; ``None`` when
+        another task initialized the session meanwhile."""
+        async with self._session_lock:
+            session = self._protocol.legacy
+            if (
+                not force
+                and session is not None
+                and session.initialized
+                and session.session_id is not None
+            ):
+                return None
+            if session is not None and session.session_id is not None:
+                self._stale_sessions.append(session.session_id)
+            params = self._protocol.initialize()
+            self._last_session_id = None
+            outcome, _ = await self._source._call("initialize", params, None, [])
+            if isinstance(outcome, RequestFailed):
+                return outcome
+            info = self._protocol.initialized(outcome)  # raises for a version not spoken
+            session = self._protocol.legacy
+            assert session is not None
+            session.session_id = self._last_session_id
+            self.sessions += 1
+            await self._post_notification(self._protocol.initialized_notification())
+            for stale in self._stale_sessions:
+                await self._delete(stale)
+            self._stale_sessions.clear()
+            return info
+
+    _last_session_id: str | None = None
+
+    def note_answer(self, answer: _Answer) -> None:
+        """`HttpSource` hands over the session id an answer carried."""
+        if answer.session_id is not None:
+            self._last_session_id = answer.session_id
+
+    async def _post_notification(self, message: dict[str, Any]) -> None:
+        """A notification POST: the server answers 202 without a body."""
+        headers = self._source._headers(
+            self._protocol.revision.headers(message["method"], {}), None
+        )
+        with contextlib.suppress(httpx.HTTPError):
+            response = await self._source._http().post(
+                self._source.url, content=_json(message), headers=headers
+            )
+            if response.status_code >= 300:
+                log.warning(
+                    "%s: %s answered HTTP %d",
+                    self._source.identity,
+                    message["method"],
+                    response.status_code,
+                )
+
+    async def _delete(self, session_id: str) -> None:
+        """End a session (basic/transports: DELETE; a 405 means the server will not)."""
+        headers = self._source._headers({SESSION_HEADER: session_id}, None)
+        with (
+            anyio.move_on_after(self._source.timeout, shield=True),
+            contextlib.suppress(httpx.HTTPError),
+        ):
+            await self._source._http().delete(self._source.url, headers=headers)
+
+    async def aclose(self) -> None:
+        """Stop the GET stream and end the session."""
+        await self._end_channel("the source is closing")
+        session = self._protocol.legacy
+        if session is not None and session.session_id is not None and self._source._client:
+            sid, session.session_id = session.session_id, None
+            session.initialized = False
+            await self._delete(sid)
+
+    # ------------------------------------------------------------------ listen
+
+    async def listen(
+        self, uris: frozenset[str], list_changed: bool
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """One virtual subscription on the session's GET stream (module docstring)."""
+        sid = f"session-{next(self._ids)}"
+        yield ListenStarted(sid, uris, list_changed)
+        failed = await self.ensure_session()
+        if failed is not None:
+            yield StreamLost(sid, f"no session: {failed.kind}: {failed.detail}")
+            return
+        key = id_key(sid)
+        inbox = Inbox[StreamEvent](self._max_backlog)
+        self._inboxes[key] = inbox
+        to_subscribe = self._protocol.legacy_listen(sid, uris, list_changed)
+        ended = False
+        try:
+            if await self._channel_live():
+                for uri in to_subscribe:
+                    outcome, _ = await self._source._call(
+                        "resources/subscribe", {"uri": uri}, None, []
+                    )
+                    self._protocol.subscribed(uri, not isinstance(outcome, RequestFailed))
+                    if isinstance(outcome, RequestFailed):
+                        log.info(
+                            "%s: resources/subscribe %s refused: %s",
+                            self._source.identity,
+                            uri,
+                            outcome.detail,
+                        )
+                ack = self._protocol.acknowledge(sid)
+                if ack is not None and self._live and not inbox.put(ack):
+                    inbox.put(StreamLost(sid, "the client could not keep up"), final=True)
+            while not ended:
+                event = await inbox.get()
+                ended = isinstance(event, _FINAL)
+                yield event
+        finally:
+            self._inboxes.pop(key, None)
+            await self._close(sid)
+
+    async def _close(self, sid: str) -> None:
+        gone = self._protocol.legacy_close(sid)
+        if not self._live:
+            return
+        with anyio.move_on_after(self._source.timeout, shield=True):
+            for uri in gone:
+                await self._source._call("resources/unsubscribe", {"uri": uri}, None, [])
+        if not self._inboxes:
+            await self._end_channel("no subscription is open")
+
+    async def _channel_live(self) -> bool:
+        """Start the GET stream if it is not running; wait until it is live or down."""
+        if self._channel is None:
+            self._live, self._settled = False, anyio.Event()
+            self._channel = BackgroundTask(f"HttpSource GET {self._source.identity}", self._read)
+            self._channel.start()
+        with anyio.move_on_after(self._source.timeout):
+            await self._settled.wait()
+        if self._live:
+            return True
+        if not self._settled.is_set():
+            await self._end_channel(f"the GET stream did not open in {self._source.timeout:g}s")
+        return False
+
+    async def _end_channel(self, detail: str) -> None:
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            await channel.stop()
+        self._ended(detail)
+
+    def _ended(self, detail: str, event: StreamEvent | None = None) -> None:
+        """The GET stream is gone: every open subscription ends; the session too."""
+        self._live = False
+        self._settled.set()
+        for ending in self._protocol.channel_ended(detail):
+            inbox = self._inboxes.get(id_key(ending.subscription_id))
+            if inbox is not None:
+                final = event if event is not None else ending.event
+                inbox.put(_with_sid(final, ending.subscription_id), final=True)
+        session = self._protocol.legacy
+        if session is not None and event is None:
+            if session.session_id is not None:
+                self._stale_sessions.append(session.session_id)
+            session.expired()
+
+    async def _read(self) -> None:
+        """The GET stream's body, in the background (module docstring)."""
+        source, session = self._source, self._protocol.legacy
+        assert session is not None
+        headers = source._headers(
+            {
+                "Accept": "text/event-stream",
+                "MCP-Protocol-Version": session.version,
+                SESSION_HEADER: session.session_id or "",
+            },
+            None,
+        )
+        timeout = httpx.Timeout(source.timeout, read=source.idle_timeout)
+        detail = "the GET stream ended"
+        unsupported: StreamEvent | None = None
+        self.channels += 1
+        try:
+            async with source._http().stream(
+                "GET", source.url, headers=headers, timeout=timeout
+            ) as response:
+                kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                if response.status_code == 405:
+                    unsupported = ListenUnsupported(
+                        "the server offers no GET stream for notifications (HTTP 405)"
+                    )
+                    return
+                if response.status_code != 200 or kind != "text/event-stream":
+                    detail = f"the GET stream was answered HTTP {response.status_code} ({kind})"
+                    return
+                self._live = True
+                self._settled.set()
+                parser = SseParser(max_frame_bytes=source.max_frame_bytes)
+                async for chunk in response.aiter_bytes():
+                    for item in parser.feed(chunk):
+                        match item:
+                            case SseComment():
+                                source.stats.keepalives += 1
+                            case SseOversized(limit=limit):
+                                source.stats.oversized += 1
+                                detail = f"a frame grew past max_frame_bytes={limit} bytes"
+                                return
+                            case SseEvent(data=data):
+                                source.stats.frames += 1
+                                self._route(_decode(data))
+        except httpx.TimeoutException as exc:
+            detail = (
+                f"no byte for {source.idle_timeout:g}s on the GET stream ({type(exc).__name__})"
+            )
+        except httpx.HTTPError as exc:
+            detail = f"the GET stream broke: {type(exc).__name__}: {exc}"
+        finally:
+            self._channel = None
+            source.stats.streams_lost += unsupported is None
+            self._ended(detail, unsupported)
+
+    def _route(self, message: Message) -> None:
+        """One message of the GET stream, to the subscription the protocol names."""
+        received = self._protocol.receive(message)
+        match received:
+            case ForSubscription(subscription_id=sid, event=event, before_ack=before_ack):
+                if before_ack or isinstance(event, UntrustedMessage):
+                    self._source._note_untrusted(f"{event!r} before the subscribe completed")
+                self._deliver(sid, event)
+            case Unclaimed(event=event):
+                self._deliver(None, event)
+            case Untrusted(event=event):
+                self._source._note_untrusted(event.detail)
+                self._deliver(None, event)
+            case Ignored():
+                pass
+            case _:
+                self._source._note_untrusted(f"unexpected message on the GET stream: {message!r}")
+
+    def _deliver(self, sid: str | int | None, event: StreamEvent) -> None:
+        inbox = self._inboxes.get(id_key(sid)) if sid is not None else None
+        if inbox is None:
+            inbox = next(iter(self._inboxes.values()), None)
+        if inbox is not None and not inbox.put(event):
+            log.warning("%s: a subscription could not keep up", self._source.identity)
+
+
+def _with_sid(event: StreamEvent, sid: str | int) -> StreamEvent:
+    if isinstance(event, ListenUnsupported):
+        return event
+    if isinstance(event, StreamLost):
+        return StreamLost(sid, event.detail)
+    return event
+
+
+def _both(declined: _Answer, exc: ProtocolError) -> str:
+    """The message of ``exc``, naming both revisions tried."""
+    return (
+        f"MCP {PROTOCOL_VERSION} server/discover was declined ({_what(declined)}) and "
+        f"MCP {LEGACY_VERSION} initialize failed: {exc}"
+    )
+
+
+def _what(answer: _Answer) -> str:
+    message = answer.message
+    code = getattr(message, "code", None)
+    text = getattr(message, "message", None) or answer.detail
+    return f"HTTP {answer.status}" + (f", {code} {text}" if code is not None else f" {text}")
+
+
+def _json(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode()
+
+
+def _decode(data: str | bytes) -> Message:
+    try:
+        obj = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        return Malformed(f"invalid JSON: {exc}")
+    return parse_message(obj)
+
+
+__all__ = ["LegacyHttp"]
