@@ -131,6 +131,7 @@ class Sdk1HttpWorld(LoopbackHttpWorld):
     """A `FreshCache` over `HttpSource` against the SDK 1.x fixture over HTTP."""
 
     name = "sdk1-http"
+    revision = "2025-11-25"
     settle_pause = 0.01
 
     def __init__(self, python: Path, *, request_timeout: float = 1.5) -> None:
@@ -255,6 +256,7 @@ class Sdk1StdioWorld(StdioProcessWorld):
     """A `FreshCache` over `StdioSource` running the SDK 1.x fixture."""
 
     name = "sdk1-stdio"
+    revision = "2025-11-25"
     temp_prefix = "freshcache-sdk1-stdio-"
     settle_pause = 0.01
 
