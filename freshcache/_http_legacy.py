@@ -29,6 +29,7 @@ import itertools
 import json
 import logging
 from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -36,6 +37,7 @@ import httpx
 
 from ._background import BackgroundTask, Inbox
 from ._core import (
+    ListenAcknowledged,
     ListenStarted,
     ListenUnsupported,
     RequestFailed,
@@ -183,13 +185,17 @@ class LegacyHttp:
             await self._source._http().delete(self._source.url, headers=headers)
 
     async def aclose(self) -> None:
-        """Stop the GET stream and end the session."""
-        await self._end_channel("the source is closing")
+        """Stop the GET stream and end the session (and any left behind)."""
         session = self._protocol.legacy
-        if session is not None and session.session_id is not None and self._source._client:
-            sid, session.session_id = session.session_id, None
-            session.initialized = False
-            await self._delete(sid)
+        current = None if session is None else session.session_id
+        await self._end_channel("the source is closing")
+        ending = [*self._stale_sessions, *([current] if current is not None else [])]
+        self._stale_sessions.clear()
+        if self._source._client is not None:
+            for sid in dict.fromkeys(ending):
+                await self._delete(sid)
+        if session is not None:
+            session.expired()
 
     # ------------------------------------------------------------------ listen
 
@@ -197,7 +203,25 @@ class LegacyHttp:
         self, uris: frozenset[str], list_changed: bool
     ) -> AsyncGenerator[StreamEvent, None]:
         """One virtual subscription on the session's GET stream (module docstring)."""
+        from ._http import StreamStats  # (a cycle at import time otherwise)
+
         sid = f"session-{next(self._ids)}"
+        stats = StreamStats(uris, list_changed)
+        self._source.streams[sid] = stats
+        self._source.stats.streams_opened += 1
+        try:
+            async with aclosing(self._listen(sid, uris, list_changed)) as events:
+                async for event in events:
+                    if isinstance(event, ListenAcknowledged):
+                        stats.acknowledged = True
+                    yield event
+                    stats.frames += 1
+        finally:
+            self._source.streams.pop(sid, None)
+
+    async def _listen(
+        self, sid: str, uris: frozenset[str], list_changed: bool
+    ) -> AsyncGenerator[StreamEvent, None]:
         yield ListenStarted(sid, uris, list_changed)
         failed = await self.ensure_session()
         if failed is not None:
