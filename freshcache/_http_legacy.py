@@ -28,6 +28,7 @@ import contextlib
 import itertools
 import json
 import logging
+import math
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
@@ -333,19 +334,7 @@ class LegacyHttp:
                     return
                 self._live = True
                 self._settled.set()
-                parser = SseParser(max_frame_bytes=source.max_frame_bytes)
-                async for chunk in response.aiter_bytes():
-                    for item in parser.feed(chunk):
-                        match item:
-                            case SseComment():
-                                source.stats.keepalives += 1
-                            case SseOversized(limit=limit):
-                                source.stats.oversized += 1
-                                detail = f"a frame grew past max_frame_bytes={limit} bytes"
-                                return
-                            case SseEvent(data=data):
-                                source.stats.frames += 1
-                                self._route(_decode(data))
+                detail = await self._frames(response)
         except httpx.TimeoutException as exc:
             detail = (
                 f"no byte for {source.idle_timeout:g}s on the GET stream ({type(exc).__name__})"
@@ -356,6 +345,42 @@ class LegacyHttp:
             self._channel = None
             source.stats.streams_lost += unsupported is None
             self._ended(detail, unsupported)
+
+    async def _frames(self, response: httpx.Response) -> str:
+        """Take the GET stream's frames in until it ends; why it ended. The keep-alive
+        silence rule is the listen stream's (`HttpSource`'s ``keepalive_misses``)."""
+        from ._http import _Silence  # (a cycle at import time otherwise)
+
+        source = self._source
+        parser = SseParser(max_frame_bytes=source.max_frame_bytes)
+        chunks = response.aiter_bytes()
+        silence = _Silence(source.keepalive_misses, source.silence_floor)
+        while True:
+            limit = silence.limit()
+            chunk: bytes | None = None
+            with anyio.move_on_after(math.inf if limit is None else limit) as waited:
+                chunk = await anext(chunks, None)
+            if waited.cancelled_caught:
+                source.stats.silent_losses += 1
+                return (
+                    f"the GET stream fell silent: no byte for {limit:.2f}s after keep-alives "
+                    f"every {silence.longest:.2f}s or so"
+                )
+            for item in parser.feed(chunk) if chunk is not None else parser.end():
+                match item:
+                    case SseComment():
+                        source.stats.keepalives += 1
+                        for stats in source.streams.values():
+                            stats.keepalives += 1
+                        silence.keepalive(anyio.current_time())
+                    case SseOversized(limit=size_limit):
+                        source.stats.oversized += 1
+                        return f"a frame grew past max_frame_bytes={size_limit} bytes"
+                    case SseEvent(data=data):
+                        source.stats.frames += 1
+                        self._route(_decode(data))
+            if chunk is None:
+                return "the GET stream ended" + (" in the middle of a frame" if parser.cut else "")
 
     def _route(self, message: Message) -> None:
         """One message of the GET stream, to the subscription the protocol names."""
