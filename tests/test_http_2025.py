@@ -22,6 +22,7 @@ from freshcache._core._backoff import BackoffSettings
 from freshcache._reference import ReferenceServer
 from freshcache.acceptance._http_server import RecordedRequest, ReferenceHttpServer
 from freshcache.acceptance._settle import wait_for
+from tests.telemetry_support import Recorder
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]
 
@@ -150,3 +151,21 @@ async def test_closing_the_cache_deletes_the_session():
         await cache.read(U)
     deletes = [r for r in http.requests if r.method == "DELETE"]
     assert len(deletes) == 1 and deletes[0].headers.get("mcp-session-id")
+
+
+async def test_spans_name_the_revision_in_use():
+    recorder = Recorder.make()
+    try:
+        async with cache_on(reference(), **recorder.kwargs()) as (_http, cache):
+            await wait_for(lambda: U in cache.engine.covered, limit=10)
+            await cache.read(V)
+        versions = {
+            span.attributes.get("mcp.protocol.version")
+            for span in recorder.spans()
+            if span.attributes
+            and "mcp.method.name" in span.attributes
+            and span.attributes["mcp.method.name"] == "resources/read"
+        }
+    finally:
+        recorder.shutdown()
+    assert versions == {"2025-11-25"}
