@@ -29,7 +29,7 @@ import itertools
 import json
 import logging
 import math
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
@@ -61,7 +61,7 @@ from ._wire import (
 )
 
 if TYPE_CHECKING:
-    from ._http import HttpSource, _Answer
+    from ._http import HttpSource, _Answer, _Attempt
 
 log = logging.getLogger("freshcache.http")
 
@@ -83,6 +83,7 @@ class LegacyHttp:
         self._settled = anyio.Event()
         """Set when the GET stream is live or has failed to open."""
         self._stale_sessions: list[str] = []
+        self._negotiating: anyio.Event | None = None
         self.sessions = 0
         """Sessions initialized so far (introspection, tests)."""
         self.channels = 0
@@ -106,6 +107,46 @@ class LegacyHttp:
             detail=f"server/discover declined ({_what(declined)}); initialize: "
             f"{outcome.kind}: {outcome.detail}",
         )
+
+    @contextlib.asynccontextmanager
+    async def negotiation(self) -> AsyncIterator[None]:
+        """While `HttpSource.start` decides which revision to speak."""
+        self._negotiating = anyio.Event()
+        try:
+            yield
+        finally:
+            self._negotiating.set()
+
+    async def negotiated(self, method: str) -> None:
+        """Wait while the revision is being decided: a request sent now could be in the
+        wrong one (a 2025 server refuses it without a session)."""
+        negotiating = self._negotiating
+        if negotiating is not None and method not in ("server/discover", "initialize"):
+            with anyio.move_on_after(self._source.timeout):
+                await negotiating.wait()
+
+    async def session_for(self, method: str) -> str | RequestFailed | None:
+        """Before each 2025 request: the session it goes out on (initialized first if
+        there is none), or why there is none; ``None`` on 2026 or for ``initialize``."""
+        session = self._protocol.legacy
+        if session is None or method == "initialize":
+            return None
+        failed = await self.ensure_session()
+        return failed if failed is not None else session.session_id
+
+    async def session_ended(
+        self, method: str, answer: _Answer, sent_on: str | None, attempt: _Attempt
+    ) -> bool:
+        """After each answer: take a new session id; on a 404 to a request on a session,
+        give that session up (once per request) so the caller sends it again."""
+        if method == "initialize":
+            self.note_answer(answer)
+        if self._protocol.legacy is None or answer.status != 404 or attempt.new_session:
+            return False
+        attempt.new_session = True
+        attempt.history.append("HTTP 404: the session ended")
+        await self.expired(sent_on)
+        return True
 
     async def ensure_session(self) -> RequestFailed | None:
         """Initialize a session if there is none (first use, after a 404, a lost stream)."""
