@@ -32,6 +32,7 @@ from ._core import (
     FreshnessEngine,
     Invalidation,
     ListReply,
+    ListResult,
     Partition,
     Policy,
     ReadResource,
@@ -48,7 +49,7 @@ from ._core._streams import ListenSupervisor
 from ._errors import ConfigurationError, FreshCacheError
 from ._flights import ReadFlights
 from ._listening import StreamDriver
-from ._listing import ListResult, walk_list
+from ._listing import walk_list
 from ._source import ServerInfo, Source
 from ._store import MemoryStore
 from ._telemetry import Telemetry
@@ -404,9 +405,7 @@ class FreshCache:
         try:
             with anyio.fail_after(self.ack_timeout), self.telemetry.request("server/discover"):
                 info = await self.source.start()
-        except anyio.get_cancelled_exc_class():
-            raise
-        except TimeoutError:
+        except TimeoutError:  # (cancellation is a BaseException: it is never caught here)
             log.warning(
                 "server %s did not answer discovery in %.1fs",
                 self.source.identity,
@@ -422,10 +421,8 @@ class FreshCache:
         except Exception as exc:
             log.warning("server %s discovery failed: %r", self.source.identity, exc)
             return None
-        self.server_info = info
-        if info.protocol_version is not None:
-            # Negotiation may have fallen back to 2025-11-25: spans say which is spoken.
-            self.telemetry.protocol_version = info.protocol_version
+        self.server_info = info  # spans say which revision negotiation settled on:
+        self.telemetry.protocol_version = info.protocol_version or self.telemetry.protocol_version
         return info
 
     # ------------------------------------------------------------------ introspection
@@ -450,9 +447,7 @@ class FreshCache:
         counters = self.engine.counters
         described = {
             "server": self.source.identity,
-            "protocol_version": None
-            if self.server_info is None
-            else self.server_info.protocol_version,
+            "protocol_version": getattr(self.server_info, "protocol_version", None),
             "stream": self.stream_status,
             "retry_in": None
             if self.retry_at is None

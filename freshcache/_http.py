@@ -263,8 +263,6 @@ class HttpSource:
         )
         """The MCP rules; this class only moves bytes in and out of it."""
         self._reader = _Reader(self)
-        self._negotiated: anyio.Event | None = None
-        """Unset while `start` decides which revision to speak."""
         self.legacy = LegacyHttp(self)
         """The 2025-11-25 session and GET stream, used once negotiation falls back."""
         parsed = httpx.URL(self.url)
@@ -288,8 +286,7 @@ class HttpSource:
         (2025-11-25, `LegacyHttp`). A server that cannot be reached is reported, not
         raised; one that speaks neither revision raises `UnsupportedVersionError`."""
         # Hints on the discovery answer are dropped: nothing is cached before it.
-        self._negotiated = anyio.Event()
-        try:
+        async with self.legacy.negotiation():
             first = await self._exchange("server/discover", {}, None, [])
             if isinstance(first, _Answer) and self.protocol.discover_declined(
                 first.message, status=first.status
@@ -297,8 +294,6 @@ class HttpSource:
                 return await self.legacy.start(first)
             outcome, _ = await self._call("server/discover", {}, None, [], first=first)
             return self.protocol.server_info(outcome)
-        finally:
-            self._negotiated.set()
 
     async def aclose(self) -> None:
         """End a 2025 session (DELETE) and close the HTTP client if this source made it."""
@@ -497,40 +492,16 @@ class HttpSource:
         answers are appended to ``hints``. ``first``: the first attempt's answer, if
         it was already sent (discovery)."""
         attempt = _Attempt()
-        negotiating = self._negotiated
-        if (
-            negotiating is not None
-            and not negotiating.is_set()
-            and method not in ("server/discover", "initialize")
-        ):
-            # Which revision to speak is being decided: a request sent now could be
-            # in the wrong one (a 2025 server refuses it without a session).
-            with anyio.move_on_after(self.timeout):
-                await negotiating.wait()
+        await self.legacy.negotiated(method)
         for _ in range(4):
-            session = self.protocol.legacy
-            sent_on = None if session is None else session.session_id
-            if session is not None and method != "initialize":
-                failed = await self.legacy.ensure_session()
-                if failed is not None:
-                    return failed, False
-                sent_on = session.session_id
-            answer = (
-                first
-                if first is not None
-                else await self._exchange(method, params, principal, hints)
-            )
-            first = None
+            sent_on = await self.legacy.session_for(method)
+            if isinstance(sent_on, RequestFailed):
+                return sent_on, False
+            answer, first = first or await self._exchange(method, params, principal, hints), None
             if isinstance(answer, RequestFailed):
                 return answer, False
-            if method == "initialize":
-                self.legacy.note_answer(answer)
-            if session is not None and answer.status == 404 and not attempt.new_session:
-                # 2025 transports: a 404 ends the session; start a new one, send again.
-                attempt.new_session = True
-                await self.legacy.expired(sent_on)
-                attempt.history.append("HTTP 404: the session ended")
-                continue
+            if await self.legacy.session_ended(method, answer, sent_on, attempt):
+                continue  # 2025: a 404 ended the session; a new one is started, send again
             judged = self._judge(answer, method, attempt)
             if not isinstance(judged, _Retry):
                 return judged, answer.from_cache

@@ -28,7 +28,9 @@ import contextlib
 import itertools
 import json
 import logging
-from collections.abc import AsyncGenerator
+import math
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -36,6 +38,7 @@ import httpx
 
 from ._background import BackgroundTask, Inbox
 from ._core import (
+    ListenAcknowledged,
     ListenStarted,
     ListenUnsupported,
     RequestFailed,
@@ -58,7 +61,7 @@ from ._wire import (
 )
 
 if TYPE_CHECKING:
-    from ._http import HttpSource, _Answer
+    from ._http import HttpSource, _Answer, _Attempt
 
 log = logging.getLogger("freshcache.http")
 
@@ -80,6 +83,7 @@ class LegacyHttp:
         self._settled = anyio.Event()
         """Set when the GET stream is live or has failed to open."""
         self._stale_sessions: list[str] = []
+        self._negotiating: anyio.Event | None = None
         self.sessions = 0
         """Sessions initialized so far (introspection, tests)."""
         self.channels = 0
@@ -103,6 +107,46 @@ class LegacyHttp:
             detail=f"server/discover declined ({_what(declined)}); initialize: "
             f"{outcome.kind}: {outcome.detail}",
         )
+
+    @contextlib.asynccontextmanager
+    async def negotiation(self) -> AsyncIterator[None]:
+        """While `HttpSource.start` decides which revision to speak."""
+        self._negotiating = anyio.Event()
+        try:
+            yield
+        finally:
+            self._negotiating.set()
+
+    async def negotiated(self, method: str) -> None:
+        """Wait while the revision is being decided: a request sent now could be in the
+        wrong one (a 2025 server refuses it without a session)."""
+        negotiating = self._negotiating
+        if negotiating is not None and method not in ("server/discover", "initialize"):
+            with anyio.move_on_after(self._source.timeout):
+                await negotiating.wait()
+
+    async def session_for(self, method: str) -> str | RequestFailed | None:
+        """Before each 2025 request: the session it goes out on (initialized first if
+        there is none), or why there is none; ``None`` on 2026 or for ``initialize``."""
+        session = self._protocol.legacy
+        if session is None or method == "initialize":
+            return None
+        failed = await self.ensure_session()
+        return failed if failed is not None else session.session_id
+
+    async def session_ended(
+        self, method: str, answer: _Answer, sent_on: str | None, attempt: _Attempt
+    ) -> bool:
+        """After each answer: take a new session id; on a 404 to a request on a session,
+        give that session up (once per request) so the caller sends it again."""
+        if method == "initialize":
+            self.note_answer(answer)
+        if self._protocol.legacy is None or answer.status != 404 or attempt.new_session:
+            return False
+        attempt.new_session = True
+        attempt.history.append("HTTP 404: the session ended")
+        await self.expired(sent_on)
+        return True
 
     async def ensure_session(self) -> RequestFailed | None:
         """Initialize a session if there is none (first use, after a 404, a lost stream)."""
@@ -183,13 +227,17 @@ class LegacyHttp:
             await self._source._http().delete(self._source.url, headers=headers)
 
     async def aclose(self) -> None:
-        """Stop the GET stream and end the session."""
-        await self._end_channel("the source is closing")
+        """Stop the GET stream and end the session (and any left behind)."""
         session = self._protocol.legacy
-        if session is not None and session.session_id is not None and self._source._client:
-            sid, session.session_id = session.session_id, None
-            session.initialized = False
-            await self._delete(sid)
+        current = None if session is None else session.session_id
+        await self._end_channel("the source is closing")
+        ending = [*self._stale_sessions, *([current] if current is not None else [])]
+        self._stale_sessions.clear()
+        if self._source._client is not None:
+            for sid in dict.fromkeys(ending):
+                await self._delete(sid)
+        if session is not None:
+            session.expired()
 
     # ------------------------------------------------------------------ listen
 
@@ -197,7 +245,25 @@ class LegacyHttp:
         self, uris: frozenset[str], list_changed: bool
     ) -> AsyncGenerator[StreamEvent, None]:
         """One virtual subscription on the session's GET stream (module docstring)."""
+        from ._http import StreamStats  # (a cycle at import time otherwise)
+
         sid = f"session-{next(self._ids)}"
+        stats = StreamStats(uris, list_changed)
+        self._source.streams[sid] = stats
+        self._source.stats.streams_opened += 1
+        try:
+            async with aclosing(self._listen(sid, uris, list_changed)) as events:
+                async for event in events:
+                    if isinstance(event, ListenAcknowledged):
+                        stats.acknowledged = True
+                    yield event
+                    stats.frames += 1
+        finally:
+            self._source.streams.pop(sid, None)
+
+    async def _listen(
+        self, sid: str, uris: frozenset[str], list_changed: bool
+    ) -> AsyncGenerator[StreamEvent, None]:
         yield ListenStarted(sid, uris, list_changed)
         failed = await self.ensure_session()
         if failed is not None:
@@ -309,19 +375,7 @@ class LegacyHttp:
                     return
                 self._live = True
                 self._settled.set()
-                parser = SseParser(max_frame_bytes=source.max_frame_bytes)
-                async for chunk in response.aiter_bytes():
-                    for item in parser.feed(chunk):
-                        match item:
-                            case SseComment():
-                                source.stats.keepalives += 1
-                            case SseOversized(limit=limit):
-                                source.stats.oversized += 1
-                                detail = f"a frame grew past max_frame_bytes={limit} bytes"
-                                return
-                            case SseEvent(data=data):
-                                source.stats.frames += 1
-                                self._route(_decode(data))
+                detail = await self._frames(response)
         except httpx.TimeoutException as exc:
             detail = (
                 f"no byte for {source.idle_timeout:g}s on the GET stream ({type(exc).__name__})"
@@ -332,6 +386,42 @@ class LegacyHttp:
             self._channel = None
             source.stats.streams_lost += unsupported is None
             self._ended(detail, unsupported)
+
+    async def _frames(self, response: httpx.Response) -> str:
+        """Take the GET stream's frames in until it ends; why it ended. The keep-alive
+        silence rule is the listen stream's (`HttpSource`'s ``keepalive_misses``)."""
+        from ._http import _Silence  # (a cycle at import time otherwise)
+
+        source = self._source
+        parser = SseParser(max_frame_bytes=source.max_frame_bytes)
+        chunks = response.aiter_bytes()
+        silence = _Silence(source.keepalive_misses, source.silence_floor)
+        while True:
+            limit = silence.limit()
+            chunk: bytes | None = None
+            with anyio.move_on_after(math.inf if limit is None else limit) as waited:
+                chunk = await anext(chunks, None)
+            if waited.cancelled_caught:
+                source.stats.silent_losses += 1
+                return (
+                    f"the GET stream fell silent: no byte for {limit:.2f}s after keep-alives "
+                    f"every {silence.longest:.2f}s or so"
+                )
+            for item in parser.feed(chunk) if chunk is not None else parser.end():
+                match item:
+                    case SseComment():
+                        source.stats.keepalives += 1
+                        for stats in source.streams.values():
+                            stats.keepalives += 1
+                        silence.keepalive(anyio.current_time())
+                    case SseOversized(limit=size_limit):
+                        source.stats.oversized += 1
+                        return f"a frame grew past max_frame_bytes={size_limit} bytes"
+                    case SseEvent(data=data):
+                        source.stats.frames += 1
+                        self._route(_decode(data))
+            if chunk is None:
+                return "the GET stream ended" + (" in the middle of a frame" if parser.cut else "")
 
     def _route(self, message: Message) -> None:
         """One message of the GET stream, to the subscription the protocol names."""

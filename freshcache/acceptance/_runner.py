@@ -543,9 +543,7 @@ def unplayable_on_2025(case: Case) -> str | None:
             case NextRead(fault="input_rounds"):
                 return "2025-11-25 has no multi-round-trip requests (requestState is 2026-07-28's)"
             case NextRead(fault="version_refused"):
-                return (
-                    "2025-11-25 negotiates once, in initialize: no read is refused with -32022"
-                )
+                return "2025-11-25 negotiates once, in initialize: no read is refused with -32022"
             case NextRead(fault="hint_unknown_id") | Notify(kind="foreign"):
                 return "2025-11-25 notifications carry no subscription id: none can be unknown"
             case Given(what="scope_public" | "public_shared"):
