@@ -223,6 +223,10 @@ class Sdk1HttpWorld(LoopbackHttpWorld):
             case ServerChange(what="up"):
                 await self._launch()
                 self._down = False
+            case ServerSets(uri=uri, version=version) if self._down:
+                state = json.loads(self.state_file.read_text())  # what the next process loads
+                state["resources"][uri] = text_for(uri, version)
+                self.state_file.write_text(json.dumps(state))
             case _:
                 op, fields = _server_step(step)
                 await self._op(op, **fields)
