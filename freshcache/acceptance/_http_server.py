@@ -161,6 +161,8 @@ class ReferenceHttpServer:
         """Every request received, in order."""
         self.frames_written: dict[str | int, int] = {}
         """Per listen request id: SSE frames written (keep-alives not counted)."""
+        self.channel_frames_written = 0
+        """2025-11-25: whole SSE frames written on GET streams, all sessions together."""
         self.port = 0
         self._listening: set[_Connection] = set()
         self._tg: anyio.abc.TaskGroup | None = None
@@ -403,7 +405,7 @@ class _Connection:
                 stream = legacy.notifications(gate)
                 if stream is None:
                     return False
-                return await self._pump(gate.id, stream.items)
+                return await self._pump(gate.id, stream.items, channel=True)
             case _:
                 pass
         if _will_answer_from_local_copy(owner.server, message):
@@ -497,8 +499,11 @@ class _Connection:
                 return await self._raw_sse(answer)
         raise AssertionError(f"unknown answer {answer!r}")
 
-    async def _pump(self, request_id: Any, items: AsyncIterator[Any]) -> bool:
-        """A listen stream: frames as the protocol yields them, keep-alives between."""
+    async def _pump(
+        self, request_id: Any, items: AsyncIterator[Any], *, channel: bool = False
+    ) -> bool:
+        """A listen stream (or, ``channel``, a 2025 GET stream): frames as the protocol
+        yields them, keep-alives between."""
         owner = self.owner
         if not self.committed:
             await self._start_sse()
@@ -524,6 +529,8 @@ class _Connection:
                             case _:
                                 await self._frame(json.dumps(item))
                         owner.count_frame(sid)
+                        if channel:
+                            owner.channel_frames_written += 1
                     else:
                         if self.silent:
                             await anyio.sleep_forever()  # open and mute until the client leaves
