@@ -50,6 +50,11 @@ from ._settle import wait_for
 from ._steps import NextRead, Notify, ServerChange, ServerSets
 
 
+def revision_of(name: str) -> Revision:
+    """A world's revision as the reference server takes it."""
+    return "2025-11-25" if name == "2025-11-25" else "2026-07-28"
+
+
 def bearer(principal: Partition) -> dict[str, str]:
     """Credentials of the reference server: the principal's name as a bearer token."""
     return {"Authorization": f"Bearer {principal}"} if principal else {}
@@ -139,9 +144,9 @@ class HttpWorld(LoopbackHttpWorld):
         super().__init__(
             read_timeout=read_timeout, idle_timeout=idle_timeout, settle_timeout=settle_timeout
         )
-        self.revision: Revision = revision
         if revision != "2026-07-28":
             self.name = "http-2025"
+            self.revision = revision
         self.cache_options = dict(cache_options or {})
         """Extra `FreshCache` arguments (e.g. tracer and meter providers)."""
         self.server = ReferenceServer()
@@ -163,7 +168,7 @@ class HttpWorld(LoopbackHttpWorld):
                 self.server,
                 reply_mode=self.reply_mode,
                 keepalive_interval=self.keepalive_interval,
-                revision=self.revision,
+                revision=revision_of(self.revision),
             )
         )
         await self._connect(self.http.url, setup, timeout=10.0, **self.cache_options)

@@ -376,9 +376,9 @@ class StdioWorld(StdioProcessWorld):
             request_timeout=request_timeout, read_timeout=read_timeout, settle_limit=settle_limit
         )
         self.python = python
-        self.revision = revision
         if revision != "2026-07-28":
             self.name = "stdio-2025"
+            self.revision = revision
         self._control: ControlChannel | None = None
 
     # ------------------------------------------------------------------ life
