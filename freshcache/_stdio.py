@@ -117,6 +117,9 @@ from ._wire import (
 
 log = logging.getLogger("freshcache.stdio")
 
+HANDSHAKE_TIMEOUT = 60.0
+"""Seconds a (re)started 2025-11-25 process may take to answer ``initialize``."""
+
 _SIGKILL = getattr(signal, "SIGKILL", signal.SIGTERM)  # Windows has no SIGKILL
 _STDERR_LINE_LIMIT = 64 * 1024
 _FINAL_EVENTS = (StreamClosed, StreamLost, ListenUnsupported)
@@ -440,9 +443,9 @@ class _Connection:
         self.detail = ""
         self.stderr_done = anyio.Event()
         self.tg: anyio.abc.TaskGroup | None = None
-        self.init_lock = anyio.Lock()
-        self.legacy_info: ServerInfo | None = None
-        """2025-11-25: this process answered ``initialize`` (each process needs its own)."""
+        self.handshake: anyio.Event | None = None
+        """2025-11-25: set once ``initialize`` was answered here (each process needs its own)."""
+        self.legacy_info: ServerInfo | RequestFailed | ProtocolError | None = None
 
     async def send(self, message: Mapping[str, Any]) -> None:
         if not self.alive or self.process.stdin is None:
@@ -625,26 +628,52 @@ class StdioSource:
         finally:
             self._negotiated.set()
 
-    async def _initialize(self, conn: _Connection, timeout: float) -> ServerInfo | RequestFailed:
-        """``initialize`` + ``notifications/initialized`` on ``conn`` (2025-11-25)."""
-        async with conn.init_lock:
-            if conn.legacy_info is not None:
-                return conn.legacy_info
-            params = self.protocol.initialize()
-            answer = await self._exchange(
-                conn, "initialize", params, anyio.current_time() + timeout, timeout
+    async def _initialize(self, conn: _Connection, limit: float) -> ServerInfo | RequestFailed:
+        """``conn`` answered ``initialize`` (2025-11-25), waiting at most ``limit`` seconds.
+
+        The handshake itself runs in the connection's task group, bounded by
+        `HANDSHAKE_TIMEOUT`, not by the caller's deadline: a restarted interpreter may
+        take longer to answer than one read may wait, and every later request, and the
+        subscribes, need it. Raises `ProtocolError` when the process refused it."""
+        if conn.handshake is None:
+            conn.handshake = anyio.Event()
+            if conn.tg is not None:
+                conn.tg.start_soon(self._handshake, conn)
+            else:
+                await self._handshake(conn)
+        with anyio.move_on_after(limit):
+            await conn.handshake.wait()
+        outcome = conn.legacy_info
+        if isinstance(outcome, ProtocolError):
+            raise outcome
+        if outcome is None:
+            return RequestFailed("timeout", f"initialize got no answer within {limit:g}s")
+        return outcome
+
+    async def _handshake(self, conn: _Connection) -> None:
+        done = conn.handshake
+        assert done is not None
+        params = self.protocol.initialize()
+        started = anyio.current_time()
+        answer = await self._exchange(
+            conn, "initialize", params, started + HANDSHAKE_TIMEOUT, HANDSHAKE_TIMEOUT
+        )
+        if isinstance(answer, ErrorResponse):
+            conn.legacy_info = ProtocolError(
+                f"{self.identity} declined MCP 2026-07-28 server/discover and answered "
+                f"MCP 2025-11-25 initialize with {answer.code} {answer.message}"
             )
-            if isinstance(answer, RequestFailed):
-                return answer
-            if isinstance(answer, ErrorResponse):
-                raise ProtocolError(
-                    f"{self.identity} declined MCP 2026-07-28 server/discover and answered "
-                    f"MCP 2025-11-25 initialize with {answer.code} {answer.message}"
-                )
-            conn.legacy_info = self.protocol.initialized(answer.result)
+        elif isinstance(answer, Response):
+            try:
+                conn.legacy_info = self.protocol.initialized(answer.result)
+            except ProtocolError as exc:
+                conn.legacy_info = exc
             with contextlib.suppress(_Gone):
                 await conn.send(self.protocol.initialized_notification())
-            return conn.legacy_info
+        else:
+            conn.legacy_info = answer
+            conn.handshake = None  # the next request tries again
+        done.set()
 
     async def read_resource(self, uri: str, principal: Partition) -> ReadReply | RequestFailed:
         """One ``resources/read`` (``requestState`` rounds included). stdio has one
@@ -759,6 +788,12 @@ class StdioSource:
     ) -> None:
         """2025-11-25: a virtual subscription; ``resources/subscribe`` what it still needs,
         then its acknowledgment (what subscribed, on this process)."""
+        # Open first, so what the process says before the subscribes is claimed (and
+        # counted as before the acknowledgment); like a listen, wait for a (re)started
+        # process to answer initialize.
+        self.protocol.open_subscription(sid, uris, list_changed)
+        with contextlib.suppress(ProtocolError):  # then the subscribes fail: uncovered
+            await self._initialize(conn, HANDSHAKE_TIMEOUT)
         for uri in self.protocol.legacy_listen(sid, uris, list_changed):
             answer = await self._call("resources/subscribe", {"uri": uri}, self.timeout)
             self.protocol.subscribed(uri, isinstance(answer, Response))
@@ -808,7 +843,7 @@ class StdioSource:
         conn = await self._process.connection(timeout, wait_for_restart=False)
         if conn is None:
             return RequestFailed("unreachable", self._process.down_detail())
-        if self.protocol.legacy is not None and conn.legacy_info is None:
+        if self.protocol.legacy is not None and not isinstance(conn.legacy_info, ServerInfo):
             ready = await self._initialize(conn, max(0.0, deadline - anyio.current_time()))
             if isinstance(ready, RequestFailed):
                 return ready
