@@ -546,8 +546,6 @@ def unplayable_on_2025(case: Case) -> str | None:
                 return "2025-11-25 negotiates once, in initialize: no read is refused with -32022"
             case NextRead(fault="hint_unknown_id") | Notify(kind="foreign"):
                 return "2025-11-25 notifications carry no subscription id: none can be unknown"
-            case Given(what="scope_public" | "public_shared"):
-                return "2025-11-25 results carry no cacheScope: every entry is private"
             case _:
                 pass
     return None
