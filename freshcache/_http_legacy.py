@@ -31,6 +31,7 @@ import logging
 import math
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -66,6 +67,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("freshcache.http")
 
 _FINAL = (StreamLost, StreamClosed, ListenUnsupported)
+_STATELESS = (
+    "the server gave no Mcp-Session-Id: without a session nothing ties its notifications "
+    "to this client, so no subscription is trusted (selected resources are read before "
+    "each use)"
+)
 
 
 class LegacyHttp:
@@ -99,6 +105,9 @@ class LegacyHttp:
             if type(exc) is not ProtocolError:
                 raise  # an unsupported version names both revisions already
             raise ProtocolError(_both(declined, exc)) from exc
+        session = self._protocol.legacy
+        if isinstance(outcome, ServerInfo) and session is not None and session.session_id is None:
+            return replace(outcome, listen=False, detail=_STATELESS)
         if isinstance(outcome, ServerInfo):
             return outcome
         assert outcome is not None
@@ -151,7 +160,7 @@ class LegacyHttp:
     async def ensure_session(self) -> RequestFailed | None:
         """Initialize a session if there is none (first use, after a 404, a lost stream)."""
         session = self._protocol.legacy
-        if session is not None and session.initialized and session.session_id is not None:
+        if session is not None and session.initialized:  # (a stateless server: no id)
             return None
         result = await self._initialize()
         return result if isinstance(result, RequestFailed) else None
@@ -168,12 +177,7 @@ class LegacyHttp:
         another task initialized the session meanwhile."""
         async with self._session_lock:
             session = self._protocol.legacy
-            if (
-                not force
-                and session is not None
-                and session.initialized
-                and session.session_id is not None
-            ):
+            if not force and session is not None and session.initialized:
                 return None
             if session is not None and session.session_id is not None:
                 self._stale_sessions.append(session.session_id)
@@ -268,6 +272,10 @@ class LegacyHttp:
         failed = await self.ensure_session()
         if failed is not None:
             yield StreamLost(sid, f"no session: {failed.kind}: {failed.detail}")
+            return
+        session = self._protocol.legacy
+        if session is not None and session.session_id is None:
+            yield ListenUnsupported(_STATELESS)
             return
         key = id_key(sid)
         inbox = Inbox[StreamEvent](self._max_backlog)
