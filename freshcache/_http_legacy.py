@@ -31,7 +31,8 @@ import logging
 import math
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import httpx
@@ -66,6 +67,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("freshcache.http")
 
 _FINAL = (StreamLost, StreamClosed, ListenUnsupported)
+_Ending = Literal["lost", "closed", "unsupported"]
+_STATELESS = (
+    "the server gave no Mcp-Session-Id: without a session nothing ties its notifications "
+    "to this client, so no subscription is trusted (selected resources are read before "
+    "each use)"
+)
 
 
 class LegacyHttp:
@@ -99,6 +106,9 @@ class LegacyHttp:
             if type(exc) is not ProtocolError:
                 raise  # an unsupported version names both revisions already
             raise ProtocolError(_both(declined, exc)) from exc
+        session = self._protocol.legacy
+        if isinstance(outcome, ServerInfo) and session is not None and session.session_id is None:
+            return replace(outcome, listen=False, detail=_STATELESS)
         if isinstance(outcome, ServerInfo):
             return outcome
         assert outcome is not None
@@ -151,7 +161,7 @@ class LegacyHttp:
     async def ensure_session(self) -> RequestFailed | None:
         """Initialize a session if there is none (first use, after a 404, a lost stream)."""
         session = self._protocol.legacy
-        if session is not None and session.initialized and session.session_id is not None:
+        if session is not None and session.initialized:  # (a stateless server: no id)
             return None
         result = await self._initialize()
         return result if isinstance(result, RequestFailed) else None
@@ -168,12 +178,7 @@ class LegacyHttp:
         another task initialized the session meanwhile."""
         async with self._session_lock:
             session = self._protocol.legacy
-            if (
-                not force
-                and session is not None
-                and session.initialized
-                and session.session_id is not None
-            ):
+            if not force and session is not None and session.initialized:
                 return None
             if session is not None and session.session_id is not None:
                 self._stale_sessions.append(session.session_id)
@@ -269,6 +274,10 @@ class LegacyHttp:
         if failed is not None:
             yield StreamLost(sid, f"no session: {failed.kind}: {failed.detail}")
             return
+        session = self._protocol.legacy
+        if session is not None and session.session_id is None:
+            yield ListenUnsupported(_STATELESS)
+            return
         key = id_key(sid)
         inbox = Inbox[StreamEvent](self._max_backlog)
         self._inboxes[key] = inbox
@@ -325,21 +334,30 @@ class LegacyHttp:
 
     async def _end_channel(self, detail: str) -> None:
         channel, self._channel = self._channel, None
+        self._ended(detail)  # first: the subscriptions end with this detail
         if channel is not None:
             await channel.stop()
-        self._ended(detail)
 
-    def _ended(self, detail: str, event: StreamEvent | None = None) -> None:
-        """The GET stream is gone: every open subscription ends; the session too."""
+    def _ended(self, detail: str, how: _Ending = "lost") -> None:
+        """The GET stream is gone: every open subscription ends (`StreamClosed` when the
+        server ended the body cleanly, else `StreamLost`); the session too, unless the
+        server has no GET stream at all."""
         self._live = False
         self._settled.set()
         for ending in self._protocol.channel_ended(detail):
-            inbox = self._inboxes.get(id_key(ending.subscription_id))
+            sid = ending.subscription_id
+            inbox = self._inboxes.get(id_key(sid))
             if inbox is not None:
-                final = event if event is not None else ending.event
-                inbox.put(_with_sid(final, ending.subscription_id), final=True)
+                final: StreamEvent = (
+                    ListenUnsupported(detail)
+                    if how == "unsupported"
+                    else StreamClosed(sid)
+                    if how == "closed"
+                    else StreamLost(sid, detail)
+                )
+                inbox.put(final, final=True)
         session = self._protocol.legacy
-        if session is not None and event is None:
+        if session is not None and how != "unsupported":
             if session.session_id is not None:
                 self._stale_sessions.append(session.session_id)
             session.expired()
@@ -358,7 +376,7 @@ class LegacyHttp:
         )
         timeout = httpx.Timeout(source.timeout, read=source.idle_timeout)
         detail = "the GET stream ended"
-        unsupported: StreamEvent | None = None
+        how: _Ending = "lost"
         self.channels += 1
         try:
             async with source._http().stream(
@@ -366,16 +384,15 @@ class LegacyHttp:
             ) as response:
                 kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
                 if response.status_code == 405:
-                    unsupported = ListenUnsupported(
-                        "the server offers no GET stream for notifications (HTTP 405)"
-                    )
+                    detail = "the server offers no GET stream for notifications (HTTP 405)"
+                    how = "unsupported"
                     return
                 if response.status_code != 200 or kind != "text/event-stream":
                     detail = f"the GET stream was answered HTTP {response.status_code} ({kind})"
                     return
                 self._live = True
                 self._settled.set()
-                detail = await self._frames(response)
+                detail, how = await self._frames(response)
         except httpx.TimeoutException as exc:
             detail = (
                 f"no byte for {source.idle_timeout:g}s on the GET stream ({type(exc).__name__})"
@@ -384,12 +401,14 @@ class LegacyHttp:
             detail = f"the GET stream broke: {type(exc).__name__}: {exc}"
         finally:
             self._channel = None
-            source.stats.streams_lost += unsupported is None
-            self._ended(detail, unsupported)
+            source.stats.streams_lost += how == "lost"
+            source.stats.streams_closed += how == "closed"
+            self._ended(detail, how)
 
-    async def _frames(self, response: httpx.Response) -> str:
-        """Take the GET stream's frames in until it ends; why it ended. The keep-alive
-        silence rule is the listen stream's (`HttpSource`'s ``keepalive_misses``)."""
+    async def _frames(self, response: httpx.Response) -> tuple[str, _Ending]:
+        """Take the GET stream's frames in until it ends; why and how it ended. The
+        keep-alive silence rule is the listen stream's (`HttpSource`'s
+        ``keepalive_misses``)."""
         from ._http import _Silence  # (a cycle at import time otherwise)
 
         source = self._source
@@ -406,7 +425,7 @@ class LegacyHttp:
                 return (
                     f"the GET stream fell silent: no byte for {limit:.2f}s after keep-alives "
                     f"every {silence.longest:.2f}s or so"
-                )
+                ), "lost"
             for item in parser.feed(chunk) if chunk is not None else parser.end():
                 match item:
                     case SseComment():
@@ -416,12 +435,16 @@ class LegacyHttp:
                         silence.keepalive(anyio.current_time())
                     case SseOversized(limit=size_limit):
                         source.stats.oversized += 1
-                        return f"a frame grew past max_frame_bytes={size_limit} bytes"
+                        return f"a frame grew past max_frame_bytes={size_limit} bytes", "lost"
                     case SseEvent(data=data):
                         source.stats.frames += 1
                         self._route(_decode(data))
             if chunk is None:
-                return "the GET stream ended" + (" in the middle of a frame" if parser.cut else "")
+                # A body the server finished is its own end of the stream, like a listen's
+                # ``complete``; one cut mid-frame is a loss.
+                if parser.cut:
+                    return "the GET stream ended in the middle of a frame", "lost"
+                return "the server ended the GET stream", "closed"
 
     def _route(self, message: Message) -> None:
         """One message of the GET stream, to the subscription the protocol names."""
@@ -447,14 +470,6 @@ class LegacyHttp:
             inbox = next(iter(self._inboxes.values()), None)
         if inbox is not None and not inbox.put(event):
             log.warning("%s: a subscription could not keep up", self._source.identity)
-
-
-def _with_sid(event: StreamEvent, sid: str | int) -> StreamEvent:
-    if isinstance(event, ListenUnsupported):
-        return event
-    if isinstance(event, StreamLost):
-        return StreamLost(sid, event.detail)
-    return event
 
 
 def _both(declined: _Answer, exc: ProtocolError) -> str:
