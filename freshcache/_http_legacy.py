@@ -344,17 +344,10 @@ class LegacyHttp:
         server has no GET stream at all."""
         self._live = False
         self._settled.set()
-        for ending in self._protocol.channel_ended(detail):
-            sid = ending.subscription_id
-            inbox = self._inboxes.get(id_key(sid))
+        for ending in self._protocol.channel_ended(detail, graceful=how == "closed"):
+            inbox = self._inboxes.get(id_key(ending.subscription_id))
             if inbox is not None:
-                final: StreamEvent = (
-                    ListenUnsupported(detail)
-                    if how == "unsupported"
-                    else StreamClosed(sid)
-                    if how == "closed"
-                    else StreamLost(sid, detail)
-                )
+                final = ListenUnsupported(detail) if how == "unsupported" else ending.event
                 inbox.put(final, final=True)
         session = self._protocol.legacy
         if session is not None and how != "unsupported":

@@ -418,11 +418,16 @@ class ClientProtocol:
                 return sub
         return subs[0] if subs else None
 
-    def channel_ended(self, detail: str) -> list[ForSubscription]:
+    def channel_ended(self, detail: str, *, graceful: bool = False) -> list[ForSubscription]:
         """The channel broke (an abrupt end, not a ``complete`` result): every open
-        subscription ends with `StreamLost`, nothing is in flight any more."""
+        subscription ends with `StreamLost`, nothing is in flight any more. On 2025,
+        where no message ends a subscription, a channel the server ended on purpose
+        (``graceful``: a finished GET body, a clean exit) ends them with `StreamClosed`."""
+        closed = graceful and self.legacy is not None
         ended = [
-            ForSubscription(sid, StreamLost(sid, detail), final=True)
+            ForSubscription(
+                sid, StreamClosed(sid) if closed else StreamLost(sid, detail), final=True
+            )
             for sid in self.open_subscriptions
         ]
         self.reset()

@@ -1176,6 +1176,8 @@ class _Supervisor:
         if self.conn is conn:
             self.conn = None
         code = conn.process.returncode
+        # 2025: a process that exited 0 after a whole last line ended its session on purpose.
+        clean = code == 0 and not conn.detail and not self._closing
         if self._closing:
             detail = "the source was closed"
         else:
@@ -1202,7 +1204,7 @@ class _Supervisor:
                 waiter.result = RequestFailed("unreachable", detail)
                 waiter.done.set()
         conn.waiters.clear()
-        for ended in self.protocol.channel_ended(detail):
+        for ended in self.protocol.channel_ended(detail, graceful=clean):
             inbox = conn.inboxes.get(id_key(ended.subscription_id))
             if inbox is not None:
                 inbox.put(ended.event, final=True)

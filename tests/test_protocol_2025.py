@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from freshcache import UnsupportedVersionError
-from freshcache._core import ListenAcknowledged, ResourceListChanged, ResourceUpdated, StreamLost
+from freshcache._core import (
+    ListenAcknowledged,
+    ResourceListChanged,
+    ResourceUpdated,
+    StreamClosed,
+    StreamLost,
+)
 from freshcache._protocol import ClientProtocol, ForSubscription, Revision2025, Revision2026
 from freshcache._wire import ErrorResponse, Response, parse_message
 
@@ -205,3 +211,21 @@ def test_a_2025_read_result_is_hintless_whatever_it_carries():
     assert reply is not None and not isinstance(reply, ErrorResponse)
     assert getattr(reply, "hintless", None) is True
     assert getattr(reply, "ttl_ms", "absent") is None  # 2025 has no ttlMs to honour
+
+
+def test_a_channel_the_server_ended_on_purpose_closes_2025_subscriptions_gracefully():
+    protocol = ClientProtocol("stdio:server")
+    initialized(protocol)
+    protocol.legacy_listen("s1", frozenset({U}), False)
+    assert protocol.channel_ended("exited with code 0", graceful=True) == [
+        ForSubscription("s1", StreamClosed("s1"), final=True)
+    ]
+
+
+def test_on_2026_every_channel_end_is_a_loss_however_it_ended():
+    protocol = ClientProtocol("stdio:server")
+    protocol.listen("listen-1", frozenset({U}), False)
+    ended = protocol.channel_ended("exited with code 0", graceful=True)
+    assert ended == [
+        ForSubscription("listen-1", StreamLost("listen-1", "exited with code 0"), final=True)
+    ]
