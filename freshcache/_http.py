@@ -90,7 +90,7 @@ from ._protocol import (
     same_id,
 )
 from ._source import ServerInfo
-from ._sse import SseComment, SseEvent, SseItem, SseOversized, SseParser
+from ._sse import SseComment, SseEvent, SseItem, SseOversized, SseParser, StreamStats
 from ._telemetry import annotate_request
 from ._wire import (
     ClientIdentity,
@@ -115,18 +115,6 @@ _RESERVED_HEADERS = frozenset(
 )
 _ENDINGS = (StreamLost, StreamClosed, ListenUnsupported)
 _SNIPPET = 200
-
-
-@dataclass(slots=True)
-class StreamStats:
-    """What one open listen stream has carried so far (introspection, tests)."""
-
-    uris: frozenset[str]
-    list_changed: bool
-    acknowledged: bool = False
-    frames: int = 0
-    """SSE events taken in and handed on (their stream events were consumed)."""
-    keepalives: int = 0
 
 
 @dataclass(slots=True)
