@@ -39,6 +39,10 @@ def shipped_tables() -> Path:
 
 Player = Callable[[Case], Awaitable[CaseReport]]
 
+WIRES = ("core", "engine", "http", "stdio", "http-2025", "stdio-2025")
+"""Where rows can be played, in the order ``all`` plays them; the ``-2025`` wires put the
+reference server on revision 2025-11-25 (DESIGN §6)."""
+
 
 def _players(wire: str, fleet: str | Exception | None = None) -> list[tuple[str, Player]]:
     """The wires to play on, in order, each with how it plays one case; ``fleet``: the
@@ -62,6 +66,14 @@ def _players(wire: str, fleet: str | Exception | None = None) -> list[tuple[str,
         from ._stdio_world import StdioWorld
 
         worlds.append(("stdio", StdioWorld))
+    if wire in ("http-2025", "all"):
+        from ._http_world import HttpWorld
+
+        worlds.append(("http-2025", lambda: HttpWorld(revision="2025-11-25")))
+    if wire in ("stdio-2025", "all"):
+        from ._stdio_world import StdioWorld
+
+        worlds.append(("stdio-2025", lambda: StdioWorld(revision="2025-11-25")))
     for name, make in worlds:
 
         async def in_world(case: Case, make: Callable[[], World] = make) -> CaseReport:
@@ -99,7 +111,7 @@ class _Printer:
         return f"\x1b[{code}m{text}\x1b[0m" if self.colour else text
 
     def header(self) -> None:
-        print(f"{'wire':<7} {'case':<40} {'expected':<46} {'actual':<40} result", file=self.out)
+        print(f"{'wire':<10} {'case':<40} {'expected':<46} {'actual':<40} result", file=self.out)
 
     def step(self, done: int, total: int, wire: str, case: Case) -> None:
         if self.progress:
@@ -117,7 +129,7 @@ class _Printer:
         else:
             verdict = self.paint("FAIL", "31;1")
         print(
-            f"{wire:<7} {report.id:<40} {_clip(report.expected, 46):<46} "
+            f"{wire:<10} {report.id:<40} {_clip(report.expected, 46):<46} "
             f"{_clip(report.actual, 40):<40} {verdict}",
             file=self.out,
         )
