@@ -40,6 +40,7 @@ from ._runner import (
     World,
     apply_to_reference,
     configure_reference,
+    fleet_unplayable,
 )
 from ._settle import wait_for
 from ._steps import Given, NextRead, Notify, Observe, ServerChange, ServerSets, TimePasses
@@ -54,6 +55,8 @@ def client_unplayable(case: Case, hello: Hello, transport: str) -> str | None:
     it can). Each reason names what the row needs and the client did not offer."""
     if transport not in hello.transports:
         return f"the client has no {transport} transport"
+    if (fleet := fleet_unplayable(case, fleet_world=False)) is not None:
+        return fleet
     for step in case.row.steps:
         match step:
             case Observe(how="status") if "status" not in hello.ops:
@@ -158,7 +161,12 @@ class ClientWorld(World):
     # ------------------------------------------------------------------ observing
 
     async def read(
-        self, uri: str, *, principal: str | None = None, timeout: float | None = None
+        self,
+        uri: str,
+        *,
+        principal: str | None = None,
+        timeout: float | None = None,
+        worker: int | None = None,
     ) -> ReadResult | Said:
         before = await self.reads_now()
         answer = await self.driver.request(
@@ -166,7 +174,9 @@ class ClientWorld(World):
         )
         return self._said(uri, answer, await self.reads_now() > before)
 
-    async def status(self, uri: str, *, principal: str | None = None) -> ReadResult | Said:
+    async def status(
+        self, uri: str, *, principal: str | None = None, worker: int | None = None
+    ) -> ReadResult | Said:
         answer = await self.driver.request("status", uri=uri, principal=principal)
         return self._said(uri, answer, False)
 
@@ -195,7 +205,7 @@ class ClientWorld(World):
             error = "neither text nor an error"
         return Said(uri, text if error is None else None, error, bool(server_read))
 
-    async def list_resources(self) -> ListResult:
+    async def list_resources(self, *, worker: int | None = None) -> ListResult:
         before = await self.reads_now()
         answer = await self.driver.request("list", wait=60.0)
         seen = await self.reads_now() > before

@@ -12,6 +12,7 @@ import shlex
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TextIO
 
@@ -21,7 +22,7 @@ from .. import __version__
 from .._errors import FreshCacheError, TableError
 from ._driver import DriverError, DriverProcess, Hello
 from ._format import Case, load_cases
-from ._runner import CaseReport, EngineWorld, World, play
+from ._runner import CaseReport, EngineWorld, World, fleet_unplayable, play
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
 
@@ -40,9 +41,14 @@ def shipped_tables() -> Path:
 
 Player = Callable[[Case], Awaitable[CaseReport]]
 
+WIRES = ("core", "engine", "http", "stdio", "http-2025", "stdio-2025")
+"""Where rows can be played, in the order ``all`` plays them; the ``-2025`` wires put the
+reference server on revision 2025-11-25 (DESIGN §6)."""
 
-def _players(wire: str) -> list[tuple[str, Player]]:
-    """The wires to play on, in order, each with how it plays one case."""
+
+def _players(wire: str, fleet: str | Exception | None = None) -> list[tuple[str, Player]]:
+    """The wires to play on, in order, each with how it plays one case; ``fleet``: the
+    store URL the fleet rows play against, or why they cannot be played."""
     players: list[tuple[str, Player]] = []
     if wire in ("core", "all"):
         from ._core_world import play_core
@@ -62,13 +68,38 @@ def _players(wire: str) -> list[tuple[str, Player]]:
         from ._stdio_world import StdioWorld
 
         worlds.append(("stdio", StdioWorld))
+    if wire in ("http-2025", "all"):
+        from ._http_world import HttpWorld
+
+        worlds.append(("http-2025", lambda: HttpWorld(revision="2025-11-25")))
+    if wire in ("stdio-2025", "all"):
+        from ._stdio_world import StdioWorld
+
+        worlds.append(("stdio-2025", lambda: StdioWorld(revision="2025-11-25")))
     for name, make in worlds:
 
         async def in_world(case: Case, make: Callable[[], World] = make) -> CaseReport:
             return await play(case, make())
 
         players.append((name, in_world))
+    if wire in ("fleet", "all"):
+        players.append(("fleet", _fleet_player(fleet)))
     return players
+
+
+def _fleet_player(fleet: str | Exception | None) -> Player:
+    """The fleet wire: a `FleetWorld` on the store at ``fleet`` (``redis://``), or, when
+    ``fleet`` is the reason they cannot be played, every fleet row skipped with it."""
+
+    async def in_fleet(case: Case) -> CaseReport:
+        if not isinstance(fleet, str):
+            why = str(fleet or "no store for the fleet rows: pass --fleet redis://host:port/db")
+            return CaseReport(case.id, case.where, True, case.expect_text, "-", skipped=why)
+        from ._fleet_world import FleetWorld
+
+        return await play(case, FleetWorld(fleet))
+
+    return in_fleet
 
 
 class _Printer:
@@ -82,7 +113,7 @@ class _Printer:
         return f"\x1b[{code}m{text}\x1b[0m" if self.colour else text
 
     def header(self) -> None:
-        print(f"{'wire':<7} {'case':<40} {'expected':<46} {'actual':<40} result", file=self.out)
+        print(f"{'wire':<10} {'case':<40} {'expected':<46} {'actual':<40} result", file=self.out)
 
     def step(self, done: int, total: int, wire: str, case: Case) -> None:
         if self.progress:
@@ -100,7 +131,7 @@ class _Printer:
         else:
             verdict = self.paint("FAIL", "31;1")
         print(
-            f"{wire:<7} {report.id:<40} {_clip(report.expected, 46):<46} "
+            f"{wire:<10} {report.id:<40} {_clip(report.expected, 46):<46} "
             f"{_clip(report.actual, 40):<40} {verdict}",
             file=self.out,
         )
@@ -141,15 +172,17 @@ async def _run_all(
     cases: Sequence[Case],
     wire: str,
     printer: _Printer | None,
-    driver_argv: list[str] | None,
-    played: list[str],
+    fleet: str | Exception | None = None,
+    driver_argv: list[str] | None = None,
+    played: list[str] | None = None,
 ) -> list[tuple[str, CaseReport]]:
     """Every case on every wire; ``played`` gets the client's name from its driver."""
     if driver_argv is None:
-        return await _play_all(cases, _players(wire), printer)
+        return await _play_all(cases, _players(wire, fleet), printer)
     async with DriverProcess(driver_argv) as driver:
         hello = await driver.ensure_started()
-        played.append(hello.client)
+        if played is not None:
+            played.append(hello.client)
         if printer is not None:
             print(f"client under test: {hello.client} (its stderr: {driver.log})", file=printer.err)
         return await _play_all(cases, _client_players(driver, hello, wire), printer)
@@ -159,10 +192,12 @@ async def _play_all(
     cases: Sequence[Case], players: list[tuple[str, Player]], printer: _Printer | None
 ) -> list[tuple[str, CaseReport]]:
     results: list[tuple[str, CaseReport]] = []
-    total = len(cases) * len(players)
+    fleet_rows = [c for c in cases if fleet_unplayable(c, fleet_world=True) is None]
+    total = sum(len(fleet_rows if name == "fleet" else cases) for name, _ in players)
     done = 0
     for name, player in players:
-        for case in cases:
+        # The fleet wire plays the fleet rows only (the others have their wires).
+        for case in fleet_rows if name == "fleet" else cases:
             if printer is not None:
                 printer.step(done, total, name, case)
             report = await player(case)
@@ -205,6 +240,23 @@ def _driver_argv(args: argparse.Namespace) -> list[str] | int | None:
         return EXIT_UNUSABLE
 
 
+def _fleet_store(
+    stack: ExitStack, args: argparse.Namespace, cases: Sequence[Case]
+) -> str | Exception | None:
+    """The store URL for the fleet rows (``--fleet``, or a Valkey started for them), or
+    the reason they cannot be played; ``None`` when no fleet row is played."""
+    if args.wire not in ("fleet", "all"):
+        return None
+    if not any(fleet_unplayable(c, fleet_world=True) is None for c in cases):
+        return None
+    from ._fleet_world import FleetUnavailable, fleet_store
+
+    try:
+        return stack.enter_context(fleet_store(getattr(args, "fleet", None), sys.stderr))
+    except FleetUnavailable as exc:
+        return exc
+
+
 def run(args: argparse.Namespace) -> int:
     """`freshcache acceptance`: play the tables, print the report, give the exit code."""
     paths = [Path(p) for p in args.paths] if args.paths else [shipped_tables()]
@@ -225,7 +277,7 @@ def run(args: argparse.Namespace) -> int:
     driver_argv = _driver_argv(args)
     if isinstance(driver_argv, int):
         return driver_argv
-    if driver_argv is not None and args.wire in ("core", "engine"):
+    if driver_argv is not None and args.wire not in ("http", "stdio", "all"):
         print(
             f"freshcache: --wire {args.wire} plays no client; use http, stdio or all with "
             "--client/--client-cmd",
@@ -239,7 +291,11 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         played: list[str] = []
-        results = anyio.run(_run_all, cases, args.wire, printer, driver_argv, played)
+        with ExitStack() as stack:
+            fleet = None if driver_argv is not None else _fleet_store(stack, args, cases)
+            results = anyio.run(
+                _run_all, cases, args.wire, printer, fleet, driver_argv, played
+            )
     except DriverError as exc:
         print(f"freshcache: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE

@@ -31,6 +31,7 @@ from ._steps import (
     ALIASES,
     SCHEMA_FAULTS,
     Expect,
+    FleetChange,
     Given,
     NextRead,
     Notify,
@@ -42,6 +43,7 @@ from ._steps import (
     Step,
     TimePasses,
     bulk_uri,
+    fleet_size,
     text_for,
     unread_uri,
 )
@@ -105,6 +107,8 @@ class Setup:
     store_entries: int | None = None
     later_pages_ttl_ms: int | None = None
     acks_held: bool = False
+    fleet: int | None = None
+    """How many workers share one freshness view (a fleet row), else ``None``."""
 
     @classmethod
     def from_givens(cls, givens: Sequence[Given]) -> Setup:
@@ -146,6 +150,8 @@ class Setup:
                     setup.later_pages_ttl_ms = int(given.arg)
                 case "acks_held":
                     setup.acks_held = True
+                case "fleet":
+                    setup.fleet = int(given.arg)
         return setup
 
 
@@ -153,6 +159,9 @@ class World(abc.ABC):
     """A cache and a server to steer, at one level (engine, HTTP, stdio)."""
 
     name = "world"
+    revision = "2026-07-28"
+    """The MCP revision the world's server speaks (a row's ``on 2025-11-25`` column
+    applies where it is ``2025-11-25``)."""
     cache: FreshCache
     clock: VirtualClock
 
@@ -167,6 +176,20 @@ class World(abc.ABC):
     @abc.abstractmethod
     async def act(self, step: ServerSets | Notify | NextRead | ServerChange) -> None:
         """Make the server do what the step says."""
+
+    plays_fleet_rows = False
+    """Whether this world plays the fleet rows (and only those): `FleetWorld`."""
+
+    def cache_for(self, worker: int | None) -> FreshCache:
+        """The cache a step looks through (a fleet world has one per worker)."""
+        return self.cache
+
+    async def act_on_fleet(self, step: FleetChange) -> None:
+        raise AssertionError("only a fleet world plays fleet rows (`fleet_unplayable`)")
+
+    def fleet_counts(self) -> dict[str, int] | None:
+        """The fleet's counters summed over its workers (``None``: no fleet)."""
+        return None
 
     #: How `settle` polls: the deadline, the pause between looks, the event-loop turns
     #: before each look.
@@ -202,15 +225,22 @@ class World(abc.ABC):
     # a world whose client lives elsewhere (`_client_world`) answers over its channel.
 
     async def read(
-        self, uri: str, *, principal: str | None = None, timeout: float | None = None
+        self,
+        uri: str,
+        *,
+        principal: str | None = None,
+        timeout: float | None = None,
+        worker: int | None = None,
     ) -> ReadResult | Said:
-        return await self.cache.read(uri, principal=principal, timeout=timeout)
+        return await self.cache_for(worker).read(uri, principal=principal, timeout=timeout)
 
-    async def status(self, uri: str, *, principal: str | None = None) -> ReadResult | Said:
-        return self.cache.status(uri, principal=principal)
+    async def status(
+        self, uri: str, *, principal: str | None = None, worker: int | None = None
+    ) -> ReadResult | Said:
+        return self.cache_for(worker).status(uri, principal=principal)
 
-    async def list_resources(self) -> ListResult:
-        return await self.cache.list_resources()
+    async def list_resources(self, *, worker: int | None = None) -> ListResult:
+        return await self.cache_for(worker).list_resources()
 
     async def select(self, uris: Sequence[str]) -> None:
         self.cache.select(uris)
@@ -324,8 +354,10 @@ def _clip_error(error: str | None) -> str:
 async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseReport:
     """Play one case in a fresh ``world``; never raises for a failing case."""
     started = time.perf_counter()
-    expected = case.expect_text
-    reason = world.unplayable(case)
+    expect, expected = case.expect_on(world.revision)
+    if expect is None:
+        return CaseReport(case.id, case.where, True, case.expect_text, "-", skipped=expected)
+    reason = fleet_unplayable(case, fleet_world=world.plays_fleet_rows) or world.unplayable(case)
     if reason is not None:
         return CaseReport(case.id, case.where, True, expected, "-", skipped=reason)
     givens = [s for s in case.row.steps if isinstance(s, Given)]
@@ -344,7 +376,7 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
                         last = await _do(world, step, tg, background, last, setup)
                     await world.settle()
                 reads = world.server_reads() - baseline
-                failures = check(case.row.expect, last, world.observed(), reads)
+                failures = check(expect, last, world.observed(), reads, world.fleet_counts())
             finally:
                 await world.stop()
     except TimeoutError:
@@ -355,12 +387,39 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
             exc = inner[0]
             inner = getattr(exc, "exceptions", None)
         failures = [f"crashed: {type(exc).__name__}: {exc}"]
-    return report(case, last, failures, started)
+    return report(case, last, failures, started, expected)
 
 
-def report(case: Case, last: Observation | None, failures: list[str], started: float) -> CaseReport:
+FLEET_ROW = (
+    "a fleet row: played on the fleet wire against a Valkey/Redis server "
+    "(freshcache acceptance --fleet redis://host:port/db)"
+)
+
+
+def is_fleet_row(case: Case) -> bool:
+    """Whether ``case`` starts ``given a fleet of N workers`` (played by `FleetWorld`)."""
+    return fleet_size(case.row.steps) is not None
+
+
+def fleet_unplayable(case: Case, *, fleet_world: bool) -> str | None:
+    """Fleet rows play only in a fleet world, and a fleet world plays only those."""
+    is_fleet_row = fleet_size(case.row.steps) is not None
+    if is_fleet_row and not fleet_world:
+        return FLEET_ROW
+    if fleet_world and not is_fleet_row:
+        return "not a fleet row (it plays on the other wires)"
+    return None
+
+
+def report(
+    case: Case,
+    last: Observation | None,
+    failures: list[str],
+    started: float,
+    expected: str | None = None,
+) -> CaseReport:
     """The report of a played case (`KNOWN_FAILING` applied), for every player."""
-    expected = case.expect_text
+    expected = case.expect_text if expected is None else expected
     known: str | None = None
     if case.id in KNOWN_FAILING:
         if failures:
@@ -391,21 +450,21 @@ async def _do(
     setup: Setup,
 ) -> Observation | None:
     match step:
-        case Observe(how="read", uri=uri, principal=principal, timeout=timeout):
-            result = await world.read(uri, principal=principal, timeout=timeout)
+        case Observe(how="read", uri=uri, principal=principal, timeout=timeout, worker=worker):
+            result = await world.read(uri, principal=principal, timeout=timeout, worker=worker)
             await world.settle()
             return result
-        case Observe(how="status", uri=uri, principal=principal):
+        case Observe(how="status", uri=uri, principal=principal, worker=worker):
             await world.settle()
-            return await world.status(uri, principal=principal)
-        case Observe(how="list"):
-            listed = await world.list_resources()
+            return await world.status(uri, principal=principal, worker=worker)
+        case Observe(how="list", worker=worker):
+            listed = await world.list_resources(worker=worker)
             await world.settle()
             return listed
-        case Observe(how="background", uri=uri):
+        case Observe(how="background", uri=uri, worker=worker):
 
             async def read_later() -> None:
-                background.append(await world.read(uri, timeout=30.0))
+                background.append(await world.read(uri, timeout=30.0, worker=worker))
 
             tg.start_soon(read_later)
             await world.settle()
@@ -432,6 +491,10 @@ async def _do(
             for n in range(count):
                 await world.act(ServerSets(bulk_uri(n), "v1", notify=False))
                 last = await world.read(bulk_uri(n))
+            await world.settle()
+            return last
+        case FleetChange():
+            await world.act_on_fleet(step)
             await world.settle()
             return last
 
@@ -462,7 +525,11 @@ class Observed(Protocol):
 
 
 def check(
-    expectations: Sequence[Expect], last: Observation | None, world: Observed, reads: int
+    expectations: Sequence[Expect],
+    last: Observation | None,
+    world: Observed,
+    reads: int,
+    fleet_counts: dict[str, int] | None = None,
 ) -> list[str]:
     """What a row's expectations find wrong with what was observed (empty: passed)."""
     failures: list[str] = []
@@ -520,6 +587,12 @@ def check(
                 if tracked > expect.number:
                     failures.append(
                         f"the engine tracks {tracked} URIs, expected at most {expect.number}"
+                    )
+            case "fleet":
+                counted = None if fleet_counts is None else fleet_counts.get(expect.word)
+                if counted != expect.number:
+                    failures.append(
+                        f"the fleet counted {counted} {expect.word}, expected {expect.number}"
                     )
     return failures
 
@@ -621,6 +694,24 @@ def engine_unplayable(case: Case) -> str | None:
     return None
 
 
+def unplayable_on_2025(case: Case) -> str | None:
+    """Why a row cannot be played against a server on revision 2025-11-25: its subject
+    does not exist in that revision (DESIGN §6). Everything else plays there."""
+    for step in case.row.steps:
+        match step:
+            case NextRead(fault="ttl_string" | "ttl_bool"):
+                return "2025-11-25 results carry no ttlMs: there is no hint to break"
+            case NextRead(fault="input_rounds"):
+                return "2025-11-25 has no multi-round-trip requests (requestState is 2026-07-28's)"
+            case NextRead(fault="version_refused"):
+                return "2025-11-25 negotiates once, in initialize: no read is refused with -32022"
+            case NextRead(fault="hint_unknown_id") | Notify(kind="foreign"):
+                return "2025-11-25 notifications carry no subscription id: none can be unknown"
+            case _:
+                pass
+    return None
+
+
 def configure_reference(server: ReferenceServer, setup: Setup) -> None:
     """Put a `ReferenceServer` in a row's starting situation (every world starts here)."""
     server.listen_supported = setup.listen
@@ -669,6 +760,8 @@ def apply_to_reference(
             server.drop_streams()
         case ServerChange(what="close_stream"):
             server.close_streams()
+        case ServerChange(what="expire_session"):
+            server.end_sessions()
         case ServerChange(what="hold_reads"):
             server.hold_reads()
         case ServerChange(what="release_reads"):
