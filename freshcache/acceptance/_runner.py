@@ -45,6 +45,7 @@ from ._steps import (
     text_for,
     unread_uri,
 )
+from ._timeline import RecordingSource, Timeline, alias_of, note_changes
 
 Observation = ReadResult | ListResult
 
@@ -138,6 +139,8 @@ class World(abc.ABC):
     name = "world"
     cache: FreshCache
     clock: VirtualClock
+    timeline: Timeline | None = None
+    """Set by `play` before `start`: `make_cache` puts a `RecordingSource` on it."""
 
     @abc.abstractmethod
     async def start(self, setup: Setup) -> None:
@@ -200,6 +203,8 @@ class World(abc.ABC):
             "wall_clock": self.clock.wall,
         }
         arguments.update(options)
+        if self.timeline is not None:
+            source = RecordingSource(source, self.timeline)
         return FreshCache(source, **arguments)
 
     async def reach_seed_situation(self, setup: Setup) -> None:
@@ -226,6 +231,9 @@ class CaseReport:
     seconds: float = 0.0
     known_failure: str | None = None
     """For a row in `KNOWN_FAILING` that still fails: the defect and how it failed."""
+    observed: str = "-"
+    """The last observation in full (state, version, reason), compared or not."""
+    timeline: Timeline | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -235,9 +243,11 @@ class CaseReport:
             "skipped": self.skipped,
             "expected": self.expected,
             "actual": self.actual,
+            "observed": self.observed,
             "failures": self.failures,
             "seconds": round(self.seconds, 4),
             "known_failure": self.known_failure,
+            "timeline": [] if self.timeline is None else self.timeline.as_json(),
         }
 
 
@@ -269,39 +279,74 @@ def _version_label(result: ReadResult) -> str | None:
 async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseReport:
     """Play one case in a fresh ``world``; never raises for a failing case."""
     started = time.perf_counter()
-    expected = case.expect_text
     reason = world.unplayable(case)
     if reason is not None:
-        return CaseReport(case.id, case.where, True, expected, "-", skipped=reason)
+        return CaseReport(case.id, case.where, True, expected_text(case), "-", skipped=reason)
     givens = [s for s in case.row.steps if isinstance(s, Given)]
-    steps: list[Step] = [s for s in case.row.steps if not isinstance(s, Given)]
+    steps = [
+        (phrase, s)
+        for phrase, s in zip(step_phrases(case), case.row.steps, strict=True)
+        if not isinstance(s, Given)
+    ]
     setup = Setup.from_givens(givens)
     last: Observation | None = None
     failures: list[str] = []
+    actual: str | None = None
+    timeline = world.timeline = Timeline()
     try:
         with anyio.fail_after(step_timeout * (len(steps) + 2)):
             await world.start(setup)
             try:
                 baseline = world.server_reads()
                 background: list[ReadResult] = []
+                timeline.begin()
+                changes = world.cache.changes()
                 async with anyio.create_task_group() as tg:
-                    for step in steps:
+                    tg.start_soon(note_changes, changes, timeline)
+                    for phrase, step in steps:
+                        timeline.note(f"step: {phrase}")
                         last = await _do(world, step, tg, background, last, setup)
+                        note_result(timeline, step, last)
                     await world.settle()
+                    await changes.aclose()
                 reads = world.server_reads() - baseline
                 failures = check(case.row.expect, last, world.cache, reads)
+                actual = compared(case.row.expect, last, world.cache, reads)
             finally:
                 await world.stop()
     except TimeoutError:
         failures = [f"the case did not finish within {step_timeout * (len(steps) + 2):.0f}s"]
     except Exception as exc:  # a crash is a failed case, reported with its cause
         failures = [f"crashed: {type(exc).__name__}: {exc}"]
-    return report(case, last, failures, started)
+    return report(case, last, failures, started, actual, timeline)
 
 
-def report(case: Case, last: Observation | None, failures: list[str], started: float) -> CaseReport:
-    """The report of a played case (`KNOWN_FAILING` applied), for every player."""
-    expected = case.expect_text
+def step_phrases(case: Case) -> list[str]:
+    """The row's steps as written, one phrase per parsed step."""
+    return [" ".join(p.split()) for p in case.steps_text.split(";") if p.strip()]
+
+
+def note_result(timeline: Timeline, step: object, last: Observation | None) -> None:
+    """After an observing step: what it observed, on the timeline."""
+    if isinstance(step, (Observe, ReadUnselected)) and step_observes(step):
+        timeline.note(f"result: {describe(last)}")
+
+
+def step_observes(step: Observe | ReadUnselected) -> bool:
+    return isinstance(step, ReadUnselected) or step.how != "background"
+
+
+def report(
+    case: Case,
+    last: Observation | None,
+    failures: list[str],
+    started: float,
+    actual: str | None = None,
+    timeline: Timeline | None = None,
+) -> CaseReport:
+    """The report of a played case (`KNOWN_FAILING` applied), for every player.
+    ``actual``: what the expectations were compared with (``None``: the case ended
+    before the comparison)."""
     known: str | None = None
     if case.id in KNOWN_FAILING:
         if failures:
@@ -315,11 +360,13 @@ def report(case: Case, last: Observation | None, failures: list[str], started: f
         case.id,
         case.where,
         not failures,
-        expected,
-        describe(last),
+        expected_text(case),
+        "(not compared)" if actual is None else actual,
         failures,
         seconds=time.perf_counter() - started,
         known_failure=known,
+        observed=describe(last),
+        timeline=timeline,
     )
 
 
@@ -446,6 +493,79 @@ def check(
                         f"the engine tracks {tracked} URIs, expected at most {expect.number}"
                     )
     return failures
+
+
+def expected_text(case: Case) -> str:
+    """The row's expectations, one phrase each in the form `compared` answers in."""
+    return "; ".join(_phrase(e) for e in case.row.expect)
+
+
+def _phrase(expect: Expect) -> str:
+    match expect.what:
+        case "state":
+            return _state_phrase(expect, str(expect.state), expect.version, expect.reason)
+        case "server_read":
+            return "server read"
+        case "no_server_read":
+            return "no server read"
+        case "server_reads":
+            return f"server reads {expect.number}"
+        case "server_reads_at_most":
+            return f"server reads at most {expect.number}"
+        case "listed" | "not_listed":
+            return f"{expect.what.replace('_', ' ')} {alias_of(expect.uri)}"
+        case "stream":
+            return f"stream {expect.word}"
+        case "untrusted":
+            return f"untrusted messages at least {expect.number}"
+        case "tracked_uris_at_most":
+            return f"tracked uris at most {expect.number}"
+    raise AssertionError(expect)
+
+
+def _state_phrase(expect: Expect, state: str, version: str | None, reason: str | None) -> str:
+    """A state, with the version and the reason only where ``expect`` names them."""
+    words = [state]
+    if expect.version is not None:
+        words.append(version or "(no text)")
+    if expect.reason is not None:
+        words.append(f"({reason})")
+    return " ".join(words)
+
+
+def compared(
+    expectations: Sequence[Expect], last: Observation | None, world: Observed, reads: int
+) -> str:
+    """What each expectation was compared with, phrased as `expected_text` phrases it
+    (a passing row reads the same in both columns)."""
+    return "; ".join(_compared(e, last, world, reads) for e in expectations)
+
+
+def _compared(expect: Expect, last: Observation | None, world: Observed, reads: int) -> str:
+    match expect.what:
+        case "state":
+            if last is None:
+                return "(nothing observed)"
+            version = _version_label(last) if isinstance(last, ReadResult) else None
+            return _state_phrase(expect, last.state, version, last.reason)
+        case "server_read" | "no_server_read":
+            if last is None:
+                return "(nothing observed)"
+            return "server read" if last.server_read else "no server read"
+        case "server_reads" | "server_reads_at_most":
+            return f"server reads {reads}"
+        case "listed" | "not_listed":
+            if not isinstance(last, ListResult):
+                return "(no list observed)"
+            present = any(r.uri == expect.uri for r in last.resources)
+            return f"{'listed' if present else 'not listed'} {alias_of(expect.uri)}"
+        case "stream":
+            return f"stream {world.stream_status}"
+        case "untrusted":
+            return f"untrusted messages {world.engine.counters.untrusted_messages}"
+        case "tracked_uris_at_most":
+            return f"tracked uris {world.engine.tracked_uris}"
+    raise AssertionError(expect)
 
 
 # ---------------------------------------------------------------------- engine level
