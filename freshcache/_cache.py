@@ -32,6 +32,7 @@ from ._core import (
     FreshnessEngine,
     Invalidation,
     ListReply,
+    ListResult,
     Partition,
     Policy,
     ReadResource,
@@ -48,7 +49,7 @@ from ._core._streams import ListenSupervisor
 from ._errors import ConfigurationError, FreshCacheError
 from ._flights import ReadFlights
 from ._listening import StreamDriver
-from ._listing import ListResult, walk_list
+from ._listing import walk_list
 from ._source import ServerInfo, Source
 from ._store import MemoryStore
 from ._telemetry import Telemetry

@@ -20,6 +20,7 @@ hit is not. Reads of other principals are not reported.
 
 from __future__ import annotations
 
+import html
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -54,10 +55,15 @@ class Context:
         return self.prompt(preamble=None)
 
     def prompt(self, preamble: str | None = "Use only these documents.") -> str:
-        """The fresh texts as ``<document>`` blocks, then one line per withheld URI."""
+        """The fresh texts as ``<document>`` blocks, then one line per withheld URI.
+
+        A URI is an attribute value, so it is escaped (a ``"`` in it cannot end the
+        attribute); the text goes in as the server gave it."""
         parts = [] if preamble is None else [preamble]
         for result in self.fresh:
-            parts.append(f'<document uri="{result.uri}">\n{result.text or ""}\n</document>')
+            parts.append(
+                f'<document uri="{html.escape(result.uri)}">\n{result.text or ""}\n</document>'
+            )
         for result in self.withheld:
             # Named, never quoted: the copy we had may be out of date (or not ours to see).
             parts.append(f"(Not available: {result.uri} is {result.state} ({result.reason}).)")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -28,13 +28,7 @@ from ._core import (
     ResourceUpdated,
 )
 
-Fault = Literal[
-    "timeout",
-    "denied",
-    "not_found",
-    "server_error",
-    "local_copy",
-    "unreachable",
+Shape = Literal[
     "hint",
     "hint_no_id",
     "hint_unknown_id",
@@ -44,21 +38,13 @@ Fault = Literal[
     "input_rounds",
     "version_refused",
 ]
-"""What the next read of a URI does instead of answering normally. The last ones
-answer, oddly (`SHAPES`)."""
+Fault = Literal[
+    "timeout", "denied", "not_found", "server_error", "local_copy", "unreachable", Shape
+]
+"""What the next read of a URI does instead of answering normally: an outcome, or
+an answer of an odd `Shape`."""
 
-SHAPES = frozenset(
-    {
-        "hint",
-        "hint_no_id",
-        "hint_unknown_id",
-        "no_contents",
-        "ttl_string",
-        "ttl_bool",
-        "input_rounds",
-        "version_refused",
-    }
-)
+SHAPES: frozenset[str] = frozenset(get_args(Shape))
 """Faults that change the shape of an answer, not its outcome. Here they become
 `ReadReply.hints` (a change hint on the read's own answer) and ``multi_round_trip``
 (a result reached through ``requestState`` rounds); the wire servers act the rest

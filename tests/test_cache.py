@@ -17,6 +17,7 @@ from freshcache import (
     RequestFailed,
 )
 from freshcache._core import ListenStarted, StreamEvent
+from tests.polling import until
 
 U = "guide://shipping/approval"
 FAST = BackoffSettings(base=0.005, cap=0.02, quick_death=0.0)
@@ -30,13 +31,6 @@ def reference(**resources: str) -> ReferenceServer:
     for uri, text in resources.items():
         server.set(uri, text)
     return server
-
-
-async def until(condition, timeout: float = 5.0) -> None:
-    """Wait (bounded) until ``condition()`` holds."""
-    with anyio.fail_after(timeout):
-        while not condition():
-            await anyio.sleep(0.002)
 
 
 async def test_reading_outside_async_with_is_a_clear_error():
@@ -233,8 +227,7 @@ async def test_describe_reports_stream_selection_and_counters():
         assert (info["selected"], info["covered"]) == ([U], [U])
         assert info["counters"]["acknowledgments"] == 1
         assert info["counters"] == {
-            name: getattr(cache.engine.counters, name)
-            for name in cache.engine.counters.__slots__
+            name: getattr(cache.engine.counters, name) for name in cache.engine.counters.__slots__
         }
         store = cache.store
         assert (info["entries"], info["bytes"]) == (store.entry_count, store.bytes_held)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -29,6 +29,7 @@ from freshcache import (
 )
 from freshcache._core import ResourceUpdated
 from freshcache.fleet import Fleet
+from tests.polling import until as eventually
 from tests.telemetry_support import Recorder
 from tests.valkey_support import Valkey
 
@@ -50,14 +51,6 @@ def valkey() -> Iterator[Valkey]:
         yield server
     finally:
         server.stop()
-
-
-async def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = anyio.current_time() + timeout
-    while not check():
-        if anyio.current_time() > deadline:
-            raise AssertionError("condition not met before the deadline")
-        await anyio.sleep(0.005)
 
 
 class Counting(ReferenceServer):

@@ -47,6 +47,7 @@ from freshcache._core import (
 from freshcache._wire import encode_header_value
 from freshcache.acceptance._http_server import RawHttp, RawSse, RecordedRequest, ReferenceHttpServer
 from freshcache.acceptance._protocol import HangUp, Reply, Stall, error
+from tests.polling import until
 
 from .conftest import schema_validator
 
@@ -173,12 +174,6 @@ async def collect(
             async for event in stream:
                 events.append(event)
     return events
-
-
-async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    with anyio.fail_after(timeout):
-        while not condition():
-            await anyio.sleep(0.005)
 
 
 def closed_port() -> int:

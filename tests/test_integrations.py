@@ -10,11 +10,11 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
-import anyio
 import pytest
 
 from freshcache import FreshCache, McpClientSource, ResourceWithheldError
 from tests.conftest import SdkServer, start_sdk_server, stop_process
+from tests.polling import until
 
 APPROVAL = "guide://shipping/approval"
 RETURNS = "guide://shipping/returns"
@@ -43,12 +43,6 @@ def shared_server() -> Iterator[SdkServer]:
 def server(shared_server: SdkServer) -> SdkServer:
     shared_server.control("reset")
     return shared_server
-
-
-async def until(condition, timeout: float = 10.0) -> None:
-    with anyio.fail_after(timeout):
-        while not condition():
-            await anyio.sleep(0.01)
 
 
 async def live(cache: FreshCache) -> None:

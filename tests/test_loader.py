@@ -42,7 +42,6 @@ from freshcache._loader import failure_from_exception
 from freshcache._store import MemoryStore
 from freshcache.acceptance import Case, EngineWorld, Setup, load_cases, play
 from freshcache.acceptance._runner import engine_unplayable
-from freshcache.acceptance._settle import wait_for
 from freshcache.acceptance._steps import (
     ALIASES,
     Given,
@@ -51,6 +50,7 @@ from freshcache.acceptance._steps import (
     odd_answer,
     text_for,
 )
+from tests.polling import until
 
 pytestmark = pytest.mark.anyio
 
@@ -60,11 +60,6 @@ SEEDS = [c for c in CASES if c.id.startswith("seed-")]
 U = "guide://shipping/approval"
 V = "guide://shipping/rates"
 FAST = BackoffSettings(base=0.005, cap=0.02, quick_death=0.0, max_per_hour=10_000)
-
-
-async def until(condition: Any, timeout: float = 5.0) -> None:
-    """Wait (bounded) until ``condition()`` holds."""
-    await wait_for(condition, limit=timeout)
 
 
 # --------------------------------------------------------------------------- the seed rows

@@ -47,6 +47,7 @@ from freshcache._wire import DenialRules
 from freshcache.acceptance import load_cases, play
 from tests.conftest import FIXTURES, SdkServer, start_sdk_server, stop_process
 from tests.mcp_client_world import McpClientWorld
+from tests.polling import until
 
 if sys.version_info >= (3, 11):
     from builtins import ExceptionGroup
@@ -60,13 +61,6 @@ SEEDS = load_cases([ROOT / "acceptance_tables" / "01-seed.md"])
 URI = "guide://shipping/approval"
 OTHER = "guide://shipping/returns"
 FAST = BackoffSettings(base=0.05, cap=0.25, quick_death=0.0, max_per_hour=10_000)
-
-
-async def until(condition: Any, timeout: float = 10.0) -> None:
-    """Wait (bounded) until ``condition()`` holds."""
-    with anyio.fail_after(timeout):
-        while not condition():
-            await anyio.sleep(0.01)
 
 
 async def events_until_end(stream: Any, *, timeout: float = 10.0) -> list[StreamEvent]:

@@ -14,6 +14,7 @@ import pytest
 from freshcache import BackoffSettings, FreshCache, InMemorySource, MemoryStore, ReferenceServer
 from freshcache._core._heard import MAX_REMEMBERED, ChangesHeard
 from freshcache.sync import SyncFreshCache
+from tests.polling import until
 
 FAST = BackoffSettings(base=0.005, cap=0.02, quick_death=0.0)
 
@@ -29,13 +30,6 @@ def reference(selected: list[str]) -> ReferenceServer:
     for uri in selected:
         server.set(uri, f"{uri} v1")
     return server
-
-
-async def until(condition, timeout: float = 10.0) -> None:
-    """Wait (bounded) until ``condition()`` holds."""
-    with anyio.fail_after(timeout):
-        while not condition():
-            await anyio.sleep(0.002)
 
 
 async def test_entering_reads_each_selected_uri_once():

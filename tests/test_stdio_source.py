@@ -55,6 +55,7 @@ from freshcache._wire import ErrorResponse, Response
 from freshcache.acceptance._stdio_server import EXIT_DOWN, step_to_json
 from freshcache.acceptance._stdio_world import ControlChannel
 from freshcache.acceptance._steps import NextRead, ServerChange
+from tests.polling import until
 
 from .conftest import FIXTURES, schema_validator
 
@@ -441,13 +442,6 @@ def test_the_identity_is_the_command_line() -> None:
 # --------------------------------------------------------------------------- over real processes
 
 SERVER = [sys.executable, "-m", "freshcache.acceptance._stdio_server"]
-
-
-async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Wait (bounded) until ``condition()`` holds."""
-    with anyio.fail_after(timeout):
-        while not condition():
-            await anyio.sleep(0.005)
 
 
 Control = Callable[..., Awaitable[dict[str, Any] | None]]

@@ -4,7 +4,6 @@ shared between threads, shut down cleanly."""
 from __future__ import annotations
 
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -19,6 +18,7 @@ from freshcache import (
 )
 from freshcache.sync import SyncFreshCache
 from tests.conftest import SdkServer
+from tests.polling import until_sync as wait_for
 
 U = "guide://shipping/approval"
 V = "guide://shipping/rates"
@@ -51,14 +51,6 @@ class SlowStore:
 
 def loop_threads() -> int:
     return sum(1 for t in threading.enumerate() if t is not threading.main_thread())
-
-
-def wait_for(condition, timeout: float = 10.0) -> None:
-    """Wait (bounded) until ``condition()`` holds, from a plain thread."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.005)
 
 
 def test_the_sync_cache_gives_the_same_results_as_the_async_one():

@@ -4,23 +4,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import anyio
 import pytest
 from opentelemetry.trace import SpanKind
 
 from freshcache import BackoffSettings, FreshCache, InMemorySource, ReferenceServer
+from tests.polling import until
 from tests.telemetry_support import Recorder
 
 U = "guide://shipping/approval"
 FAST = BackoffSettings(base=0.005, cap=0.02, quick_death=0.0)
 
 pytestmark = pytest.mark.anyio
-
-
-async def until(condition, timeout: float = 5.0) -> None:
-    with anyio.fail_after(timeout):
-        while not condition():
-            await anyio.sleep(0.002)
 
 
 @pytest.fixture

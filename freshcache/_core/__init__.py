@@ -28,7 +28,7 @@ from ._events import (
     StreamLost,
     UntrustedMessage,
 )
-from ._lists import ListTicket
+from ._lists import ListResult, ListTicket, ListWalk
 from ._model import (
     AWAITING_FRESH_SOURCE,
     DENIED,
@@ -68,7 +68,9 @@ __all__ = [
     "FreshnessEngine",
     "Invalidation",
     "ListReply",
+    "ListResult",
     "ListTicket",
+    "ListWalk",
     "ListenAcknowledged",
     "ListenStarted",
     "ListenUnsupported",

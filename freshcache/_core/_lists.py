@@ -4,6 +4,9 @@ Each page is its own entry with its own ``ttlMs``. A generation covers the whole
 list: a ``list_changed`` (or an acknowledgment that watches the list) bumps it and
 discards every page, and a page reply sent under an older generation is never
 stored. A refused cursor discards every page too, and the walk starts again.
+
+`ListWalk` is the walk over every page, sans-IO: the cache and the bare-engine world
+both drive it, so they cannot disagree on when a walk starts again or gives up.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from typing import TYPE_CHECKING
 from typing_extensions import assert_never
 
 from ._entries import PUBLIC, Entry, EntryKey, Partition, Store
-from ._events import ListReply, RequestFailed
+from ._events import ListReply, RequestFailed, ResourceInfo
+from ._model import AWAITING_FRESH_SOURCE, FRESH
 
 if TYPE_CHECKING:
+    from ._engine import FreshnessEngine
     from ._policy import Policy
 
 LIST = "resources/list"
@@ -101,6 +106,74 @@ class ListPages:
 
     def evicted(self, key: EntryKey) -> None:
         self._keys.discard(key)
+
+
+@dataclass(frozen=True, slots=True)
+class ListResult:
+    """The answer to a whole-list request (`FreshCache.list_resources`)."""
+
+    state: str
+    """``fresh``, ``awaiting_fresh_source``, ``denied`` or ``not_found``."""
+    resources: tuple[ResourceInfo, ...] = ()
+    reason: str | None = None
+    server_read: bool = False
+    detail: str | None = None
+
+
+class ListWalk:
+    """One walk over every page of ``resources/list``, from the first page.
+
+    Ask `next_page` for the page to request (its ticket; fresh cached pages are taken
+    on the way), hand its reply to `landed`, until `next_page` says ``None``; then
+    `result` is the answer. A change or a refused cursor that overtakes the walk
+    starts it again from the first page, at most ``Policy.max_rereads`` times.
+    """
+
+    def __init__(self, engine: FreshnessEngine, partition: Partition) -> None:
+        self._engine = engine
+        self._partition = partition
+        self._walks_left = engine.policy.max_rereads
+        self._server_read = False
+        self.result: ListResult | None = None
+        self._start_over()
+
+    def _start_over(self) -> None:
+        if self._walks_left == 0:
+            self.result = ListResult(AWAITING_FRESH_SOURCE, reason="invalidated", server_read=True)
+            return
+        self._walks_left -= 1
+        self._resources: list[ResourceInfo] = []
+        self._cursor: str | None = None
+        self._seen: set[str | None] = set()
+
+    def next_page(self) -> ListTicket | None:
+        """The page request to send now, or ``None``: the walk is over (`result`)."""
+        while self.result is None:
+            page = self._engine.lookup_list_page(self._cursor, self._partition)
+            if page is None:
+                self._server_read = True
+                return self._engine.begin_list(self._cursor, self._partition)
+            self._take(page)
+        return None
+
+    def landed(self, ticket: ListTicket, reply: ListReply | RequestFailed) -> None:
+        judged = self._engine.finish_list(ticket, reply)
+        if judged is None:
+            self._start_over()
+        elif isinstance(judged, RequestFailed):
+            state = judged.kind if judged.kind in ("denied", "not_found") else AWAITING_FRESH_SOURCE
+            self.result = ListResult(
+                state, reason=judged.kind, server_read=True, detail=judged.detail
+            )
+        else:
+            self._take(judged)
+
+    def _take(self, page: ListReply) -> None:
+        self._resources.extend(page.resources)
+        self._seen.add(self._cursor)
+        self._cursor = page.next_cursor
+        if self._cursor is None or self._cursor in self._seen:
+            self.result = ListResult(FRESH, tuple(self._resources), server_read=self._server_read)
 
 
 def _cursor_key(cursor: str | None) -> str:

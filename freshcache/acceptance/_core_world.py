@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from .._cache import ListResult
 from .._core import (
     AWAITING_FRESH_SOURCE,
     FRESH,
@@ -33,6 +32,8 @@ from .._core import (
     ListenAcknowledged,
     ListenStarted,
     ListenUnsupported,
+    ListResult,
+    ListWalk,
     Partition,
     Policy,
     ReadReply,
@@ -43,7 +44,6 @@ from .._core import (
     Relist,
     Relisten,
     RequestFailed,
-    ResourceInfo,
     ResourceListChanged,
     ResourceUpdated,
     StreamClosed,
@@ -389,35 +389,14 @@ class CoreWorld:
     # ------------------------------------------------------------------ lists
 
     def list_resources(self, partition: Partition = None) -> ListResult:
-        engine = self.engine
-        for _ in range(engine.policy.max_rereads):
-            resources: list[ResourceInfo] = []
-            cursor: str | None = None
-            server_read = restarted = False
-            seen: set[str | None] = set()
-            while True:
-                page = engine.lookup_list_page(cursor, partition)
-                if page is None:
-                    ticket = engine.begin_list(cursor, partition)
-                    server_read = True
-                    reply = self.server.list_page(cursor)
-                    for hint in reply.hints:
-                        self.carry_out(engine.handle_hint(hint))
-                    judged = engine.finish_list(ticket, reply)
-                    if judged is None:
-                        restarted = True
-                        break
-                    if isinstance(judged, RequestFailed):
-                        return ListResult(AWAITING_FRESH_SOURCE, reason=judged.kind)
-                    page = judged
-                resources.extend(page.resources)
-                seen.add(cursor)
-                cursor = page.next_cursor
-                if cursor is None or cursor in seen:
-                    break
-            if not restarted:
-                return ListResult(FRESH, tuple(resources), server_read=server_read)
-        return ListResult(AWAITING_FRESH_SOURCE, reason="invalidated", server_read=True)
+        walk = ListWalk(self.engine, partition)
+        while (ticket := walk.next_page()) is not None:
+            reply = self.server.list_page(ticket.cursor)
+            for hint in reply.hints:
+                self.carry_out(self.engine.handle_hint(hint))
+            walk.landed(ticket, reply)
+        assert walk.result is not None
+        return walk.result
 
     # ------------------------------------------------------------------ steps
 

@@ -1,0 +1,29 @@
+"""The tests' one way to wait for a fact: poll it against a deadline, never a bare sleep.
+
+Async tests use `until` (the same `wait_for` the acceptance worlds use); tests on a
+plain thread use `until_sync`. The default deadline is generous: the suite must pass
+on a loaded 2-core machine, and a wait that is met returns at once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from freshcache.acceptance._settle import wait_for
+
+DEADLINE = 10.0
+
+
+async def until(condition: Callable[[], object], timeout: float = DEADLINE) -> None:
+    """Wait until ``condition()`` holds; `TimeoutError` after ``timeout`` seconds."""
+    await wait_for(condition, limit=timeout, pause=0.005)
+
+
+def until_sync(condition: Callable[[], object], timeout: float = DEADLINE) -> None:
+    """`until` for a plain thread (the sync facade's tests)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"still waiting after {timeout} s")
+        time.sleep(0.005)
