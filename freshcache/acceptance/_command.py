@@ -138,6 +138,10 @@ def _players(wire: str) -> list[tuple[str, Player]]:
     return players
 
 
+W = 46
+"""Width of the expected and the actual column: the same, so equal texts clip alike."""
+
+
 class _Printer:
     """Table output: colour on a terminal, plain otherwise, a progress line on stderr."""
 
@@ -155,7 +159,7 @@ class _Printer:
         return f"\x1b[{code}m{text}\x1b[0m" if self.colour else text
 
     def header(self) -> None:
-        print(f"{'wire':<7} {'case':<40} {'expected':<46} {'actual':<40} result", file=self.out)
+        print(f"{'wire':<7} {'case':<36} {'expected':<{W}} {'actual':<{W}} result", file=self.out)
 
     def step(self, done: int, total: int, wire: str, case: Case) -> None:
         if self.progress:
@@ -173,8 +177,8 @@ class _Printer:
         else:
             verdict = self.paint("FAIL", "31;1")
         print(
-            f"{wire:<7} {report.id:<40} {_clip(report.expected, 46):<46} "
-            f"{_clip(report.actual, 40):<40} {verdict}",
+            f"{wire:<7} {report.id:<36} {_clip(report.expected, W):<{W}} "
+            f"{_clip(report.actual, W):<{W}} {verdict}",
             file=self.out,
         )
         for failure in report.failures:

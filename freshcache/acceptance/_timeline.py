@@ -75,18 +75,22 @@ def heard(event: StreamEvent) -> str | None:
             honoured = ", ".join(sorted(alias_of(u) for u in uris)) or "nothing"
             return f"stream acknowledged ({honoured})"
         case StreamLost(detail=detail):
-            return f"stream lost ({detail})" if detail else "stream lost"
+            return f"stream lost ({_clip(detail)})" if detail else "stream lost"
         case StreamClosed():
             return "stream closed by the server"
         case ListenUnsupported():
             return "listen unsupported"
         case UntrustedMessage(detail=detail):
-            return f"untrusted message ({detail})"
+            return f"untrusted message ({_clip(detail)})"
         case ChangesMissed():
             return "changes may have been missed"
         case ListenStarted():
             return "listen sent"
     return None
+
+
+def _clip(text: str, width: int = 80) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def answer(uri: str, reply: ReadReply | RequestFailed) -> str:
