@@ -327,13 +327,10 @@ def step_phrases(case: Case) -> list[str]:
 
 
 def note_result(timeline: Timeline, step: object, last: Observation | None) -> None:
-    """After an observing step: what it observed, on the timeline."""
-    if isinstance(step, (Observe, ReadUnselected)) and step_observes(step):
+    """After a step that observes (not *read X in background*): what it observed."""
+    background = isinstance(step, Observe) and step.how == "background"
+    if isinstance(step, (Observe, ReadUnselected)) and not background:
         timeline.note(f"result: {describe(last)}")
-
-
-def step_observes(step: Observe | ReadUnselected) -> bool:
-    return isinstance(step, ReadUnselected) or step.how != "background"
 
 
 def report(
