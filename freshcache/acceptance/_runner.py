@@ -20,6 +20,7 @@ import anyio.abc
 import anyio.lowlevel
 
 from .._cache import FreshCache, ListResult
+from .._context import StateChanges
 from .._core import FreshnessEngine, Policy, ReadResult
 from .._core._backoff import BackoffSettings
 from .._reference import ReferenceServer
@@ -184,6 +185,11 @@ class World(abc.ABC):
         """Why this world cannot play ``case`` (``None`` when it can)."""
         return None
 
+    def state_changes(self) -> StateChanges | None:
+        """The cache's state-change feed for the timeline (``None``: no cache here)."""
+        cache: FreshCache | None = getattr(self, "cache", None)
+        return None if cache is None else cache.changes()
+
     def make_cache(self, source: Source, setup: Setup, **options: Any) -> FreshCache:
         """The cache a row is played with: the row's selection, policy, store bound and
         principal, the world's virtual clock for TTLs and a quick re-listen backoff.
@@ -269,10 +275,12 @@ def describe(observation: Observation | None) -> str:
 
 
 def _version_label(result: ReadResult) -> str | None:
-    text = result.text
-    if text is None:
-        return None
-    prefix = f"{result.uri} @ "
+    return None if result.text is None else _label(result.uri, result.text)
+
+
+def _label(uri: str, text: str) -> str:
+    """The version label of a reference-server text (``v2``), else the text's start."""
+    prefix = f"{uri} @ "
     return text[len(prefix) :] if text.startswith(prefix) else repr(text[:40])
 
 
@@ -300,15 +308,17 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
                 baseline = world.server_reads()
                 background: list[ReadResult] = []
                 timeline.begin()
-                changes = world.cache.changes()
+                changes = world.state_changes()
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(note_changes, changes, timeline)
+                    if changes is not None:
+                        tg.start_soon(note_changes, changes, timeline)
                     for phrase, step in steps:
                         timeline.note(f"step: {phrase}")
                         last = await _do(world, step, tg, background, last, setup)
                         note_result(timeline, step, last)
                     await world.settle()
-                    await changes.aclose()
+                    if changes is not None:
+                        await changes.aclose()
                 reads = world.server_reads() - baseline
                 failures = check(case.row.expect, last, world.cache, reads)
                 actual = compared(case.row.expect, last, world.cache, reads)
@@ -543,7 +553,8 @@ def _compared(expect: Expect, last: Observation | None, world: Observed, reads: 
         case "state":
             if last is None:
                 return "(nothing observed)"
-            version = _version_label(last) if isinstance(last, ReadResult) else None
+            text: str | None = getattr(last, "text", None)
+            version = None if text is None else _label(getattr(last, "uri", ""), text)
             return _state_phrase(expect, last.state, version, last.reason)
         case "server_read" | "no_server_read":
             if last is None:
