@@ -232,9 +232,12 @@ def scale_chart(report: dict[str, Any]) -> str:
         ]
         return Series(name, points)
 
+    subtitle = f"benchmarks/scale.py, in-memory reference server, one run; {machine_of(report)}"
+    if report.get("over_budget"):
+        subtitle += f"; over the time budget: {', '.join(report['over_budget'])}"
     return line_chart(
         "Cost per URI against the selection size",
-        f"benchmarks/scale.py, in-memory reference server, one run; {machine_of(report)}",
+        subtitle,
         "URIs selected (log scale)",
         "µs",
         [
