@@ -268,3 +268,25 @@ def test_a_junit_path_in_a_missing_folder_is_a_one_line_error(tmp_path):
         f"no folder {tmp_path / 'nope'}"
     ]
     assert done.stdout == ""
+
+
+def test_a_row_known_failing_is_skipped_in_junit_with_the_defect():
+    from freshcache.acceptance._junit import junit_xml
+    from freshcache.acceptance._runner import CaseReport
+
+    known = CaseReport(
+        "row-x", "t.md:3", True, "fresh v2", "fresh v1", known_failure="issue 99: state is fresh v1"
+    )
+    crashed = CaseReport("row-y", "t.md:4", False, "fresh v2", "(not compared)", ["crashed: X"])
+    root = junit_xml([("engine", known), ("engine", crashed)], 1.0).getroot()
+    suite = root.find("testsuite")
+    assert suite is not None
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("2", "1", "1")
+    cases = suite.findall("testcase")
+    skipped = cases[0].find("skipped")
+    assert skipped is not None
+    assert skipped.get("message") == "known failing: issue 99: state is fresh v1"
+    failure = cases[1].find("failure")
+    assert failure is not None
+    assert failure.get("message") == "crashed: X"
+    assert "actual:   (not compared)" in (failure.text or "")
