@@ -64,7 +64,9 @@ def test_the_committed_results_give_valid_svg(drawn, name):
 
 @pytest.mark.parametrize("name", COMMITTED)
 def test_the_committed_charts_are_the_committed_results_drawn(drawn, name):
-    committed = (CHARTS / f"{name}.svg").read_text(encoding="utf-8")
+    chart = CHARTS / f"{name}.svg"
+    assert chart.is_file(), f"docs/charts/{name}.svg is missing: python -m benchmarks.charts"
+    committed = chart.read_text(encoding="utf-8")
     assert committed == (drawn / f"{name}.svg").read_text(encoding="utf-8"), (
         f"docs/charts/{name}.svg is out of date: python -m benchmarks.charts"
     )
