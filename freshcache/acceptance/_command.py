@@ -12,6 +12,7 @@ import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -22,7 +23,7 @@ from .. import __version__
 from .._errors import FreshCacheError, TableError
 from ._format import Case, load_cases
 from ._junit import timeline_lines, write_junit
-from ._runner import CaseReport, EngineWorld, World, play
+from ._runner import CaseReport, EngineWorld, World, expected_text, fleet_unplayable, play
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
 
@@ -108,8 +109,9 @@ def played_files(cases: Sequence[Case]) -> dict[str, int]:
 Player = Callable[[Case], Awaitable[CaseReport]]
 
 
-def _players(wire: str) -> list[tuple[str, Player]]:
-    """The wires to play on, in order, each with how it plays one case."""
+def _players(wire: str, fleet: str | Exception | None = None) -> list[tuple[str, Player]]:
+    """The wires to play on, in order, each with how it plays one case; ``fleet``: the
+    store URL the fleet rows play against, or why they cannot be played."""
     players: list[tuple[str, Player]] = []
     if wire in ("core", "all"):
         from ._core_world import play_core
@@ -135,7 +137,24 @@ def _players(wire: str) -> list[tuple[str, Player]]:
             return await play(case, make())
 
         players.append((name, in_world))
+    if wire in ("fleet", "all"):
+        players.append(("fleet", _fleet_player(fleet)))
     return players
+
+
+def _fleet_player(fleet: str | Exception | None) -> Player:
+    """The fleet wire: a `FleetWorld` on the store at ``fleet`` (``redis://``), or, when
+    ``fleet`` is the reason they cannot be played, every fleet row skipped with it."""
+
+    async def in_fleet(case: Case) -> CaseReport:
+        if not isinstance(fleet, str):
+            why = str(fleet or "no store for the fleet rows: pass --fleet redis://host:port/db")
+            return CaseReport(case.id, case.where, True, expected_text(case), "-", skipped=why)
+        from ._fleet_world import FleetWorld
+
+        return await play(case, FleetWorld(fleet))
+
+    return in_fleet
 
 
 W = 46
@@ -210,14 +229,19 @@ def _clip(text: str, width: int) -> str:
 
 
 async def _run_all(
-    cases: Sequence[Case], wire: str, printer: _Printer | None
+    cases: Sequence[Case],
+    wire: str,
+    printer: _Printer | None,
+    fleet: str | Exception | None = None,
 ) -> list[tuple[str, CaseReport]]:
     results: list[tuple[str, CaseReport]] = []
-    players = _players(wire)
-    total = len(cases) * len(players)
+    players = _players(wire, fleet)
+    fleet_rows = [c for c in cases if fleet_unplayable(c, fleet_world=True) is None]
+    total = sum(len(fleet_rows if name == "fleet" else cases) for name, _ in players)
     done = 0
     for name, player in players:
-        for case in cases:
+        # The fleet wire plays the fleet rows only (the others have their wires).
+        for case in fleet_rows if name == "fleet" else cases:
             if printer is not None:
                 printer.step(done, total, name, case)
             report = await player(case)
@@ -237,6 +261,23 @@ def _failure_json(wire: str, report: CaseReport) -> dict[str, Any]:
         "actual": report.actual,
         "failures": report.failures,
     }
+
+
+def _fleet_store(
+    stack: ExitStack, args: argparse.Namespace, cases: Sequence[Case]
+) -> str | Exception | None:
+    """The store URL for the fleet rows (``--fleet``, or a Valkey started for them), or
+    the reason they cannot be played; ``None`` when no fleet row is played."""
+    if args.wire not in ("fleet", "all"):
+        return None
+    if not any(fleet_unplayable(c, fleet_world=True) is None for c in cases):
+        return None
+    from ._fleet_world import FleetUnavailable, fleet_store
+
+    try:
+        return stack.enter_context(fleet_store(getattr(args, "fleet", None), sys.stderr))
+    except FleetUnavailable as exc:
+        return exc
 
 
 def run(args: argparse.Namespace) -> int:
@@ -268,7 +309,9 @@ def run(args: argparse.Namespace) -> int:
         printer.tables(tables, cases)
         printer.header()
     started = time.perf_counter()
-    results = anyio.run(_run_all, cases, args.wire, printer)
+    with ExitStack() as stack:
+        fleet = _fleet_store(stack, args, cases)
+        results = anyio.run(_run_all, cases, args.wire, printer, fleet)
     elapsed = time.perf_counter() - started
     passed = sum(1 for _, r in results if r.passed and not r.skipped)
     skipped = sum(1 for _, r in results if r.skipped)

@@ -68,6 +68,7 @@ from ._runner import (
     configure_reference,
     engine_unplayable,
     expected_text,
+    fleet_unplayable,
     note_result,
     report,
     step_phrases,
@@ -462,7 +463,7 @@ def play_core(case: Case) -> CaseReport:
     """Play one case on a fresh `CoreWorld`; never raises for a failing case."""
     started = time.perf_counter()
     world = CoreWorld()
-    reason = world.unplayable(case)
+    reason = fleet_unplayable(case, fleet_world=False) or world.unplayable(case)
     if reason is not None:
         return CaseReport(case.id, case.where, True, expected_text(case), "-", skipped=reason)
     setup = Setup.from_givens([s for s in case.row.steps if isinstance(s, Given)])

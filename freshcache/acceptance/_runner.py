@@ -32,6 +32,7 @@ from ._steps import (
     ALIASES,
     SCHEMA_FAULTS,
     Expect,
+    FleetChange,
     Given,
     NextRead,
     Notify,
@@ -43,6 +44,7 @@ from ._steps import (
     Step,
     TimePasses,
     bulk_uri,
+    fleet_size,
     text_for,
     unread_uri,
 )
@@ -90,6 +92,8 @@ class Setup:
     store_entries: int | None = None
     later_pages_ttl_ms: int | None = None
     acks_held: bool = False
+    fleet: int | None = None
+    """How many workers share one freshness view (a fleet row), else ``None``."""
 
     @classmethod
     def from_givens(cls, givens: Sequence[Given]) -> Setup:
@@ -131,6 +135,8 @@ class Setup:
                     setup.later_pages_ttl_ms = int(given.arg)
                 case "acks_held":
                     setup.acks_held = True
+                case "fleet":
+                    setup.fleet = int(given.arg)
         return setup
 
 
@@ -154,6 +160,20 @@ class World(abc.ABC):
     @abc.abstractmethod
     async def act(self, step: ServerSets | Notify | NextRead | ServerChange) -> None:
         """Make the server do what the step says."""
+
+    plays_fleet_rows = False
+    """Whether this world plays the fleet rows (and only those): `FleetWorld`."""
+
+    def cache_for(self, worker: int | None) -> FreshCache:
+        """The cache a step looks through (a fleet world has one per worker)."""
+        return self.cache
+
+    async def act_on_fleet(self, step: FleetChange) -> None:
+        raise AssertionError("only a fleet world plays fleet rows (`fleet_unplayable`)")
+
+    def fleet_counts(self) -> dict[str, int] | None:
+        """The fleet's counters summed over its workers (``None``: no fleet)."""
+        return None
 
     #: How `settle` polls: the deadline, the pause between looks, the event-loop turns
     #: before each look.
@@ -287,7 +307,7 @@ def _label(uri: str, text: str) -> str:
 async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseReport:
     """Play one case in a fresh ``world``; never raises for a failing case."""
     started = time.perf_counter()
-    reason = world.unplayable(case)
+    reason = fleet_unplayable(case, fleet_world=world.plays_fleet_rows) or world.unplayable(case)
     if reason is not None:
         return CaseReport(case.id, case.where, True, expected_text(case), "-", skipped=reason)
     givens = [s for s in case.row.steps if isinstance(s, Given)]
@@ -320,8 +340,8 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
                     if changes is not None:
                         await changes.aclose()
                 reads = world.server_reads() - baseline
-                failures = check(case.row.expect, last, world.cache, reads)
-                actual = compared(case.row.expect, last, world.cache, reads)
+                failures = check(case.row.expect, last, world.cache, reads, world.fleet_counts())
+                actual = compared(case.row.expect, last, world.cache, reads, world.fleet_counts())
             finally:
                 await world.stop()
     except TimeoutError:
@@ -329,6 +349,27 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
     except Exception as exc:  # a crash is a failed case, reported with its cause
         failures = [f"crashed: {type(exc).__name__}: {exc}"]
     return report(case, last, failures, started, actual, timeline)
+
+
+FLEET_ROW = (
+    "a fleet row: played on the fleet wire against a Valkey/Redis server "
+    "(freshcache acceptance --fleet redis://host:port/db)"
+)
+
+
+def is_fleet_row(case: Case) -> bool:
+    """Whether ``case`` starts ``given a fleet of N workers`` (played by `FleetWorld`)."""
+    return fleet_size(case.row.steps) is not None
+
+
+def fleet_unplayable(case: Case, *, fleet_world: bool) -> str | None:
+    """Fleet rows play only in a fleet world, and a fleet world plays only those."""
+    is_fleet_row = fleet_size(case.row.steps) is not None
+    if is_fleet_row and not fleet_world:
+        return FLEET_ROW
+    if fleet_world and not is_fleet_row:
+        return "not a fleet row (it plays on the other wires)"
+    return None
 
 
 def step_phrases(case: Case) -> list[str]:
@@ -385,7 +426,7 @@ async def _do(
     last: Observation | None,
     setup: Setup,
 ) -> Observation | None:
-    cache = world.cache
+    cache = world.cache_for(step.worker) if isinstance(step, Observe) else world.cache
     match step:
         case Observe(how="read", uri=uri, principal=principal, timeout=timeout):
             result = await cache.read(uri, principal=principal, timeout=timeout)
@@ -430,6 +471,10 @@ async def _do(
                 last = await cache.read(bulk_uri(n))
             await world.settle()
             return last
+        case FleetChange():
+            await world.act_on_fleet(step)
+            await world.settle()
+            return last
 
 
 class Observed(Protocol):
@@ -443,7 +488,11 @@ class Observed(Protocol):
 
 
 def check(
-    expectations: Sequence[Expect], last: Observation | None, world: Observed, reads: int
+    expectations: Sequence[Expect],
+    last: Observation | None,
+    world: Observed,
+    reads: int,
+    fleet_counts: dict[str, int] | None = None,
 ) -> list[str]:
     """What a row's expectations find wrong with what was observed (empty: passed)."""
     failures: list[str] = []
@@ -499,6 +548,12 @@ def check(
                     failures.append(
                         f"the engine tracks {tracked} URIs, expected at most {expect.number}"
                     )
+            case "fleet":
+                counted = None if fleet_counts is None else fleet_counts.get(expect.word)
+                if counted != expect.number:
+                    failures.append(
+                        f"the fleet counted {counted} {expect.word}, expected {expect.number}"
+                    )
     return failures
 
 
@@ -527,7 +582,13 @@ def _phrase(expect: Expect) -> str:
             return f"untrusted messages at least {expect.number}"
         case "tracked_uris_at_most":
             return f"tracked uris at most {expect.number}"
+        case "fleet":
+            return f"{_FLEET_COUNTERS[expect.word]} {expect.number}"
     raise AssertionError(expect)
+
+
+_FLEET_COUNTERS = {"fenced_writes": "fenced-off writes", "gaps": "sequence gaps"}
+"""The fleet counters as the tables name them."""
 
 
 def _state_phrase(expect: Expect, state: str, version: str | None, reason: str | None) -> str:
@@ -541,14 +602,24 @@ def _state_phrase(expect: Expect, state: str, version: str | None, reason: str |
 
 
 def compared(
-    expectations: Sequence[Expect], last: Observation | None, world: Observed, reads: int
+    expectations: Sequence[Expect],
+    last: Observation | None,
+    world: Observed,
+    reads: int,
+    fleet_counts: dict[str, int] | None = None,
 ) -> str:
     """What each expectation was compared with, phrased as `expected_text` phrases it
     (a passing row reads the same in both columns)."""
-    return "; ".join(_compared(e, last, world, reads) for e in expectations)
+    return "; ".join(_compared(e, last, world, reads, fleet_counts) for e in expectations)
 
 
-def _compared(expect: Expect, last: Observation | None, world: Observed, reads: int) -> str:
+def _compared(
+    expect: Expect,
+    last: Observation | None,
+    world: Observed,
+    reads: int,
+    fleet_counts: dict[str, int] | None,
+) -> str:
     match expect.what:
         case "state":
             if last is None:
@@ -573,6 +644,9 @@ def _compared(expect: Expect, last: Observation | None, world: Observed, reads: 
             return f"untrusted messages {world.engine.counters.untrusted_messages}"
         case "tracked_uris_at_most":
             return f"tracked uris {world.engine.tracked_uris}"
+        case "fleet":
+            counted = None if fleet_counts is None else fleet_counts.get(expect.word)
+            return f"{_FLEET_COUNTERS[expect.word]} {counted}"
     raise AssertionError(expect)
 
 
