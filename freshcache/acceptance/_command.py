@@ -157,7 +157,7 @@ def _fleet_player(fleet: str | Exception | None) -> Player:
     return in_fleet
 
 
-W = 46
+W = 44
 """Width of the expected and the actual column: the same, so equal texts clip alike."""
 
 
@@ -178,7 +178,7 @@ class _Printer:
         return f"\x1b[{code}m{text}\x1b[0m" if self.colour else text
 
     def header(self) -> None:
-        print(f"{'wire':<7} {'case':<36} {'expected':<{W}} {'actual':<{W}} result", file=self.out)
+        print(f"{'wire':<7} {'case':<40} {'expected':<{W}} {'actual':<{W}} result", file=self.out)
 
     def step(self, done: int, total: int, wire: str, case: Case) -> None:
         if self.progress:
@@ -196,7 +196,7 @@ class _Printer:
         else:
             verdict = self.paint("FAIL", "31;1")
         print(
-            f"{wire:<7} {report.id:<36} {_clip(report.expected, W):<{W}} "
+            f"{wire:<7} {report.id:<40} {_clip(report.expected, W):<{W}} "
             f"{_clip(report.actual, W):<{W}} {verdict}",
             file=self.out,
         )
