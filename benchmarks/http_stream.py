@@ -1,8 +1,10 @@
 """How fast the HTTP source turns wire traffic into freshness decisions, on loopback.
 
-    python benchmarks/http_stream.py [--updates N] [--restarts R] [--json PATH]
+    python benchmarks/http_stream.py [--updates N] [--restarts R] [--hits H] [--json PATH]
 
-Measures, against `ReferenceHttpServer` on 127.0.0.1 in the same process:
+Measures, against `ReferenceHttpServer` on 127.0.0.1 in the same process, once with the
+server on MCP 2026-07-28 and once on 2025-11-25 (session, GET stream,
+``resources/subscribe``), side by side:
 
 - SSE parsing throughput of `freshcache._sse.SseParser` (and of httpx-sse's decoder on
   the same bytes, for scale), in MB/s and frames/s;
@@ -12,7 +14,10 @@ Measures, against `ReferenceHttpServer` on 127.0.0.1 in the same process:
   and p99;
 - the time from a server restart (every socket closed, then listening again) until
   the selected URI reads fresh again, with the default reconnect backoff (which
-  dominates: the first re-listen waits a jittered 0.25 to 0.5 s).
+  dominates: the first re-listen waits a jittered 0.25 to 0.5 s); on 2025 that
+  includes a new ``initialize`` and ``resources/subscribe``;
+- the hit path: ``cache.read`` of the covered selected URI (no server read; on 2025
+  fresh until notified, on 2026 within its ``ttlMs``).
 
 Not a pass/fail test: the figures go in the closing note and the README.
 """
@@ -80,14 +85,17 @@ def parser_throughput(frames: int = 50_000, chunk: int = 65_536) -> dict[str, fl
     }
 
 
-async def update_latency(updates: int) -> dict[str, float]:
+REVISIONS = ("2026-07-28", "2025-11-25")
+
+
+async def update_latency(updates: int, revision: str) -> dict[str, float]:
     server = ReferenceServer()
     server.set(URI, "v1", ttl_ms=3_600_000)
     written: list[int] = []  # when each listen frame left for the socket
     invalidated: list[int] = []
     samples: list[float] = []
     async with (
-        ReferenceHttpServer(server, keepalive_interval=1.0) as http,
+        ReferenceHttpServer(server, keepalive_interval=1.0, revision=revision) as http,  # type: ignore[arg-type]
         httpx.AsyncClient(trust_env=False) as client,
     ):
         original = http.count_frame
@@ -128,12 +136,12 @@ async def update_latency(updates: int) -> dict[str, float]:
     return _summary(samples)
 
 
-async def restart_to_fresh(restarts: int) -> dict[str, float]:
+async def restart_to_fresh(restarts: int, revision: str) -> dict[str, float]:
     server = ReferenceServer()
     server.set(URI, "v1", ttl_ms=3_600_000)
     times: list[float] = []
     async with (
-        ReferenceHttpServer(server) as http,
+        ReferenceHttpServer(server, revision=revision) as http,  # type: ignore[arg-type]
         httpx.AsyncClient(trust_env=False) as client,
         FreshCache(HttpSource(http.url, client=client), select=[URI]) as cache,
     ):
@@ -158,6 +166,27 @@ async def restart_to_fresh(restarts: int) -> dict[str, float]:
     return _summary(times, unit="ms")
 
 
+async def hit_path(hits: int, revision: str) -> dict[str, float]:
+    server = ReferenceServer()
+    server.set(URI, "v1", ttl_ms=3_600_000)
+    async with (
+        ReferenceHttpServer(server, revision=revision) as http,  # type: ignore[arg-type]
+        httpx.AsyncClient(trust_env=False) as client,
+        FreshCache(HttpSource(http.url, client=client), select=[URI]) as cache,
+    ):
+        with anyio.fail_after(30):
+            while not (URI in cache.engine.covered and cache.status(URI).state == "fresh"):
+                await anyio.sleep(0.001)
+        reads = server.reads
+        started = time.perf_counter_ns()
+        for _ in range(hits):
+            result = await cache.read(URI)
+        elapsed = time.perf_counter_ns() - started
+        assert result.state == "fresh"
+        assert server.reads == reads  # every one a hit
+    return {"n": hits, "mean_us": elapsed / hits / 1e3}
+
+
 def _summary(values: list[float], unit: str = "us") -> dict[str, float]:
     ordered = sorted(values)
     p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
@@ -173,6 +202,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--updates", type=int, default=2000)
     parser.add_argument("--restarts", type=int, default=5)
+    parser.add_argument("--hits", type=int, default=100_000)
     parser.add_argument(
         "--json",
         type=Path,
@@ -186,8 +216,9 @@ def main() -> None:
             "cpus": os.cpu_count(),
         },
         "sse_parser": parser_throughput(),
-        "update_to_not_fresh": anyio.run(update_latency, args.updates),
-        "restart_to_fresh": anyio.run(restart_to_fresh, args.restarts),
+        "update_to_not_fresh": {r: anyio.run(update_latency, args.updates, r) for r in REVISIONS},
+        "restart_to_fresh": {r: anyio.run(restart_to_fresh, args.restarts, r) for r in REVISIONS},
+        "hit_path": {r: anyio.run(hit_path, args.hits, r) for r in REVISIONS},
     }
     print(json.dumps(report, indent=2))
     args.json.parent.mkdir(parents=True, exist_ok=True)

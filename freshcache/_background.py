@@ -12,19 +12,53 @@ be cancelled, and broken, whenever that stream is closed).
 `BackgroundTask` is that one task: started on first need, stopped by ``aclose``. It
 runs on the asyncio event loop (the backend the official SDK and `freshcache.sync`
 use); it logs and swallows what its body raises, so nothing it does reaches a caller.
+`Inbox` is how such a task hands events to the stream that consumes them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
 
 import anyio
 
 from ._errors import ConfigurationError
 
 log = logging.getLogger("freshcache")
+
+T = TypeVar("T")
+
+
+class Inbox(Generic[T]):
+    """Events for one consumer, in order, at most ``limit`` waiting; a final one always
+    fits (so a stream that cannot keep up still hears that it ended)."""
+
+    def __init__(self, limit: int) -> None:
+        self.items: deque[T] = deque()
+        self.limit = limit
+        self.closed = False
+        self._wakeup = anyio.Event()
+
+    def put(self, event: T, *, final: bool = False) -> bool:
+        """Queue ``event``; ``False`` when it does not fit (the caller decides what then)."""
+        if self.closed:
+            return True
+        if not final and len(self.items) >= self.limit:
+            return False
+        self.items.append(event)
+        self.closed = final
+        self._wakeup.set()
+        return True
+
+    async def get(self) -> T:
+        while not self.items:
+            if self._wakeup.is_set():
+                self._wakeup = anyio.Event()
+            await self._wakeup.wait()
+        return self.items.popleft()
 
 
 class BackgroundTask:

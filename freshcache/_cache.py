@@ -405,9 +405,7 @@ class FreshCache:
         try:
             with anyio.fail_after(self.ack_timeout), self.telemetry.request("server/discover"):
                 info = await self.source.start()
-        except anyio.get_cancelled_exc_class():
-            raise
-        except TimeoutError:
+        except TimeoutError:  # (cancellation is a BaseException: it is never caught here)
             log.warning(
                 "server %s did not answer discovery in %.1fs",
                 self.source.identity,
@@ -423,7 +421,8 @@ class FreshCache:
         except Exception as exc:
             log.warning("server %s discovery failed: %r", self.source.identity, exc)
             return None
-        self.server_info = info
+        self.server_info = info  # spans say which revision negotiation settled on:
+        self.telemetry.protocol_version = info.protocol_version or self.telemetry.protocol_version
         return info
 
     # ------------------------------------------------------------------ introspection
@@ -448,6 +447,7 @@ class FreshCache:
         counters = self.engine.counters
         described = {
             "server": self.source.identity,
+            "protocol_version": getattr(self.server_info, "protocol_version", None),
             "stream": self.stream_status,
             "retry_in": None
             if self.retry_at is None

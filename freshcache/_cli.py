@@ -308,19 +308,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="play acceptance tables against the cache",
         description="Play acceptance tables (Markdown files or folders of them) on the bare "
         "engine, on the cache and over real HTTP and stdio against the embedded reference "
-        "server. With no PATH: inside a freshcache checkout, its acceptance_tables/; "
-        "elsewhere the tables installed with freshcache. Exit 0 when every case passes, "
+        "server, on MCP 2026-07-28 and 2025-11-25. With no PATH: inside a freshcache "
+        "checkout, its acceptance_tables/; elsewhere the tables installed with freshcache. "
+        "Exit 0 when every case passes, "
         "1 when a case fails, 2 when the input is unusable.",
     )
     acceptance.add_argument("paths", nargs="*", metavar="PATH", help="table files or folders")
     acceptance.add_argument("--json", action="store_true", help="print a machine-readable report")
     acceptance.add_argument(
         "--wire",
-        choices=["core", "engine", "http", "stdio", "fleet", "all"],
+        choices=["core", "engine", "http", "stdio", "http-2025", "stdio-2025", "fleet", "all"],
         default="all",
         help="where to play the rows: the bare engine on a virtual clock (core), the "
         "cache over an in-memory source (engine), real HTTP on loopback, a stdio "
-        "subprocess of the reference server, a fleet of workers on Valkey/Redis (fleet: "
+        "subprocess of the reference server, the same two with the server on MCP "
+        "2025-11-25 (http-2025, stdio-2025), a fleet of workers on Valkey/Redis (fleet: "
         "the fleet rows only), or all of them (default)",
     )
     acceptance.add_argument(

@@ -76,6 +76,7 @@ from ._core import (
     UntrustedMessage,
 )
 from ._errors import ConfigurationError, ProtocolError
+from ._http_legacy import LegacyHttp
 from ._protocol import (
     IGNORED_NOTIFICATIONS,
     Answer,
@@ -89,7 +90,7 @@ from ._protocol import (
     same_id,
 )
 from ._source import ServerInfo
-from ._sse import SseComment, SseEvent, SseItem, SseOversized, SseParser
+from ._sse import SseComment, SseEvent, SseItem, SseOversized, SseParser, StreamStats
 from ._telemetry import annotate_request
 from ._wire import (
     ClientIdentity,
@@ -114,18 +115,6 @@ _RESERVED_HEADERS = frozenset(
 )
 _ENDINGS = (StreamLost, StreamClosed, ListenUnsupported)
 _SNIPPET = 200
-
-
-@dataclass(slots=True)
-class StreamStats:
-    """What one open listen stream has carried so far (introspection, tests)."""
-
-    uris: frozenset[str]
-    list_changed: bool
-    acknowledged: bool = False
-    frames: int = 0
-    """SSE events taken in and handed on (their stream events were consumed)."""
-    keepalives: int = 0
 
 
 @dataclass(slots=True)
@@ -158,6 +147,8 @@ class _Answer:
     from_cache: bool = False
     broken: bool = False
     """An SSE answer stream that ended before the answer (spec: re-issue the request)."""
+    session_id: str | None = None
+    """The ``Mcp-Session-Id`` the answer carried (2025-11-25 ``initialize``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +161,7 @@ class _Attempt:
     reauthorized: bool = False
     renegotiated: bool = False
     reissued: bool = False
+    new_session: bool = False
     history: list[str] = field(default_factory=list)
 
 
@@ -259,6 +251,8 @@ class HttpSource:
         )
         """The MCP rules; this class only moves bytes in and out of it."""
         self._reader = _Reader(self)
+        self.legacy = LegacyHttp(self)
+        """The 2025-11-25 session and GET stream, used once negotiation falls back."""
         parsed = httpx.URL(self.url)
         self._address = parsed.host
         self._port = parsed.port or (443 if parsed.scheme == "https" else 80)
@@ -276,13 +270,22 @@ class HttpSource:
         return self.protocol.version
 
     async def start(self) -> ServerInfo:
-        """``server/discover``. A server that cannot be reached is reported, not raised."""
+        """``server/discover``; if the answer means "not this revision", ``initialize``
+        (2025-11-25, `LegacyHttp`). A server that cannot be reached is reported, not
+        raised; one that speaks neither revision raises `UnsupportedVersionError`."""
         # Hints on the discovery answer are dropped: nothing is cached before it.
-        outcome, _ = await self._call("server/discover", {}, None, [])
-        return self.protocol.server_info(outcome)
+        async with self.legacy.negotiation():
+            first = await self._exchange("server/discover", {}, None, [])
+            if isinstance(first, _Answer) and self.protocol.discover_declined(
+                first.message, status=first.status
+            ):
+                return await self.legacy.start(first)
+            outcome, _ = await self._call("server/discover", {}, None, [], first=first)
+            return self.protocol.server_info(outcome)
 
     async def aclose(self) -> None:
-        """Close the HTTP client if this source made it."""
+        """End a 2025 session (DELETE) and close the HTTP client if this source made it."""
+        await self.legacy.aclose()
         client = self._client
         if client is not None and self._owns_client:
             self._client = None
@@ -321,8 +324,14 @@ class HttpSource:
         """One ``subscriptions/listen`` stream; see `freshcache._source` for the contract.
 
         Closing the generator closes the HTTP response, which is how a client
-        cancels on Streamable HTTP.
+        cancels on Streamable HTTP. On 2025-11-25 the GET stream and
+        ``resources/subscribe`` stand in for it (`LegacyHttp.listen`).
         """
+        if self.protocol.legacy is not None:
+            async with aclosing(self.legacy.listen(uris, list_changed)) as legacy_events:
+                async for legacy_event in legacy_events:
+                    yield legacy_event
+            return
         listen_id: int = next(self._ids)
         stats = StreamStats(uris, list_changed)
         self.streams[listen_id] = stats
@@ -463,15 +472,24 @@ class HttpSource:
         params: dict[str, Any],
         principal: Partition,
         hints: list[StreamEvent],
+        *,
+        first: _Answer | RequestFailed | None = None,
     ) -> tuple[dict[str, Any] | RequestFailed, bool]:
         """One request, retried where the protocol says so: the result (and whether an
         intermediary answered from its copy) or why not. Change hints found on the
-        answers are appended to ``hints``."""
+        answers are appended to ``hints``. ``first``: the first attempt's answer, if
+        it was already sent (discovery)."""
         attempt = _Attempt()
+        await self.legacy.negotiated(method)
         for _ in range(4):
-            answer = await self._exchange(method, params, principal, hints)
+            sent_on = await self.legacy.session_for(method)
+            if isinstance(sent_on, RequestFailed):
+                return sent_on, False
+            answer, first = first or await self._exchange(method, params, principal, hints), None
             if isinstance(answer, RequestFailed):
                 return answer, False
+            if await self.legacy.session_ended(method, answer, sent_on, attempt):
+                continue  # 2025: a 404 ended the session; a new one is started, send again
             judged = self._judge(answer, method, attempt)
             if not isinstance(judged, _Retry):
                 return judged, answer.from_cache
@@ -566,6 +584,7 @@ class _Reader:
     async def plain_answer(self, response: httpx.Response, request_id: int, kind: str) -> _Answer:
         status = response.status_code
         from_cache = "age" in response.headers
+        session = response.headers.get("mcp-session-id")
         raw = bytearray()
         async for chunk in response.aiter_bytes():
             raw += chunk
@@ -580,10 +599,13 @@ class _Reader:
             text = bytes(raw[:_SNIPPET]).decode("utf-8", "replace")
             return _Answer(status, None, f"({response.headers.get('content-type')}) {text}".strip())
         message = _decode(bytes(raw))
-        if isinstance(message, (Response, ErrorResponse)) and not _answers(message, request_id):
+        if isinstance(message, ErrorResponse) and status >= 400:
+            pass  # the one answer to this POST, whatever id the server could give it
+            # (SDK 1.x: ``"server-error"`` for "Missing session ID" / "Session not found")
+        elif isinstance(message, (Response, ErrorResponse)) and not _answers(message, request_id):
             self._note_untrusted(f"an answer for request {message.id!r}, not {request_id}")
             message = Malformed(f"the answer is for request {message.id!r}, not {request_id}")
-        return _Answer(status, message, from_cache=from_cache)
+        return _Answer(status, message, from_cache=from_cache, session_id=session)
 
     async def sse_answer(
         self, response: httpx.Response, request_id: int, hints: list[StreamEvent]
@@ -600,7 +622,8 @@ class _Reader:
                 for item in parser.feed(chunk) if chunk is not None else parser.end():
                     answer = self._take(item, request_id, status, from_cache, hints)
                     if answer is not None:
-                        return answer
+                        session = response.headers.get("mcp-session-id")
+                        return replace(answer, session_id=session) if session else answer
                 if chunk is None:
                     break
         except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:

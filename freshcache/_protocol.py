@@ -32,9 +32,17 @@ reported to one open subscription; on a *stream* channel (an HTTP listen stream,
 ``receive(..., stream=id)``) only that stream's subscription may claim what it carries,
 and anything else on it is untrusted.
 
-The revision spoken is a `Revision` strategy chosen by negotiation; freshcache speaks
-2026-07-28 (`Revision2026`). Another revision (2025-11-25: ``initialize``,
-``Mcp-Session-Id``, ``resources/subscribe``) plugs in as a second strategy.
+The revision spoken is a `Revision` strategy chosen by negotiation: ``server/discover``
+first (2026-07-28, `Revision2026`); an answer that means "not this revision"
+(`ClientProtocol.discover_declined`) falls back to ``initialize`` offering 2025-11-25
+(`Revision2025`, whose state is a `LegacySession`: the negotiated version, the HTTP
+``Mcp-Session-Id``, the server's capabilities, and which URIs ``resources/subscribe``
+covers on the current channel). 2025 has no ``subscriptions/listen``; a transport
+opens the channel (HTTP: the GET SSE stream; stdio: the pipe), subscribes per URI and
+reports the *listen* the engine expects as one virtual subscription whose
+acknowledgment (`ClientProtocol.acknowledge`) covers the URIs whose subscribe
+succeeded. Notifications carry no subscription id there: the open subscription that
+asked for the URI claims them (`LegacySession.claimant`).
 """
 
 from __future__ import annotations
@@ -56,6 +64,7 @@ from ._core import (
     UntrustedMessage,
 )
 from ._errors import HeaderMismatchError, ProtocolError, UnsupportedVersionError
+from ._legacy import DISCOVER_DECLINED_CODES, LegacySession
 from ._source import ServerInfo
 from ._wire import (
     HEADER_MISMATCH,
@@ -72,10 +81,13 @@ from ._wire import (
     ReadRounds,
     Request,
     Response,
+    build_legacy_request,
     build_notification,
     build_request,
     failure_from_error,
     http_headers,
+    initialize_params,
+    legacy_http_headers,
     listen_params,
     renegotiated_version,
     subscription_id_of,
@@ -140,6 +152,28 @@ class Revision2026:
 
     def with_version(self, version: str) -> Revision2026:
         return replace(self, version=version)
+
+
+@dataclass(frozen=True, slots=True)
+class Revision2025:
+    """MCP 2025-11-25 (and 2025-06-18 / 2025-03-26): ``initialize`` once, then plain
+    JSON-RPC; HTTP requests carry ``MCP-Protocol-Version`` and ``Mcp-Session-Id``."""
+
+    identity: ClientIdentity
+    session: LegacySession
+
+    @property
+    def version(self) -> str:
+        return self.session.version
+
+    def message(self, request_id: RequestId, method: str, params: Params) -> dict[str, Any]:
+        return build_legacy_request(request_id, method, params)
+
+    def headers(self, method: str, params: Params) -> dict[str, str]:
+        return legacy_http_headers(self.session.version, self.session.session_id)
+
+    def with_version(self, version: str) -> Revision2025:
+        return self  # 2025 negotiates once, in initialize; there is no -32022
 
 
 # --------------------------------------------------------------------------- values
@@ -216,6 +250,8 @@ class Renegotiate:
 class _Subscription:
     subscription_id: RequestId
     acknowledged: bool = False
+    uris: frozenset[str] = frozenset()
+    list_changed: bool = False
 
 
 # --------------------------------------------------------------------------- the object
@@ -277,21 +313,121 @@ class ClientProtocol:
             subscription_id, "subscriptions/listen", listen_params(uris, list_changed), track=False
         )
 
-    def open_subscription(self, subscription_id: RequestId) -> None:
+    def open_subscription(
+        self,
+        subscription_id: RequestId,
+        uris: frozenset[str] = frozenset(),
+        list_changed: bool = False,
+    ) -> None:
         """Claim what the server sends for ``subscription_id`` (``listen`` does this)."""
-        self._subscriptions[id_key(subscription_id)] = _Subscription(subscription_id)
+        self._subscriptions[id_key(subscription_id)] = _Subscription(
+            subscription_id, uris=uris, list_changed=list_changed
+        )
 
     def reset(self) -> None:
         """The channel is gone: nothing is in flight, no subscription is open (the
         server keeps no subscription state across connections)."""
         self._pending.clear()
         self._subscriptions.clear()
+        if self.legacy is not None:
+            self.legacy.ended()
 
-    def channel_ended(self, detail: str) -> list[ForSubscription]:
+    # ------------------------------------------------------------------ 2025-11-25
+
+    @property
+    def legacy(self) -> LegacySession | None:
+        """The 2025-11-25 session state, when negotiation fell back to it."""
+        revision = self.revision
+        return revision.session if isinstance(revision, Revision2025) else None
+
+    def discover_declined(self, outcome: object, *, status: int | None = None) -> bool:
+        """Whether a ``server/discover`` outcome means "not this revision" (DESIGN §6):
+        `DISCOVER_DECLINED_CODES`, or HTTP 400/404/405 without a JSON-RPC error
+        (``-32022`` is a 2026 server asking for another 2026 version: renegotiate)."""
+        if isinstance(outcome, ErrorResponse):
+            return outcome.code in DISCOVER_DECLINED_CODES
+        return status in (400, 404, 405)
+
+    def initialize(self) -> dict[str, Any]:
+        """The ``initialize`` params (offering 2025-11-25); from now on the protocol
+        speaks 2025, on a new session (its id and capabilities come with the answer)."""
+        if not isinstance(self.revision, Revision2025):
+            self.revision = Revision2025(self.identity, LegacySession())
+        self.revision.session.expired()
+        return initialize_params(self.identity)
+
+    def initialized(self, result: Mapping[str, Any]) -> ServerInfo:
+        """Take the ``initialize`` result (`LegacySession.accept`; raises when the
+        version is not one freshcache speaks)."""
+        session = self.legacy
+        assert session is not None, "initialize() first"
+        return session.accept(self.server, result)
+
+    def initialized_notification(self) -> dict[str, Any]:
+        """``notifications/initialized``, sent once the ``initialize`` answer is taken."""
+        return build_notification("notifications/initialized", {})
+
+    def legacy_listen(
+        self, subscription_id: RequestId, uris: frozenset[str], list_changed: bool
+    ) -> list[str]:
+        """Open a virtual subscription for ``uris``: the URIs to ``resources/subscribe``
+        before it is acknowledged (`acknowledge`)."""
+        session = self.legacy
+        assert session is not None
+        self.open_subscription(subscription_id, uris, list_changed)
+        return session.to_subscribe(uris)
+
+    def subscribed(self, uri: str, ok: bool) -> None:
+        """A ``resources/subscribe`` for ``uri`` succeeded (``ok``) or failed."""
+        session = self.legacy
+        if session is not None and ok:
+            session.subscribed.add(uri)
+
+    def acknowledge(self, subscription_id: RequestId) -> ListenAcknowledged | None:
+        """The acknowledgment of a virtual subscription: what a successful subscribe
+        covers on the live channel; ``None`` if it is not open any more."""
+        session, sub = self.legacy, self._subscriptions.get(id_key(subscription_id))
+        if session is None or sub is None:
+            return None
+        sub.acknowledged = True
+        return ListenAcknowledged(
+            subscription_id,
+            frozenset(sub.uris & session.subscribed),
+            sub.list_changed and session.list_changed,
+        )
+
+    def legacy_close(self, subscription_id: RequestId) -> list[str]:
+        """Close a virtual subscription: the URIs to ``resources/unsubscribe`` (no other
+        open subscription wants them)."""
+        self.close_subscription(subscription_id)
+        session = self.legacy
+        if session is None:
+            return []
+        wanted: set[str] = set()
+        for sub in self._subscriptions.values():
+            wanted |= sub.uris
+        return session.to_unsubscribe(wanted)
+
+    def _legacy_claimant(self, method: str, params: dict[str, Any]) -> _Subscription | None:
+        """2025 hints carry no subscription id: the oldest open subscription that asked
+        for the URI (or for list changes) claims it, else the oldest open one."""
+        uri = params.get("uri")
+        subs = list(self._subscriptions.values())
+        for sub in subs:
+            if uri in sub.uris if isinstance(uri, str) else sub.list_changed:
+                return sub
+        return subs[0] if subs else None
+
+    def channel_ended(self, detail: str, *, graceful: bool = False) -> list[ForSubscription]:
         """The channel broke (an abrupt end, not a ``complete`` result): every open
-        subscription ends with `StreamLost`, nothing is in flight any more."""
+        subscription ends with `StreamLost`, nothing is in flight any more. On 2025,
+        where no message ends a subscription, a channel the server ended on purpose
+        (``graceful``: a finished GET body, a clean exit) ends them with `StreamClosed`."""
+        closed = graceful and self.legacy is not None
         ended = [
-            ForSubscription(sid, StreamLost(sid, detail), final=True)
+            ForSubscription(
+                sid, StreamClosed(sid) if closed else StreamLost(sid, detail), final=True
+            )
             for sid in self.open_subscriptions
         ]
         self.reset()
@@ -415,6 +551,8 @@ class ClientProtocol:
     ) -> Received:
         sid = subscription_id_of(params)
         claimant = self._claimant(sid, stream)
+        if claimant is None and sid is None and self.legacy is not None:
+            claimant = self._legacy_claimant(method, params)
         if method in IGNORED_NOTIFICATIONS:
             if claimant is not None or sid is None:
                 return Ignored("not_about_subscriptions")
@@ -493,56 +631,61 @@ class ClientProtocol:
 
     def read_rounds(self, uri: str) -> ReadRounds:
         """The ``requestState`` rounds of one ``resources/read``."""
-        return ReadRounds(uri)
+        return ReadRounds(uri, hintless=self.legacy is not None)
 
     def server_info(self, outcome: Mapping[str, Any] | RequestFailed | ErrorResponse) -> ServerInfo:
         """What a ``server/discover`` outcome says about the server (the one mapping)."""
-        if isinstance(outcome, ErrorResponse):
-            # An older server (spec: era detection) or a broken one.
-            return ServerInfo(
-                reachable=True,
-                detail=f"server/discover failed: {outcome.message} ({outcome.code})",
-            )
-        if isinstance(outcome, RequestFailed):
-            reachable = outcome.kind not in ("unreachable", "timeout")
-            return ServerInfo(
-                reachable=reachable,
-                protocol_version=self.version if reachable else None,
-                detail=f"server/discover: {outcome.kind}: {outcome.detail}",
-            )
-        caps = outcome.get("capabilities")
-        resources = caps.get("resources") if isinstance(caps, dict) else None
-        res: dict[str, Any] = resources if isinstance(resources, dict) else {}
-        meta = outcome.get("_meta")
-        info = meta.get(META_SERVER_INFO) if isinstance(meta, dict) else None
-        about: dict[str, Any] = info if isinstance(info, dict) else {}
-        offered = outcome.get("supportedVersions")
-        versions = (
-            tuple(v for v in offered if isinstance(v, str)) if isinstance(offered, list) else ()
-        )
-        subscribe, list_changed = bool(res.get("subscribe")), bool(res.get("listChanged"))
-        listen = subscribe or list_changed
-        if resources is None or not isinstance(resources, dict):
-            detail = "the server advertises no resources capability"
-        else:
-            detail = "" if listen else "the server advertises no resource subscriptions"
-        return ServerInfo(
-            reachable=True,
-            supported_versions=versions,
-            protocol_version=self.version if self.version in versions or not versions else None,
-            subscribe=subscribe,
-            list_changed=list_changed,
-            listen=listen,
-            name=about.get("name"),
-            version=about.get("version"),
-            ttl_ms=outcome.get("ttlMs"),
-            cache_scope=outcome.get("cacheScope"),
-            detail=detail,
-            raw=dict(outcome),
-        )
+        return discover_info(outcome, self.version)
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def discover_info(
+    outcome: Mapping[str, Any] | RequestFailed | ErrorResponse, speaking: str
+) -> ServerInfo:
+    """What a ``server/discover`` outcome says about the server (the one mapping)."""
+    if isinstance(outcome, ErrorResponse):
+        # An older server (spec: era detection) or a broken one.
+        return ServerInfo(
+            reachable=True,
+            detail=f"server/discover failed: {outcome.message} ({outcome.code})",
+        )
+    if isinstance(outcome, RequestFailed):
+        reachable = outcome.kind not in ("unreachable", "timeout")
+        return ServerInfo(
+            reachable=reachable,
+            protocol_version=speaking if reachable else None,
+            detail=f"server/discover: {outcome.kind}: {outcome.detail}",
+        )
+    caps = outcome.get("capabilities")
+    resources = caps.get("resources") if isinstance(caps, dict) else None
+    res: dict[str, Any] = resources if isinstance(resources, dict) else {}
+    meta = outcome.get("_meta")
+    info = meta.get(META_SERVER_INFO) if isinstance(meta, dict) else None
+    about: dict[str, Any] = info if isinstance(info, dict) else {}
+    offered = outcome.get("supportedVersions")
+    versions = tuple(v for v in offered if isinstance(v, str)) if isinstance(offered, list) else ()
+    subscribe, list_changed = bool(res.get("subscribe")), bool(res.get("listChanged"))
+    listen = subscribe or list_changed
+    if resources is None or not isinstance(resources, dict):
+        detail = "the server advertises no resources capability"
+    else:
+        detail = "" if listen else "the server advertises no resource subscriptions"
+    return ServerInfo(
+        reachable=True,
+        supported_versions=versions,
+        protocol_version=speaking if speaking in versions or not versions else None,
+        subscribe=subscribe,
+        list_changed=list_changed,
+        listen=listen,
+        name=about.get("name"),
+        version=about.get("version"),
+        ttl_ms=outcome.get("ttlMs"),
+        cache_scope=outcome.get("cacheScope"),
+        detail=detail,
+        raw=dict(outcome),
+    )
 
 
 def _acknowledgment(
@@ -606,6 +749,7 @@ __all__ = [
     "Received",
     "Renegotiate",
     "Revision",
+    "Revision2025",
     "Revision2026",
     "Unclaimed",
     "Untrusted",

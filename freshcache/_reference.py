@@ -118,6 +118,10 @@ class ReferenceServer:
     """While true, the acknowledgment of every new listen waits for `release_acks`."""
     held_acks: set[str | int] = field(default_factory=set)
     """Subscription ids of the listens whose acknowledgment is held."""
+    sessions_ended: int = 0
+    """How often the server ended its sessions (`end_sessions`); a 2025 session opened
+    before the latest end is unknown to the server (HTTP 404)."""
+    _acks_released: anyio.Event | None = None
 
     # --- content -----------------------------------------------------------------
 
@@ -298,12 +302,25 @@ class ReferenceServer:
         sub.acknowledged = True
 
     def hold_acks(self) -> None:
-        """Keep the acknowledgment of every listen from now on until `release_acks`."""
+        """Keep the acknowledgment of every listen from now on until `release_acks`
+        (on revision 2025-11-25: the answer of every ``resources/subscribe``)."""
         self.acks_held = True
+        if self._acks_released is None:
+            self._acks_released = anyio.Event()
+
+    async def acks_released(self) -> None:
+        """Return once acknowledgments are no longer held."""
+        while self.acks_held:
+            if self._acks_released is None:
+                self._acks_released = anyio.Event()
+            await self._acks_released.wait()
 
     def release_acks(self) -> None:
         """Acknowledge the listens that wait, and every new one at once again."""
         self.acks_held = False
+        released, self._acks_released = self._acks_released, None
+        if released is not None:
+            released.set()
         held, self.held_acks = self.held_acks, set()
         for subscription_id in sorted(held, key=str):
             sub = self.subscribers.get(subscription_id)
@@ -346,6 +363,12 @@ class ReferenceServer:
         for sub in list(self.subscribers.values()):
             self._push(sub, ("drop", None))
             self.unsubscribe(sub.subscription_id)  # the receiver still gets what was queued
+
+    def end_sessions(self) -> None:
+        """End every stream on purpose and forget every session (revision 2025-11-25:
+        the session expired; requests naming it get HTTP 404)."""
+        self.sessions_ended += 1
+        self.close_streams()
 
     def close_streams(self) -> None:
         """End every listen stream on purpose (``resultType: "complete"``)."""

@@ -71,7 +71,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from ._background import BackgroundTask
+from ._background import BackgroundTask, Inbox
 from ._core import (
     ListenStarted,
     ListenUnsupported,
@@ -88,7 +88,7 @@ from ._core import (
     UntrustedMessage,
 )
 from ._core._backoff import BackoffSettings
-from ._errors import ConfigurationError
+from ._errors import ConfigurationError, ProtocolError
 from ._protocol import (
     Answer,
     ClientProtocol,
@@ -116,6 +116,9 @@ from ._wire import (
 )
 
 log = logging.getLogger("freshcache.stdio")
+
+HANDSHAKE_TIMEOUT = 60.0
+"""Seconds a (re)started 2025-11-25 process may take to answer ``initialize``."""
 
 _SIGKILL = getattr(signal, "SIGKILL", signal.SIGTERM)  # Windows has no SIGKILL
 _STDERR_LINE_LIMIT = 64 * 1024
@@ -416,33 +419,6 @@ class _Hint:
     taken: bool = False
 
 
-class _Inbox:
-    """Events for one subscription, in order; a final event always fits."""
-
-    def __init__(self, limit: int) -> None:
-        self.items: deque[StreamEvent | _Hint] = deque()
-        self.limit = limit
-        self.closed = False
-        self._wakeup = anyio.Event()
-
-    def put(self, event: StreamEvent | _Hint, *, final: bool = False) -> bool:
-        if self.closed:
-            return True
-        if not final and len(self.items) >= self.limit:
-            return False
-        self.items.append(event)
-        self.closed = final
-        self._wakeup.set()
-        return True
-
-    async def get(self) -> StreamEvent | _Hint:
-        while not self.items:
-            if self._wakeup.is_set():
-                self._wakeup = anyio.Event()
-            await self._wakeup.wait()
-        return self.items.popleft()
-
-
 class _Connection:
     """One running server process and what is in flight on it."""
 
@@ -458,7 +434,7 @@ class _Connection:
         self.protocol = protocol
         self.demux = Demultiplexer(max_line_bytes, counters, protocol)
         self.waiters: dict[IdKey, _Waiter] = {}
-        self.inboxes: dict[IdKey, _Inbox] = {}
+        self.inboxes: dict[IdKey, Inbox[StreamEvent | _Hint]] = {}
         self.write_lock = anyio.Lock()
         self.alive = True
         self.healthy = False
@@ -467,6 +443,9 @@ class _Connection:
         self.detail = ""
         self.stderr_done = anyio.Event()
         self.tg: anyio.abc.TaskGroup | None = None
+        self.handshake: anyio.Event | None = None
+        """2025-11-25: set once ``initialize`` was answered here (each process needs its own)."""
+        self.legacy_info: ServerInfo | RequestFailed | ProtocolError | None = None
 
     async def send(self, message: Mapping[str, Any]) -> None:
         if not self.alive or self.process.stdin is None:
@@ -577,6 +556,8 @@ class StdioSource:
         """The MCP rules; this class only moves messages in and out of it."""
         self._process = _Supervisor(self, ReconnectBudget(restart))
         """The server process and its restarts."""
+        self._negotiated: anyio.Event | None = None
+        """Unset while `start` decides which revision to speak."""
         self._hints: dict[int, _Hint] = {}
         """Change hints no consumer has taken yet, oldest first (module docstring)."""
         self._hint_numbers = itertools.count()
@@ -622,9 +603,77 @@ class StdioSource:
         `UnsupportedVersionError` when the server answers that it does not speak
         2026-07-28 at all.
         """
-        answer = await self._call("server/discover", {}, self.timeout)
-        # (-32022 never gets here: `_call` renegotiates or raises.)
-        return self.protocol.server_info(answer.result if isinstance(answer, Response) else answer)
+        self._negotiated = anyio.Event()
+        try:
+            answer = await self._call("server/discover", {}, self.timeout)
+            # (-32022 never gets here: `_call` renegotiates or raises.)
+            if not self.protocol.discover_declined(answer):
+                return self.protocol.server_info(
+                    answer.result if isinstance(answer, Response) else answer
+                )
+            assert isinstance(answer, ErrorResponse)
+            # 2025-11-25: initialize on this process (and on every restarted one: `_call`).
+            self.protocol.initialize()
+            conn = await self._process.connection(self.timeout, wait_for_restart=False)
+            if conn is None:
+                return ServerInfo(reachable=False, detail=self._process.down_detail())
+            ready = await self._initialize(conn, self.timeout)
+            if isinstance(ready, RequestFailed):
+                return ServerInfo(
+                    reachable=ready.kind not in ("unreachable", "timeout"),
+                    detail=f"server/discover declined ({answer.message} ({answer.code})); "
+                    f"initialize: {ready.kind}: {ready.detail}",
+                )
+            return ready
+        finally:
+            self._negotiated.set()
+
+    async def _initialize(self, conn: _Connection, limit: float) -> ServerInfo | RequestFailed:
+        """``conn`` answered ``initialize`` (2025-11-25), waiting at most ``limit`` seconds.
+
+        The handshake itself runs in the connection's task group, bounded by
+        `HANDSHAKE_TIMEOUT`, not by the caller's deadline: a restarted interpreter may
+        take longer to answer than one read may wait, and every later request, and the
+        subscribes, need it. Raises `ProtocolError` when the process refused it."""
+        if conn.handshake is None:
+            conn.handshake = anyio.Event()
+            if conn.tg is not None:
+                conn.tg.start_soon(self._handshake, conn)
+            else:
+                await self._handshake(conn)
+        with anyio.move_on_after(limit):
+            await conn.handshake.wait()
+        outcome = conn.legacy_info
+        if isinstance(outcome, ProtocolError):
+            raise outcome
+        if outcome is None:
+            return RequestFailed("timeout", f"initialize got no answer within {limit:g}s")
+        return outcome
+
+    async def _handshake(self, conn: _Connection) -> None:
+        done = conn.handshake
+        assert done is not None
+        params = self.protocol.initialize()
+        started = anyio.current_time()
+        answer = await self._exchange(
+            conn, "initialize", params, started + HANDSHAKE_TIMEOUT, HANDSHAKE_TIMEOUT
+        )
+        if isinstance(answer, ErrorResponse):
+            conn.legacy_info = ProtocolError(
+                f"{self.identity} declined MCP 2026-07-28 server/discover and answered "
+                f"MCP 2025-11-25 initialize with {answer.code} {answer.message}"
+            )
+        elif isinstance(answer, Response):
+            try:
+                conn.legacy_info = self.protocol.initialized(answer.result)
+            except ProtocolError as exc:
+                conn.legacy_info = exc
+            with contextlib.suppress(_Gone):
+                await conn.send(self.protocol.initialized_notification())
+        else:
+            conn.legacy_info = answer
+            conn.handshake = None  # the next request tries again
+        done.set()
 
     async def read_resource(self, uri: str, principal: Partition) -> ReadReply | RequestFailed:
         """One ``resources/read`` (``requestState`` rounds included). stdio has one
@@ -693,16 +742,20 @@ class StdioSource:
             yield StreamLost(sid, self._process.down_detail())
             return
         key = id_key(sid)
-        inbox = _Inbox(self.max_backlog)
+        inbox = Inbox[StreamEvent | _Hint](self.max_backlog)
         conn.inboxes[key] = inbox
-        request = self.protocol.listen(sid, uris, list_changed)
+        legacy = self.protocol.legacy is not None
         if not conn.alive:  # it died while ListenStarted was being taken in
             inbox.put(StreamLost(sid, conn.detail or self._process.down_detail()), final=True)
         ended = False
         try:
-            # If writing fails, the connection's end has put StreamLost in the inbox.
-            with contextlib.suppress(_Gone):
-                await conn.send(request.message)
+            if legacy:
+                await self._subscribe(conn, sid, uris, list_changed, inbox)
+            else:
+                request = self.protocol.listen(sid, uris, list_changed)
+                # If writing fails, the connection's end has put StreamLost in the inbox.
+                with contextlib.suppress(_Gone):
+                    await conn.send(request.message)
             while True:
                 item = await inbox.get()
                 if isinstance(item, _Hint):
@@ -719,9 +772,42 @@ class StdioSource:
                     return
         finally:
             conn.inboxes.pop(key, None)
-            if not ended and conn.alive:
+            if legacy:
+                await self._unsubscribe(conn, sid)
+            elif not ended and conn.alive:
                 conn.demux.close_subscription(sid)
                 await conn.cancel(sid, "the client closed the subscription")
+
+    async def _subscribe(
+        self,
+        conn: _Connection,
+        sid: str,
+        uris: frozenset[str],
+        list_changed: bool,
+        inbox: Inbox[StreamEvent | _Hint],
+    ) -> None:
+        """2025-11-25: a virtual subscription; ``resources/subscribe`` what it still needs,
+        then its acknowledgment (what subscribed, on this process)."""
+        # Open first, so what the process says before the subscribes is claimed (and
+        # counted as before the acknowledgment); like a listen, wait for a (re)started
+        # process to answer initialize.
+        self.protocol.open_subscription(sid, uris, list_changed)
+        with contextlib.suppress(ProtocolError):  # then the subscribes fail: uncovered
+            await self._initialize(conn, HANDSHAKE_TIMEOUT)
+        for uri in self.protocol.legacy_listen(sid, uris, list_changed):
+            answer = await self._call("resources/subscribe", {"uri": uri}, self.timeout)
+            self.protocol.subscribed(uri, isinstance(answer, Response))
+        ack = self.protocol.acknowledge(sid)
+        if ack is not None and conn.alive and not inbox.put(ack):
+            inbox.put(StreamLost(sid, "the consumer fell behind"), final=True)
+
+    async def _unsubscribe(self, conn: _Connection, sid: str) -> None:
+        gone = self.protocol.legacy_close(sid)
+        if not conn.alive:
+            return
+        with anyio.move_on_after(self.timeout, shield=True):
+            for uri in gone:
+                await self._call("resources/unsubscribe", {"uri": uri}, self.timeout)
 
     async def aclose(self) -> None:
         """Stop the server: close its stdin, wait, then SIGTERM, then SIGKILL (each
@@ -749,9 +835,18 @@ class StdioSource:
     ) -> Response | ErrorResponse | RequestFailed:
         self._process.ensure_service()
         deadline = anyio.current_time() + timeout
+        negotiating = self._negotiated
+        if negotiating is not None and method != "server/discover":
+            # Which revision to speak is being decided: wait (2025 wants initialize first).
+            with anyio.move_on_after(timeout):
+                await negotiating.wait()
         conn = await self._process.connection(timeout, wait_for_restart=False)
         if conn is None:
             return RequestFailed("unreachable", self._process.down_detail())
+        if self.protocol.legacy is not None and not isinstance(conn.legacy_info, ServerInfo):
+            ready = await self._initialize(conn, max(0.0, deadline - anyio.current_time()))
+            if isinstance(ready, RequestFailed):
+                return ready
         renegotiated = False
         while True:
             answer = await self._exchange(conn, method, params, deadline, timeout)
@@ -1081,6 +1176,8 @@ class _Supervisor:
         if self.conn is conn:
             self.conn = None
         code = conn.process.returncode
+        # 2025: a process that exited 0 after a whole last line ended its session on purpose.
+        clean = code == 0 and not conn.detail and not self._closing
         if self._closing:
             detail = "the source was closed"
         else:
@@ -1107,7 +1204,7 @@ class _Supervisor:
                 waiter.result = RequestFailed("unreachable", detail)
                 waiter.done.set()
         conn.waiters.clear()
-        for ended in self.protocol.channel_ended(detail):
+        for ended in self.protocol.channel_ended(detail, graceful=clean):
             inbox = conn.inboxes.get(id_key(ended.subscription_id))
             if inbox is not None:
                 inbox.put(ended.event, final=True)

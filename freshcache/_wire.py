@@ -36,6 +36,11 @@ from ._errors import (
 
 PROTOCOL_VERSION = "2026-07-28"
 SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)
+LEGACY_VERSION = "2025-11-25"
+"""The older revision freshcache offers in ``initialize`` when ``server/discover`` fails."""
+LEGACY_VERSIONS = (LEGACY_VERSION, "2025-06-18", "2025-03-26")
+"""What an ``initialize`` answer may name for freshcache to go on (basic/lifecycle)."""
+SESSION_HEADER = "Mcp-Session-Id"
 
 META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
@@ -140,6 +145,41 @@ def build_request(
     propagate.inject(meta)
     body["_meta"] = meta
     return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body}
+
+
+def build_legacy_request(
+    request_id: str | int, method: str, params: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """A 2025-11-25 JSON-RPC request: no per-request ``_meta`` identity (``initialize``
+    carries it once), only the W3C trace context when something is being traced."""
+    body: dict[str, Any] = dict(params or {})
+    meta: dict[str, Any] = {}
+    propagate.inject(meta)
+    if meta:
+        body["_meta"] = meta
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body}
+
+
+def initialize_params(identity: ClientIdentity) -> dict[str, Any]:
+    """``initialize`` params (2025-11-25 basic/lifecycle): offer `LEGACY_VERSION`."""
+    return {
+        "protocolVersion": LEGACY_VERSION,
+        "capabilities": dict(identity.capabilities),
+        "clientInfo": {"name": identity.name, "version": identity.version},
+    }
+
+
+def legacy_http_headers(protocol_version: str, session_id: str | None) -> dict[str, str]:
+    """Headers for one 2025-11-25 Streamable HTTP request: the negotiated version and
+    the session (basic/transports: both on every request after ``initialize``)."""
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": protocol_version,
+    }
+    if session_id is not None:
+        headers[SESSION_HEADER] = session_id
+    return headers
 
 
 def build_notification(method: str, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -331,9 +371,10 @@ class InputRequired:
 
 
 def read_reply(
-    result: Mapping[str, Any], *, retried: bool = False
+    result: Mapping[str, Any], *, retried: bool = False, hintless: bool = False
 ) -> ReadReply | InputRequired | RequestFailed:
-    """Turn a ``resources/read`` result into a reply (``retried``: an MRTR retry's result)."""
+    """Turn a ``resources/read`` result into a reply (``retried``: an MRTR retry's result;
+    ``hintless``: a 2025-11-25 result, which has no caching hints to read)."""
     try:
         parsed = _ReadResult.model_validate(result)
     except ValidationError as exc:
@@ -355,6 +396,8 @@ def read_reply(
         )
         for c in parsed.contents
     )
+    if hintless:
+        return ReadReply(contents, hintless=True)
     return ReadReply(
         contents,
         ttl_ms=parsed.ttlMs,
@@ -391,15 +434,16 @@ class ReadRounds:
     input (``inputRequests``) cannot be answered and is a ``server_error``.
     """
 
-    __slots__ = ("params", "rounds", "uri")
+    __slots__ = ("hintless", "params", "rounds", "uri")
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, *, hintless: bool = False) -> None:
         self.uri = uri
+        self.hintless = hintless
         self.params: dict[str, Any] = {"uri": uri}
         self.rounds = 0
 
     def take(self, result: Mapping[str, Any]) -> ReadReply | RequestFailed | None:
-        reply = read_reply(result, retried=self.rounds > 0)
+        reply = read_reply(result, retried=self.rounds > 0, hintless=self.hintless)
         if not isinstance(reply, InputRequired):
             return reply
         if reply.input_requests:

@@ -149,7 +149,12 @@ class McpClientWorld(World):
                 case ServerChange(what="hold_reads"):
                     self.long_reads = True
                 case ServerChange(
-                    what="drop_stream" | "close_stream" | "deny" | "allow" | "remove"
+                    what="drop_stream"
+                    | "close_stream"
+                    | "expire_session"
+                    | "deny"
+                    | "allow"
+                    | "remove"
                 ):
                     if step.principal is not None:
                         return "the SDK fixture has one principal"
@@ -302,7 +307,7 @@ class McpClientWorld(World):
                 self.holding = True
             case ServerChange(what="drop_stream"):
                 await self.control("drop_listeners")
-            case ServerChange(what="close_stream"):
+            case ServerChange(what="close_stream" | "expire_session"):
                 await self.control("close_listeners")
             case ServerChange(what="deny", uri=uri):
                 await self.control("deny", uri=uri)

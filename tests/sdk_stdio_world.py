@@ -113,7 +113,7 @@ class SdkStdioWorld(StdioProcessWorld):
                 self.down = True
             case ServerChange(what="up"):
                 pass  # it was not down
-            case ServerChange(what="close_stream"):
+            case ServerChange(what="close_stream" | "expire_session"):
                 await self.tool("close_listeners")
             case ServerChange(
                 what="hold_reads"

@@ -247,7 +247,8 @@ class SdkHttpWorld(LoopbackHttpWorld):
             case ServerChange(what="drop_stream"):
                 self._closing |= set(self.source.streams)
                 await self._op("drop_listeners")
-            case ServerChange(what="close_stream"):
+            case ServerChange(what="close_stream" | "expire_session"):
+                # A 2026 server has no session: its end is the stream's graceful end.
                 self._closing |= set(self.source.streams)
                 await self._op("close_listeners")
             case ServerChange(what="hold_reads" | "release_reads" as what):

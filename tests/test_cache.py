@@ -223,6 +223,7 @@ async def test_describe_reports_stream_selection_and_counters():
         await cache.read(U)
         info = cache.describe()
         assert info["server"] == cache.source.identity
+        assert info["protocol_version"] == "2026-07-28"
         assert (info["stream"], info["retry_in"]) == ("live", None)
         assert (info["selected"], info["covered"]) == ([U], [U])
         assert info["counters"]["acknowledgments"] == 1

@@ -91,7 +91,7 @@ class LoaderWorld(EngineWorld):
                     return f"a loader's feed covers everything and lists one page ({step.what})"
                 case Notify(kind="updated_before_ack" | "foreign"):
                     return "a user's change feed has no acknowledgment and no subscription ids"
-                case ServerChange(what="close_stream"):
+                case ServerChange(what="close_stream" | "expire_session"):
                     return "a change feed that ends is over: URIs are read before use from then on"
                 case Given(what="acks_held") | ServerChange(what="hold_acks" | "release_acks"):
                     return "a user's change feed has no acknowledgment to hold back"

@@ -160,9 +160,11 @@ def test_the_json_report_lists_every_case(tmp_path, capsys):
 def test_only_plays_the_named_cases_and_rejects_unknown_ids(capsys):
     assert main(["acceptance", "--only", "seed-6"]) == 0
     out = capsys.readouterr().out
-    assert "4 passed, 0 failed" in out  # the bare engine, the engine, HTTP and stdio
+    assert "6 passed, 0 failed" in out  # the bare engine, the engine, HTTP and stdio (x2)
     assert "core: 1/1 passed" in out
     assert "stdio: 1/1 passed" in out
+    assert "http-2025: 1/1 passed" in out
+    assert "stdio-2025: 1/1 passed" in out
     assert main(["acceptance", "--only", "no-such-case"]) == 2
 
 
@@ -177,3 +179,49 @@ def test_the_installed_command_runs_the_shipped_tables():
     assert done.returncode == 0, done.stdout + done.stderr
     assert "seed-1" in done.stdout
     assert " 0 failed" in done.stdout
+
+
+HEADER_2025 = "| id | source | steps | expect | on 2025-11-25 |\n|---|---|---|---|---|\n"
+
+
+def test_the_2025_column_gives_that_revision_its_own_outcome_or_a_skip_with_a_reason():
+    text = HEADER_2025 + (
+        "| same | s | read selected | fresh v1 | |\n"
+        "| other | s | read other | fresh v1; no server read | fresh v1; server read because "
+        "2025 reads count as ttlMs 0 |\n"
+        "| gone | s | read selected | fresh v1 | skip because no such thing in 2025 |\n"
+    )
+    cases, problems = parse_text(text, "t.md")
+    assert problems == []
+    same, other, gone = cases
+    assert same.expect_on("2025-11-25") == same.expect_on("2026-07-28")
+    expect, shown = other.expect_on("2025-11-25")
+    assert expect == (parse_expect("fresh v1"), parse_expect("server read"))
+    assert shown == "fresh v1; server read (2025: 2025 reads count as ttlMs 0)"
+    assert other.expect_on("2026-07-28")[0] == other.row.expect  # 2026 is never touched
+    assert gone.expect_on("2025-11-25") == (None, "no such thing in 2025")
+
+
+@pytest.mark.parametrize(
+    ("cell", "message"),
+    [
+        ("fresh v1", "write 'EXPECTATIONS because REASON'"),
+        ("skip", "write 'EXPECTATIONS because REASON'"),
+        ("glowing because why not", "unknown expectation 'glowing'"),
+    ],
+    ids=["no-reason", "skip-without-reason", "bad-expectation"],
+)
+def test_a_2025_cell_without_a_reason_or_with_a_bad_expectation_is_refused(cell, message):
+    text = HEADER_2025 + f"| r | s | read selected | fresh v1 | {cell} |\n"
+    cases, problems = parse_text(text, "t.md")
+    assert cases == []
+    assert len(problems) == 1
+    assert message in problems[0]
+    assert problems[0].startswith("t.md:3: on 2025-11-25")
+
+
+def test_a_table_with_an_unknown_column_is_refused():
+    text = "| id | source | steps | expect | on 1999 |\n|---|---|---|---|---|\n"
+    text += "| r | s | read selected | fresh v1 | x |\n"
+    _, problems = parse_text(text, "t.md")
+    assert problems and "optionally on 2025-11-25" in problems[0]

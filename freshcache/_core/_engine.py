@@ -255,7 +255,9 @@ class _Bookkeeping:
         if self._uncovered_strict(uri, state):
             return
         until = entry.expires_at
-        if self.policy.subscription_backed and state.selected and self._subs.covers(uri):
+        backed = self.policy.subscription_backed or entry.hintless
+        if backed and state.selected and self._subs.covers(uri):
+            # Fresh until notified: 2025 reads have no TTL, the subscription vouches.
             until = _INF
         self._hits.put(uri, partition, until, entry.value)
 
@@ -442,13 +444,17 @@ class _ReadRules(_Bookkeeping):
         cached = fresh_result(
             uri, contents, fetched_at=fetched_at, server_read=False, version=handed.version
         )
+        ttl = self.policy.ttl_seconds(reply.ttl_ms)
+        if reply.hintless and not state.selected:
+            ttl = min(self.policy.hintless_ttl, self.policy.max_ttl)  # the caller's opt-in
         entry = Entry(
             value=cached,
             generation=state.generation,
             received_at=now,
-            expires_at=now + self.policy.ttl_seconds(reply.ttl_ms),
+            expires_at=now + ttl,
             scope=scope,
             size=_size_of(uri, contents),
+            hintless=reply.hintless,
         )
         for other in (partition, PUBLIC):
             if other != stored_partition and other in state.partitions:

@@ -37,6 +37,8 @@ class Entry:
     scope: CacheScope
     size: int
     """Approximate bytes held, for the store's byte bound."""
+    hintless: bool = False
+    """From a revision without caching hints: subscription-backed while covered."""
 
 
 class Store(Protocol):

@@ -35,6 +35,10 @@ class ReadReply:
     `ChangesHeard`)."""
     multi_round_trip: bool = False
     """True for results of a retry with ``inputResponses``/``requestState``: never cached."""
+    hintless: bool = False
+    """The revision has no caching hints (2025-11-25): no ``ttlMs``/``cacheScope`` was
+    ever possible. Counts as ``ttlMs`` 0 and private, except that a selected URI a live
+    subscription covers stays fresh until notified (`Policy.hintless_ttl` for others)."""
     hints: tuple[StreamEvent, ...] = ()
     """Change hints that arrived on this request's own answer (e.g. a
     ``resources/updated`` in the SSE answer before the result). The middleware feeds

@@ -44,6 +44,13 @@ class Policy:
     """Opt-in: entries the server marks ``cacheScope: "public"`` are shared by all
     principals. ``private`` entries are never shared (invariant 6)."""
 
+    hintless_ttl: float = 0.0
+    """Opt-in, at the caller's risk: seconds a read of an *unselected* URI stays fresh
+    when its server's revision has no caching hints (2025-11-25: no ``ttlMs``). The
+    default 0 reads it from the server every time. Nothing tells freshcache of a change
+    to an unselected URI (it is not subscribed), so within this window a change goes
+    unseen: use it only for resources you know change rarely."""
+
     max_rereads: int = 8
     """How many times one read is repeated when invalidations keep overtaking it."""
 
@@ -60,6 +67,10 @@ class Policy:
             raise ConfigurationError(
                 "Policy.stale_on_error takes a tuple of patterns, got the string "
                 f"{self.stale_on_error!r}; write ({self.stale_on_error!r},)"
+            )
+        if not (isinstance(self.hintless_ttl, (int, float)) and self.hintless_ttl >= 0):
+            raise ConfigurationError(
+                f"Policy.hintless_ttl must be a number of seconds >= 0, got {self.hintless_ttl!r}"
             )
         if self.max_rereads < 1:
             raise ConfigurationError(f"Policy.max_rereads must be >= 1, got {self.max_rereads!r}")

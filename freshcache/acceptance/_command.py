@@ -108,6 +108,10 @@ def played_files(cases: Sequence[Case]) -> dict[str, int]:
 
 Player = Callable[[Case], Awaitable[CaseReport]]
 
+WIRES = ("core", "engine", "http", "stdio", "http-2025", "stdio-2025")
+"""Where rows can be played, in the order ``all`` plays them; the ``-2025`` wires put the
+reference server on revision 2025-11-25 (DESIGN §6)."""
+
 
 def _players(wire: str, fleet: str | Exception | None = None) -> list[tuple[str, Player]]:
     """The wires to play on, in order, each with how it plays one case; ``fleet``: the
@@ -131,6 +135,14 @@ def _players(wire: str, fleet: str | Exception | None = None) -> list[tuple[str,
         from ._stdio_world import StdioWorld
 
         worlds.append(("stdio", StdioWorld))
+    if wire in ("http-2025", "all"):
+        from ._http_world import HttpWorld
+
+        worlds.append(("http-2025", lambda: HttpWorld(revision="2025-11-25")))
+    if wire in ("stdio-2025", "all"):
+        from ._stdio_world import StdioWorld
+
+        worlds.append(("stdio-2025", lambda: StdioWorld(revision="2025-11-25")))
     for name, make in worlds:
 
         async def in_world(case: Case, make: Callable[[], World] = make) -> CaseReport:
@@ -178,7 +190,7 @@ class _Printer:
         return f"\x1b[{code}m{text}\x1b[0m" if self.colour else text
 
     def header(self) -> None:
-        print(f"{'wire':<7} {'case':<40} {'expected':<{W}} {'actual':<{W}} result", file=self.out)
+        print(f"{'wire':<10} {'case':<40} {'expected':<{W}} {'actual':<{W}} result", file=self.out)
 
     def step(self, done: int, total: int, wire: str, case: Case) -> None:
         if self.progress:
@@ -196,7 +208,7 @@ class _Printer:
         else:
             verdict = self.paint("FAIL", "31;1")
         print(
-            f"{wire:<7} {report.id:<40} {_clip(report.expected, W):<{W}} "
+            f"{wire:<10} {report.id:<40} {_clip(report.expected, W):<{W}} "
             f"{_clip(report.actual, W):<{W}} {verdict}",
             file=self.out,
         )

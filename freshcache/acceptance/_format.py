@@ -5,6 +5,12 @@ holds cases, one per row; everything else (headings, prose, other tables) is
 commentary. ``steps`` and ``expect`` are lists of phrases separated by ``;`` (see
 `freshcache.acceptance._steps` for the vocabulary). Problems are reported as
 ``path:line: what is wrong``, all of them at once.
+
+An optional fifth column, ``on 2025-11-25``, says what the row gives against a server
+on that revision when DESIGN §6 makes it differ (empty: the same): either
+``EXPECTATIONS because REASON`` (the faithful 2025 outcome, e.g. a read counted as
+``ttlMs`` 0) or ``skip because REASON``. The reason is required: a reviewer checks it
+against §6, and the 2026 expectation is never touched.
 """
 
 from __future__ import annotations
@@ -20,17 +26,23 @@ from .._errors import TableError
 from ._steps import Expect, Given, Step, parse_expect, parse_step
 
 COLUMNS = ("id", "source", "steps", "expect")
+COLUMN_2025 = "on 2025-11-25"
+"""The optional column: what the row gives on revision 2025-11-25 (module docstring)."""
 
 
 class CaseRow(BaseModel):
     """One validated row."""
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, populate_by_name=True)
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=60)
     source: str = Field(min_length=1)
     steps: tuple[Step | Given, ...]
     expect: tuple[Expect, ...]
+    on_2025: tuple[tuple[Expect, ...] | None, str] | None = Field(
+        default=None, alias="on 2025-11-25"
+    )
+    """(2025 expectations, or ``None`` to skip; the reason), or ``None``: the same."""
 
     @field_validator("steps", mode="before")
     @classmethod
@@ -56,6 +68,22 @@ class CaseRow(BaseModel):
             raise ValueError("no expectations")
         return tuple(parse_expect(p) for p in phrases)
 
+    @field_validator("on_2025", mode="before")
+    @classmethod
+    def _parse_2025(cls, value: object) -> tuple[tuple[Expect, ...] | None, str] | None:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        if not isinstance(value, str):
+            raise ValueError("expected text")
+        what, sep, reason = value.partition(" because ")
+        if not sep or not reason.strip():
+            raise ValueError(
+                f"{value!r}: write 'EXPECTATIONS because REASON' or 'skip because REASON'"
+            )
+        if what.strip().lower() == "skip":
+            return None, reason.strip()
+        return tuple(parse_expect(p) for p in _phrases(what)), reason.strip()
+
 
 def _phrases(value: object) -> list[str]:
     if not isinstance(value, str):
@@ -72,14 +100,29 @@ class Case:
     line: int
     steps_text: str
     expect_text: str
+    cell_2025: str | None = None
 
     @property
     def id(self) -> str:
         return self.row.id
 
+    def expect_on(self, revision: str) -> tuple[tuple[Expect, ...] | None, str]:
+        """The expectations on ``revision`` (``None``: not playable there) and their text."""
+        if revision != "2025-11-25" or self.row.on_2025 is None:
+            return self.row.expect, self.expect_text
+        expect, reason = self.row.on_2025
+        if expect is None:
+            return None, reason
+        return expect, f"{'; '.join(_expect_texts(self))} (2025: {reason})"
+
     @property
     def where(self) -> str:
         return f"{self.path}:{self.line}"
+
+
+def _expect_texts(case: Case) -> list[str]:
+    cell = case.cell_2025 or ""
+    return [p.strip() for p in cell.partition(" because ")[0].split(";") if p.strip()]
 
 
 _SEPARATOR = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
@@ -108,10 +151,12 @@ def parse_text(text: str, path: str) -> tuple[list[Case], list[str]]:
         if columns is None:
             lowered = [c.lower() for c in cells]
             columns = lowered if set(COLUMNS) <= set(lowered) else []
-            if columns and sorted(lowered) != sorted(COLUMNS):
+            extra = set(lowered) - set(COLUMNS)
+            if columns and (extra - {COLUMN_2025} or len(set(lowered)) != len(lowered)):
                 problems.append(
                     f"{path}:{number}: a case table has exactly the columns "
-                    f"{' | '.join(COLUMNS)}; found {' | '.join(cells)}"
+                    f"{' | '.join(COLUMNS)} (and optionally {COLUMN_2025}); "
+                    f"found {' | '.join(cells)}"
                 )
                 columns = []
             continue
@@ -132,7 +177,9 @@ def parse_text(text: str, path: str) -> tuple[list[Case], list[str]]:
                 message = error["msg"].removeprefix("Value error, ")
                 problems.append(f"{path}:{number}: {where}: {message}")
             continue
-        cases.append(Case(row, path, number, values["steps"], values["expect"]))
+        cases.append(
+            Case(row, path, number, values["steps"], values["expect"], values.get(COLUMN_2025))
+        )
     return cases, problems
 
 

@@ -56,10 +56,13 @@ from ._protocol import (
     Stream,
     error,
 )
+from ._protocol_2025 import REVISION as LEGACY_REVISION
+from ._protocol_2025 import LegacyProtocol, LegacySession
 
 log = logging.getLogger("freshcache.acceptance.http")
 
 ReplyMode = Literal["auto", "json", "sse"]
+Revision = Literal["2026-07-28", "2025-11-25"]
 
 _KEEPALIVE = b": keep-alive\r\n\r\n"
 _MAX_BODY = 1 << 20
@@ -133,11 +136,20 @@ class ReferenceHttpServer:
         hook: Hook | None = None,
         check_headers: bool = True,
         stall_limit: float = 120.0,
+        revision: Revision = "2026-07-28",
     ) -> None:
         if reply_mode not in ("auto", "json", "sse"):
             raise ValueError(f"reply_mode must be 'auto', 'json' or 'sse', got {reply_mode!r}")
+        if revision not in ("2026-07-28", LEGACY_REVISION):
+            raise ValueError(f"revision must be '2026-07-28' or '2025-11-25', got {revision!r}")
         self.server = server if server is not None else ReferenceServer()
+        self.revision: Revision = revision
         self.protocol = ReferenceProtocol(self.server)
+        self.legacy: LegacyProtocol | None = (
+            LegacyProtocol(self.server) if revision == LEGACY_REVISION else None
+        )
+        """The 2025-11-25 protocol (sessions, GET stream, subscribe) when that is the
+        revision served; ``None`` for 2026-07-28."""
         self.reply_mode: ReplyMode = reply_mode
         self.keepalive_interval = keepalive_interval
         self.commit_after = commit_after
@@ -149,6 +161,8 @@ class ReferenceHttpServer:
         """Every request received, in order."""
         self.frames_written: dict[str | int, int] = {}
         """Per listen request id: SSE frames written (keep-alives not counted)."""
+        self.channel_frames_written = 0
+        """2025-11-25: whole SSE frames written on GET streams, all sessions together."""
         self.port = 0
         self._listening: set[_Connection] = set()
         self._tg: anyio.abc.TaskGroup | None = None
@@ -192,7 +206,10 @@ class ReferenceHttpServer:
         return None
 
     async def go_down(self) -> None:
-        """Stop accepting and cut every open connection (the server process died)."""
+        """Stop accepting and cut every open connection (the server process died; no
+        2025 session survives it)."""
+        if self.legacy is not None:
+            self.legacy.forget_sessions()
         if self._accept_scope is not None:
             self._accept_scope.cancel()
         for scope in list(self._connections):
@@ -339,6 +356,8 @@ class _Connection:
             message = None
         recorded = RecordedRequest(method, path, headers, body, message, frozenset(repeated))
         owner.requests.append(recorded)
+        if owner.legacy is not None and path == owner.path:
+            return await self._legacy(owner.legacy, recorded)
         if method != "POST":
             return await self._plain(405, b"POST only", [("allow", "POST")])
         if path != owner.path:
@@ -361,7 +380,42 @@ class _Connection:
         principal = _principal(headers.get("authorization"))
         return await self._answer(message, principal)
 
-    async def _answer(self, message: dict[str, Any], principal: str | None) -> bool:
+    async def _legacy(self, legacy: LegacyProtocol, recorded: RecordedRequest) -> bool:
+        """A 2025-11-25 request: sessions, the GET notification stream, DELETE."""
+        owner = self.owner
+        message = recorded.message if isinstance(recorded.message, dict) else {}
+        if owner.hook is not None and recorded.method == "POST":
+            custom = await owner.hook(recorded)
+            if custom is not None:
+                return await self._act(custom, message)
+        gate = _legacy_gate(legacy, recorded, check_headers=owner.check_headers)
+        if isinstance(gate, RawHttp):
+            return await self._act(gate, message)
+        if gate is not None:
+            self.extra_headers.append(("mcp-session-id", gate.id))
+        match recorded.method, gate:
+            case "DELETE", LegacySession():
+                legacy.end(gate)
+                return await self._plain(200, b"")
+            case "GET", LegacySession():
+                if owner.server.down:
+                    return False
+                if not owner.server.listen_supported:
+                    return await self._plain(405, b"no notification stream", [("allow", "POST")])
+                stream = legacy.notifications(gate)
+                if stream is None:
+                    return False
+                return await self._pump(gate.id, stream.items, channel=True)
+            case _:
+                pass
+        if _will_answer_from_local_copy(owner.server, message):
+            self.extra_headers.append(("age", "3600"))
+        principal = _principal(recorded.headers.get("authorization"))
+        return await self._answer(message, principal, gate)
+
+    async def _answer(
+        self, message: dict[str, Any], principal: str | None, session: LegacySession | None = None
+    ) -> bool:
         """Run the protocol; commit to SSE (with keep-alives) when the mode says so."""
         owner = self.owner
         mode = owner.reply_mode
@@ -372,7 +426,10 @@ class _Connection:
         async with anyio.create_task_group() as tg:
 
             async def produce() -> None:
-                result.append(await owner.protocol.handle(message, principal))
+                if owner.legacy is not None:
+                    result.append(await owner.legacy.handle(message, principal, session))
+                else:
+                    result.append(await owner.protocol.handle(message, principal))
                 tg.cancel_scope.cancel()
 
             async def watch() -> None:
@@ -399,7 +456,9 @@ class _Connection:
     async def _act(self, answer: Answer | RawHttp | RawSse, message: dict[str, Any]) -> bool:
         request_id = message.get("id")
         match answer:
-            case Reply(message=body, http_status=status, before=before):
+            case Reply(message=body, http_status=status, before=before, session_id=opened):
+                if opened is not None and not self.committed:
+                    self.extra_headers.append(("mcp-session-id", opened))
                 if before:
                     # Change hints ahead of the answer: only an SSE answer can carry them.
                     await self._start_sse(status)
@@ -440,8 +499,11 @@ class _Connection:
                 return await self._raw_sse(answer)
         raise AssertionError(f"unknown answer {answer!r}")
 
-    async def _pump(self, request_id: Any, items: AsyncIterator[Any]) -> bool:
-        """A listen stream: frames as the protocol yields them, keep-alives between."""
+    async def _pump(
+        self, request_id: Any, items: AsyncIterator[Any], *, channel: bool = False
+    ) -> bool:
+        """A listen stream (or, ``channel``, a 2025 GET stream): frames as the protocol
+        yields them, keep-alives between."""
         owner = self.owner
         if not self.committed:
             await self._start_sse()
@@ -467,6 +529,8 @@ class _Connection:
                             case _:
                                 await self._frame(json.dumps(item))
                         owner.count_frame(sid)
+                        if channel:
+                            owner.channel_frames_written += 1
                     else:
                         if self.silent:
                             await anyio.sleep_forever()  # open and mute until the client leaves
@@ -644,6 +708,48 @@ def _header_problem(request: RecordedRequest, message: dict[str, Any]) -> Answer
     return None
 
 
+def _legacy_gate(
+    legacy: LegacyProtocol, request: RecordedRequest, *, check_headers: bool
+) -> RawHttp | LegacySession | None:
+    """What a 2025-11-25 server checks before the protocol (what the official SDK 1.x
+    answers, probed): a refusal, the request's session, or ``None`` for ``initialize``."""
+    headers, message = request.headers, request.message
+    if request.method not in ("POST", "GET", "DELETE"):
+        return RawHttp(405, b"", None, (("allow", "GET, POST, DELETE"),))
+    accept = headers.get("accept", "")
+    if request.method == "GET" and "text/event-stream" not in accept:
+        return RawHttp(406, b"", None)
+    if request.method == "POST":
+        both = "application/json" in accept and "text/event-stream" in accept
+        if check_headers and not both:
+            return RawHttp(406, b"", None)
+        if not isinstance(message, dict):
+            return _sdk_refusal(400, -32700, "Parse error")
+        if message.get("method") == "initialize":
+            return None
+    session_id = headers.get("mcp-session-id")
+    if session_id is None:
+        return _sdk_refusal(400, -32600, "Bad Request: Missing session ID")
+    session = legacy.session(session_id)
+    if session is None:
+        return _sdk_refusal(404, -32600, "Session not found")
+    version = headers.get("mcp-protocol-version")
+    if check_headers and request.method == "POST" and version != session.version:
+        return _sdk_refusal(
+            400,
+            -32600,
+            f"Bad Request: Unsupported protocol version: {version}; this session speaks "
+            f"{session.version}",
+        )
+    return session
+
+
+def _sdk_refusal(status: int, code: int, text: str) -> RawHttp:
+    """A transport-level refusal as the SDK writes it (id ``"server-error"``)."""
+    body = {"jsonrpc": "2.0", "id": "server-error", "error": {"code": code, "message": text}}
+    return RawHttp(status, json.dumps(body, separators=(",", ":")).encode())
+
+
 def _will_answer_from_local_copy(server: ReferenceServer, message: dict[str, Any]) -> bool:
     if message.get("method") != "resources/read":
         return False
@@ -677,9 +783,11 @@ def _quoted(text: str) -> str:
 
 
 __all__ = [
+    "LEGACY_REVISION",
     "RawHttp",
     "RawSse",
     "RecordedRequest",
     "ReferenceHttpServer",
     "ReplyMode",
+    "Revision",
 ]

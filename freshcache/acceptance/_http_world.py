@@ -37,16 +37,22 @@ from .._core import Partition
 from .._http import HttpSource
 from .._reference import Push, ReferenceServer
 from ._format import Case
-from ._http_server import ReferenceHttpServer, ReplyMode
+from ._http_server import ReferenceHttpServer, ReplyMode, Revision
 from ._runner import (
     Setup,
     VirtualClock,
     World,
     apply_to_reference,
     configure_reference,
+    unplayable_on_2025,
 )
 from ._settle import wait_for
 from ._steps import NextRead, Notify, ServerChange, ServerSets
+
+
+def revision_of(name: str) -> Revision:
+    """A world's revision as the reference server takes it."""
+    return "2025-11-25" if name == "2025-11-25" else "2026-07-28"
 
 
 def bearer(principal: Partition) -> dict[str, str]:
@@ -114,7 +120,13 @@ class LoopbackHttpWorld(World):
 
 
 class HttpWorld(LoopbackHttpWorld):
-    """A `FreshCache` over `HttpSource` against `ReferenceHttpServer` on loopback."""
+    """A `FreshCache` over `HttpSource` against `ReferenceHttpServer` on loopback.
+
+    With ``revision="2025-11-25"`` (the ``http-2025`` wire) the server speaks only that
+    revision: the cache negotiates down, holds a session, takes notifications from the
+    session's GET stream and subscribes per URI; rows whose subject 2025 lacks are
+    skipped with the reason (`unplayable_on_2025`).
+    """
 
     name = "http"
 
@@ -127,10 +139,14 @@ class HttpWorld(LoopbackHttpWorld):
         keepalive_interval: float = 0.1,
         settle_timeout: float = 5.0,
         cache_options: dict[str, Any] | None = None,
+        revision: Revision = "2026-07-28",
     ) -> None:
         super().__init__(
             read_timeout=read_timeout, idle_timeout=idle_timeout, settle_timeout=settle_timeout
         )
+        if revision != "2026-07-28":
+            self.name = "http-2025"
+            self.revision = revision
         self.cache_options = dict(cache_options or {})
         """Extra `FreshCache` arguments (e.g. tracer and meter providers)."""
         self.server = ReferenceServer()
@@ -140,6 +156,8 @@ class HttpWorld(LoopbackHttpWorld):
         self._queues: dict[str | int, MemoryObjectSendStream[Push]] = {}
 
     def unplayable(self, case: Case) -> str | None:
+        if self.revision != "2026-07-28":
+            return unplayable_on_2025(case)
         return None  # every phrase of the vocabulary has an HTTP form (module docstring)
 
     async def start(self, setup: Setup) -> None:
@@ -150,6 +168,7 @@ class HttpWorld(LoopbackHttpWorld):
                 self.server,
                 reply_mode=self.reply_mode,
                 keepalive_interval=self.keepalive_interval,
+                revision=revision_of(self.revision),
             )
         )
         await self._connect(self.http.url, setup, timeout=10.0, **self.cache_options)

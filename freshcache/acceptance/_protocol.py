@@ -51,6 +51,9 @@ class Reply:
     before: tuple[dict[str, Any], ...] = ()
     """Messages written ahead of it on the same answer (change hints): HTTP sends them
     as an SSE answer, stdio as the lines before the response."""
+    session_id: str | None = None
+    """Revision 2025-11-25: the session this answer opened (``initialize``); HTTP
+    announces it in ``Mcp-Session-Id``."""
 
 
 @dataclass(frozen=True, slots=True)

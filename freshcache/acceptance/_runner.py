@@ -144,6 +144,9 @@ class World(abc.ABC):
     """A cache and a server to steer, at one level (engine, HTTP, stdio)."""
 
     name = "world"
+    revision = "2026-07-28"
+    """The MCP revision the world's server speaks (a row's ``on 2025-11-25`` column
+    applies where it is ``2025-11-25``)."""
     cache: FreshCache
     clock: VirtualClock
     timeline: Timeline | None = None
@@ -307,9 +310,14 @@ def _label(uri: str, text: str) -> str:
 async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseReport:
     """Play one case in a fresh ``world``; never raises for a failing case."""
     started = time.perf_counter()
+    expect, expected = case.expect_on(world.revision)
+    if expect is None:
+        return CaseReport(case.id, case.where, True, expected_text(case), "-", skipped=expected)
     reason = fleet_unplayable(case, fleet_world=world.plays_fleet_rows) or world.unplayable(case)
     if reason is not None:
-        return CaseReport(case.id, case.where, True, expected_text(case), "-", skipped=reason)
+        return CaseReport(
+            case.id, case.where, True, expected_text(case, expect), "-", skipped=reason
+        )
     givens = [s for s in case.row.steps if isinstance(s, Given)]
     steps = [
         (phrase, s)
@@ -340,15 +348,15 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
                     if changes is not None:
                         await changes.aclose()
                 reads = world.server_reads() - baseline
-                failures = check(case.row.expect, last, world.cache, reads, world.fleet_counts())
-                actual = compared(case.row.expect, last, world.cache, reads, world.fleet_counts())
+                failures = check(expect, last, world.cache, reads, world.fleet_counts())
+                actual = compared(expect, last, world.cache, reads, world.fleet_counts())
             finally:
                 await world.stop()
     except TimeoutError:
         failures = [f"the case did not finish within {step_timeout * (len(steps) + 2):.0f}s"]
     except Exception as exc:  # a crash is a failed case, reported with its cause
         failures = [f"crashed: {type(exc).__name__}: {exc}"]
-    return report(case, last, failures, started, actual, timeline)
+    return report(case, last, failures, started, actual, timeline, expect)
 
 
 FLEET_ROW = (
@@ -391,10 +399,12 @@ def report(
     started: float,
     actual: str | None = None,
     timeline: Timeline | None = None,
+    expect: Sequence[Expect] | None = None,
 ) -> CaseReport:
     """The report of a played case (`KNOWN_FAILING` applied), for every player.
     ``actual``: what the expectations were compared with (``None``: the case ended
-    before the comparison)."""
+    before the comparison); ``expect``: the expectations for the world's revision
+    (default: the row's own)."""
     known: str | None = None
     if case.id in KNOWN_FAILING:
         if failures:
@@ -408,7 +418,7 @@ def report(
         case.id,
         case.where,
         not failures,
-        expected_text(case),
+        expected_text(case, expect),
         "(not compared)" if actual is None else actual,
         failures,
         seconds=time.perf_counter() - started,
@@ -557,9 +567,10 @@ def check(
     return failures
 
 
-def expected_text(case: Case) -> str:
-    """The row's expectations, one phrase each in the form `compared` answers in."""
-    return "; ".join(_phrase(e) for e in case.row.expect)
+def expected_text(case: Case, expect: Sequence[Expect] | None = None) -> str:
+    """The row's expectations (or ``expect``), one phrase each in the form `compared`
+    answers in."""
+    return "; ".join(_phrase(e) for e in (case.row.expect if expect is None else expect))
 
 
 def _phrase(expect: Expect) -> str:
@@ -724,6 +735,24 @@ def engine_unplayable(case: Case) -> str | None:
     return None
 
 
+def unplayable_on_2025(case: Case) -> str | None:
+    """Why a row cannot be played against a server on revision 2025-11-25: its subject
+    does not exist in that revision (DESIGN §6). Everything else plays there."""
+    for step in case.row.steps:
+        match step:
+            case NextRead(fault="ttl_string" | "ttl_bool"):
+                return "2025-11-25 results carry no ttlMs: there is no hint to break"
+            case NextRead(fault="input_rounds"):
+                return "2025-11-25 has no multi-round-trip requests (requestState is 2026-07-28's)"
+            case NextRead(fault="version_refused"):
+                return "2025-11-25 negotiates once, in initialize: no read is refused with -32022"
+            case NextRead(fault="hint_unknown_id") | Notify(kind="foreign"):
+                return "2025-11-25 notifications carry no subscription id: none can be unknown"
+            case _:
+                pass
+    return None
+
+
 def configure_reference(server: ReferenceServer, setup: Setup) -> None:
     """Put a `ReferenceServer` in a row's starting situation (every world starts here)."""
     server.listen_supported = setup.listen
@@ -772,6 +801,8 @@ def apply_to_reference(
             server.drop_streams()
         case ServerChange(what="close_stream"):
             server.close_streams()
+        case ServerChange(what="expire_session"):
+            server.end_sessions()
         case ServerChange(what="hold_reads"):
             server.hold_reads()
         case ServerChange(what="release_reads"):

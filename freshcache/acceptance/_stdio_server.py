@@ -1,6 +1,12 @@
-"""A fault-injecting MCP 2026-07-28 server over stdio, for tests and benchmarks.
+"""A fault-injecting MCP server over stdio, for tests and benchmarks.
 
     python -m freshcache.acceptance._stdio_server [--state FILE] [--control-file FILE]
+        [--revision 2026-07-28|2025-11-25]
+
+With ``--revision 2025-11-25`` it speaks only that revision (`LegacyProtocol`): the
+client initializes, notifications of the one session come on stdout among the answers,
+and the session ends with the process: *stream closes* and *session expires* make it
+exit cleanly after what is queued, *stream drops* in the middle of a line.
 
 It serves a `ReferenceServer` through `ReferenceProtocol` on stdin/stdout, one
 JSON-RPC message per line (spec basic/transports/stdio), many requests at once, and
@@ -63,6 +69,8 @@ from ._protocol import (
     Stream,
     error,
 )
+from ._protocol_2025 import REVISION as LEGACY_REVISION
+from ._protocol_2025 import LegacyProtocol, LegacySession
 from ._runner import apply_to_reference
 from ._steps import ALIASES, NextRead, Notify, ServerChange, ServerSets, text_for
 
@@ -192,9 +200,15 @@ def _updated(subscription_id: str | int, uri: str) -> dict[str, Any]:
 class StdioReferenceServer:
     """One process of the fault-injecting stdio server."""
 
-    def __init__(self, reference: ReferenceServer, state_path: Path | None) -> None:
+    def __init__(
+        self, reference: ReferenceServer, state_path: Path | None, revision: str = "2026-07-28"
+    ) -> None:
         self.reference = reference
         self.protocol = ReferenceProtocol(reference)
+        self.legacy = LegacyProtocol(reference) if revision == LEGACY_REVISION else None
+        self.session: LegacySession | None = None
+        """The 2025-11-25 session this process serves (after ``initialize``)."""
+        self._tg: anyio.abc.TaskGroup | None = None
         self.state_path = state_path
         self.lines_written = 0
         self._queue: deque[bytes | _Die] = deque()
@@ -279,6 +293,7 @@ class StdioReferenceServer:
 
     async def run(self, control_file: Path | None) -> None:
         async with anyio.create_task_group() as tg:
+            self._tg = tg
             listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
             port = listener.extra(anyio.abc.SocketAttribute.local_port)
             if control_file is not None:
@@ -316,6 +331,11 @@ class StdioReferenceServer:
             self.write_message(error(None, -32600, "Invalid request"))
             return
         if "id" not in message:
+            if self.legacy is not None:
+                self.legacy.requests.append(message)
+                if message.get("method") == "notifications/initialized" and self.session:
+                    self.session.initialized = True
+                return
             self.protocol.requests.append(message)
             if message.get("method") == "notifications/cancelled":
                 params = message.get("params") or {}
@@ -351,13 +371,18 @@ class StdioReferenceServer:
             self._interleave = None
             for sid in list(self.reference.subscribers):
                 self.write(_line(_updated(sid, uri)) * count)
-        answer = await self.protocol.handle(message)
+        if self.legacy is not None:
+            answer = await self.legacy.handle(message, None, self.session)
+        else:
+            answer = await self.protocol.handle(message)
         self.save()
         match answer:
-            case Reply(message=reply, before=before):
+            case Reply(message=reply, before=before, session_id=opened):
                 for message_before in before:  # change hints ahead of the response
                     self.write_message(message_before)
                 self.write_message(reply)
+                if opened is not None:
+                    self._open_session(opened)
             case Denied(request_id=request_id, message=text):
                 self.write_message(error(request_id, DENIED_CODE, f"Forbidden: {text}"))
             case Stall():
@@ -380,6 +405,34 @@ class StdioReferenceServer:
                             await anyio.sleep_forever()
                         else:
                             self.write_message(item)
+
+    def _open_session(self, session_id: str) -> None:
+        """After ``initialize`` (2025-11-25): stdout becomes the session's notification
+        channel; its end is the session's end, and this process's."""
+        assert self.legacy is not None
+        assert self._tg is not None
+        if self.session is not None:
+            self.legacy.end(self.session)
+        session = self.session = self.legacy.sessions[session_id]
+        stream = self.legacy.notifications(session)
+        if stream is None:
+            return
+        generator = cast(AsyncGenerator[Any, None], stream.items)
+
+        async def pump() -> None:
+            async with contextlib.aclosing(generator):
+                async for item in generator:
+                    if isinstance(item, Garbage):
+                        self.write(item.raw.encode("utf-8") + b"\n")
+                    elif isinstance(item, CutMidFrame):
+                        self.die(item.partial.encode("utf-8"))
+                        return
+                    else:
+                        self.write_message(item)
+            if self.session is session:
+                self.die(b"", 0)  # the channel ended on purpose: so does the session
+
+        self._tg.start_soon(pump)
 
     # --- control
 
@@ -427,7 +480,8 @@ class StdioReferenceServer:
             case "state":
                 pass
             case "requests":
-                return {"ok": True, "requests": self.protocol.requests}, None
+                protocol = self.legacy if self.legacy is not None else self.protocol
+                return {"ok": True, "requests": protocol.requests}, None
             case "step":
                 step = step_from_json(command["step"])
                 match step:
@@ -485,12 +539,18 @@ class StdioReferenceServer:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m freshcache.acceptance._stdio_server",
-        description="A fault-injecting MCP 2026-07-28 server over stdio (freshcache tests).",
+        description="A fault-injecting MCP server over stdio (freshcache tests).",
     )
     parser.add_argument(
         "--state", type=Path, help="load the server from this file; save every change"
     )
     parser.add_argument("--control-file", type=Path, help="write the control port here")
+    parser.add_argument(
+        "--revision",
+        choices=("2026-07-28", LEGACY_REVISION),
+        default="2026-07-28",
+        help="the MCP revision to speak (only that one)",
+    )
     args = parser.parse_args(argv)
     state_path: Path | None = args.state
     if state_path is not None and state_path.exists():
@@ -506,7 +566,7 @@ def main(argv: list[str] | None = None) -> None:
             flush=True,
         )
         sys.exit(EXIT_DOWN)
-    server = StdioReferenceServer(reference, state_path)
+    server = StdioReferenceServer(reference, state_path, args.revision)
     anyio.run(server.run, args.control_file)
 
 

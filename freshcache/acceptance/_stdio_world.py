@@ -59,6 +59,7 @@ from ._runner import (
     World,
     apply_to_reference,
     configure_reference,
+    unplayable_on_2025,
 )
 from ._settle import wait_for
 from ._stdio_server import load_state, save_state, step_to_json
@@ -352,7 +353,13 @@ class StdioProcessWorld(World):
 
 
 class StdioWorld(StdioProcessWorld):
-    """Acceptance rows over ``python -m freshcache.acceptance._stdio_server`` (see module doc)."""
+    """Acceptance rows over ``python -m freshcache.acceptance._stdio_server`` (see module doc).
+
+    With ``revision="2025-11-25"`` (the ``stdio-2025`` wire) the process speaks only that
+    revision: the cache initializes it, subscribes per URI, and a restarted process is
+    initialized and subscribed again; *stream closes* and *session expires* end the
+    process cleanly (its one session is over).
+    """
 
     name = "stdio"
 
@@ -363,11 +370,15 @@ class StdioWorld(StdioProcessWorld):
         read_timeout: float = 5.0,
         settle_limit: float = 15.0,
         python: str = sys.executable,
+        revision: str = "2026-07-28",
     ) -> None:
         super().__init__(
             request_timeout=request_timeout, read_timeout=read_timeout, settle_limit=settle_limit
         )
         self.python = python
+        if revision != "2026-07-28":
+            self.name = "stdio-2025"
+            self.revision = revision
         self._control: ControlChannel | None = None
 
     # ------------------------------------------------------------------ life
@@ -387,10 +398,18 @@ class StdioWorld(StdioProcessWorld):
                 str(self.state_file),
                 "--control-file",
                 str(control_file),
+                "--revision",
+                self.revision,
             ],
             shutdown_timeout=2.0,
             name="freshcache stdio fault server",
         )
+
+    def unplayable(self, case: Case) -> str | None:
+        reason = super().unplayable(case)
+        if reason is None and self.revision != "2026-07-28":
+            return unplayable_on_2025(case)
+        return reason
 
     async def _close_control(self) -> None:
         if self._control is not None:
@@ -410,7 +429,10 @@ class StdioWorld(StdioProcessWorld):
             return
         if isinstance(step, ServerChange) and step.what == "up":
             return  # it was not down
-        dies = isinstance(step, ServerChange) and step.what in ("down", "drop_stream")
+        ends: tuple[str, ...] = ("down", "drop_stream")
+        if self.revision != "2026-07-28":
+            ends = (*ends, "close_stream", "expire_session")  # the session is the process
+        dies = isinstance(step, ServerChange) and step.what in ends
         before = self.source.pid
         await self._send_step(step, once=dies)
         if isinstance(step, ServerChange) and step.what == "down":
@@ -435,7 +457,7 @@ class StdioWorld(StdioProcessWorld):
         match step:
             case ServerChange(what="up"):
                 reference.down = False
-            case ServerChange(what="down" | "drop_stream"):
+            case ServerChange(what="down" | "drop_stream" | "close_stream" | "expire_session"):
                 pass
             case _:
                 apply_to_reference(reference, step, None)

@@ -149,6 +149,7 @@ class ServerChange:
         "fall_silent",
         "hold_acks",
         "release_acks",
+        "expire_session",
     ]
     uri: str = ""
     principal: str | None = None
@@ -305,6 +306,9 @@ _rule(r"server goes down")(lambda m: ServerChange("down"))
 _rule(r"server comes back")(lambda m: ServerChange("up"))
 _rule(r"stream drops")(lambda m: ServerChange("drop_stream"))
 _rule(r"stream closes")(lambda m: ServerChange("close_stream"))
+# Revision 2025-11-25's session ends (HTTP 404 on it); on 2026-07-28 the same server
+# behaviour is a graceful end of the stream (DESIGN §6).
+_rule(r"session expires")(lambda m: ServerChange("expire_session"))
 _rule(r"hold reads")(lambda m: ServerChange("hold_reads"))
 _rule(r"release reads")(lambda m: ServerChange("release_reads"))
 
