@@ -31,6 +31,8 @@ WIRE_ONLY = (
     "| mine-wire-only | test | given not cached; next read of other has no contents; "
     "read other | awaiting_fresh_source (server_error) |\n"
 )
+WIRES = ["core", "engine", "http", "stdio", "http-2025", "stdio-2025"]
+"""What ``--wire all`` plays a table without fleet rows on, in order."""
 UNNOTIFIED = "| mine-unnotified | test | server sets selected v2; read selected | fresh v1; no server read |\n"
 
 
@@ -126,7 +128,7 @@ def test_a_failing_row_shows_what_differs_and_is_listed_at_the_end(tmp_path):
     done = acceptance("--wire", "engine", str(table))
     assert done.returncode == 1, done.stdout + done.stderr
     out = done.stdout
-    row = next(line for line in out.splitlines() if line.startswith("engine  mine-fails"))
+    row = next(line for line in out.splitlines() if line.split()[:2] == ["engine", "mine-fails"])
     assert "fresh v1; no server read" in row  # expected
     assert "fresh v2; no server read" in row  # actual: what was compared
     tail = out[out.index("1 failed:") :].splitlines()
@@ -158,7 +160,7 @@ def test_the_junit_report_has_a_suite_per_wire_and_a_case_per_row(every_wire):
     root = ET.parse(junit).getroot()
     assert root.tag == "testsuites"
     suites = root.findall("testsuite")
-    assert [s.get("name") for s in suites] == ["core", "engine", "http", "stdio"]
+    assert [s.get("name") for s in suites] == WIRES
     for suite in suites:
         cases = {c.get("name"): c for c in suite.findall("testcase")}
         assert list(cases) == ["mine-passes", "mine-fails", "mine-wire-only", "mine-unnotified"]
@@ -183,8 +185,8 @@ def test_the_junit_report_has_a_suite_per_wire_and_a_case_per_row(every_wire):
             assert cases["mine-wire-only"].find("failure") is None
             assert suite.get("skipped") == "0"
         assert suite.get("failures") == "1"
-    assert root.get("tests") == "16"
-    assert root.get("failures") == "4"
+    assert root.get("tests") == str(4 * len(WIRES))
+    assert root.get("failures") == str(len(WIRES))
     assert root.get("skipped") == "2"
 
 
@@ -193,10 +195,15 @@ def test_the_json_report_names_the_tables_and_lists_the_failures(every_wire):
     assert report["tables"] == {"origin": "given", "files": [str(table)]}
     assert report["junit"] == str(junit)
     assert [(f["id"], f["wire"]) for f in report["failures"]] == [
-        ("mine-fails", wire) for wire in ("core", "engine", "http", "stdio")
+        ("mine-fails", wire) for wire in WIRES
     ]
     assert report["failures"][0]["where"] == f"{table}:6"
-    assert report["summary"] == {**report["summary"], "passed": 10, "failed": 4, "skipped": 2}
+    assert report["summary"] == {
+        **report["summary"],
+        "passed": 3 * len(WIRES) - 2,
+        "failed": len(WIRES),
+        "skipped": 2,
+    }
     for case in report["cases"]:
         assert {"expected", "actual", "observed", "timeline", "where"} <= set(case)
 
@@ -251,7 +258,7 @@ def test_v_prints_each_case_timeline_under_its_row(tmp_path):
     done = acceptance("--wire", "engine", "-v", str(table))
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    row = next(i for i, line in enumerate(lines) if line.startswith("engine  mine-passes"))
+    row = next(i for i, line in enumerate(lines) if line.split()[:2] == ["engine", "mine-passes"])
     timeline = lines[row + 1 : row + 9]
     assert timeline[0].split(maxsplit=2)[1:] == ["ms", "step: server sets selected v2 and notifies"]
     assert any(line.endswith("ms  heard resources/updated selected") for line in timeline)
