@@ -104,6 +104,17 @@ def telemetry_variants() -> list[tuple[str, dict[str, object]]]:
     return variants
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux ``/proc/cpuinfo``), for the results' machine note."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loops", type=int, default=200_000)
@@ -122,6 +133,7 @@ def main() -> None:
         "machine": {
             "python": platform.python_version(),
             "cpus": os.cpu_count(),
+            "cpu": cpu_model(),
             "platform": platform.platform(),
         },
         "loops": args.loops,

@@ -1,11 +1,12 @@
-"""Run every benchmark and print one table: ``python benchmarks/run_all.py [--quick]``.
+"""Run every benchmark and print one table: ``python benchmarks/run_all.py [--quick] [--charts]``.
 
 Each benchmark is its own script (run it alone for details); this runs them one
 after another in subprocesses, so that one's garbage does not weigh on the next,
 collects the JSON files they write into ``benchmarks/results/`` and prints the
 figures side by side, with the machine noted. Needs the test extra
 (``pip install '.[test]'``): some compare with the official SDK client, whose server
-is started on loopback. Not part of CI's pass criteria.
+is started on loopback. Not part of CI's pass criteria. ``--charts`` then redraws the
+charts under ``docs/charts/`` from the results (``python -m benchmarks.charts``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller runs (about a minute)")
     parser.add_argument("--only", action="append", help="run only these scripts (e.g. hit_path.py)")
+    parser.add_argument(
+        "--charts", action="store_true", help="then redraw docs/charts/ from the results"
+    )
     args = parser.parse_args()
     failed: list[str] = []
     for script, full, quick in SCRIPTS:
@@ -83,6 +87,10 @@ def main() -> int:
     }
     (RESULTS / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(f"all results: {RESULTS / 'summary.json'}")
+    if args.charts:
+        drawn = subprocess.run([sys.executable, "-m", "benchmarks.charts"], cwd=HERE.parent)
+        if drawn.returncode != 0:
+            failed.append("charts")
     if failed:
         print(f"failed: {', '.join(failed)}")
         return 1

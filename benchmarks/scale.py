@@ -59,7 +59,7 @@ from freshcache.sync import SyncFreshCache
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.hit_path import per_call_async, per_call_sync  # noqa: E402
+from benchmarks.hit_path import cpu_model, per_call_async, per_call_sync  # noqa: E402
 
 HOUR_MS = 3_600_000
 HIT_URI = "guide://shipping/approval"
@@ -533,6 +533,7 @@ def main() -> None:
     machine = {
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
+        "cpu": cpu_model(),
         "platform": platform.platform(),
     }
     print(f"\nmachine: {machine['cpus']} cpus, Python {machine['python']}, {machine['platform']}")

@@ -234,11 +234,11 @@ def build_parser() -> argparse.ArgumentParser:
     acceptance = commands.add_parser(
         "acceptance",
         help="play acceptance tables against the cache",
-        description="Play acceptance tables (Markdown files or folders of them). With no "
-        "PATH, play the tables shipped with freshcache on the bare engine, on the cache and "
-        "over real HTTP and stdio against the embedded reference server, on MCP 2026-07-28 "
-        "and 2025-11-25. Exit 0 when every "
-        "case passes, "
+        description="Play acceptance tables (Markdown files or folders of them) on the bare "
+        "engine, on the cache and over real HTTP and stdio against the embedded reference "
+        "server, on MCP 2026-07-28 and 2025-11-25. With no PATH: inside a freshcache "
+        "checkout, its acceptance_tables/; elsewhere the tables installed with freshcache. "
+        "Exit 0 when every case passes, "
         "1 when a case fails, 2 when the input is unusable.",
     )
     acceptance.add_argument("paths", nargs="*", metavar="PATH", help="table files or folders")
@@ -275,6 +275,17 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="CMD",
         help="play the rows through the client a driver program drives (the program "
         "speaks the driver protocol on stdin/stdout)",
+    )
+    acceptance.add_argument(
+        "--junit", metavar="PATH", help="also write a JUnit XML report (one testsuite per wire)"
+    )
+    acceptance.add_argument(
+        "-v",
+        "--timeline",
+        action="count",
+        default=0,
+        help="after each case, its timeline: the steps, what the cache heard, the reads it "
+        "sent and what landed, the results (milliseconds since the first step)",
     )
     acceptance.set_defaults(handler=cmd_acceptance)
 

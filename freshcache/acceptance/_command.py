@@ -8,13 +8,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import anyio
 
@@ -22,7 +24,8 @@ from .. import __version__
 from .._errors import FreshCacheError, TableError
 from ._driver import DriverError, DriverProcess, Hello
 from ._format import Case, load_cases
-from ._runner import CaseReport, EngineWorld, World, fleet_unplayable, play
+from ._junit import timeline_lines, write_junit
+from ._runner import CaseReport, EngineWorld, World, expected_text, fleet_unplayable, play
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
 
@@ -37,6 +40,72 @@ def shipped_tables() -> Path:
         "the shipped acceptance tables are missing from this installation; "
         "pass the path of a tables folder: freshcache acceptance PATH"
     )
+
+
+def checkout_tables(start: Path) -> Path | None:
+    """The ``acceptance_tables/`` of the freshcache checkout ``start`` is in, if any: the
+    nearest folder (``start`` or a parent) holding both that folder and a
+    ``pyproject.toml`` whose project is named freshcache."""
+    for folder in (start, *start.parents):
+        tables = folder / "acceptance_tables"
+        if tables.is_dir() and _names_freshcache(folder / "pyproject.toml"):
+            return tables
+    return None
+
+
+def _names_freshcache(pyproject: Path) -> bool:
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: the [project] table's name line
+        section = re.search(r"(?ms)^\[project\]\s*$(.*?)(?=^\[|\Z)", text)
+        return section is not None and bool(
+            re.search(r"""(?m)^\s*name\s*=\s*["']freshcache["']\s*$""", section[1])
+        )
+    try:
+        project = tomllib.loads(text).get("project", {})
+    except tomllib.TOMLDecodeError:
+        return False
+    return isinstance(project, dict) and project.get("name") == "freshcache"
+
+
+@dataclass(frozen=True, slots=True)
+class Tables:
+    """Which tables a run plays and why those: ``given``, ``checkout`` or ``installed``."""
+
+    paths: list[Path]
+    origin: str
+
+    @classmethod
+    def choose(cls, given: Sequence[str]) -> Tables:
+        if given:
+            return cls([Path(p) for p in given], "given")
+        found = checkout_tables(Path.cwd())
+        if found is not None:
+            return cls([Path(os.path.relpath(found))], "checkout")
+        return cls([shipped_tables()], "installed")
+
+    def describe(self) -> str:
+        where = ", ".join(str(p) for p in self.paths)
+        if self.origin == "checkout":
+            return f"tables: this checkout's {where} (pass PATH to play others)"
+        if self.origin == "installed":
+            return (
+                f"tables: the copy installed with freshcache {__version__}, {where} "
+                "(inside a checkout its acceptance_tables/ are played; or pass PATH)"
+            )
+        return f"tables: {where}"
+
+
+def played_files(cases: Sequence[Case]) -> dict[str, int]:
+    """The table files the cases come from, in order, with how many cases each."""
+    files: dict[str, int] = {}
+    for case in cases:
+        files[case.path] = files.get(case.path, 0) + 1
+    return files
 
 
 Player = Callable[[Case], Awaitable[CaseReport]]
@@ -94,7 +163,7 @@ def _fleet_player(fleet: str | Exception | None) -> Player:
     async def in_fleet(case: Case) -> CaseReport:
         if not isinstance(fleet, str):
             why = str(fleet or "no store for the fleet rows: pass --fleet redis://host:port/db")
-            return CaseReport(case.id, case.where, True, case.expect_text, "-", skipped=why)
+            return CaseReport(case.id, case.where, True, expected_text(case), "-", skipped=why)
         from ._fleet_world import FleetWorld
 
         return await play(case, FleetWorld(fleet))
@@ -102,18 +171,28 @@ def _fleet_player(fleet: str | Exception | None) -> Player:
     return in_fleet
 
 
+W = 44
+"""Width of the expected and the actual column: the same, so equal texts clip alike."""
+
+
 class _Printer:
     """Table output: colour on a terminal, plain otherwise, a progress line on stderr."""
 
-    def __init__(self, out: TextIO, err: TextIO, colour: bool) -> None:
-        self.out, self.err, self.colour = out, err, colour
+    def __init__(self, out: TextIO, err: TextIO, colour: bool, timeline: bool = False) -> None:
+        self.out, self.err, self.colour, self.timeline = out, err, colour, timeline
         self.progress = err.isatty()
+
+    def tables(self, tables: Tables, cases: Sequence[Case]) -> None:
+        print(tables.describe(), file=self.out)
+        for path, count in played_files(cases).items():
+            print(f"  {path}  ({count} case{'s' if count != 1 else ''})", file=self.out)
+        print(file=self.out)
 
     def paint(self, text: str, code: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if self.colour else text
 
     def header(self) -> None:
-        print(f"{'wire':<10} {'case':<40} {'expected':<46} {'actual':<40} result", file=self.out)
+        print(f"{'wire':<10} {'case':<40} {'expected':<{W}} {'actual':<{W}} result", file=self.out)
 
     def step(self, done: int, total: int, wire: str, case: Case) -> None:
         if self.progress:
@@ -131,8 +210,8 @@ class _Printer:
         else:
             verdict = self.paint("FAIL", "31;1")
         print(
-            f"{wire:<10} {report.id:<40} {_clip(report.expected, 46):<46} "
-            f"{_clip(report.actual, 40):<40} {verdict}",
+            f"{wire:<10} {report.id:<40} {_clip(report.expected, W):<{W}} "
+            f"{_clip(report.actual, W):<{W}} {verdict}",
             file=self.out,
         )
         for failure in report.failures:
@@ -141,6 +220,22 @@ class _Printer:
             print(f"        known failing, {report.known_failure}", file=self.out)
         if report.skipped:
             print(f"        cannot be played on {wire}: {report.skipped}", file=self.out)
+        if self.timeline:
+            for line in timeline_lines(report):
+                print(f"        {line}", file=self.out)
+
+    def failures(self, results: Sequence[tuple[str, CaseReport]]) -> None:
+        failed = [(wire, r) for wire, r in results if not r.passed]
+        if not failed:
+            return
+        print(self.paint(f"{len(failed)} failed:", "31;1"), file=self.out)
+        for wire, report in failed:
+            print(f"  {report.id} on {wire}, {report.where}", file=self.out)
+            print(f"    expected  {report.expected}", file=self.out)
+            print(f"    actual    {report.actual}", file=self.out)
+            for failure in report.failures:
+                print(f"    - {failure}", file=self.out)
+        print(file=self.out)
 
 
 def _clip(text: str, width: int) -> str:
@@ -240,6 +335,17 @@ def _driver_argv(args: argparse.Namespace) -> list[str] | int | None:
         return EXIT_UNUSABLE
 
 
+def _failure_json(wire: str, report: CaseReport) -> dict[str, Any]:
+    return {
+        "id": report.id,
+        "wire": wire,
+        "where": report.where,
+        "expected": report.expected,
+        "actual": report.actual,
+        "failures": report.failures,
+    }
+
+
 def _fleet_store(
     stack: ExitStack, args: argparse.Namespace, cases: Sequence[Case]
 ) -> str | Exception | None:
@@ -259,9 +365,14 @@ def _fleet_store(
 
 def run(args: argparse.Namespace) -> int:
     """`freshcache acceptance`: play the tables, print the report, give the exit code."""
-    paths = [Path(p) for p in args.paths] if args.paths else [shipped_tables()]
+    junit = Path(args.junit) if args.junit else None
+    if junit is not None and (junit.is_dir() or not junit.parent.is_dir()):
+        problem = "is a folder" if junit.is_dir() else f"no folder {junit.parent}"
+        print(f"freshcache: cannot write the JUnit report to {junit}: {problem}", file=sys.stderr)
+        return EXIT_UNUSABLE
+    tables = Tables.choose(args.paths)
     try:
-        cases = load_cases(paths)
+        cases = load_cases(tables.paths)
     except TableError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
@@ -285,8 +396,10 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_UNUSABLE
     colour = sys.stdout.isatty() and "NO_COLOR" not in os.environ and not args.json
-    printer = None if args.json else _Printer(sys.stdout, sys.stderr, colour)
+    show_timeline = bool(args.timeline or args.verbose)
+    printer = None if args.json else _Printer(sys.stdout, sys.stderr, colour, show_timeline)
     if printer is not None:
+        printer.tables(tables, cases)
         printer.header()
     started = time.perf_counter()
     try:
@@ -303,13 +416,25 @@ def run(args: argparse.Namespace) -> int:
     passed = sum(1 for _, r in results if r.passed and not r.skipped)
     skipped = sum(1 for _, r in results if r.skipped)
     failed = sum(1 for _, r in results if not r.passed)
+    if junit is not None:
+        try:
+            write_junit(junit, results, elapsed)
+        except OSError as exc:
+            print(
+                f"freshcache: cannot write the JUnit report to {junit}: {exc.strerror}",
+                file=sys.stderr,
+            )
+            return EXIT_UNUSABLE
     if args.json:
         report = {
             "freshcache": __version__,
             "wire": args.wire,
             "client": None if driver_argv is None else " ".join(driver_argv),
             "client_version": played[0] if played else None,
+            "tables": {"origin": tables.origin, "files": list(played_files(cases))},
+            "junit": None if junit is None else str(junit),
             "cases": [{"wire": wire, **r.as_json()} for wire, r in results],
+            "failures": [_failure_json(wire, r) for wire, r in results if not r.passed],
             "summary": {
                 "passed": passed,
                 "failed": failed,
@@ -320,7 +445,9 @@ def run(args: argparse.Namespace) -> int:
         json.dump(report, sys.stdout, indent=2)
         print()
     else:
+        assert printer is not None
         print()
+        printer.failures(results)
         for wire in dict.fromkeys(w for w, _ in results):
             mine = [r for w, r in results if w == wire]
             ok = sum(1 for r in mine if r.passed and not r.skipped)
@@ -338,4 +465,6 @@ def run(args: argparse.Namespace) -> int:
         if known:
             line += f" ({known} of the passed are known failing: KNOWN_FAILING)"
         print(line)
+        if junit is not None:
+            print(f"JUnit report: {junit}")
     return EXIT_OK if failed == 0 else EXIT_FAILED

@@ -64,10 +64,14 @@ from ._runner import (
     VirtualClock,
     apply_to_reference,
     check,
+    compared,
     configure_reference,
     engine_unplayable,
+    expected_text,
     fleet_unplayable,
+    note_result,
     report,
+    step_phrases,
 )
 from ._steps import (
     ALIASES,
@@ -82,6 +86,7 @@ from ._steps import (
     TimePasses,
     bulk_uri,
 )
+from ._timeline import Timeline, alias_of, answer, heard
 
 ACK_TIMEOUT = 2.0
 MAX_TURNS = 10_000
@@ -136,6 +141,7 @@ class CoreWorld:
     _flights: dict[tuple[str, Partition], _Flight] = field(default_factory=dict)
     _scheduled: deque[tuple[str, Partition]] = field(default_factory=deque)
     _readers: list[_Reader] = field(default_factory=list)
+    timeline: Timeline = field(default_factory=Timeline)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -212,6 +218,7 @@ class CoreWorld:
     def _open(self, attempt: int, uris: frozenset[str]) -> None:
         server = self.server
         sid = f"listen-{server.next_subscription_id()}"
+        self.timeline.note("listen sent")
         self.carry_out(self.engine.handle(ListenStarted(sid, uris, True)))
         if not server.listen_supported:
             self._ended(attempt, sid, ListenUnsupported("listening switched off"), "unsupported")
@@ -243,6 +250,7 @@ class CoreWorld:
                 self._ended(stream.attempt, sid, StreamLost(sid, "stream ended"), "lost")
                 return True
             fed = True
+            self._note_push(kind, payload)
             match kind:
                 case "ack":
                     assert isinstance(payload, tuple)
@@ -266,6 +274,24 @@ class CoreWorld:
                     self._ended(stream.attempt, sid, StreamLost(sid, "stream dropped"), "lost")
         return fed
 
+    def _note_push(self, kind: str, payload: object) -> None:
+        """A queued stream message, on the timeline as the cache's source would say it."""
+        event: StreamEvent | None = None
+        match kind:
+            case "updated" | "foreign_update":
+                event = ResourceUpdated(str(payload), None)
+            case "list_changed":
+                event = ResourceListChanged(None)
+            case "ack" if isinstance(payload, tuple):
+                event = ListenAcknowledged("", payload[0], payload[1])
+            case "garbage":
+                event = UntrustedMessage(f"malformed frame: {payload!r}")
+            case "complete":
+                event = StreamClosed(None)
+        said = heard(event) if event is not None else f"stream lost ({kind})"
+        if said is not None:
+            self.timeline.note(said)
+
     # ------------------------------------------------------------------ reads
 
     def _launch(self, uri: str, partition: Partition) -> _Flight:
@@ -280,6 +306,7 @@ class CoreWorld:
         while flight.sent < engine.policy.max_rereads:
             flight.ticket = engine.begin_read(flight.uri, flight.partition)
             flight.sent += 1
+            self.timeline.note(f"read sent {alias_of(flight.uri)}")
             reply = self.server._answer(flight.uri, flight.partition)
             if self.holding:
                 flight.held = reply
@@ -292,6 +319,7 @@ class CoreWorld:
         )
 
     def _judge(self, flight: _Flight, reply: ReadReply | RequestFailed) -> bool:
+        self.timeline.note(answer(flight.uri, reply))
         for hint in reply.hints:
             self.carry_out(self.engine.handle_hint(hint))
         assert flight.ticket is not None
@@ -437,24 +465,30 @@ def play_core(case: Case) -> CaseReport:
     world = CoreWorld()
     reason = fleet_unplayable(case, fleet_world=False) or world.unplayable(case)
     if reason is not None:
-        return CaseReport(case.id, case.where, True, case.expect_text, "-", skipped=reason)
+        return CaseReport(case.id, case.where, True, expected_text(case), "-", skipped=reason)
     setup = Setup.from_givens([s for s in case.row.steps if isinstance(s, Given)])
     last: Observation | None = None
     failures: list[str] = []
+    actual: str | None = None
     try:
         world.start(setup)
         try:
             baseline = world.server_reads()
-            for step in case.row.steps:
+            world.timeline.begin()
+            for phrase, step in zip(step_phrases(case), case.row.steps, strict=True):
                 if not isinstance(step, Given):
+                    world.timeline.note(f"step: {phrase}")
                     last = _do(world, step, last)
                     world.settle()
-            failures = check(case.row.expect, last, world, world.server_reads() - baseline)
+                    note_result(world.timeline, step, last)
+            reads = world.server_reads() - baseline
+            failures = check(case.row.expect, last, world, reads)
+            actual = compared(case.row.expect, last, world, reads)
         finally:
             world.stop()
     except Exception as exc:  # a crash is a failed case, reported with its cause
         failures = [f"crashed: {type(exc).__name__}: {exc}"]
-    return report(case, last, failures, started)
+    return report(case, last, failures, started, actual, world.timeline)
 
 
 def _do(world: CoreWorld, step: object, last: Observation | None) -> Observation | None:

@@ -20,6 +20,7 @@ import anyio.abc
 import anyio.lowlevel
 
 from .._cache import FreshCache, ListResult
+from .._context import StateChanges
 from .._core import Policy, ReadResult
 from .._core._backoff import BackoffSettings
 from .._reference import ReferenceServer
@@ -47,6 +48,7 @@ from ._steps import (
     text_for,
     unread_uri,
 )
+from ._timeline import RecordingSource, Timeline, alias_of, note_changes
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +166,8 @@ class World(abc.ABC):
     applies where it is ``2025-11-25``)."""
     cache: FreshCache
     clock: VirtualClock
+    timeline: Timeline | None = None
+    """Set by `play` before `start`: `make_cache` puts a `RecordingSource` on it."""
 
     @abc.abstractmethod
     async def start(self, setup: Setup) -> None:
@@ -253,6 +257,11 @@ class World(abc.ABC):
         """What `check` looks at besides the last observation."""
         return self.cache
 
+    def state_changes(self) -> StateChanges | None:
+        """The cache's state-change feed for the timeline (``None``: no cache here)."""
+        cache: FreshCache | None = getattr(self, "cache", None)
+        return None if cache is None else cache.changes()
+
     def make_cache(self, source: Source, setup: Setup, **options: Any) -> FreshCache:
         """The cache a row is played with: the row's selection, policy, store bound and
         principal, the world's virtual clock for TTLs and a quick re-listen backoff.
@@ -272,6 +281,8 @@ class World(abc.ABC):
             "wall_clock": self.clock.wall,
         }
         arguments.update(options)
+        if self.timeline is not None:
+            source = RecordingSource(source, self.timeline)
         return FreshCache(source, **arguments)
 
     async def reach_seed_situation(self, setup: Setup) -> None:
@@ -298,6 +309,9 @@ class CaseReport:
     seconds: float = 0.0
     known_failure: str | None = None
     """For a row in `KNOWN_FAILING` that still fails: the defect and how it failed."""
+    observed: str = "-"
+    """The last observation in full (state, version, reason), compared or not."""
+    timeline: Timeline | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -307,9 +321,11 @@ class CaseReport:
             "skipped": self.skipped,
             "expected": self.expected,
             "actual": self.actual,
+            "observed": self.observed,
             "failures": self.failures,
             "seconds": round(self.seconds, 4),
             "known_failure": self.known_failure,
+            "timeline": [] if self.timeline is None else self.timeline.as_json(),
         }
 
 
@@ -342,6 +358,7 @@ def _version_label(result: ReadResult) -> str | None:
 
 
 def _label(uri: str, text: str) -> str:
+    """The version label of a reference-server text (``v2``), else the text's start."""
     prefix = f"{uri} @ "
     return text[len(prefix) :] if text.startswith(prefix) else repr(text[:40])
 
@@ -356,27 +373,44 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
     started = time.perf_counter()
     expect, expected = case.expect_on(world.revision)
     if expect is None:
-        return CaseReport(case.id, case.where, True, case.expect_text, "-", skipped=expected)
+        return CaseReport(case.id, case.where, True, expected_text(case), "-", skipped=expected)
     reason = fleet_unplayable(case, fleet_world=world.plays_fleet_rows) or world.unplayable(case)
     if reason is not None:
-        return CaseReport(case.id, case.where, True, expected, "-", skipped=reason)
+        return CaseReport(
+            case.id, case.where, True, expected_text(case, expect), "-", skipped=reason
+        )
     givens = [s for s in case.row.steps if isinstance(s, Given)]
-    steps: list[Step] = [s for s in case.row.steps if not isinstance(s, Given)]
+    steps = [
+        (phrase, s)
+        for phrase, s in zip(step_phrases(case), case.row.steps, strict=True)
+        if not isinstance(s, Given)
+    ]
     setup = Setup.from_givens(givens)
     last: Observation | None = None
     failures: list[str] = []
+    actual: str | None = None
+    timeline = world.timeline = Timeline()
     try:
         with anyio.fail_after(step_timeout * (len(steps) + 2)):
             await world.start(setup)
             try:
                 baseline = world.server_reads()
                 background: list[ReadResult | Said] = []
+                timeline.begin()
+                changes = world.state_changes()
                 async with anyio.create_task_group() as tg:
-                    for step in steps:
+                    if changes is not None:
+                        tg.start_soon(note_changes, changes, timeline)
+                    for phrase, step in steps:
+                        timeline.note(f"step: {phrase}")
                         last = await _do(world, step, tg, background, last, setup)
+                        note_result(timeline, step, last)
                     await world.settle()
+                    if changes is not None:
+                        await changes.aclose()
                 reads = world.server_reads() - baseline
                 failures = check(expect, last, world.observed(), reads, world.fleet_counts())
+                actual = compared(expect, last, world.observed(), reads, world.fleet_counts())
             finally:
                 await world.stop()
     except TimeoutError:
@@ -387,7 +421,7 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
             exc = inner[0]
             inner = getattr(exc, "exceptions", None)
         failures = [f"crashed: {type(exc).__name__}: {exc}"]
-    return report(case, last, failures, started, expected)
+    return report(case, last, failures, started, actual, timeline, expect)
 
 
 FLEET_ROW = (
@@ -411,15 +445,31 @@ def fleet_unplayable(case: Case, *, fleet_world: bool) -> str | None:
     return None
 
 
+def step_phrases(case: Case) -> list[str]:
+    """The row's steps as written, one phrase per parsed step."""
+    return [" ".join(p.split()) for p in case.steps_text.split(";") if p.strip()]
+
+
+def note_result(timeline: Timeline, step: object, last: Observation | None) -> None:
+    """After a step that observes (not *read X in background*): what it observed."""
+    background = isinstance(step, Observe) and step.how == "background"
+    if isinstance(step, (Observe, ReadUnselected)) and not background:
+        timeline.note(f"result: {describe(last)}")
+
+
 def report(
     case: Case,
     last: Observation | None,
     failures: list[str],
     started: float,
-    expected: str | None = None,
+    actual: str | None = None,
+    timeline: Timeline | None = None,
+    expect: Sequence[Expect] | None = None,
 ) -> CaseReport:
-    """The report of a played case (`KNOWN_FAILING` applied), for every player."""
-    expected = case.expect_text if expected is None else expected
+    """The report of a played case (`KNOWN_FAILING` applied), for every player.
+    ``actual``: what the expectations were compared with (``None``: the case ended
+    before the comparison); ``expect``: the expectations for the world's revision
+    (default: the row's own)."""
     known: str | None = None
     if case.id in KNOWN_FAILING:
         if failures:
@@ -433,11 +483,13 @@ def report(
         case.id,
         case.where,
         not failures,
-        expected,
-        describe(last),
+        expected_text(case, expect),
+        "(not compared)" if actual is None else actual,
         failures,
         seconds=time.perf_counter() - started,
         known_failure=known,
+        observed=describe(last),
+        timeline=timeline,
     )
 
 
@@ -618,6 +670,100 @@ def _judge_stateless(expect: Expect, last: Observation) -> list[str]:
         shown = _label(last.uri, text) if isinstance(last, Said) and text is not None else "it"
         return [f"cited {shown} where the row expects {expect.state}"]
     return []
+
+
+def expected_text(case: Case, expect: Sequence[Expect] | None = None) -> str:
+    """The row's expectations (or ``expect``), one phrase each in the form `compared`
+    answers in."""
+    return "; ".join(_phrase(e) for e in (case.row.expect if expect is None else expect))
+
+
+def _phrase(expect: Expect) -> str:
+    match expect.what:
+        case "state":
+            return _state_phrase(expect, str(expect.state), expect.version, expect.reason)
+        case "server_read":
+            return "server read"
+        case "no_server_read":
+            return "no server read"
+        case "server_reads":
+            return f"server reads {expect.number}"
+        case "server_reads_at_most":
+            return f"server reads at most {expect.number}"
+        case "listed" | "not_listed":
+            return f"{expect.what.replace('_', ' ')} {alias_of(expect.uri)}"
+        case "stream":
+            return f"stream {expect.word}"
+        case "untrusted":
+            return f"untrusted messages at least {expect.number}"
+        case "tracked_uris_at_most":
+            return f"tracked uris at most {expect.number}"
+        case "fleet":
+            return f"{_FLEET_COUNTERS[expect.word]} {expect.number}"
+    raise AssertionError(expect)
+
+
+_FLEET_COUNTERS = {"fenced_writes": "fenced-off writes", "gaps": "sequence gaps"}
+"""The fleet counters as the tables name them."""
+
+
+def _state_phrase(expect: Expect, state: str, version: str | None, reason: str | None) -> str:
+    """A state, with the version and the reason only where ``expect`` names them."""
+    words = [state]
+    if expect.version is not None:
+        words.append(version or "(no text)")
+    if expect.reason is not None:
+        words.append(f"({reason})")
+    return " ".join(words)
+
+
+def compared(
+    expectations: Sequence[Expect],
+    last: Observation | None,
+    world: Observed,
+    reads: int,
+    fleet_counts: dict[str, int] | None = None,
+) -> str:
+    """What each expectation was compared with, phrased as `expected_text` phrases it
+    (a passing row reads the same in both columns)."""
+    return "; ".join(_compared(e, last, world, reads, fleet_counts) for e in expectations)
+
+
+def _compared(
+    expect: Expect,
+    last: Observation | None,
+    world: Observed,
+    reads: int,
+    fleet_counts: dict[str, int] | None,
+) -> str:
+    match expect.what:
+        case "state":
+            if last is None:
+                return "(nothing observed)"
+            text: str | None = getattr(last, "text", None)
+            version = None if text is None else _label(getattr(last, "uri", ""), text)
+            return _state_phrase(expect, last.state, version, last.reason)
+        case "server_read" | "no_server_read":
+            if last is None:
+                return "(nothing observed)"
+            return "server read" if last.server_read else "no server read"
+        case "server_reads" | "server_reads_at_most":
+            return f"server reads {reads}"
+        case "listed" | "not_listed":
+            if not isinstance(last, ListResult):
+                return "(no list observed)"
+            present = any(r.uri == expect.uri for r in last.resources)
+            return f"{'listed' if present else 'not listed'} {alias_of(expect.uri)}"
+        case "stream":
+            return f"stream {world.stream_status}"
+        case "untrusted":
+            return f"untrusted messages {world.engine.counters.untrusted_messages}"
+        case "tracked_uris_at_most":
+            return f"tracked uris {world.engine.tracked_uris}"
+        case "fleet":
+            counted = None if fleet_counts is None else fleet_counts.get(expect.word)
+            return f"{_FLEET_COUNTERS[expect.word]} {counted}"
+    raise AssertionError(expect)
 
 
 # ---------------------------------------------------------------------- engine level

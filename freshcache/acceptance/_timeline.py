@@ -1,0 +1,168 @@
+"""A case's timeline: what the cache heard, sent and got, as it happened.
+
+Recorded from the run itself, never reconstructed: `RecordingSource` sits between the
+cache and the world's real source (HTTP, stdio, in-memory) and notes each
+notification the cache is handed, each read it sends and each answer that lands; the
+cache's own state-change feed (`FreshCache.changes`) adds what the cache made of them;
+the runner adds the steps and the results. The bare-engine world notes the same
+events where it feeds the engine. Times are milliseconds since the first step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._context import ChangesDropped, StateChanges
+from .._core import (
+    ChangesMissed,
+    ListenAcknowledged,
+    ListenStarted,
+    ListenUnsupported,
+    ListReply,
+    Partition,
+    ReadReply,
+    RequestFailed,
+    ResourceListChanged,
+    ResourceUpdated,
+    StreamClosed,
+    StreamEvent,
+    StreamLost,
+    UntrustedMessage,
+)
+from .._source import ServerInfo, Source
+from ._steps import ALIASES
+
+_NAMES = {uri: alias for alias, uri in ALIASES.items()}
+
+
+def alias_of(uri: str) -> str:
+    """A URI as the tables spell it: an alias where there is one."""
+    return _NAMES.get(uri, uri)
+
+
+@dataclass(slots=True)
+class Timeline:
+    """Events of one case, each with its time since `begin` (before it: since creation)."""
+
+    started: float = field(default_factory=time.perf_counter)
+    events: list[tuple[float, str]] = field(default_factory=list)
+    recording: bool = False
+
+    def begin(self) -> None:
+        """The first step is about to run: the clock starts, events count from now."""
+        self.started = time.perf_counter()
+        self.recording = True
+
+    def note(self, what: str) -> None:
+        if self.recording:
+            self.events.append(((time.perf_counter() - self.started) * 1000, what))
+
+    def as_json(self) -> list[dict[str, Any]]:
+        return [{"ms": round(ms, 3), "event": what} for ms, what in self.events]
+
+
+def heard(event: StreamEvent) -> str | None:
+    """What a stream event says, for the timeline (``None``: not worth a line)."""
+    match event:
+        case ResourceUpdated(uri=uri):
+            return f"heard resources/updated {alias_of(uri)}"
+        case ResourceListChanged():
+            return "heard resources/list_changed"
+        case ListenAcknowledged(resource_uris=uris):
+            honoured = ", ".join(sorted(alias_of(u) for u in uris)) or "nothing"
+            return f"stream acknowledged ({honoured})"
+        case StreamLost(detail=detail):
+            return f"stream lost ({_clip(detail)})" if detail else "stream lost"
+        case StreamClosed():
+            return "stream closed by the server"
+        case ListenUnsupported():
+            return "listen unsupported"
+        case UntrustedMessage(detail=detail):
+            return f"untrusted message ({_clip(detail)})"
+        case ChangesMissed():
+            return "changes may have been missed"
+        case ListenStarted():
+            return "listen sent"
+    return None
+
+
+def _clip(text: str, width: int = 80) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def answer(uri: str, reply: ReadReply | RequestFailed) -> str:
+    """A read's answer, for the timeline: ``read landed selected: v2``."""
+    if isinstance(reply, RequestFailed):
+        return f"read landed {alias_of(uri)}: failed ({reply.kind})"
+    texts = [c.text for c in reply.contents if c.text is not None]
+    if not texts:
+        return f"read landed {alias_of(uri)}: {len(reply.contents)} contents, no text"
+    prefix = f"{uri} @ "
+    label = texts[0][len(prefix) :] if texts[0].startswith(prefix) else repr(texts[0][:40])
+    return f"read landed {alias_of(uri)}: {label}"
+
+
+class RecordingSource:
+    """The world's source as the cache sees it, noting what passes (see module doc)."""
+
+    def __init__(self, inner: Source, timeline: Timeline) -> None:
+        self.inner = inner
+        self.timeline = timeline
+
+    @property
+    def identity(self) -> str:
+        return self.inner.identity
+
+    async def start(self) -> ServerInfo:
+        return await self.inner.start()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def read_resource(self, uri: str, principal: Partition) -> ReadReply | RequestFailed:
+        self.timeline.note(f"read sent {alias_of(uri)}")
+        reply = await self.inner.read_resource(uri, principal)
+        self.timeline.note(answer(uri, reply))
+        for hint in reply.hints:
+            said = heard(hint)
+            if said is not None:
+                self.timeline.note(f"{said} (on the answer)")
+        return reply
+
+    async def list_resources(
+        self, cursor: str | None, principal: Partition
+    ) -> ListReply | RequestFailed:
+        self.timeline.note("list page sent" if cursor is None else "next list page sent")
+        reply = await self.inner.list_resources(cursor, principal)
+        if isinstance(reply, RequestFailed):
+            self.timeline.note(f"list page landed: failed ({reply.kind})")
+        else:
+            self.timeline.note(f"list page landed: {len(reply.resources)} resources")
+        return reply
+
+    async def listen(
+        self, uris: frozenset[str], list_changed: bool
+    ) -> AsyncGenerator[StreamEvent, None]:
+        stream = self.inner.listen(uris, list_changed)
+        try:
+            async for event in stream:
+                said = heard(event)
+                if said is not None:
+                    self.timeline.note(said)
+                yield event
+        finally:
+            await stream.aclose()
+
+
+async def note_changes(changes: StateChanges, timeline: Timeline) -> None:
+    """Note every state change the cache reports until the feed is closed."""
+    async with changes:
+        async for change in changes:
+            if isinstance(change, ChangesDropped):
+                timeline.note(f"cache: {change.count} state changes dropped")
+                continue
+            reason = f" ({change.reason})" if change.reason else ""
+            timeline.note(f"cache: {alias_of(change.uri)} is {change.new_state}{reason}")
