@@ -41,24 +41,39 @@ async def main(mcp_url: str, uri: str, valkey: str) -> None:
                             await cache.read(uri)
                         best = min(best, (time.perf_counter() - started) / 5000 * 1e9)
                         await anyio.sleep(0.01)
-                    say(hit_ns=best)
+                    say(hit_ns=best, fleet=cache.describe().get("fleet", {}).get("counters"))
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(commands)
+        def report() -> None:
+            nonlocal last
+            status = cache.status(uri)
+            now = (status.state, status.text)
+            if now != last:
+                last = now
+                say(state=status.state, text=status.text, at=time.time(),
+                    reads=cache.engine.counters.server_reads)
+
+        async def watch_lease() -> None:
+            nonlocal leading
+            stream = ""
             while True:
-                status = cache.status(uri)
-                now = (status.state, status.text)
-                if now != last:
-                    last = now
-                    say(state=status.state, text=status.text, at=time.time(),
-                        reads=cache.engine.counters.server_reads)
-                described = cache.describe()
-                lead = bool(described.get("fleet", {}).get("leading"))
+                lead = bool(cache.describe().get("fleet", {}).get("leading"))
                 if lead != leading:
                     leading = lead
                     say(leading=lead, at=time.time())
-                await anyio.sleep(0.005)
+                if cache.stream_status != stream:
+                    stream = cache.stream_status
+                    say(stream=stream, at=time.time())
+                await anyio.sleep(0.02)
 
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(commands)
+            tg.start_soon(watch_lease)
+            # Woken by the cache's own change feed, not by polling: eight polling
+            # processes would starve a 2-core machine of the CPU the fleet needs.
+            async with cache.changes() as changes:
+                report()
+                async for _ in changes:
+                    report()
 
 if __name__ == "__main__":
     anyio.run(main, *sys.argv[1:4])

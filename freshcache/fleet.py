@@ -1,7 +1,8 @@
 """A fleet of workers sharing one freshness view on Valkey / Redis (invariants 1, 4, 8).
 
 ``FreshCache(source, fleet="redis://127.0.0.1:6379/0")`` or
-``FreshCache(source, fleet=Fleet(url, namespace="tenant-a"))``. Needs the ``fleet``
+``FreshCache(source, fleet=Fleet(url, namespace="tenant-a"))`` (``Fleet`` is also
+``freshcache.Fleet``). Needs the ``fleet``
 extra (redis-py's asyncio client): ``pip install 'freshcache[fleet]'``. Importing
 this module imports no redis; attaching a fleet to a cache does.
 
@@ -34,14 +35,17 @@ class Fleet:
     """``redis://host:port/db`` (or ``rediss://``, ``unix://``) of the Valkey/Redis server."""
     namespace: str = "freshcache"
     """Prefix of every key and channel: one per tenant (with its own ACL user)."""
-    lease: float = 1.0
-    """How long the listener's lease lasts unless renewed (renewed every third of it)."""
+    lease: float = 2.0
+    """How long the listener's lease lasts unless renewed (renewed every quarter of it;
+    a holder that cannot renew for half of it stops listening). Also how long a worker
+    trusts a store that does not answer at all before it fails closed."""
     selection_ttl: float = 3.0
     """How long a worker's registered selection counts without a renewal."""
     fill_lock: float = 5.0
     """How long one worker may hold the fleet-wide single-flight lock of a read."""
-    op_timeout: float = 0.25
-    """Longest wait for one store command; a slower store counts as down (fail closed)."""
+    op_timeout: float = 0.5
+    """Longest wait for one store command; a read whose command is slower goes to the
+    server directly (it never waits longer, and never serves what it cannot prove)."""
     covered_entry_ttl: float = 300.0
     """Store expiry of an entry with ``ttlMs`` 0 while a fleet stream covers it."""
 

@@ -23,9 +23,7 @@ from freshcache import (
     InMemorySource,
     MissingDependencyError,
     Policy,
-    ReadReply,
     ReferenceServer,
-    ResourceContents,
 )
 from freshcache._core import ResourceUpdated
 from freshcache.fleet import Fleet
@@ -63,8 +61,8 @@ class Counting(ReferenceServer):
         return await super().read(uri, principal)
 
 
-def fleet_of(url: str) -> Fleet:
-    return Fleet(url, namespace="t", lease=0.6, op_timeout=0.2)
+def fleet_of(url: str, namespace: str = "t") -> Fleet:
+    return Fleet(url, namespace=namespace, lease=0.6, op_timeout=0.5)
 
 
 class Workers(list[FreshCache]):
@@ -86,7 +84,7 @@ async def _hold(cache: FreshCache, entered: anyio.Event, stop: anyio.Event) -> N
 
 @asynccontextmanager
 async def workers(
-    server: ReferenceServer, url: str, n: int, **options: Any
+    server: ReferenceServer, url: str, n: int, namespace: str = "t", **options: Any
 ) -> AsyncIterator[Workers]:
     caches = Workers()
     caches.stops = {}
@@ -95,7 +93,7 @@ async def workers(
             cache = FreshCache(
                 InMemorySource(server),
                 select=[URI],
-                fleet=fleet_of(url),
+                fleet=fleet_of(url, namespace),
                 read_timeout=2.0,
                 **options,
             )
@@ -121,9 +119,21 @@ def leader(caches: list[FreshCache]) -> FreshCache:
 
 
 def test_import_freshcache_imports_no_redis() -> None:
-    code = "import sys, freshcache, freshcache.fleet; print('redis' in sys.modules)"
+    code = (
+        "import sys, freshcache, freshcache.fleet\n"
+        "f = freshcache.Fleet('redis://127.0.0.1:1/0', namespace='a')\n"
+        "print('redis' in sys.modules, f.namespace)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.split() == ["False", "a"]
+
+
+def test_fleet_is_exported_from_freshcache() -> None:
+    import freshcache
+
+    assert "Fleet" in freshcache.__all__
+    assert freshcache.Fleet is Fleet
+    assert Fleet.__module__ == "freshcache"
 
 
 def test_fleet_without_the_extra_names_the_install_command() -> None:
@@ -143,51 +153,8 @@ def test_a_bad_fleet_url_is_refused() -> None:
         Fleet("localhost:6379")
 
 
-# ---------------------------------------------------------------------- the scripts
-
-
-async def test_a_fill_read_before_an_invalidation_is_fenced_off(valkey: Valkey) -> None:
-    from redis.asyncio import Redis
-
-    from freshcache._fleet._store import SharedStore
-
-    redis = Redis.from_url(valkey.url, decode_responses=True)
-    try:
-        store = SharedStore(redis, "t", "server")
-        reply = ReadReply((ResourceContents(URI, text="old"),), ttl_ms=60_000)
-        fence = await store.peek(URI, None, share_public=False, lock_for="w1", lock_ms=1000)
-        assert fence.locked and fence.reply is None
-        second = await store.peek(URI, None, share_public=False, lock_for="w2", lock_ms=1000)
-        assert not second.locked  # one server read per generation for the whole fleet
-        await store.invalidate([URI], "w3", "updated", 0)  # a change while w1 reads
-        assert not await store.fill(URI, None, fence, reply, public=False, expiry_ms=60_000)
-        after = await store.peek(URI, None, share_public=False, lock_for="w2", lock_ms=1000)
-        assert after.reply is None and after.locked  # the new generation has its own lock
-        new = ReadReply((ResourceContents(URI, text="new"),), ttl_ms=60_000)
-        assert await store.fill(URI, None, after, new, public=False, expiry_ms=60_000)
-        got = await store.peek(URI, None, share_public=False, lock_for="", lock_ms=1000)
-        assert got.reply is not None and got.reply.contents[0].text == "new"
-        assert 0 < (got.reply.ttl_ms or 0) <= 60_000  # the store's own expiry
-        other = await store.peek(URI, "bob", share_public=False, lock_for="", lock_ms=1000)
-        assert other.reply is None  # private entries never cross partitions
-    finally:
-        await redis.aclose()
-
-
-async def test_a_store_that_restarted_empty_takes_no_fill_from_before(valkey: Valkey) -> None:
-    from redis.asyncio import Redis
-
-    from freshcache._fleet._store import SharedStore
-
-    redis = Redis.from_url(valkey.url, decode_responses=True)
-    try:
-        store = SharedStore(redis, "t", "server")
-        fence = await store.peek(URI, None, share_public=False, lock_for="w1", lock_ms=1000)
-        await redis.flushall()  # what a restart without persistence leaves
-        reply = ReadReply((ResourceContents(URI, text="old"),), ttl_ms=60_000)
-        assert not await store.fill(URI, None, fence, reply, public=False, expiry_ms=60_000)
-    finally:
-        await redis.aclose()
+# The scripts' own contract (fencing, partitions, restarts, the lease) is played on
+# Valkey and Redis by tests/test_fleet_store_contract.py.
 
 
 # ---------------------------------------------------------------------- workers
@@ -324,3 +291,136 @@ async def test_a_worker_that_selects_more_is_covered_by_the_listener(valkey: Val
         server.set("doc://b", "b2", notify=True, ttl_ms=60_000)
         await eventually(lambda: follower.status("doc://b").text == "b2")
         assert leader(caches).engine.is_covered("doc://b")
+
+
+async def test_a_lease_that_lapses_while_its_holder_lives_hands_over_cleanly(
+    valkey: Valkey,
+) -> None:
+    from redis.asyncio import Redis
+
+    server = Counting()
+    server.set(URI, "v1", ttl_ms=60_000)
+    async with workers(server, valkey.url, 3) as caches:
+        await eventually(lambda: all(c.status(URI).text == "v1" for c in caches))
+        old = leader(caches)
+        fleet = old._fleet
+        assert fleet is not None
+        redis = Redis.from_url(valkey.url, decode_responses=True)
+        try:
+            # What the store does when renewals stop arriving in time (a starved holder).
+            await redis.delete(fleet.shared.lease_key)
+        finally:
+            await redis.aclose()
+        # The holder learns at its next renewal and steps down; exactly one listener
+        # remains and every worker is covered by it again.
+        await eventually(lambda: fleet.counters.lease_changes >= 2, timeout=10)
+        await eventually(
+            lambda: sum(c.describe()["fleet"]["leading"] for c in caches) == 1
+            and all(c.stream_status == "live" for c in caches),
+            timeout=10,
+        )
+        holder = leader(caches).describe()["fleet"]["lease_holder"]
+        assert all(c.describe()["fleet"]["lease_holder"] == holder for c in caches)
+        server.set(URI, "v2", notify=True, ttl_ms=60_000)
+        await eventually(lambda: all(c.status(URI).text == "v2" for c in caches))
+        for cache in caches:
+            assert (await cache.read(URI)).text == "v2"
+
+
+def _events(recorder: Recorder, name: str) -> list[dict[str, Any]]:
+    return [
+        dict(event.attributes or {})
+        for span in recorder.spans()
+        for event in span.events
+        if event.name == name
+    ]
+
+
+async def test_fan_out_lease_changes_and_fenced_writes_are_metrics_and_span_events(
+    valkey: Valkey,
+) -> None:
+    recorder = Recorder.make()
+    server = Counting()
+    server.set(URI, "v1", ttl_ms=60_000)
+    try:
+        async with workers(server, valkey.url, 2, **recorder.kwargs()) as caches:
+            await eventually(lambda: all(c.status(URI).state == FRESH for c in caches))
+            # A fill whose server read was sent before a change: v2's read is held at
+            # the server while v3 is published, so its fill must be fenced off.
+            server.hold_reads()
+            server.set(URI, "v2", notify=True, ttl_ms=60_000)
+            await eventually(lambda: server.reads_in_flight >= 1)
+            fleet = leader(caches)._fleet
+            assert fleet is not None
+            published = fleet.counters.published  # v2's publication came before its read
+            server.set(URI, "v3", notify=True, ttl_ms=60_000)
+            await eventually(lambda: fleet.counters.published > published)  # v3 is in the store
+            server.release_reads()
+            await eventually(lambda: all(c.status(URI).text == "v3" for c in caches))
+            fenced = sum(c.describe()["fleet"]["counters"]["fenced_writes"] for c in caches)
+            assert fenced >= 1
+            metrics = recorder.metrics()
+            assert sum(v for _, v in metrics["freshcache.fleet.fenced_writes"]) == fenced
+            assert sum(v for _, v in metrics["freshcache.fleet.fanout_latency"]) >= 2
+            holders = {a["holder"] for a, _ in metrics["freshcache.fleet.lease_changes"]}
+            assert holders == {"self", "other"}
+        # The listen spans end when the workers close: their events are exported then.
+        fanned = _events(recorder, "freshcache.fleet.fanout")
+        assert len(fanned) >= 2 and all(e["mcp.resource.uri"] == URI for e in fanned)
+        assert all(e["latency_s"] >= 0 for e in fanned)
+        leases = _events(recorder, "freshcache.fleet.lease")
+        assert {e["mine"] for e in leases} == {True, False}
+        fences = _events(recorder, "freshcache.fleet.fenced_write")
+        assert len(fences) == fenced and all(e["mcp.resource.uri"] == URI for e in fences)
+    finally:
+        recorder.shutdown()
+
+
+async def test_describe_says_who_holds_the_lease(valkey: Valkey) -> None:
+    server = Counting()
+    server.set(URI, "v1", ttl_ms=60_000)
+    async with workers(server, valkey.url, 3) as caches:
+        lead = leader(caches).describe()["fleet"]
+        assert lead["lease_holder"].startswith(f"{lead['worker']}:")
+        for cache in caches:
+            described = cache.describe()["fleet"]
+            assert described["listener"] == lead["worker"]
+            assert described["lease_holder"] == lead["lease_holder"]
+            assert described["leading"] == (described["worker"] == lead["worker"])
+
+
+async def test_a_worker_with_a_restricted_acl_user_works_and_sees_only_its_namespace(
+    valkey: Valkey,
+) -> None:
+    from redis.asyncio import Redis
+    from redis.exceptions import NoPermissionError
+
+    admin = Redis.from_url(valkey.url, decode_responses=True)
+    try:
+        # The README's line for a tenant: its own user, its own key and channel prefix.
+        await admin.execute_command(
+            "ACL", "SETUSER", "tenant-a", "on", ">secret", "~tenant-a:*", "&tenant-a:*",
+            "+@all", "-@dangerous",
+        )  # fmt: skip
+        await admin.set("tenant-b:secret", "theirs")
+        url = f"redis://tenant-a:secret@127.0.0.1:{valkey.port}/0"
+        server = Counting()
+        server.set(URI, "v1", ttl_ms=60_000)
+        async with workers(server, url, 2, namespace="tenant-a") as caches:
+            await eventually(lambda: all(c.status(URI).text == "v1" for c in caches))
+            assert sum(c.describe()["fleet"]["leading"] for c in caches) == 1
+            before = server.server_reads
+            server.set(URI, "v2", notify=True, ttl_ms=60_000)
+            await eventually(lambda: all(c.status(URI).text == "v2" for c in caches))
+            assert server.server_reads - before == 1
+            assert sum(c.describe()["fleet"]["counters"]["fills"] for c in caches) >= 1
+        tenant = Redis.from_url(url, decode_responses=True)
+        try:
+            with pytest.raises(NoPermissionError):
+                await tenant.get("tenant-b:secret")
+            with pytest.raises(NoPermissionError):
+                await tenant.publish("tenant-b:x:changes", "{}")
+        finally:
+            await tenant.aclose()
+    finally:
+        await admin.aclose()

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from freshcache.acceptance import HttpWorld, load_cases, play
+from freshcache.acceptance import HttpWorld, is_fleet_row, load_cases, play
 from tests.telemetry_support import Recorder
 
 TABLES = Path(__file__).resolve().parents[1] / "acceptance_tables"
-CASES = {c.id: c for c in load_cases([TABLES])}
+CASES = {c.id: c for c in load_cases([TABLES]) if not is_fleet_row(c)}
 SELECTED = "guide://shipping/approval"
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]

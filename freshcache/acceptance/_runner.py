@@ -31,6 +31,7 @@ from ._steps import (
     ALIASES,
     SCHEMA_FAULTS,
     Expect,
+    FleetChange,
     Given,
     NextRead,
     Notify,
@@ -42,6 +43,7 @@ from ._steps import (
     Step,
     TimePasses,
     bulk_uri,
+    fleet_size,
     text_for,
     unread_uri,
 )
@@ -88,6 +90,8 @@ class Setup:
     store_entries: int | None = None
     later_pages_ttl_ms: int | None = None
     acks_held: bool = False
+    fleet: int | None = None
+    """How many workers share one freshness view (a fleet row), else ``None``."""
 
     @classmethod
     def from_givens(cls, givens: Sequence[Given]) -> Setup:
@@ -129,6 +133,8 @@ class Setup:
                     setup.later_pages_ttl_ms = int(given.arg)
                 case "acks_held":
                     setup.acks_held = True
+                case "fleet":
+                    setup.fleet = int(given.arg)
         return setup
 
 
@@ -153,6 +159,20 @@ class World(abc.ABC):
     @abc.abstractmethod
     async def act(self, step: ServerSets | Notify | NextRead | ServerChange) -> None:
         """Make the server do what the step says."""
+
+    plays_fleet_rows = False
+    """Whether this world plays the fleet rows (and only those): `FleetWorld`."""
+
+    def cache_for(self, worker: int | None) -> FreshCache:
+        """The cache a step looks through (a fleet world has one per worker)."""
+        return self.cache
+
+    async def act_on_fleet(self, step: FleetChange) -> None:
+        raise AssertionError("only a fleet world plays fleet rows (`fleet_unplayable`)")
+
+    def fleet_counts(self) -> dict[str, int] | None:
+        """The fleet's counters summed over its workers (``None``: no fleet)."""
+        return None
 
     #: How `settle` polls: the deadline, the pause between looks, the event-loop turns
     #: before each look.
@@ -275,7 +295,7 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
     expect, expected = case.expect_on(world.revision)
     if expect is None:
         return CaseReport(case.id, case.where, True, case.expect_text, "-", skipped=expected)
-    reason = world.unplayable(case)
+    reason = fleet_unplayable(case, fleet_world=world.plays_fleet_rows) or world.unplayable(case)
     if reason is not None:
         return CaseReport(case.id, case.where, True, expected, "-", skipped=reason)
     givens = [s for s in case.row.steps if isinstance(s, Given)]
@@ -294,7 +314,7 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
                         last = await _do(world, step, tg, background, last, setup)
                     await world.settle()
                 reads = world.server_reads() - baseline
-                failures = check(expect, last, world.cache, reads)
+                failures = check(expect, last, world.cache, reads, world.fleet_counts())
             finally:
                 await world.stop()
     except TimeoutError:
@@ -302,6 +322,27 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
     except Exception as exc:  # a crash is a failed case, reported with its cause
         failures = [f"crashed: {type(exc).__name__}: {exc}"]
     return report(case, last, failures, started, expected)
+
+
+FLEET_ROW = (
+    "a fleet row: played on the fleet wire against a Valkey/Redis server "
+    "(freshcache acceptance --fleet redis://host:port/db)"
+)
+
+
+def is_fleet_row(case: Case) -> bool:
+    """Whether ``case`` starts ``given a fleet of N workers`` (played by `FleetWorld`)."""
+    return fleet_size(case.row.steps) is not None
+
+
+def fleet_unplayable(case: Case, *, fleet_world: bool) -> str | None:
+    """Fleet rows play only in a fleet world, and a fleet world plays only those."""
+    is_fleet_row = fleet_size(case.row.steps) is not None
+    if is_fleet_row and not fleet_world:
+        return FLEET_ROW
+    if fleet_world and not is_fleet_row:
+        return "not a fleet row (it plays on the other wires)"
+    return None
 
 
 def report(
@@ -342,7 +383,7 @@ async def _do(
     last: Observation | None,
     setup: Setup,
 ) -> Observation | None:
-    cache = world.cache
+    cache = world.cache_for(step.worker) if isinstance(step, Observe) else world.cache
     match step:
         case Observe(how="read", uri=uri, principal=principal, timeout=timeout):
             result = await cache.read(uri, principal=principal, timeout=timeout)
@@ -387,6 +428,10 @@ async def _do(
                 last = await cache.read(bulk_uri(n))
             await world.settle()
             return last
+        case FleetChange():
+            await world.act_on_fleet(step)
+            await world.settle()
+            return last
 
 
 class Observed(Protocol):
@@ -400,7 +445,11 @@ class Observed(Protocol):
 
 
 def check(
-    expectations: Sequence[Expect], last: Observation | None, world: Observed, reads: int
+    expectations: Sequence[Expect],
+    last: Observation | None,
+    world: Observed,
+    reads: int,
+    fleet_counts: dict[str, int] | None = None,
 ) -> list[str]:
     """What a row's expectations find wrong with what was observed (empty: passed)."""
     failures: list[str] = []
@@ -455,6 +504,12 @@ def check(
                 if tracked > expect.number:
                     failures.append(
                         f"the engine tracks {tracked} URIs, expected at most {expect.number}"
+                    )
+            case "fleet":
+                counted = None if fleet_counts is None else fleet_counts.get(expect.word)
+                if counted != expect.number:
+                    failures.append(
+                        f"the fleet counted {counted} {expect.word}, expected {expect.number}"
                     )
     return failures
 

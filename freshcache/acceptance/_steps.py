@@ -56,6 +56,7 @@ class Given:
         "store_entries",
         "later_pages_ttl",
         "acks_held",
+        "fleet",
     ]
     arg: str = ""
 
@@ -155,6 +156,26 @@ class ServerChange:
 
 
 @dataclass(frozen=True, slots=True)
+class FleetChange:
+    """Something happens to a fleet of workers (rows that start ``given a fleet of N
+    workers``): ``listener_dies`` (the lease holder vanishes without a word),
+    ``store_down`` / ``store_up`` (every worker's store connection is cut / allowed
+    again), ``store_restarts`` (cut, the fleet's keys gone, allowed again: what a
+    restart without persistence leaves), ``messages_lost`` (the channel skips sequence
+    numbers, as when the store drops a slow subscriber's messages)."""
+
+    what: Literal["listener_dies", "store_down", "store_up", "store_restarts", "messages_lost"]
+
+
+def fleet_size(steps: tuple[object, ...]) -> int | None:
+    """How many workers a row's fleet has, or ``None`` when it is not a fleet row."""
+    for step in steps:
+        if isinstance(step, Given) and step.what == "fleet":
+            return int(step.arg)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
 class TimePasses:
     """The (virtual) clock moves on."""
 
@@ -171,6 +192,8 @@ class Observe:
     principal: str | None = None
     timeout: float | None = None
     """A ``read`` with its own deadline (seconds) instead of the cache's default."""
+    worker: int | None = None
+    """In a fleet row: which worker looks (1 is the first listener); else the cache."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +222,15 @@ def unread_uri(n: int) -> str:
 
 
 Step = (
-    ServerSets | Notify | NextRead | ServerChange | TimePasses | Observe | Select | ReadUnselected
+    ServerSets
+    | Notify
+    | NextRead
+    | ServerChange
+    | TimePasses
+    | Observe
+    | Select
+    | ReadUnselected
+    | FleetChange
 )
 Setup = Given
 
@@ -322,6 +353,24 @@ _rule(rf"read {_URI} within (\d+(?:\.\d+)?) ?s")(
 _rule(r"read (\d+) distinct unselected uris")(lambda m: ReadUnselected(int(m[1])))
 _rule(r"notify updated (\d+) never-read uris")(lambda m: Notify("updated_unread", count=int(m[1])))
 
+# a fleet of workers on one Valkey/Redis (DESIGN §7)
+_rule(r"given a fleet of (\d+) workers")(lambda m: Given("fleet", m[1]))
+_rule(rf"read {_URI} on worker (\d+)")(lambda m: Observe("read", resolve(m[1]), worker=int(m[2])))
+_rule(rf"read {_URI} as (\w+) on worker (\d+)")(
+    lambda m: Observe("read", resolve(m[1]), m[2], worker=int(m[3]))
+)
+_rule(rf"status {_URI} on worker (\d+)")(
+    lambda m: Observe("status", resolve(m[1]), worker=int(m[2]))
+)
+_rule(rf"read {_URI} in background on worker (\d+)")(
+    lambda m: Observe("background", resolve(m[1]), worker=int(m[2]))
+)
+_rule(r"the listener dies")(lambda m: FleetChange("listener_dies"))
+_rule(r"the fleet store goes down")(lambda m: FleetChange("store_down"))
+_rule(r"the fleet store comes back")(lambda m: FleetChange("store_up"))
+_rule(r"the fleet store restarts empty")(lambda m: FleetChange("store_restarts"))
+_rule(r"fleet messages are lost")(lambda m: FleetChange("messages_lost"))
+
 
 def parse_step(text: str) -> Step | Given:
     """Parse one phrase; raises ``ValueError`` naming the phrase when nothing matches."""
@@ -354,6 +403,7 @@ class Expect:
         "stream",
         "untrusted",
         "tracked_uris_at_most",
+        "fleet",
     ]
     state: ExpectState | None = None
     version: str | None = None
@@ -398,4 +448,7 @@ def parse_expect(text: str) -> Expect:
         return Expect("untrusted", number=int(m[1]))
     if m := re.match(r"tracked uris at most (\d+)$", phrase):
         return Expect("tracked_uris_at_most", number=int(m[1]))
+    if m := re.match(r"(fenced-off writes|sequence gaps) (\d+)$", phrase):
+        counter = "fenced_writes" if m[1] == "fenced-off writes" else "gaps"
+        return Expect("fleet", word=counter, number=int(m[2]))
     raise ValueError(f"unknown expectation {phrase!r}")

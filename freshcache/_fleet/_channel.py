@@ -1,0 +1,142 @@
+"""The fleet's change channel as one worker hears it: fan-out and failing closed.
+
+Every invalidation a worker publishes (`INVALIDATE`) and every listener announcement
+(`ANNOUNCE`) carries the channel's next sequence number. `ChangeChannel` subscribes
+first and reads the sequence baseline second (so nothing falls between them), then
+applies each message: another worker's invalidation drops this worker's local copy,
+an announcement goes to its follower streams. A broken subscription or a skipped
+sequence number means a message may have been missed: the worker *fails closed*
+(drops its whole local index, loses coverage) and proves freshness again through the
+shared generation or a server read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .._core import ResourceUpdated
+
+if TYPE_CHECKING:
+    from ._worker import FleetWorker
+
+log = logging.getLogger("freshcache.fleet")
+
+
+class ChangeChannel:
+    """One worker's subscription to the fleet channel (see the module docstring)."""
+
+    def __init__(self, worker: FleetWorker) -> None:
+        self.worker = worker
+        self.usable = False
+        """Subscribed, with a known sequence baseline: the channel vouches for us."""
+        self.seq = 0
+        """The last sequence number taken in."""
+        self.applying_remote = False
+        """True while a fleet message is fed to the engine (not to be published back)."""
+        self._scope = anyio.CancelScope()
+
+    async def run(self) -> None:
+        """Stay subscribed; after a break, fail closed and subscribe again (backing off)."""
+        delay = 0.05
+        while True:
+            self._scope = anyio.CancelScope()
+            with self._scope:
+                try:
+                    await self._subscribed()
+                except anyio.get_cancelled_exc_class():
+                    raise
+                except Exception as exc:
+                    self.worker.counters.channel_losses += 1
+                    self.fail_closed(f"the fleet channel broke: {exc!r}")
+            await anyio.sleep(delay)
+            delay = min(1.0, delay * 2) if not self.usable else 0.05
+
+    async def _subscribed(self) -> None:
+        worker = self.worker
+        pubsub = worker.redis.pubsub()
+        try:
+            await pubsub.subscribe(worker.shared.channel)
+            with anyio.fail_after(max(1.0, 4 * worker.config.op_timeout)):
+                while True:
+                    message = await pubsub.get_message(timeout=0.2)
+                    if message is not None and message["type"] == "subscribe":
+                        break
+            # Subscribed first, then the baseline: nothing can fall between them.
+            self.seq = await worker.shared.sequence()
+            self.usable = True
+            worker.store_answered()
+            log.debug("fleet worker %s on the channel at %d", worker.id, self.seq)
+            while True:
+                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                if message is not None and message["type"] == "message":
+                    self.dispatch(json.loads(message["data"]))
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(0.5):
+                try:
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                except Exception:  # the connection is gone already
+                    log.debug("fleet channel close failed", exc_info=True)
+
+    def dispatch(self, message: dict[str, Any]) -> None:
+        """Take in one channel message, in sequence order."""
+        seq = int(message["s"])
+        if seq <= self.seq:
+            return  # already reflected in the store when we took the baseline
+        worker = self.worker
+        if seq != self.seq + 1:
+            worker.counters.gaps += 1
+            missed = f"missed fleet messages {self.seq + 1}..{seq - 1}"
+            self.seq = seq
+            self.fail_closed(missed)
+            # the message itself is still applied below
+        self.seq = seq
+        kind = message["k"]
+        if kind in ("live", "down"):
+            worker.followers.notify(kind, json.loads(message["p"]))
+            return
+        if message["o"] == worker.id:
+            return  # our own publication: our engine already took it in
+        self._apply_remote(message["u"])
+        sent_at = message.get("t")
+        if sent_at is not None:
+            latency = max(0.0, time.time() - sent_at / 1000.0)
+            worker.telemetry.fanned_out(message["u"], kind, latency)
+
+    def _apply_remote(self, uri: str) -> None:
+        bound = self.worker.bound
+        if bound is None:
+            return
+        self.worker.counters.remote_invalidations += 1
+        subscription = self.worker.followers.acknowledged_id()
+        self.applying_remote = True
+        try:
+            if subscription is not None:
+                decisions = bound.engine.handle(ResourceUpdated(uri, subscription))
+            else:
+                decisions = bound.engine.handle_hint(ResourceUpdated(uri, None))
+            bound.carry_out(decisions)
+        finally:
+            self.applying_remote = False
+
+    def fail_closed(self, reason: str) -> None:
+        """The channel can no longer vouch for us: drop the local index, lose coverage."""
+        worker = self.worker
+        self.usable = False
+        log.info("fleet worker %s fails closed: %s", worker.id, reason)
+        worker.telemetry.event("freshcache.fleet.fail_closed", reason=reason)
+        bound = worker.bound
+        if bound is not None:
+            uris = sorted({uri for table in bound.engine.hit_tables.values() for uri in table})
+            self.applying_remote = True
+            try:
+                for uri in uris:
+                    bound.carry_out(bound.engine.handle_hint(ResourceUpdated(uri, None)))
+            finally:
+                self.applying_remote = False
+        worker.followers.notify("lost", reason)
+        self._scope.cancel()

@@ -1,0 +1,245 @@
+"""The listener role: one worker per server holds the lease and the real stream.
+
+The lease is a store key (`SET NX PX`) holding ``worker:term``. Its holder opens the
+only ``subscriptions/listen`` stream, for the union of the workers' selections, and
+publishes what it hears before its own engine takes it in. The lease is renewed every
+quarter of `Fleet.lease`, by a loop that does nothing else (a slow registry tick or a
+busy read path cannot delay it).
+
+A lease can lapse while its holder is alive (an event loop starved of CPU for longer
+than the lease, a store that was unreachable): another worker may then hold it and a
+stream of its own. That is harmless for the promise, since two listeners only ever
+publish *more* invalidations; and the old holder learns of it at its next renewal
+(`RENEW` answers 0) and ends its stream, which its followers see as a lost stream
+(fail closed, re-listen, re-read). A holder that cannot reach the store stops
+listening before the lease can have lapsed, so it never believes it leads when the
+store says otherwise for long.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
+
+from .._core import (
+    ListenAcknowledged,
+    ListenStarted,
+    ListenUnsupported,
+    ResourceUpdated,
+    StreamClosed,
+    StreamEvent,
+    StreamLost,
+)
+from .._source import Source
+
+if TYPE_CHECKING:
+    from ._worker import FleetWorker
+
+log = logging.getLogger("freshcache.fleet")
+
+
+class ListenerLease:
+    """This worker's side of the listener lease, and the stream it holds while leading."""
+
+    def __init__(self, worker: FleetWorker) -> None:
+        self.worker = worker
+        self.leading: str | None = None
+        """Our lease value (``worker:term``) while this worker holds the listener lease."""
+        self.leader: str | None = None
+        """The lease holder last seen in the store."""
+        self.term = ""
+        self.leading_uris: frozenset[str] = frozenset()
+        """What our live stream asked for (empty until it is acknowledged)."""
+        self._covered: set[str] = set()
+        self._scopes: set[anyio.CancelScope] = set()
+        self._renewed_at = 0.0
+
+    @property
+    def px(self) -> int:
+        return int(self.worker.config.lease * 1000)
+
+    # ------------------------------------------------------------------ the lease
+
+    async def try_lead(self) -> bool:
+        """Take the lease if nobody holds it (``True``: we lead now, or already did)."""
+        if self.leading is not None:
+            return True
+        term = secrets.token_hex(6)
+        holder = f"{self.worker.id}:{term}"
+        if not await self.worker.shared.take_lease(holder, self.px):
+            return False
+        self.leading, self.term = holder, term
+        self._renewed_at = anyio.current_time()
+        self._covered = set()
+        log.info("fleet worker %s holds the listener lease", self.worker.id)
+        self.saw_holder(holder)
+        return True
+
+    def saw_holder(self, holder: str | None) -> None:
+        """The store says ``holder`` holds the lease: count and report a change."""
+        if holder == self.leader:
+            return
+        self.leader = holder
+        self.worker.counters.lease_changes += 1
+        mine = holder is not None and holder == self.leading
+        self.worker.telemetry.lease_changed(holder, mine)
+
+    async def renew_loop(self) -> None:
+        """Renew every quarter of the lease while leading; stop leading when we cannot."""
+        config = self.worker.config
+        period = config.lease / 4.0
+        while True:
+            await anyio.sleep(period)
+            holder = self.leading
+            if holder is None:
+                continue
+            try:
+                with anyio.fail_after(max(period, config.op_timeout)):
+                    renewed = await self.worker.shared.renew_lease(holder, self.px)
+            except anyio.get_cancelled_exc_class():
+                raise
+            except Exception as exc:
+                log.debug("fleet lease renewal failed: %r", exc)
+                # Give up before the store can have let the lease lapse (it counts from
+                # the last renewal it saw): never believe we lead when we may not.
+                if anyio.current_time() - self._renewed_at > config.lease / 2:
+                    self.stop("could not renew the listener lease")
+                continue
+            if self.leading != holder:
+                continue  # stopped meanwhile
+            if renewed:
+                self._renewed_at = anyio.current_time()
+                self.worker.store_answered()
+            else:
+                # It lapsed (we were starved or cut off) and may be someone else's.
+                self.stop("the listener lease lapsed")
+
+    def stop(self, reason: str) -> None:
+        """Stop leading: end our stream (its followers fail closed and re-listen)."""
+        if self.leading is None:
+            return
+        log.info("fleet worker %s stops listening: %s", self.worker.id, reason)
+        self.worker.telemetry.event("freshcache.fleet.lease_lost", reason=reason)
+        self.leading = None
+        self.leading_uris = frozenset()
+        for scope in list(self._scopes):
+            scope.cancel()
+
+    async def goodbye(self) -> None:
+        """On close: tell the fleet the stream is gone and free the lease at once."""
+        if self.leading is not None:
+            await self._announce_down("the listener closed")
+            await self.worker.shared.release_lease(self.leading)
+
+    # ------------------------------------------------------------------ the stream
+
+    async def lead(
+        self, inner: Source, uris: frozenset[str], list_changed: bool
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """The real listen stream, for the union of the fleet's selections."""
+        worker = self.worker
+        assert worker.tg is not None
+        union = uris
+        try:
+            with anyio.fail_after(2 * worker.config.op_timeout):
+                union = await worker.shared.union(int(time.time() * 1000)) | uris
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            log.debug("fleet union failed: %r", exc)
+        send, receive = anyio.create_memory_object_stream[StreamEvent](1000)
+        scope = anyio.CancelScope()
+        self._scopes.add(scope)
+        worker.tg.start_soon(self._pump, inner, union, list_changed, send, scope)
+        sid: str | int | None = None
+        covered: frozenset[str] = frozenset()
+        ending: str | None = None
+        try:
+            async with receive:
+                async for event in receive:
+                    match event:
+                        case ListenStarted(subscription_id=started):
+                            sid = started
+                        case ListenAcknowledged(resource_uris=acked):
+                            covered = acked
+                            ending = await worker.attempt(
+                                self._went_live(union, acked, event.list_changed)
+                            )
+                        case ResourceUpdated(uri=uri):
+                            ending = await worker.attempt(worker.publish([uri], "updated"))
+                        case StreamLost() | StreamClosed() | ListenUnsupported():
+                            await worker.attempt(self._lost_coverage(covered, "stream ended"))
+                    yield event
+                    if ending is not None or isinstance(
+                        event, (StreamLost, StreamClosed, ListenUnsupported)
+                    ):
+                        break
+            if ending is None and self.leading is None:
+                ending = "the listener lease was lost"
+            if ending is not None:
+                await worker.attempt(self._lost_coverage(covered, ending))
+                self.stop(ending)
+                yield StreamLost(sid, ending)
+        finally:
+            scope.cancel()
+            self._scopes.discard(scope)
+
+    async def _went_live(
+        self, union: frozenset[str], covered: frozenset[str], list_changed: bool
+    ) -> None:
+        """A new listener stream was acknowledged: fence off what it newly covers
+        (invariant 4 fleet-wide), then tell the followers."""
+        newly = sorted(covered - self._covered)
+        self._covered |= covered
+        self.leading_uris = union
+        payload = {
+            "term": self.term,
+            "holder": self.leading,
+            "requested": sorted(union),
+            "covered": sorted(covered),
+            "list_changed": list_changed,
+        }
+        await self.worker.publish(newly, "acknowledged")
+        await self.worker.shared.announce(self.worker.id, "live", payload, self.px)
+
+    async def _lost_coverage(self, covered: frozenset[str], reason: str) -> None:
+        self._covered = set()
+        await self.worker.publish(sorted(covered), "lost")
+        await self._announce_down(reason)
+
+    async def _announce_down(self, reason: str) -> None:
+        payload = {"term": self.term, "reason": reason}
+        await self.worker.shared.announce(self.worker.id, "down", payload, self.px)
+
+    async def _pump(
+        self,
+        inner: Source,
+        union: frozenset[str],
+        list_changed: bool,
+        send: MemoryObjectSendStream[StreamEvent],
+        scope: anyio.CancelScope,
+    ) -> None:
+        async with send:
+            with scope:
+                try:
+                    async with aclosing(inner.listen(union, list_changed)) as events:
+                        async for event in events:
+                            await send.send(event)
+                except anyio.get_cancelled_exc_class():
+                    raise
+                except Exception as exc:
+                    send.send_nowait(StreamLost(None, repr(exc)))
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "listener": self.leader.split(":")[0] if self.leader else None,
+            "lease_holder": self.leader,
+            "leading": self.leading is not None,
+        }

@@ -1,0 +1,126 @@
+"""Reads through the shared store: current entries, fleet-wide single flight, fenced fills.
+
+A read of a covered URI first looks in the store (`PEEK`). A current entry is a reply:
+its text came from a server read sent after the URI's last fleet-wide invalidation
+(that is what the `FILL` fence guarantees). With no entry, one worker takes the
+single-flight lock of that generation and reads the server; the others wait for its
+fill, up to `Fleet.fill_lock`, then read the server themselves. A fill is written only
+if the generation is still the one peeked before the read was sent; otherwise it is
+*fenced off* (counted, a metric and a span event). Uncovered URIs, a store that does
+not answer and URIs with a hint still to publish are read from the server directly.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import anyio
+
+from .._core import Partition, ReadReply, RequestFailed
+from .._source import Source
+from ._store import Peeked
+
+if TYPE_CHECKING:
+    from ._worker import Binding, FleetWorker
+
+log = logging.getLogger("freshcache.fleet")
+
+
+class SharedReads:
+    """One worker's reads through the shared store (see the module docstring)."""
+
+    def __init__(self, worker: FleetWorker) -> None:
+        self.worker = worker
+
+    async def read(
+        self, inner: Source, uri: str, partition: Partition
+    ) -> ReadReply | RequestFailed:
+        worker = self.worker
+        bound = worker.bound
+        if (
+            bound is None
+            or not worker.channel.usable
+            or worker.outbox.pending(uri)
+            or not bound.engine.is_covered(uri)
+        ):
+            return await self._direct(inner, uri, partition)
+        deadline = anyio.current_time() + worker.config.fill_lock
+        delay = 0.002
+        while True:
+            peeked = await self._peek(uri, partition, bound)
+            if peeked is None:
+                return await self._direct(inner, uri, partition)
+            if peeked.reply is not None:
+                worker.counters.store_replies += 1
+                return peeked.reply
+            if peeked.locked:
+                return await self._read_and_fill(inner, uri, partition, peeked, bound)
+            if anyio.current_time() >= deadline:
+                return await self._direct(inner, uri, partition)
+            # Another worker reads this generation for the fleet: wait for its fill.
+            worker.counters.fill_waits += 1
+            await anyio.sleep(delay)
+            delay = min(0.05, delay * 1.5)
+
+    async def _direct(
+        self, inner: Source, uri: str, partition: Partition
+    ) -> ReadReply | RequestFailed:
+        self.worker.counters.direct_reads += 1
+        return await inner.read_resource(uri, partition)
+
+    async def _peek(self, uri: str, partition: Partition, bound: Binding) -> Peeked | None:
+        config = self.worker.config
+        try:
+            with anyio.fail_after(config.op_timeout):
+                peeked = await self.worker.shared.peek(
+                    uri,
+                    partition,
+                    share_public=bound.share_public,
+                    lock_for=self.worker.id,
+                    lock_ms=int(config.fill_lock * 1000),
+                )
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            log.debug("fleet peek failed: %r", exc)
+            return None
+        self.worker.store_answered()
+        return peeked
+
+    async def _read_and_fill(
+        self, inner: Source, uri: str, partition: Partition, fence: Peeked, bound: Binding
+    ) -> ReadReply | RequestFailed:
+        worker = self.worker
+        reply = await inner.read_resource(uri, partition)
+        try:
+            with anyio.fail_after(worker.config.op_timeout):
+                expiry = self._expiry_ms(reply, bound)
+                if expiry is not None and isinstance(reply, ReadReply):
+                    public = reply.cache_scope == "public" and bound.share_public
+                    if await worker.shared.fill(
+                        uri, partition, fence, reply, public=public, expiry_ms=expiry
+                    ):
+                        worker.counters.fills += 1
+                    else:
+                        worker.counters.fenced_writes += 1
+                        worker.telemetry.fenced_off(uri, fence.generation)
+                await worker.shared.unlock(uri, partition, fence, worker.id)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            log.debug("fleet fill failed: %r", exc)
+        return reply
+
+    def _expiry_ms(self, reply: ReadReply | RequestFailed, bound: Binding) -> int | None:
+        """How long the store keeps this reply, or ``None`` when it must not share it."""
+        if not isinstance(reply, ReadReply):
+            return None
+        if reply.from_server is not True or reply.multi_round_trip or reply.hints:
+            return None  # proves nothing about the server, or carried a change hint
+        ttl = reply.ttl_ms or 0
+        if ttl > 0:
+            return max(1, int(min(ttl, bound.max_ttl_ms)))
+        if bound.subscription_backed:
+            return int(self.worker.config.covered_entry_ttl * 1000)
+        return None  # ttlMs 0: read before each use, nothing to share

