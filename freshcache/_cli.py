@@ -6,6 +6,7 @@
   server can give and what to expect from it.
 - ``freshcache watch URL URI ...`` prints live status lines until Ctrl-C.
 - ``freshcache read URL URI`` prints one result (text only when fresh).
+- ``freshcache serve [DIR]`` serves the seed resources, or a folder's files, to try it on.
 
 argparse (standard library) is enough for this surface; no CLI framework is pulled in.
 """
@@ -16,10 +17,11 @@ import argparse
 import json
 import logging
 import math
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from contextlib import aclosing
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -104,20 +106,39 @@ def cmd_read(args: argparse.Namespace) -> int:
     else:
         print(_line(result, time.time()), file=sys.stderr)
         if result.state == "fresh" and result.text is not None:
-            print(result.text)
+            print(result.text, end="" if result.text.endswith("\n") else "\n")
         elif result.detail:
             print(f"  {result.detail}", file=sys.stderr)
     return EXIT_OK if result.state == "fresh" else EXIT_FAILED
+
+
+ANSWERED = frozenset({"fresh", "stale", "denied", "not_found"})
+"""States only a server that answered MCP can produce."""
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
     target, uris = _split_target(args)
     if not uris:
         raise FreshCacheError("watch needs at least one URI: freshcache watch URL URI [URI ...]")
+    answered = False
+
+    async def look(cache: FreshCache, last: dict[str, tuple[object, ...]]) -> None:
+        nonlocal answered
+        for uri in uris:
+            result = await cache.read(uri)
+            answered = answered or result.state in ANSWERED
+            key = (result.state, result.reason, result.version)
+            if last.get(uri) != key:
+                last[uri] = key
+                print(f"{time.strftime('%H:%M:%S')} {_line(result, time.time())}", flush=True)
 
     async def run() -> None:
         source = _source(target, args.timeout)
-        async with FreshCache(source, select=uris, read_timeout=args.timeout) as cache:
+        async with (
+            FreshCache(source, select=uris, read_timeout=args.timeout) as cache,
+            anyio.create_task_group() as tg,
+        ):
+            tg.start_soon(_stop_on_signal, tg.cancel_scope)
             last: dict[str, tuple[object, ...]] = {}
             stream = None
             with anyio.move_on_after(args.duration if args.duration else math.inf):
@@ -125,168 +146,75 @@ def cmd_watch(args: argparse.Namespace) -> int:
                     if cache.stream_status != stream:
                         stream = cache.stream_status
                         print(f"-- stream {stream}", flush=True)
-                    for uri in uris:
-                        result = await cache.read(uri)
-                        key = (result.state, result.reason, result.version)
-                        if last.get(uri) != key:
-                            last[uri] = key
-                            print(
-                                f"{time.strftime('%H:%M:%S')} {_line(result, time.time())}",
-                                flush=True,
-                            )
+                    await look(cache, last)
                     await anyio.sleep(args.interval)
+            tg.cancel_scope.cancel()
 
     anyio.run(run)
+    if not answered:
+        print("freshcache: the server never answered MCP", file=sys.stderr)
+        return EXIT_FAILED
     return EXIT_OK
 
 
-async def _doctor(args: argparse.Namespace) -> int:
-    from ._core import (
-        ListReply,
-        ReadReply,
-    )
-
-    source = _source(
-        ["--", *args.command_line] if args.command_line is not None else args.target, args.timeout
-    )
-    advice: list[str] = []
-    say = print
-    try:
-        info = await source.start()
-        say(f"server      {source.identity}")
-        if not info.reachable:
-            say(f"reachable   no: {info.detail}")
-            return EXIT_FAILED
-        name = f"{info.name or '?'} {info.version or ''}".strip()
-        say(f"reachable   yes ({name})")
-        say(f"versions    {', '.join(info.supported_versions) or '(not said)'}")
-        say(
-            f"capability  resources.subscribe={info.subscribe} "
-            f"resources.listChanged={info.list_changed}"
-        )
-        page = await source.list_resources(None, None)
-        uris = list(args.uri or [])
-        if isinstance(page, ListReply):
-            say(
-                f"list        {len(page.resources)} resources on the first page; "
-                f"ttlMs={_fmt(page.ttl_ms)} cacheScope={page.cache_scope or '(absent)'}"
-                f"{'; more pages' if page.next_cursor is not None else ''}"
-            )
-            if page.ttl_ms is None:
-                advice.append(
-                    "resources/list carries no ttlMs: every list is re-fetched (spec: absent = 0)"
-                )
-            uris = uris or [r.uri for r in page.resources[:3]]
-        else:
-            say(f"list        failed: {page.kind} {page.detail}")
-        for uri in uris:
-            reply = await source.read_resource(uri, None)
-            if isinstance(reply, ReadReply):
-                say(
-                    f"read        {uri}: ttlMs={_fmt(reply.ttl_ms)} "
-                    f"cacheScope={reply.cache_scope or '(absent)'}"
-                )
-                if not reply.ttl_ms:
-                    advice.append(
-                        f"{uri} has ttlMs 0 or none: without a subscription it is read on every use"
-                    )
-            else:
-                say(f"read        {uri}: {reply.kind} ({reply.detail})")
-        if info.listen is False:
-            say("listen      not offered")
-            advice.append(
-                "this server has no subscriptions/listen: selected resources will be read "
-                "from the server before every use"
-            )
-        elif uris or info.list_changed:
-            await _doctor_listen(source, frozenset(uris), args, say, advice)
-        for line in advice:
-            say(f"advice      {line}")
-        if not advice:
-            say("advice      none: this server can keep selected resources fresh by notification")
-        return EXIT_OK
-    finally:
-        with anyio.CancelScope(shield=True):
-            await source.aclose()
-
-
-async def _doctor_listen(
-    source: Any, uris: frozenset[str], args: argparse.Namespace, say: Any, advice: list[str]
-) -> None:
-    from ._core import (
-        ListenAcknowledged,
-        ListenUnsupported,
-        ResourceUpdated,
-        StreamClosed,
-        StreamLost,
-    )
-
-    started = trigger_at = time.perf_counter()
-    acked: ListenAcknowledged | None = None
-    with anyio.move_on_after(args.timeout):
-        async with aclosing(source.listen(uris, True)) as events:
-            async for event in events:
-                if isinstance(event, ListenAcknowledged):
-                    acked = event
-                    say(
-                        f"listen      acknowledged in "
-                        f"{1000 * (time.perf_counter() - started):.0f} ms: "
-                        f"resourcesListChanged={event.list_changed}, "
-                        f"resourceSubscriptions={sorted(event.resource_uris)}"
-                    )
-                    left_out = sorted(uris - event.resource_uris)
-                    if left_out:
-                        advice.append(
-                            "the acknowledgment leaves out "
-                            + ", ".join(left_out)
-                            + ": those are read from the server before every use"
-                        )
-                    if not event.resource_uris and uris:
-                        advice.append(
-                            "this server never acknowledges resource subscriptions: "
-                            "selected resources will be read before every use"
-                        )
-                    if not event.list_changed:
-                        advice.append(
-                            "list changes are not notified: lists live on their ttlMs alone"
-                        )
-                    if not args.trigger:
-                        break
-                    trigger_at = time.perf_counter()
-                    done = await anyio.run_process(args.trigger, check=False)  # str: a shell
-                    if done.returncode != 0:
-                        say(f"trigger     exited with {done.returncode}")
-                        break
-                elif isinstance(event, ResourceUpdated) and acked is not None and args.trigger:
-                    say(
-                        f"update      {event.uri} arrived "
-                        f"{1000 * (time.perf_counter() - trigger_at):.0f} ms after the trigger"
-                    )
-                    break
-                elif isinstance(event, ListenUnsupported):
-                    say(f"listen      not supported: {event.detail}")
-                    advice.append(
-                        "this server has no subscriptions/listen: selected resources will "
-                        "be read before every use"
-                    )
-                    return
-                elif isinstance(event, (StreamLost, StreamClosed)):
-                    say(f"listen      ended before an acknowledgment: {event}")
-                    return
-    if acked is None:
-        say(f"listen      no acknowledgment within {args.timeout:.0f} s")
-        advice.append(
-            "no acknowledgment arrived: freshcache will treat selected resources as "
-            "uncovered and read them before every use"
-        )
-
-
-def _fmt(ttl_ms: float | None) -> str:
-    return "(absent)" if ttl_ms is None else f"{ttl_ms:.0f}"
+async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+    """Ctrl-C (or SIGTERM) ends a long-running command normally, not as an error."""
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    return int(anyio.run(_doctor, args))
+    from ._doctor import doctor
+
+    return int(anyio.run(doctor, args, lambda target: _source(target, args.timeout)))
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .acceptance._serve import serve_http, serve_stdio
+
+    root = None if args.dir is None else Path(args.dir)
+    if args.stdio:
+        anyio.run(lambda: serve_stdio(root, poll=args.poll))
+    else:
+        anyio.run(lambda: serve_http(root, args.port, poll=args.poll))
+    return EXIT_OK
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a positive, finite number of seconds."""
+    value = _number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds above 0")
+    return value
+
+
+def _seconds_or_zero(text: str) -> float:
+    value = _number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds, 0 or more")
+    return value
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535)")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -340,19 +268,23 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser(
         "doctor",
         help="what freshness can this server give?",
-        description="Discover a server, read a few resources, open a subscription and "
+        description="Discover each server, read a few resources, open a subscription and "
         "say in plain words what freshcache can and cannot promise with it. Exit 0 when "
-        "the server was reachable and spoke the protocol.",
+        "every server spoke MCP and every check passed, 1 for a finding (unreachable, no "
+        "acknowledgment, no update after --trigger), 2 when a URL does not answer MCP.",
     )
     doctor.add_argument("target", nargs="*", metavar="URL", help="or: -- COMMAND ARGS ...")
     doctor.add_argument(
         "--uri", action="append", help="resource to test (default: the first listed)"
     )
-    doctor.add_argument("--timeout", type=float, default=10.0, help="seconds per step (default 10)")
+    doctor.add_argument(
+        "--timeout", type=_seconds, default=10.0, help="seconds per step (default 10)"
+    )
     doctor.add_argument(
         "--trigger",
         metavar="SHELL_COMMAND",
-        help="a command that changes a tested resource; doctor times the notification",
+        help="a command that changes a tested resource; doctor times the notification "
+        "from the command's start",
     )
     doctor.set_defaults(handler=cmd_doctor)
 
@@ -360,14 +292,24 @@ def build_parser() -> argparse.ArgumentParser:
         "watch",
         help="live status lines for resources",
         description="Select the URIs, keep them fresh and print a line whenever a state, "
-        "reason or version changes, until Ctrl-C. A stdio server: URI ... -- COMMAND ...",
+        "reason or version changes, until Ctrl-C. Exit 1 when the server never answered. "
+        "A stdio server: URI ... -- COMMAND ...",
     )
     watch.add_argument(
         "words", nargs="*", metavar="URL URI", help="or: URI ... -- COMMAND ARGS ..."
     )
-    watch.add_argument("--interval", type=float, default=0.5, help="seconds between looks")
-    watch.add_argument("--timeout", type=float, default=5.0, help="read deadline in seconds")
-    watch.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds")
+    watch.add_argument(
+        "--interval", type=_seconds, default=0.5, help="seconds between looks (default 0.5)"
+    )
+    watch.add_argument(
+        "--timeout", type=_seconds, default=5.0, help="read deadline in seconds (default 5)"
+    )
+    watch.add_argument(
+        "--duration",
+        type=_seconds_or_zero,
+        default=0.0,
+        help="stop after this many seconds (default: until Ctrl-C)",
+    )
     watch.set_defaults(handler=cmd_watch)
 
     read = commands.add_parser(
@@ -377,10 +319,54 @@ def build_parser() -> argparse.ArgumentParser:
         "fresh. Exit 0 when fresh, 1 otherwise. A stdio server: URI -- COMMAND ...",
     )
     read.add_argument("words", nargs="*", metavar="URL URI", help="or: URI -- COMMAND ARGS ...")
-    read.add_argument("--timeout", type=float, default=5.0)
-    read.add_argument("--json", action="store_true")
+    read.add_argument(
+        "--timeout", type=_seconds, default=5.0, help="read deadline in seconds (default 5)"
+    )
+    read.add_argument("--json", action="store_true", help="print the whole result as JSON")
     read.set_defaults(handler=cmd_read)
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve the seed resources or a folder's files over MCP",
+        description="A real MCP 2026-07-28 server to try freshcache on, on 127.0.0.1. "
+        "Without DIR: the seed resources (guide://shipping/approval, .../returns, "
+        ".../rates, .../holidays). With DIR: every file under it (hidden ones left out) "
+        "as file:// + its absolute path; editing, adding or deleting a file notifies "
+        "listening clients. Ctrl-C stops.",
+    )
+    serve.add_argument("dir", nargs="?", metavar="DIR", help="a folder whose files to serve")
+    where = serve.add_mutually_exclusive_group()
+    where.add_argument(
+        "--port", type=_port, default=8000, help="HTTP port (default 8000; 0 picks a free one)"
+    )
+    where.add_argument(
+        "--stdio", action="store_true", help="speak MCP on stdin/stdout instead of HTTP"
+    )
+    serve.add_argument(
+        "--poll",
+        action="store_true",
+        help="look for file changes every second instead of using watchfiles",
+    )
+    serve.set_defaults(handler=cmd_serve)
     return parser
+
+
+def _user_error(exc: BaseException) -> FreshCacheError | None:
+    """The `FreshCacheError` a command failed with, also when a task group wrapped it
+    in an exception group; ``None`` for anything else (a bug: let it show)."""
+    if isinstance(exc, FreshCacheError):
+        return exc
+    leaves: list[BaseException] = []
+    pending = [exc]
+    while pending:
+        current = pending.pop()
+        inner = getattr(current, "exceptions", None)
+        if isinstance(inner, tuple):
+            pending.extend(inner)
+        else:
+            leaves.append(current)
+    errors = [leaf for leaf in leaves if isinstance(leaf, FreshCacheError)]
+    return errors[0] if errors and len(errors) == len(leaves) else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -410,8 +396,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_UNUSABLE
     try:
         return handler(args)
-    except FreshCacheError as exc:
-        print(f"freshcache: {exc}", file=sys.stderr)
+    except Exception as exc:
+        error = _user_error(exc)
+        if error is None:
+            raise
+        print(f"freshcache: {error}", file=sys.stderr)
         return EXIT_UNUSABLE
     except KeyboardInterrupt:
         print("freshcache: interrupted", file=sys.stderr)

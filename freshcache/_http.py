@@ -90,7 +90,7 @@ from ._protocol import (
     same_id,
 )
 from ._source import ServerInfo
-from ._sse import SseComment, SseEvent, SseItem, SseOversized, SseParser
+from ._sse import SseComment, SseEvent, SseItem, SseOversized, SseParser, StreamStats
 from ._telemetry import annotate_request
 from ._wire import (
     ClientIdentity,
@@ -115,18 +115,6 @@ _RESERVED_HEADERS = frozenset(
 )
 _ENDINGS = (StreamLost, StreamClosed, ListenUnsupported)
 _SNIPPET = 200
-
-
-@dataclass(slots=True)
-class StreamStats:
-    """What one open listen stream has carried so far (introspection, tests)."""
-
-    uris: frozenset[str]
-    list_changed: bool
-    acknowledged: bool = False
-    frames: int = 0
-    """SSE events taken in and handed on (their stream events were consumed)."""
-    keepalives: int = 0
 
 
 @dataclass(slots=True)
@@ -608,8 +596,7 @@ class _Reader:
                     from_cache=from_cache,
                 )
         if kind != "json" or not raw:
-            text = bytes(raw[:_SNIPPET]).decode("utf-8", "replace")
-            return _Answer(status, None, f"({response.headers.get('content-type')}) {text}".strip())
+            return _Answer(status, None, _body_note(response.headers.get("content-type"), raw))
         message = _decode(bytes(raw))
         if isinstance(message, ErrorResponse) and status >= 400:
             pass  # the one answer to this POST, whatever id the server could give it
@@ -849,6 +836,18 @@ def _decode(data: str | bytes) -> Message:
     if isinstance(message, Request):
         return Malformed(f"the server sent a request ({message.method}); not allowed")
     return message
+
+
+def _body_note(content_type: str | None, raw: bytes | bytearray) -> str:
+    """A one-line note on a body that is not JSON-RPC, for a detail: a web page is named,
+    not quoted; other text gives its first words, whitespace folded."""
+    kind = (content_type or "no content type").split(";")[0].strip()
+    if kind == "text/html" or raw[:200].lstrip().lower().startswith((b"<!doctype", b"<html")):
+        return f"({kind}: a web page, not MCP)"
+    text = " ".join(bytes(raw[:_SNIPPET]).decode("utf-8", "replace").split())
+    if len(text) > 80:
+        text = text[:77] + "..."
+    return f"({kind}) {text}".strip()
 
 
 def _content_type(response: httpx.Response) -> str:

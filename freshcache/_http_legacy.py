@@ -31,7 +31,7 @@ import logging
 import math
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -51,7 +51,7 @@ from ._core import (
 from ._errors import ProtocolError
 from ._protocol import ForSubscription, IdKey, Ignored, Unclaimed, Untrusted, id_key
 from ._source import ServerInfo
-from ._sse import SseComment, SseEvent, SseOversized, SseParser
+from ._sse import SseComment, SseEvent, SseOversized, SseParser, StreamStats
 from ._wire import (
     LEGACY_VERSION,
     PROTOCOL_VERSION,
@@ -75,6 +75,13 @@ _STATELESS = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class _Carried:
+    """An event the GET stream carried (counted as taken in once consumed)."""
+
+    event: StreamEvent
+
+
 class LegacyHttp:
     """The 2025-11-25 session of one `HttpSource` and its GET stream (module docstring)."""
 
@@ -84,7 +91,9 @@ class LegacyHttp:
         self._max_backlog = max_backlog
         self._ids = itertools.count(1)
         self._session_lock = anyio.Lock()
-        self._inboxes: dict[IdKey, Inbox[StreamEvent]] = {}
+        self._inboxes: dict[IdKey, Inbox[StreamEvent | _Carried]] = {}
+        self._channel_stats: dict[str, StreamStats] = {}
+        """Per session: what its GET streams carried (frames counted once consumed)."""
         self._channel: BackgroundTask | None = None
         self._live = False
         self._settled = anyio.Event()
@@ -250,8 +259,6 @@ class LegacyHttp:
         self, uris: frozenset[str], list_changed: bool
     ) -> AsyncGenerator[StreamEvent, None]:
         """One virtual subscription on the session's GET stream (module docstring)."""
-        from ._http import StreamStats  # (a cycle at import time otherwise)
-
         sid = f"session-{next(self._ids)}"
         stats = StreamStats(uris, list_changed)
         self._source.streams[sid] = stats
@@ -279,7 +286,7 @@ class LegacyHttp:
             yield ListenUnsupported(_STATELESS)
             return
         key = id_key(sid)
-        inbox = Inbox[StreamEvent](self._max_backlog)
+        inbox = Inbox[StreamEvent | _Carried](self._max_backlog)
         self._inboxes[key] = inbox
         to_subscribe = self._protocol.legacy_listen(sid, uris, list_changed)
         ended = False
@@ -301,9 +308,12 @@ class LegacyHttp:
                 if ack is not None and self._live and not inbox.put(ack):
                     inbox.put(StreamLost(sid, "the client could not keep up"), final=True)
             while not ended:
-                event = await inbox.get()
+                item = await inbox.get()
+                event = item.event if isinstance(item, _Carried) else item
                 ended = isinstance(event, _FINAL)
                 yield event
+                if isinstance(item, _Carried):
+                    self._taken()
         finally:
             self._inboxes.pop(key, None)
             await self._close(sid)
@@ -385,6 +395,11 @@ class LegacyHttp:
                     return
                 self._live = True
                 self._settled.set()
+                if session.session_id is not None:  # the channel shows in source.streams
+                    channel = self._channel_stats.setdefault(
+                        session.session_id, StreamStats(frozenset(), False, acknowledged=True)
+                    )
+                    source.streams[session.session_id] = channel
                 detail, how = await self._frames(response)
         except httpx.TimeoutException as exc:
             detail = (
@@ -394,6 +409,8 @@ class LegacyHttp:
             detail = f"the GET stream broke: {type(exc).__name__}: {exc}"
         finally:
             self._channel = None
+            if session.session_id is not None:
+                source.streams.pop(session.session_id, None)
             source.stats.streams_lost += how == "lost"
             source.stats.streams_closed += how == "closed"
             self._ended(detail, how)
@@ -453,16 +470,26 @@ class LegacyHttp:
                 self._source._note_untrusted(event.detail)
                 self._deliver(None, event)
             case Ignored():
-                pass
+                self._taken()
             case _:
                 self._source._note_untrusted(f"unexpected message on the GET stream: {message!r}")
+                self._taken()
 
     def _deliver(self, sid: str | int | None, event: StreamEvent) -> None:
         inbox = self._inboxes.get(id_key(sid)) if sid is not None else None
         if inbox is None:
             inbox = next(iter(self._inboxes.values()), None)
-        if inbox is not None and not inbox.put(event):
-            log.warning("%s: a subscription could not keep up", self._source.identity)
+        if inbox is None or not inbox.put(_Carried(event)):
+            if inbox is not None:
+                log.warning("%s: a subscription could not keep up", self._source.identity)
+            self._taken()
+
+    def _taken(self) -> None:
+        """One frame of the GET stream was consumed (or had nothing to hand on)."""
+        session = self._protocol.legacy
+        stats = self._channel_stats.get(session.session_id or "") if session else None
+        if stats is not None:
+            stats.frames += 1
 
 
 def _both(declined: _Answer, exc: ProtocolError) -> str:

@@ -65,7 +65,7 @@ from ._wire import METHOD_NOT_FOUND, DenialRules, failure_from_error
 
 log = logging.getLogger("freshcache")
 
-INSTALL_HINT = "pip install 'freshcache[mcp]'"
+INSTALL_HINT = "pip install '.[mcp]' (in a checkout of freshcache)"
 
 CONNECTION_CLOSED = -32000
 """The SDK's own code for "the connection is gone" (``mcp_types.CONNECTION_CLOSED``)."""

@@ -650,13 +650,16 @@ def discover_info(
         return ServerInfo(
             reachable=True,
             detail=f"server/discover failed: {outcome.message} ({outcome.code})",
+            failure="error",
         )
     if isinstance(outcome, RequestFailed):
         reachable = outcome.kind not in ("unreachable", "timeout")
+        detail = outcome.detail.removeprefix("server/discover: ")
         return ServerInfo(
             reachable=reachable,
             protocol_version=speaking if reachable else None,
-            detail=f"server/discover: {outcome.kind}: {outcome.detail}",
+            detail=f"server/discover: {outcome.kind}: {detail}",
+            failure=outcome.kind,
         )
     caps = outcome.get("capabilities")
     resources = caps.get("resources") if isinstance(caps, dict) else None

@@ -64,6 +64,8 @@ class Resource:
     cache_scope: Literal["public", "private"] = "private"
     listed: bool = True
     mime_type: str = "text/plain"
+    blob: str | None = None
+    """Base64 contents; when set the resource is a blob and ``text`` is unused."""
 
 
 @dataclass(slots=True)
@@ -223,7 +225,14 @@ class ReferenceServer:
             return RequestFailed("not_found", f"Resource not found: {uri}", code=-32602)
         self.local_copies[uri] = resource.text
         return ReadReply(
-            (ResourceContents(uri, text=resource.text, mime_type=resource.mime_type),),
+            (
+                ResourceContents(
+                    uri,
+                    text=None if resource.blob is not None else resource.text,
+                    blob=resource.blob,
+                    mime_type=resource.mime_type,
+                ),
+            ),
             ttl_ms=resource.ttl_ms,
             cache_scope=resource.cache_scope,
             multi_round_trip=shape == "input_rounds",

@@ -47,6 +47,10 @@ class ServerInfo:
     ttl_ms: float | None = None
     cache_scope: str | None = None
     detail: str = ""
+    failure: str | None = None
+    """Why discovery gave no result: a failure kind (``"unreachable"``, ``"timeout"``,
+    ``"denied"``, ``"server_error"`` when the answer was no usable JSON-RPC) or
+    ``"error"`` (a JSON-RPC error answer); ``None`` when it did."""
     raw: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
 

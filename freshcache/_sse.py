@@ -184,4 +184,16 @@ class SseParser:
         self._reset_event()
 
 
-__all__ = ["SseComment", "SseEvent", "SseItem", "SseOversized", "SseParser"]
+@dataclass(slots=True)
+class StreamStats:
+    """What one open listen stream has carried so far (introspection, tests)."""
+
+    uris: frozenset[str]
+    list_changed: bool
+    acknowledged: bool = False
+    frames: int = 0
+    """SSE events taken in and handed on (their stream events were consumed)."""
+    keepalives: int = 0
+
+
+__all__ = ["SseComment", "SseEvent", "SseItem", "SseOversized", "SseParser", "StreamStats"]

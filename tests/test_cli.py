@@ -1,20 +1,29 @@
-"""The command line against a real server: doctor, read, watch (and their errors)."""
+"""The command line against real servers: doctor, read, watch, serve (and their errors).
+
+The servers are real processes: the official-SDK fixture, ``freshcache serve`` over
+HTTP and stdio, and ``python -m http.server`` for a URL that is not MCP.
+"""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from freshcache._cli import main
+from tests.conftest import free_port
+from tests.serve_support import Served, WebServer, start_serve, start_web_server
 
 APPROVAL = "guide://shipping/approval"
 
 pytestmark = pytest.mark.wire
 
 
-def run_cli(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, timeout: float = 90.0) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "freshcache._cli", *args],
         capture_output=True, text=True, timeout=timeout, check=False,
@@ -44,8 +53,6 @@ def test_doctor_says_so_when_the_server_acknowledges_no_resource(sdk_server):
 
 
 def test_doctor_exits_1_for_a_server_that_is_not_there():
-    from tests.conftest import free_port
-
     done = run_cli("doctor", f"http://127.0.0.1:{free_port()}/mcp", "--timeout", "3")
     assert done.returncode == 1
     assert "reachable   no" in done.stdout
@@ -88,3 +95,236 @@ def test_user_mistakes_give_a_message_and_exit_2(argv, message, capsys):
 def test_no_command_prints_help_and_exits_2(capsys):
     assert main([]) == 2
     assert "acceptance" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- serve
+
+SEED_TEXT = "Shipping approval v1: orders over $500 need a manager."
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "policy.md").write_text("# Policy\nOrders over $500 need a manager.\n")
+    (docs / "sub" / "rates.json").write_text('{"flat": 5}')
+    (docs / ".hidden").write_text("not served")
+    return docs
+
+
+@pytest.fixture
+def served(tmp_path: Path, folder: Path) -> Iterator[Served]:
+    server = start_serve(tmp_path, str(folder))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def web(tmp_path: Path) -> Iterator[WebServer]:
+    server = start_web_server(tmp_path)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def python_writes(path: Path, text: str | None) -> str:
+    """A --trigger command: write ``text`` to ``path`` (``None``: delete it)."""
+    action = "p.unlink()" if text is None else f"p.write_text({text!r})"
+    return f"{sys.executable} -c \"import pathlib; p = pathlib.Path({str(path)!r}); {action}\""
+
+
+def test_serve_without_a_folder_serves_the_seed_and_stops_cleanly_on_ctrl_c(tmp_path):
+    server = start_serve(tmp_path)
+    try:
+        done = run_cli("read", server.url, APPROVAL)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == SEED_TEXT + "\n"
+    finally:
+        code = server.stop(signal.SIGINT)
+    assert code == 0
+    assert "seed resources" in server.output()
+    assert server.output().rstrip().endswith("freshcache serve: stopped")
+    assert "Traceback" not in server.err.read_text()
+
+
+def test_serve_names_each_file_by_its_absolute_path_and_leaves_hidden_ones_out(served, folder):
+    policy = (folder / "policy.md").resolve().as_uri()
+    done = run_cli("read", served.url, policy, "--json")
+    assert done.returncode == 0, done.stderr
+    assert '"text": "# Policy\\nOrders over $500 need a manager.\\n"' in done.stdout
+    doctor = run_cli("doctor", served.url)
+    assert "list        2 resources on the first page" in doctor.stdout, doctor.stdout
+    assert (folder / ".hidden").as_uri() not in doctor.stdout
+    hidden = run_cli("read", served.url, (folder / ".hidden").resolve().as_uri())
+    assert hidden.returncode == 1
+    assert "not_found" in hidden.stderr
+
+
+@pytest.mark.parametrize("poll", [False, True], ids=["watchfiles", "polling"])
+def test_serve_notifies_an_edit_a_new_file_and_a_deleted_file(tmp_path, folder, poll):
+    server = start_serve(tmp_path, str(folder), *(["--poll"] if poll else []))
+    policy = folder / "policy.md"
+    uri = policy.resolve().as_uri()
+    try:
+        edit = run_cli(
+            "doctor", server.url, "--uri", uri, "--trigger", python_writes(policy, "v2")
+        )
+        assert edit.returncode == 0, edit.stdout + edit.stderr
+        assert f"update      {uri} arrived" in edit.stdout
+        assert "after the trigger started" in edit.stdout
+        assert run_cli("read", server.url, uri).stdout == "v2\n"
+
+        new = folder / "sub" / "new.txt"
+        added = run_cli(
+            "doctor", server.url, "--uri", uri, "--trigger", python_writes(new, "hello")
+        )
+        assert added.returncode == 0, added.stdout + added.stderr
+        assert "update      a list change arrived" in added.stdout
+        assert run_cli("read", server.url, new.resolve().as_uri()).stdout == "hello\n"
+
+        deleted = run_cli(
+            "doctor", server.url, "--uri", uri, "--trigger", python_writes(policy, None)
+        )
+        assert deleted.returncode == 0, deleted.stdout + deleted.stderr
+        assert f"update      {uri} arrived" in deleted.stdout
+        gone = run_cli("read", server.url, uri)
+        assert gone.returncode == 1
+        assert f"{uri}: not_found" in gone.stderr
+        server.wait_for_output(f"deleted {uri}")
+    finally:
+        assert server.stop() == 0
+
+
+def test_serve_over_stdio_answers_read_and_doctor(folder):
+    seed = run_cli("read", APPROVAL, "--", *serve_stdio())
+    assert seed.returncode == 0, seed.stderr
+    assert seed.stdout == SEED_TEXT + "\n"
+    doctor = run_cli("doctor", "--", *serve_stdio(str(folder)))
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert "revision    2026-07-28" in doctor.stdout
+    assert "subscribe   yes" in doctor.stdout
+    assert (folder / "policy.md").resolve().as_uri() in doctor.stdout
+
+
+def serve_stdio(*args: str) -> list[str]:
+    return [sys.executable, "-m", "freshcache._cli", "serve", "--stdio", *args]
+
+
+def test_serve_mistakes_are_one_line_and_exit_2(tmp_path):
+    missing = run_cli("serve", str(tmp_path / "nope"))
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == f"freshcache: {tmp_path / 'nope'} does not exist: give a folder whose files to serve"
+    server = start_serve(tmp_path)
+    try:
+        port = server.url.split(":")[2].split("/")[0]
+        taken = run_cli("serve", "--port", port)
+        assert taken.returncode == 2
+        assert len(taken.stderr.strip().splitlines()) == 1
+        assert f"cannot listen on 127.0.0.1:{port}" in taken.stderr
+    finally:
+        server.stop()
+
+
+# ------------------------------------------------------------------ not MCP, not there
+
+
+def test_doctor_says_a_web_server_is_not_mcp_and_exits_2(web):
+    done = run_cli("doctor", web.url)
+    assert done.returncode == 2, done.stdout
+    assert "mcp         no:" in done.stdout
+    assert "does not answer MCP" in done.stdout
+    assert "(?)" not in done.stdout
+    assert "advice      none" not in done.stdout
+    assert "<html" not in done.stdout.lower()
+
+
+def test_doctor_checks_every_url_given_and_exits_with_the_worst(web, served):
+    done = run_cli("doctor", served.url, web.url)
+    assert done.returncode == 2, done.stdout
+    assert f"server      {served.url}" in done.stdout
+    assert f"server      {web.url}" in done.stdout
+    first, second = done.stdout.split(f"server      {web.url}")
+    assert "advice      none" in first
+    assert "mcp         no:" in second
+
+
+def test_doctor_reports_no_update_after_the_trigger_as_a_finding(served, folder):
+    uri = (folder / "policy.md").resolve().as_uri()
+    done = run_cli("doctor", served.url, "--uri", uri, "--timeout", "2", "--trigger", "true")
+    assert done.returncode == 1, done.stdout
+    assert "update      none within 2 s of the trigger's start" in done.stdout
+    assert "finding     no update arrived within 2 s" in done.stdout
+    assert "advice      none" not in done.stdout
+
+
+def test_doctor_times_the_update_from_the_trigger_start_not_its_end(served, folder):
+    policy = folder / "policy.md"
+    uri = policy.resolve().as_uri()
+    # The trigger changes the file, then keeps running for 8 s more: timed from the
+    # trigger's start, the update is heard before the trigger ends (timed from its end,
+    # as doctor once did, it would show the 8 s).
+    trigger = python_writes(policy, "v3") + " && sleep 8"
+    done = run_cli("doctor", served.url, "--uri", uri, "--timeout", "20", "--trigger", trigger)
+    assert done.returncode == 0, done.stdout
+    line = next(x for x in done.stdout.splitlines() if x.startswith("update "))
+    assert int(line.split(" arrived ")[1].split(" ms")[0]) < 8000, line
+
+
+def test_read_of_a_web_server_shows_no_page_and_exits_1(web):
+    done = run_cli("read", web.url, APPROVAL)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert "<html" not in done.stderr.lower() and "<!doctype" not in done.stderr.lower()
+    assert "a web page, not MCP" in done.stderr
+
+
+def test_watch_exits_1_when_the_server_never_answered(web):
+    unreachable = run_cli("watch", f"http://127.0.0.1:{free_port()}/mcp", APPROVAL, "--duration", "1", "--timeout", "1")
+    assert unreachable.returncode == 1
+    assert "never answered" in unreachable.stderr
+    not_mcp = run_cli("watch", web.url, APPROVAL, "--duration", "1", "--timeout", "1")
+    assert not_mcp.returncode == 1
+    assert "<html" not in not_mcp.stdout.lower()
+
+
+# ------------------------------------------------------------------ argument errors
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["watch", "http://127.0.0.1:1/mcp", "u", "--interval", "-1"], "argument --interval: '-1' must be a number of seconds above 0"),
+        (["watch", "http://127.0.0.1:1/mcp", "u", "--interval", "0"], "argument --interval: '0' must be a number of seconds above 0"),
+        (["watch", "http://127.0.0.1:1/mcp", "u", "--interval", "nan"], "must be a finite number"),
+        (["watch", "http://127.0.0.1:1/mcp", "u", "--duration", "-2"], "argument --duration"),
+        (["read", "http://127.0.0.1:1/mcp", "u", "--timeout", "abc"], "'abc' is not a number"),
+        (["doctor", "http://127.0.0.1:1/mcp", "--timeout", "0"], "argument --timeout"),
+        (["serve", "--port", "70000"], "'70000' is not a port number"),
+        (["serve", "--port", "1", "--stdio"], "not allowed with argument"),
+        (["acceptance", "--wire", "nowhere"], "invalid choice"),
+        (["nosuch"], "invalid choice"),
+    ],
+    ids=["interval-negative", "interval-zero", "interval-nan", "duration-negative", "timeout-text", "doctor-timeout-zero", "port-range", "port-and-stdio", "wire", "command"],
+)
+def test_argument_errors_are_one_line_after_the_usage_and_exit_2(argv, message):
+    done = run_cli(*argv)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines[0].startswith("usage: freshcache")
+    errors = [line for line in lines if "error:" in line]
+    assert len(errors) == 1 and errors[0] == lines[-1], done.stderr
+    assert message in errors[0]
+
+
+@pytest.mark.parametrize("command", ["read", "watch", "doctor"])
+def test_a_wrong_endpoint_path_is_one_line_and_exit_2_never_a_traceback(command, served):
+    wrong = served.url.replace("/mcp", "/wrong")
+    argv = [command, wrong] + ([] if command == "doctor" else [APPROVAL])
+    done = run_cli(*argv, *(["--duration", "2"] if command == "watch" else []))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "ExceptionGroup" not in done.stderr
+    assert "nothing answers MCP" in done.stdout + done.stderr

@@ -800,7 +800,7 @@ LISTEN_TABLE: list[tuple[str, Answer, Callable[[Any], list[StreamEvent]]]] = [
     (
         "listen-http-403",
         raw(403, b"", None),
-        lambda s: [StreamLost(s, "the listen request was answered HTTP 403 (None)")],
+        lambda s: [StreamLost(s, "the listen request was answered HTTP 403 (no content type)")],
     ),
     (
         "listen-hang-up",

@@ -505,7 +505,7 @@ def test_freshcache_imports_and_names_the_install_command_without_the_sdk():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert "missing: " in done.stdout
-    assert "pip install 'freshcache[mcp]'" in done.stdout
+    assert "pip install '.[mcp]' (in a checkout of freshcache)" in done.stdout
     assert "import error: MissingDependencyError" in done.stdout
     assert issubclass(MissingDependencyError, ImportError)
 

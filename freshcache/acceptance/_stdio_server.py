@@ -291,22 +291,25 @@ class StdioReferenceServer:
 
     # --- input
 
-    async def run(self, control_file: Path | None) -> None:
+    async def run(self, control_file: Path | None, *, control: bool = True) -> None:
+        """Serve until stdin ends; without ``control`` no control channel is opened
+        (``freshcache serve --stdio``: nobody injects faults there)."""
         async with anyio.create_task_group() as tg:
             self._tg = tg
-            listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-            port = listener.extra(anyio.abc.SocketAttribute.local_port)
-            if control_file is not None:
-                tmp = control_file.with_name(f"{control_file.name}.{os.getpid()}.tmp")
-                tmp.write_text(json.dumps({"pid": os.getpid(), "port": port}))
-                os.replace(tmp, control_file)
-            print(
-                f"freshcache-stdio-server: control 127.0.0.1:{port} pid {os.getpid()}",
-                file=sys.stderr,
-                flush=True,
-            )
+            if control:
+                listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+                port = listener.extra(anyio.abc.SocketAttribute.local_port)
+                if control_file is not None:
+                    tmp = control_file.with_name(f"{control_file.name}.{os.getpid()}.tmp")
+                    tmp.write_text(json.dumps({"pid": os.getpid(), "port": port}))
+                    os.replace(tmp, control_file)
+                print(
+                    f"freshcache-stdio-server: control 127.0.0.1:{port} pid {os.getpid()}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                tg.start_soon(listener.serve, self._control_connection)
             tg.start_soon(self._writer)
-            tg.start_soon(listener.serve, self._control_connection)
             while True:
                 chunk = await anyio.to_thread.run_sync(os.read, 0, 1 << 16, abandon_on_cancel=True)
                 if not chunk:

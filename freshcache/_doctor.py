@@ -1,0 +1,290 @@
+"""``freshcache doctor``: what freshness can this server give, in plain words.
+
+For each server: can it be reached, does it answer MCP at all, which revision, which
+capabilities and what they mean for freshness, the ``ttlMs``/``cacheScope`` it sends,
+what its acknowledgment honours and, with ``--trigger``, how long from the trigger's
+start until the notification arrives.
+
+Exit status (the worst over every server named): 0 when the server spoke MCP and
+every check passed, 1 for a finding (unreachable, no acknowledgment, no update after
+the trigger, a failed trigger), 2 when the URL does not answer MCP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from contextlib import aclosing
+from typing import Any
+
+import anyio
+
+from ._core import (
+    ListenAcknowledged,
+    ListenUnsupported,
+    ListReply,
+    ReadReply,
+    ResourceListChanged,
+    ResourceUpdated,
+    StreamClosed,
+    StreamLost,
+)
+from ._errors import ProtocolError
+from ._source import ServerInfo
+from ._wire import PROTOCOL_VERSION
+
+EXIT_OK, EXIT_FINDING, EXIT_NOT_MCP = 0, 1, 2
+
+Say = Callable[[str], None]
+
+
+def _fmt(ttl_ms: float | None) -> str:
+    return "(absent)" if ttl_ms is None else f"{ttl_ms:.0f}"
+
+
+async def doctor(args: argparse.Namespace, make_source: Callable[[list[str]], Any]) -> int:
+    """Check every server named; the worst exit status wins."""
+    targets: list[list[str]] = (
+        [["--", *args.command_line]]
+        if args.command_line is not None
+        else [[url] for url in args.target] or [[]]
+    )
+    worst = EXIT_OK
+    for number, target in enumerate(targets):
+        if number:
+            print()
+        source = make_source(target)
+        try:
+            code = await _check(source, args, print)
+        except ProtocolError as exc:
+            print(f"mcp         no: {exc}")
+            code = EXIT_NOT_MCP
+        finally:
+            with anyio.CancelScope(shield=True):
+                await source.aclose()
+        worst = max(worst, code)
+    return worst
+
+
+async def _check(source: Any, args: argparse.Namespace, say: Say) -> int:
+    info: ServerInfo = await source.start()
+    say(f"server      {source.identity}")
+    if not info.reachable:
+        say(f"reachable   no: {info.detail}")
+        return EXIT_FINDING
+    if info.failure == "denied":
+        say(f"reachable   yes, but access is denied: {info.detail}")
+        say("advice      give credentials (HttpSource(auth=...)); doctor sends none")
+        return EXIT_FINDING
+    if info.failure is not None or not (info.supported_versions or info.raw):
+        say("reachable   yes")
+        say(f"mcp         no: {info.detail}")
+        if info.failure == "error":
+            say(
+                "advice      it answers JSON-RPC but not server/discover: not a 2026-07-28 "
+                "server (an older revision, or not MCP)"
+            )
+        else:
+            say(
+                "advice      this URL does not answer MCP: check it (MCP servers usually "
+                "answer on a path such as /mcp)"
+            )
+        return EXIT_NOT_MCP
+    name = f"{info.name or ''} {info.version or ''}".strip()
+    say(f"reachable   yes{f' ({name})' if name else ''}")
+    advice: list[str] = []
+    findings: list[str] = []
+    _revision(info, say, advice)
+    _capabilities(info, say, advice)
+    uris = await _list_and_read(source, list(args.uri or []), say, advice)
+    if info.listen is False:
+        say("listen      not offered")
+    elif uris or info.list_changed:
+        await _listen(source, frozenset(uris), args, say, advice, findings)
+    for line in advice:
+        say(f"advice      {line}")
+    for line in findings:
+        say(f"finding     {line}")
+    if not advice and not findings:
+        say("advice      none: selected resources are kept fresh by notification")
+    return EXIT_FINDING if findings else EXIT_OK
+
+
+def _revision(info: ServerInfo, say: Say, advice: list[str]) -> None:
+    offered = ", ".join(info.supported_versions) or "(not said)"
+    version = info.protocol_version
+    if version == PROTOCOL_VERSION:
+        say(f"revision    {version} (the server offers {offered})")
+        return
+    say(f"revision    {version or 'none in common'} (the server offers {offered})")
+    if version is None:
+        advice.append(f"no revision in common with freshcache ({PROTOCOL_VERSION})")
+    else:
+        advice.append(
+            f"{version} is an older revision: no ttlMs or cacheScope, so a resource no live "
+            "subscription covers is read from the server before every use"
+        )
+
+
+def _capabilities(info: ServerInfo, say: Say, advice: list[str]) -> None:
+    if info.subscribe:
+        say("subscribe   yes: a selected resource stays fresh until a change is notified")
+    else:
+        say("subscribe   no: no change notifications per resource")
+        advice.append(
+            "without resources.subscribe every selected resource is read from the server "
+            "before every use (Policy(uncovered='ttl') trusts its ttlMs instead)"
+        )
+    if info.list_changed:
+        say("listChanged yes: the resource list is re-read when the server says it changed")
+    else:
+        say("listChanged no: a resource list is trusted for its ttlMs only")
+
+
+async def _list_and_read(source: Any, uris: list[str], say: Say, advice: list[str]) -> list[str]:
+    """The first list page and a few reads: what ``ttlMs``/``cacheScope`` they carry."""
+    page = await source.list_resources(None, None)
+    if isinstance(page, ListReply):
+        say(
+            f"list        {len(page.resources)} resource{'' if len(page.resources) == 1 else 's'}"
+            " on the first page; "
+            f"ttlMs={_fmt(page.ttl_ms)} cacheScope={page.cache_scope or '(absent)'}"
+            f"{'; more pages' if page.next_cursor is not None else ''}"
+        )
+        if page.ttl_ms is None:
+            advice.append(
+                "resources/list carries no ttlMs: every list is re-fetched (spec: absent = 0)"
+            )
+        uris = uris or [r.uri for r in page.resources[:3]]
+    else:
+        say(f"list        failed: {page.kind} ({page.detail})")
+    for uri in uris:
+        reply = await source.read_resource(uri, None)
+        if isinstance(reply, ReadReply):
+            say(
+                f"read        {uri}: ttlMs={_fmt(reply.ttl_ms)} "
+                f"cacheScope={reply.cache_scope or '(absent)'}"
+            )
+            if not reply.ttl_ms:
+                advice.append(
+                    f"{uri} has ttlMs 0 or none: without a subscription it is read on every use"
+                )
+        else:
+            say(f"read        {uri}: {reply.kind} ({reply.detail})")
+    return uris
+
+
+async def _listen(
+    source: Any,
+    uris: frozenset[str],
+    args: argparse.Namespace,
+    say: Say,
+    advice: list[str],
+    findings: list[str],
+) -> None:
+    started = time.perf_counter()
+    async with aclosing(source.listen(uris, True)) as events:
+        acked: ListenAcknowledged | None = None
+        with anyio.move_on_after(args.timeout):
+            async for event in events:
+                if isinstance(event, ListenAcknowledged):
+                    acked = event
+                    break
+                if isinstance(event, ListenUnsupported):
+                    say(f"listen      not supported: {event.detail}")
+                    advice.append(
+                        "this server has no subscriptions/listen: selected resources are "
+                        "read from the server before every use"
+                    )
+                    return
+                if isinstance(event, (StreamLost, StreamClosed)):
+                    say(f"listen      ended before an acknowledgment: {_event_detail(event)}")
+                    findings.append("the listen stream ended before it was acknowledged")
+                    return
+        if acked is None:
+            say(f"listen      no acknowledgment within {args.timeout:g} s")
+            findings.append(
+                f"no acknowledgment within {args.timeout:g} s: selected resources count as "
+                "uncovered and are read before every use"
+            )
+            return
+        say(
+            f"listen      acknowledged in {1000 * (time.perf_counter() - started):.0f} ms: "
+            f"resourcesListChanged={acked.list_changed}, "
+            f"resourceSubscriptions={sorted(acked.resource_uris)}"
+        )
+        _judge_ack(acked, uris, advice)
+        if args.trigger:
+            await _trigger(events, args, say, findings)
+
+
+def _judge_ack(acked: ListenAcknowledged, uris: frozenset[str], advice: list[str]) -> None:
+    if uris and not acked.resource_uris:
+        advice.append(
+            "this server never acknowledges resource subscriptions: "
+            "selected resources will be read before every use"
+        )
+    else:
+        left_out = sorted(uris - acked.resource_uris)
+        if left_out:
+            advice.append(
+                "the acknowledgment leaves out "
+                + ", ".join(left_out)
+                + ": those are read from the server before every use"
+            )
+    if not acked.list_changed:
+        advice.append("list changes are not notified: lists live on their ttlMs alone")
+
+
+async def _trigger(events: Any, args: argparse.Namespace, say: Say, findings: list[str]) -> None:
+    """Run the trigger and time, from its start, the first change notification."""
+    exit_code: list[int] = []
+    trigger_done = anyio.Event()
+
+    async def run_trigger() -> None:
+        done = await anyio.run_process(args.trigger, check=False)  # a str runs in a shell
+        exit_code.append(done.returncode)
+        trigger_done.set()
+
+    arrived: str | None = None
+    ended = False
+    elapsed = 0.0
+    async with anyio.create_task_group() as tg:
+        started = time.perf_counter()
+        tg.start_soon(run_trigger)
+        with anyio.move_on_after(args.timeout):
+            async for event in events:
+                if isinstance(event, ResourceUpdated):
+                    arrived = f"update      {event.uri}"
+                elif isinstance(event, ResourceListChanged):
+                    arrived = "update      a list change"
+                elif isinstance(event, (StreamLost, StreamClosed)):
+                    ended = True
+                    findings.append(
+                        f"the listen stream ended while waiting: {_event_detail(event)}"
+                    )
+                else:
+                    continue
+                elapsed = 1000 * (time.perf_counter() - started)
+                break
+        with anyio.move_on_after(args.timeout):
+            await trigger_done.wait()
+        tg.cancel_scope.cancel()
+    if not exit_code:
+        say(f"trigger     still running {args.timeout:g} s after the update wait: stopped")
+    elif exit_code[0] != 0:
+        say(f"trigger     exited with {exit_code[0]}")
+        findings.append(f"the trigger command failed (exit {exit_code[0]})")
+    if arrived is not None:
+        say(f"{arrived} arrived {elapsed:.0f} ms after the trigger started")
+    elif not ended:
+        say(f"update      none within {args.timeout:g} s of the trigger's start")
+        findings.append(
+            f"no update arrived within {args.timeout:g} s of the trigger's start: did it "
+            "change a resource the acknowledgment covers?"
+        )
+
+
+def _event_detail(event: StreamLost | StreamClosed) -> str:
+    return getattr(event, "detail", "") or type(event).__name__

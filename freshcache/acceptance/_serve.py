@@ -1,0 +1,245 @@
+"""``freshcache serve``: a real MCP 2026-07-28 server to try freshcache on.
+
+With no folder it serves the seed resources (``guide://shipping/approval`` ...), the
+ones the README's snippets read. With a folder, every file under it (hidden files and
+folders left out) is a resource named ``file://`` + its absolute path, with a MIME type
+guessed from its name; an edit sends ``notifications/resources/updated`` for the file,
+a new or a deleted file also ``notifications/resources/list_changed``.
+
+The wire is the reference server's (`ReferenceHttpServer` / `StdioReferenceServer`
+around `ReferenceProtocol`): whatever revisions it speaks, ``serve`` speaks. Changes
+are seen with ``watchfiles`` when it is installed (``pip install '.[serve]'``), else
+by looking at every file's size and modification time once a second.
+"""
+
+from __future__ import annotations
+
+import base64
+import mimetypes
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+import anyio
+
+from .._errors import ConfigurationError
+from .._reference import ReferenceServer
+
+SEED = {
+    "guide://shipping/approval": "Shipping approval v1: orders over $500 need a manager.",
+    "guide://shipping/returns": "Returns v1: 30 days.",
+    "guide://shipping/rates": "Rates v1: $5 flat within the country.",
+    "guide://shipping/holidays": "Holidays v1: no shipping on public holidays.",
+}
+"""What ``freshcache serve`` without a folder serves."""
+
+POLL_INTERVAL = 1.0
+"""Seconds between looks at the folder when polling."""
+
+
+def seed_reference() -> ReferenceServer:
+    """A reference server holding the `SEED` resources."""
+    server = ReferenceServer()
+    for uri, text in SEED.items():
+        server.set(uri, text)
+    return server
+
+
+Stamp = tuple[int, int]
+"""What tells a file changed: (modification time in ns, size)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One file that appeared, changed or went away since the last look."""
+
+    what: str
+    """``"new"``, ``"updated"`` or ``"deleted"``."""
+    uri: str
+    text: str | None = None
+    blob: str | None = None
+    mime_type: str = "text/plain"
+
+
+@dataclass
+class Folder:
+    """Keeps a reference server's resources equal to the files under ``root``."""
+
+    root: Path
+    server: ReferenceServer
+    say: Callable[[str], None] = lambda line: None
+    stamps: dict[Path, Stamp] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.root = self.root.resolve()
+
+    def look(self) -> list[Change]:
+        """What changed on disk since the last look (reads only the files that did)."""
+        now: dict[Path, Stamp] = {}
+        changes: list[Change] = []
+        for path in _files(self.root):
+            try:
+                stat = path.stat()
+            except OSError:
+                continue  # went away while we looked: the next look says so
+            stamp = (stat.st_mtime_ns, stat.st_size)
+            now[path] = stamp
+            before = self.stamps.get(path)
+            if before != stamp:
+                change = _load(path, "new" if before is None else "updated")
+                if change is None:
+                    del now[path]  # unreadable now: try again next time
+                else:
+                    changes.append(change)
+        for path in self.stamps.keys() - now.keys():
+            changes.append(Change("deleted", path.as_uri()))
+        self.stamps = now
+        return changes
+
+    def apply(self, changes: list[Change], *, notify: bool = True) -> None:
+        """Put changes into the server; with ``notify`` tell the listening clients."""
+        server = self.server
+        for change in changes:
+            if change.what == "deleted":
+                if notify:
+                    server.notify_updated(change.uri)
+                server.remove(change.uri, notify=notify)
+            else:
+                server.set(
+                    change.uri,
+                    change.text or "",
+                    notify=notify,
+                    mime_type=change.mime_type,
+                    blob=change.blob,
+                )
+            if notify:
+                self.say(f"{change.what} {change.uri}")
+
+    async def follow(self, *, poll: bool = False) -> None:
+        """Apply every change until cancelled."""
+        watch = None if poll else _watchfiles()
+        if watch is None:
+            while True:
+                await anyio.sleep(POLL_INTERVAL)
+                self.apply(await anyio.to_thread.run_sync(self.look))
+        else:
+            async for _ in watch(self.root):
+                self.apply(await anyio.to_thread.run_sync(self.look))
+
+
+def _files(root: Path) -> list[Path]:
+    found: list[Path] = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found.extend(Path(folder, n) for n in sorted(names) if not n.startswith("."))
+    return found
+
+
+def _load(path: Path, what: str) -> Change | None:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    mime = mimetypes.guess_type(path.name)[0]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        blob = base64.b64encode(data).decode("ascii")
+        return Change(what, path.as_uri(), blob=blob, mime_type=mime or "application/octet-stream")
+    return Change(what, path.as_uri(), text=text, mime_type=mime or "text/plain")
+
+
+def _watchfiles() -> Callable[[Path], AsyncIterator[object]] | None:
+    try:
+        from watchfiles import awatch
+    except ImportError:
+        return None
+    return awatch
+
+
+def folder_reference(root: Path, say: Callable[[str], None]) -> Folder:
+    """A reference server holding the files under ``root`` (`ConfigurationError` if
+    it is not a folder)."""
+    if not root.is_dir():
+        what = "does not exist" if not root.exists() else "is not a folder"
+        raise ConfigurationError(f"{root} {what}: give a folder whose files to serve")
+    folder = Folder(root, ReferenceServer(), say)
+    folder.apply(folder.look(), notify=False)
+    return folder
+
+
+def check_port(port: int) -> None:
+    """Fail with one line, not after a retry loop, when the port cannot be had."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise ConfigurationError(
+                f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc} "
+                "(another server there? --port 0 picks a free one)"
+            ) from None
+
+
+async def _until_stopped() -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            return
+
+
+def _what(server: ReferenceServer, folder: Folder | None) -> str:
+    if folder is None:
+        return "seed resources"
+    count = len(server.resources)
+    return f"{count} file{'' if count == 1 else 's'} under {folder.root}"
+
+
+def _printer(stream: TextIO) -> Callable[[str], None]:
+    def say(line: str) -> None:
+        print(f"freshcache serve: {line}", file=stream, flush=True)
+
+    return say
+
+
+async def serve_http(root: Path | None, port: int, *, poll: bool = False) -> None:
+    """Serve over Streamable HTTP on 127.0.0.1 until SIGINT or SIGTERM."""
+    from ._http_server import ReferenceHttpServer
+
+    say = _printer(sys.stdout)
+    folder = None if root is None else folder_reference(root, say)
+    server = seed_reference() if folder is None else folder.server
+    if port:
+        check_port(port)
+    http = ReferenceHttpServer(server, keepalive_interval=5.0)
+    http.port = port
+    async with http, anyio.create_task_group() as tg:
+        what = _what(server, folder)
+        say(f"{http.url} ({what}; Ctrl-C stops)")
+        if folder is not None:
+            tg.start_soon(lambda: folder.follow(poll=poll))
+        await _until_stopped()
+        tg.cancel_scope.cancel()
+    say("stopped")
+
+
+async def serve_stdio(root: Path | None, *, poll: bool = False) -> None:
+    """Serve on stdin/stdout until stdin ends (or SIGINT/SIGTERM); notes on stderr."""
+    from ._stdio_server import StdioReferenceServer
+
+    say = _printer(sys.stderr)
+    folder = None if root is None else folder_reference(root, say)
+    server = seed_reference() if folder is None else folder.server
+    stdio = StdioReferenceServer(server, None)
+    async with anyio.create_task_group() as tg:
+        what = _what(server, folder)
+        say(f"stdio ({what})")
+        tg.start_soon(lambda: stdio.run(None, control=False))
+        if folder is not None:
+            tg.start_soon(lambda: folder.follow(poll=poll))
+        await _until_stopped()
+        tg.cancel_scope.cancel()
