@@ -13,10 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from freshcache.acceptance import Case, CaseReport, HttpWorld, StdioWorld, World, load_cases, play
+from freshcache.acceptance import (
+    Case,
+    CaseReport,
+    HttpWorld,
+    StdioWorld,
+    World,
+    is_fleet_row,
+    load_cases,
+    play,
+)
 
 TABLES = Path(__file__).resolve().parents[1] / "acceptance_tables"
-CASES = load_cases([TABLES])
+CASES = [c for c in load_cases([TABLES]) if not is_fleet_row(c)]  # fleet rows: their own wire
 REVISION = "2025-11-25"
 
 pytestmark = [pytest.mark.wire, pytest.mark.anyio]

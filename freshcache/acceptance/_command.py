@@ -110,7 +110,7 @@ def played_files(cases: Sequence[Case]) -> dict[str, int]:
 
 Player = Callable[[Case], Awaitable[CaseReport]]
 
-WIRES = ("core", "engine", "http", "stdio", "http-2025", "stdio-2025")
+WIRES = ("core", "engine", "http", "stdio", "http-2025", "stdio-2025", "fleet")
 """Where rows can be played, in the order ``all`` plays them; the ``-2025`` wires put the
 reference server on revision 2025-11-25 (DESIGN §6)."""
 

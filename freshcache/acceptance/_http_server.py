@@ -57,7 +57,7 @@ from ._protocol import (
     error,
 )
 from ._protocol_2025 import REVISION as LEGACY_REVISION
-from ._protocol_2025 import LegacyProtocol, LegacySession
+from ._protocol_2025 import Protocol2025, ServedSession
 
 log = logging.getLogger("freshcache.acceptance.http")
 
@@ -145,8 +145,8 @@ class ReferenceHttpServer:
         self.server = server if server is not None else ReferenceServer()
         self.revision: Revision = revision
         self.protocol = ReferenceProtocol(self.server)
-        self.legacy: LegacyProtocol | None = (
-            LegacyProtocol(self.server) if revision == LEGACY_REVISION else None
+        self.legacy: Protocol2025 | None = (
+            Protocol2025(self.server) if revision == LEGACY_REVISION else None
         )
         """The 2025-11-25 protocol (sessions, GET stream, subscribe) when that is the
         revision served; ``None`` for 2026-07-28."""
@@ -380,7 +380,7 @@ class _Connection:
         principal = _principal(headers.get("authorization"))
         return await self._answer(message, principal)
 
-    async def _legacy(self, legacy: LegacyProtocol, recorded: RecordedRequest) -> bool:
+    async def _legacy(self, legacy: Protocol2025, recorded: RecordedRequest) -> bool:
         """A 2025-11-25 request: sessions, the GET notification stream, DELETE."""
         owner = self.owner
         message = recorded.message if isinstance(recorded.message, dict) else {}
@@ -394,10 +394,10 @@ class _Connection:
         if gate is not None:
             self.extra_headers.append(("mcp-session-id", gate.id))
         match recorded.method, gate:
-            case "DELETE", LegacySession():
+            case "DELETE", ServedSession():
                 legacy.end(gate)
                 return await self._plain(200, b"")
-            case "GET", LegacySession():
+            case "GET", ServedSession():
                 if owner.server.down:
                     return False
                 if not owner.server.listen_supported:
@@ -414,7 +414,7 @@ class _Connection:
         return await self._answer(message, principal, gate)
 
     async def _answer(
-        self, message: dict[str, Any], principal: str | None, session: LegacySession | None = None
+        self, message: dict[str, Any], principal: str | None, session: ServedSession | None = None
     ) -> bool:
         """Run the protocol; commit to SSE (with keep-alives) when the mode says so."""
         owner = self.owner
@@ -709,8 +709,8 @@ def _header_problem(request: RecordedRequest, message: dict[str, Any]) -> Answer
 
 
 def _legacy_gate(
-    legacy: LegacyProtocol, request: RecordedRequest, *, check_headers: bool
-) -> RawHttp | LegacySession | None:
+    legacy: Protocol2025, request: RecordedRequest, *, check_headers: bool
+) -> RawHttp | ServedSession | None:
     """What a 2025-11-25 server checks before the protocol (what the official SDK 1.x
     answers, probed): a refusal, the request's session, or ``None`` for ``initialize``."""
     headers, message = request.headers, request.message

@@ -27,6 +27,7 @@ server can listen, a live stream for the current selection.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -48,6 +49,47 @@ from ._runner import (
 )
 from ._settle import wait_for
 from ._steps import NextRead, Notify, ServerChange, ServerSets
+
+
+class FrameCounter(httpx.AsyncBaseTransport):
+    """The client's transport, counting the whole SSE events with data that the client
+    has taken from GET answers (2025 notification streams): an event counts once the
+    client comes back for the bytes after it, i.e. once it has parsed and routed it."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.frames = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if request.method != "GET":
+            return response
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_CountedStream(response.stream, self),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _CountedStream(httpx.AsyncByteStream):
+    def __init__(self, inner: httpx.AsyncByteStream, counter: FrameCounter) -> None:
+        self.inner, self.counter = inner, counter
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        pending = b""
+        async for chunk in self.inner:
+            yield chunk
+            pending += chunk
+            *events, pending = pending.split(b"\r\n\r\n")
+            self.counter.frames += sum(1 for event in events if b"data:" in event)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 def revision_of(name: str) -> Revision:
@@ -82,13 +124,14 @@ class LoopbackHttpWorld(World):
         self.settle_limits = 0
         """How often `settle` gave up waiting (a row that then fails says why)."""
         self.last_busy: str | None = None
+        self.frame_counter = FrameCounter()
         self._stack = AsyncExitStack()
 
     async def _connect(self, url: str, setup: Setup, *, timeout: float, **options: Any) -> None:
         """Open an `HttpSource` on ``url``, enter the row's cache over it (``options``:
         more cache arguments) and reach the seed situation."""
         # trust_env=False: a proxy from the environment must not sit on loopback traffic.
-        client = httpx.AsyncClient(trust_env=False)
+        client = httpx.AsyncClient(trust_env=False, transport=self.frame_counter)
         self._stack.push_async_callback(client.aclose)
         self.source = HttpSource(
             url,
@@ -230,6 +273,9 @@ class HttpWorld(LoopbackHttpWorld):
         if (busy := self._reads_busy(server.reads_in_flight)) is not None:
             return busy
         self._capture_queues()
+        if http.legacy is not None and http.channel_frames_written > self.frame_counter.frames:
+            taken = self.frame_counter.frames
+            return f"GET streams: {http.channel_frames_written} frames written, {taken} taken in"
         for sid, stream in list(source.streams.items()):
             if not stream.acknowledged and not server.acks_held:
                 return f"stream {sid} waits for its acknowledgment"

@@ -7,7 +7,7 @@ negotiated version and the capabilities) and ``notifications/initialized``; it g
 notifications on one channel (HTTP: a GET SSE stream of the session; stdio: stdout)
 and asks for ``resources/updated`` per URI with ``resources/subscribe``.
 
-`LegacyProtocol` answers from the same `ReferenceServer` as `ReferenceProtocol`, with
+`Protocol2025` answers from the same `ReferenceServer` as `ReferenceProtocol`, with
 the same `Answer` values, so the HTTP and stdio shells act both revisions out alike.
 How the table's faults look here:
 
@@ -65,7 +65,7 @@ NOT_INITIALIZED = "Received request before initialization was complete"
 
 
 @dataclass(slots=True)
-class LegacySession:
+class ServedSession:
     """One 2025-11-25 session: its version, whether the client said ``initialized``, and
     the URIs it subscribed to (they outlive a notification channel, not the session)."""
 
@@ -79,7 +79,7 @@ class LegacySession:
     ended: bool = False
 
 
-class LegacyProtocol:
+class Protocol2025:
     """Answers MCP 2025-11-25 requests from the state of a `ReferenceServer`."""
 
     revision = REVISION
@@ -88,19 +88,19 @@ class LegacyProtocol:
         self.server = server
         self.requests: list[dict[str, Any]] = []
         """Every message received, as decoded (requests and notifications)."""
-        self.sessions: dict[str, LegacySession] = {}
+        self.sessions: dict[str, ServedSession] = {}
         self._ids = itertools.count(1)
 
     # ------------------------------------------------------------------ sessions
 
-    def session(self, session_id: str | None) -> LegacySession | None:
+    def session(self, session_id: str | None) -> ServedSession | None:
         """The live session of that id (``None``: unknown, ended, or expired)."""
         found = self.sessions.get(session_id or "")
         if found is None or found.ended or found.epoch != self.server.sessions_ended:
             return None
         return found
 
-    def end(self, session: LegacySession) -> None:
+    def end(self, session: ServedSession) -> None:
         """The client ended the session (HTTP DELETE, or stdin closed)."""
         session.ended = True
         for key in [k for k in self.server.subscribers if _belongs(k, session)]:
@@ -112,7 +112,7 @@ class LegacyProtocol:
             session.ended = True
 
     @property
-    def live_sessions(self) -> list[LegacySession]:
+    def live_sessions(self) -> list[ServedSession]:
         return [s for s in self.sessions.values() if self.session(s.id) is s]
 
     # ------------------------------------------------------------------ requests
@@ -121,7 +121,7 @@ class LegacyProtocol:
         self,
         message: dict[str, Any],
         principal: str | None = None,
-        session: LegacySession | None = None,
+        session: ServedSession | None = None,
     ) -> Answer:
         """One message of ``session`` (``None``: before ``initialize``)."""
         self.requests.append(message)
@@ -177,7 +177,7 @@ class LegacyProtocol:
         asked = params.get("protocolVersion")
         version = asked if asked in ACCEPTED_VERSIONS else REVISION
         server = self.server
-        session = LegacySession(
+        session = ServedSession(
             f"session-{next(self._ids)}-{id(self):x}", str(version), server.sessions_ended
         )
         self.sessions[session.id] = session
@@ -191,7 +191,7 @@ class LegacyProtocol:
         }
         return Reply(_result(request_id, result), session_id=session.id)
 
-    async def _subscribe(self, request_id: str | int, session: LegacySession, uri: str) -> Reply:
+    async def _subscribe(self, request_id: str | int, session: ServedSession, uri: str) -> Reply:
         server = self.server
         for key, sub in server.subscribers.items():
             if _belongs(key, session):
@@ -208,7 +208,7 @@ class LegacyProtocol:
                 sub.resource_uris = sub.resource_uris | {uri}
         return Reply(_result(request_id, {}))
 
-    def _unsubscribe(self, session: LegacySession, uri: str) -> None:
+    def _unsubscribe(self, session: ServedSession, uri: str) -> None:
         session.subscribed.discard(uri)
         for key, sub in self.server.subscribers.items():
             if _belongs(key, session):
@@ -256,7 +256,7 @@ class LegacyProtocol:
 
     # ------------------------------------------------------------------ notifications
 
-    def notifications(self, session: LegacySession) -> Stream | None:
+    def notifications(self, session: ServedSession) -> Stream | None:
         """The session's notification channel (HTTP: a GET stream; stdio: stdout);
         ``None`` while the server is down."""
         server = self.server
@@ -299,7 +299,7 @@ class LegacyProtocol:
             self.server.unsubscribe(key)
 
 
-def _belongs(key: str | int, session: LegacySession) -> bool:
+def _belongs(key: str | int, session: ServedSession) -> bool:
     return isinstance(key, str) and key.startswith(f"{session.id}#")
 
 
@@ -325,4 +325,4 @@ def _hints(hints: tuple[Any, ...]) -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
-__all__ = ["ACCEPTED_VERSIONS", "REVISION", "LegacyProtocol", "LegacySession", "Stall"]
+__all__ = ["ACCEPTED_VERSIONS", "REVISION", "Protocol2025", "ServedSession", "Stall"]

@@ -3,7 +3,7 @@
     python -m freshcache.acceptance._stdio_server [--state FILE] [--control-file FILE]
         [--revision 2026-07-28|2025-11-25]
 
-With ``--revision 2025-11-25`` it speaks only that revision (`LegacyProtocol`): the
+With ``--revision 2025-11-25`` it speaks only that revision (`Protocol2025`): the
 client initializes, notifications of the one session come on stdout among the answers,
 and the session ends with the process: *stream closes* and *session expires* make it
 exit cleanly after what is queued, *stream drops* in the middle of a line.
@@ -70,7 +70,7 @@ from ._protocol import (
     error,
 )
 from ._protocol_2025 import REVISION as LEGACY_REVISION
-from ._protocol_2025 import LegacyProtocol, LegacySession
+from ._protocol_2025 import Protocol2025, ServedSession
 from ._runner import apply_to_reference
 from ._steps import ALIASES, NextRead, Notify, ServerChange, ServerSets, text_for
 
@@ -205,8 +205,8 @@ class StdioReferenceServer:
     ) -> None:
         self.reference = reference
         self.protocol = ReferenceProtocol(reference)
-        self.legacy = LegacyProtocol(reference) if revision == LEGACY_REVISION else None
-        self.session: LegacySession | None = None
+        self.legacy = Protocol2025(reference) if revision == LEGACY_REVISION else None
+        self.session: ServedSession | None = None
         """The 2025-11-25 session this process serves (after ``initialize``)."""
         self._tg: anyio.abc.TaskGroup | None = None
         self.state_path = state_path
