@@ -176,9 +176,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     root = None if args.dir is None else Path(args.dir)
     if args.stdio:
-        anyio.run(lambda: serve_stdio(root, poll=args.poll))
+        anyio.run(lambda: serve_stdio(root, poll=args.poll, revision=args.revision))
     else:
-        anyio.run(lambda: serve_http(root, args.port, poll=args.poll))
+        anyio.run(lambda: serve_http(root, args.port, poll=args.poll, revision=args.revision))
     return EXIT_OK
 
 
@@ -352,7 +352,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser(
         "serve",
         help="serve the seed resources or a folder's files over MCP",
-        description="A real MCP 2026-07-28 server to try freshcache on, on 127.0.0.1. "
+        description="A real MCP server (2026-07-28, or --revision 2025-11-25) to try "
+        "freshcache on, on 127.0.0.1. "
         "Without DIR: the seed resources (guide://shipping/approval, .../returns, "
         ".../rates, .../holidays). With DIR: every file under it (hidden ones left out) "
         "as file:// + its absolute path; editing, adding or deleting a file notifies "
@@ -370,6 +371,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--poll",
         action="store_true",
         help="look for file changes every second instead of using watchfiles",
+    )
+    serve.add_argument(
+        "--revision",
+        choices=("2026-07-28", "2025-11-25"),
+        default="2026-07-28",
+        help="the MCP revision to speak, only that one (default 2026-07-28; 2025-11-25: "
+        "initialize, sessions, resources/subscribe, as SDK 1.x servers do)",
     )
     serve.set_defaults(handler=cmd_serve)
     return parser

@@ -101,10 +101,12 @@ class StreamDriver:
     ) -> None:
         """Discover, then carry out the supervisor's decisions and wake it at its deadlines."""
         self._tg = tg
+        # Discover even when listening is off: it is also where the source learns which
+        # revision to speak (a 2025-11-25 server refuses requests before initialize).
+        info = await discover()
         if not self.enabled:
             self._carry_out(self.engine.handle(ListenUnsupported("listening disabled")))
             return
-        info = await discover()
         if info is not None and info.listen is False:
             self._carry_out(self.engine.handle(ListenUnsupported(info.detail or "no listen")))
             return

@@ -209,6 +209,23 @@ def test_serve_over_stdio_answers_read_and_doctor(folder):
     assert (folder / "policy.md").resolve().as_uri() in doctor.stdout
 
 
+def test_serve_speaks_2025_11_25_and_doctor_names_the_revision(tmp_path):
+    server = start_serve(tmp_path, "--revision", "2025-11-25")
+    try:
+        done = run_cli("read", server.url, APPROVAL)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == SEED_TEXT + "\n"
+        doctor = run_cli("doctor", server.url)
+        assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+        assert "revision    2025-11-25" in doctor.stdout
+        assert "subscribe   yes" in doctor.stdout
+    finally:
+        assert server.stop(signal.SIGINT) == 0
+    over_stdio = run_cli("doctor", "--", *serve_stdio("--revision", "2025-11-25"))
+    assert over_stdio.returncode == 0, over_stdio.stdout + over_stdio.stderr
+    assert "revision    2025-11-25" in over_stdio.stdout
+
+
 def serve_stdio(*args: str) -> list[str]:
     return [sys.executable, "-m", "freshcache._cli", "serve", "--stdio", *args]
 

@@ -206,7 +206,9 @@ def _printer(stream: TextIO) -> Callable[[str], None]:
     return say
 
 
-async def serve_http(root: Path | None, port: int, *, poll: bool = False) -> None:
+async def serve_http(
+    root: Path | None, port: int, *, poll: bool = False, revision: str = "2026-07-28"
+) -> None:
     """Serve over Streamable HTTP on 127.0.0.1 until SIGINT or SIGTERM."""
     from ._http_server import ReferenceHttpServer
 
@@ -215,7 +217,11 @@ async def serve_http(root: Path | None, port: int, *, poll: bool = False) -> Non
     server = seed_reference() if folder is None else folder.server
     if port:
         check_port(port)
-    http = ReferenceHttpServer(server, keepalive_interval=5.0)
+    http = ReferenceHttpServer(
+        server,
+        keepalive_interval=5.0,
+        revision="2025-11-25" if revision == "2025-11-25" else "2026-07-28",
+    )
     http.port = port
     async with http, anyio.create_task_group() as tg:
         what = _what(server, folder)
@@ -227,14 +233,16 @@ async def serve_http(root: Path | None, port: int, *, poll: bool = False) -> Non
     say("stopped")
 
 
-async def serve_stdio(root: Path | None, *, poll: bool = False) -> None:
+async def serve_stdio(
+    root: Path | None, *, poll: bool = False, revision: str = "2026-07-28"
+) -> None:
     """Serve on stdin/stdout until stdin ends (or SIGINT/SIGTERM); notes on stderr."""
     from ._stdio_server import StdioReferenceServer
 
     say = _printer(sys.stderr)
     folder = None if root is None else folder_reference(root, say)
     server = seed_reference() if folder is None else folder.server
-    stdio = StdioReferenceServer(server, None)
+    stdio = StdioReferenceServer(server, None, revision)
     async with anyio.create_task_group() as tg:
         what = _what(server, folder)
         say(f"stdio ({what})")
