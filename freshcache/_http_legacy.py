@@ -201,9 +201,9 @@ class LegacyHttp:
             assert session is not None
             session.session_id = self._last_session_id
             self.sessions += 1
-            await self._post_notification(self._protocol.initialized_notification())
+            await _post_notification(self._source, self._protocol.initialized_notification())
             for stale in self._stale_sessions:
-                await self._delete(stale)
+                await _delete_session(self._source, stale)
             self._stale_sessions.clear()
             return info
 
@@ -214,32 +214,6 @@ class LegacyHttp:
         if answer.session_id is not None:
             self._last_session_id = answer.session_id
 
-    async def _post_notification(self, message: dict[str, Any]) -> None:
-        """A notification POST: the server answers 202 without a body."""
-        headers = self._source._headers(
-            self._protocol.revision.headers(message["method"], {}), None
-        )
-        with contextlib.suppress(httpx.HTTPError):
-            response = await self._source._http().post(
-                self._source.url, content=_json(message), headers=headers
-            )
-            if response.status_code >= 300:
-                log.warning(
-                    "%s: %s answered HTTP %d",
-                    self._source.identity,
-                    message["method"],
-                    response.status_code,
-                )
-
-    async def _delete(self, session_id: str) -> None:
-        """End a session (basic/transports: DELETE; a 405 means the server will not)."""
-        headers = self._source._headers({SESSION_HEADER: session_id}, None)
-        with (
-            anyio.move_on_after(self._source.timeout, shield=True),
-            contextlib.suppress(httpx.HTTPError),
-        ):
-            await self._source._http().delete(self._source.url, headers=headers)
-
     async def aclose(self) -> None:
         """Stop the GET stream and end the session (and any left behind)."""
         session = self._protocol.legacy
@@ -249,7 +223,7 @@ class LegacyHttp:
         self._stale_sessions.clear()
         if self._source._client is not None:
             for sid in dict.fromkeys(ending):
-                await self._delete(sid)
+                await _delete_session(self._source, sid)
         if session is not None:
             session.expired()
 
@@ -517,6 +491,30 @@ def _decode(data: str | bytes) -> Message:
     except (ValueError, RecursionError) as exc:
         return Malformed(f"invalid JSON: {exc}")
     return parse_message(obj)
+
+
+async def _post_notification(source: HttpSource, message: dict[str, Any]) -> None:
+    """A notification POST: the server answers 202 without a body."""
+    headers = source._headers(source.protocol.revision.headers(message["method"], {}), None)
+    with contextlib.suppress(httpx.HTTPError):
+        response = await source._http().post(source.url, content=_json(message), headers=headers)
+        if response.status_code >= 300:
+            log.warning(
+                "%s: %s answered HTTP %d",
+                source.identity,
+                message["method"],
+                response.status_code,
+            )
+
+
+async def _delete_session(source: HttpSource, session_id: str) -> None:
+    """End a session (basic/transports: DELETE; a 405 means the server will not)."""
+    headers = source._headers({SESSION_HEADER: session_id}, None)
+    with (
+        anyio.move_on_after(source.timeout, shield=True),
+        contextlib.suppress(httpx.HTTPError),
+    ):
+        await source._http().delete(source.url, headers=headers)
 
 
 __all__ = ["LegacyHttp"]

@@ -486,6 +486,18 @@ class StdioStats:
     counters: StdioCounters
 
 
+def _stats_of(conn: _Connection | None, counters: StdioCounters) -> StdioStats:
+    live = conn is not None and conn.alive
+    return StdioStats(
+        pid=conn.pid if live and conn is not None else None,
+        lines_from_current=counters.lines - conn.lines_at_start if live and conn is not None else 0,
+        backlog=sum(len(i.items) for i in conn.inboxes.values()) if conn is not None else 0,
+        in_flight=len(conn.waiters) if conn is not None else 0,
+        open_subscriptions=len(conn.inboxes) if conn is not None else 0,
+        counters=counters,
+    )
+
+
 class StdioSource:
     """A `Source` that runs an MCP server as a subprocess and talks to it over stdio.
 
@@ -582,18 +594,7 @@ class StdioSource:
 
     def stats(self) -> StdioStats:
         """What the source is doing right now (no I/O)."""
-        conn = self._process.conn
-        live = conn is not None and conn.alive
-        return StdioStats(
-            pid=conn.pid if live and conn is not None else None,
-            lines_from_current=self.counters.lines - conn.lines_at_start
-            if live and conn is not None
-            else 0,
-            backlog=sum(len(i.items) for i in conn.inboxes.values()) if conn is not None else 0,
-            in_flight=len(conn.waiters) if conn is not None else 0,
-            open_subscriptions=len(conn.inboxes) if conn is not None else 0,
-            counters=self.counters,
-        )
+        return _stats_of(self._process.conn, self.counters)
 
     async def start(self) -> ServerInfo:
         """Start the server process (if it is not running) and probe it with ``server/discover``.
