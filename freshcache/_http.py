@@ -697,13 +697,12 @@ class _Reader:
                                 return
                         # Counted once the consumer took every event of the frame in.
                         stats.frames += 1
-                    case SseSilent(limit=limit, longest=longest):
+                    case SseSilent():
                         self.stats.silent_losses += 1
                         self.stats.streams_lost += 1
                         yield StreamLost(
                             listen_id,
-                            f"the listen stream fell silent: no byte for {limit:.2f}s after "
-                            f"keep-alives every {longest:.2f}s or so "
+                            f"the listen stream fell silent: {item} "
                             f"({self.limits.keepalive_misses} missed)",
                         )
                     case SseOversized(limit=limit, size=size):

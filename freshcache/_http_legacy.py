@@ -402,12 +402,9 @@ class LegacyHttp:
                     case SseEvent(data=data):
                         source.stats.frames += 1
                         self._route(_decode(data))
-                    case SseSilent(limit=limit, longest=longest):
+                    case SseSilent():
                         source.stats.silent_losses += 1
-                        return (
-                            f"the GET stream fell silent: no byte for {limit:.2f}s after "
-                            f"keep-alives every {longest:.2f}s or so"
-                        ), "lost"
+                        return f"the GET stream fell silent: {item}", "lost"
                     case SseOversized(limit=size_limit):
                         source.stats.oversized += 1
                         return f"a frame grew past max_frame_bytes={size_limit} bytes", "lost"

@@ -64,10 +64,13 @@ SseItem = SseEvent | SseComment | SseOversized
 
 @dataclass(frozen=True, slots=True)
 class SseSilent:
-    """No byte for ``limit`` seconds after keep-alives every ``longest`` seconds or so."""
+    """The stream fell silent once keep-alives had set a rhythm (`SilenceRule`)."""
 
     limit: float
     longest: float
+
+    def __str__(self) -> str:
+        return f"no byte for {self.limit:.2f}s after keep-alives every {self.longest:.2f}s or so"
 
 
 @dataclass(frozen=True, slots=True)
