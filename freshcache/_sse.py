@@ -22,7 +22,6 @@ stream that falls silent after keep-alives is gone (`SilenceRule`).
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
@@ -268,12 +267,14 @@ async def read_stream(
     while True:
         limit = silence.limit()
         chunk: bytes | None = None
-        with anyio.move_on_after(math.inf if limit is None else limit) as waited:
+        if limit is None:  # no rhythm yet: nothing to time (a cancel scope costs)
             chunk = await anext(chunks, None)
-        if waited.cancelled_caught:
-            assert limit is not None
-            yield SseSilent(limit, silence.longest)
-            return
+        else:
+            with anyio.move_on_after(limit) as waited:
+                chunk = await anext(chunks, None)
+            if waited.cancelled_caught:
+                yield SseSilent(limit, silence.longest)
+                return
         for item in parser.feed(chunk) if chunk is not None else parser.end():
             if isinstance(item, SseComment):
                 silence.keepalive(anyio.current_time())
