@@ -54,7 +54,7 @@ from .._core import (
 )
 from .._core._backoff import BackoffSettings
 from .._core._streams import CloseStream, ListenSupervisor, OpenStream, StreamDecision
-from .._reference import Push, ReferenceServer
+from .._reference import Push, ReferenceServer, push_event
 from .._store import MemoryStore
 from ._format import Case
 from ._runner import (
@@ -251,27 +251,16 @@ class CoreWorld:
                 return True
             fed = True
             self._note_push(kind, payload)
-            match kind:
-                case "ack":
-                    assert isinstance(payload, tuple)
-                    honoured, honoured_list = payload
-                    ack = ListenAcknowledged(sid, honoured, honoured_list)
+            match push_event(sid, (kind, payload)):
+                case ListenAcknowledged() as ack:
                     self.carry_out(self.engine.handle(ack))
                     self.obey(self.supervisor.acknowledged(stream.attempt, self.stream_clock))
-                case "updated":
-                    self.carry_out(self.engine.handle(ResourceUpdated(str(payload), sid)))
-                case "list_changed":
-                    self.carry_out(self.engine.handle(ResourceListChanged(sid)))
-                case "foreign_update":
-                    foreign = ResourceUpdated(str(payload), "not-a-subscription")
-                    self.carry_out(self.engine.handle(foreign))
-                case "garbage":
-                    garbage = UntrustedMessage(f"malformed frame: {payload!r}", sid)
-                    self.carry_out(self.engine.handle(garbage))
-                case "complete":
-                    self._ended(stream.attempt, sid, StreamClosed(sid), "closed")
-                case _:
-                    self._ended(stream.attempt, sid, StreamLost(sid, "stream dropped"), "lost")
+                case StreamClosed() as closed:
+                    self._ended(stream.attempt, sid, closed, "closed")
+                case StreamLost() as lost:
+                    self._ended(stream.attempt, sid, lost, "lost")
+                case event:
+                    self.carry_out(self.engine.handle(event))
         return fed
 
     def _note_push(self, kind: str, payload: object) -> None:
