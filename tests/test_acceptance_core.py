@@ -4,26 +4,12 @@ engine level; `tests/test_acceptance_engine.py` plays the same rows on `FreshCac
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from freshcache.acceptance import is_fleet_row, load_cases
 from freshcache.acceptance._core_world import CoreWorld, play_core
 from freshcache.acceptance._runner import Setup
 from freshcache.acceptance._steps import ServerChange
-
-TABLES = Path(__file__).resolve().parents[1] / "acceptance_tables"
-CASES = [c for c in load_cases([TABLES]) if not is_fleet_row(c)]
-
-# What only a wire carries (JSON to break, protocol versions, stream bytes).
-WIRE_ONLY = {
-    "read-without-contents",
-    "ttl-as-string",
-    "ttl-as-bool",
-    "unsupported-version-renegotiates",
-    "silent-after-keepalives",
-}
+from tests.table_rows import CASES, WIRE_ONLY
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

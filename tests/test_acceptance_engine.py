@@ -2,24 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from freshcache.acceptance import EngineWorld, is_fleet_row, load_cases, play
-
-TABLES = Path(__file__).resolve().parents[1] / "acceptance_tables"
-CASES = [c for c in load_cases([TABLES]) if not is_fleet_row(c)]
-
-# What only a wire carries (JSON to break, protocol versions, stream bytes); the HTTP
-# and stdio worlds play these rows.
-WIRE_ONLY = {
-    "read-without-contents",
-    "ttl-as-string",
-    "ttl-as-bool",
-    "unsupported-version-renegotiates",
-    "silent-after-keepalives",
-}
+from freshcache.acceptance import EngineWorld, play
+from tests.table_rows import CASES, WIRE_ONLY
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
