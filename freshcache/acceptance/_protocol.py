@@ -26,7 +26,6 @@ from .._core import (
     StreamEvent,
     UntrustedMessage,
 )
-from .._reference import ReferenceServer, push_event
 from .._wire import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
@@ -38,6 +37,7 @@ from .._wire import (
     PROTOCOL_VERSION,
     UNSUPPORTED_PROTOCOL_VERSION,
 )
+from ._reference import ReferenceServer, push_event
 
 DENIED_CODE = -32003
 """The JSON-RPC code the reference server uses for "not allowed" on stdio (HTTP uses 403)."""

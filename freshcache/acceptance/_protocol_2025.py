@@ -43,7 +43,6 @@ from .._core import (
     StreamClosed,
     UntrustedMessage,
 )
-from .._reference import ReferenceServer, push_event
 from ._protocol import (
     SERVER_INFO,
     Accepted,
@@ -62,6 +61,7 @@ from ._protocol import (
     refused_list,
     refused_read,
 )
+from ._reference import ReferenceServer, push_event
 
 REVISION = "2025-11-25"
 ACCEPTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")

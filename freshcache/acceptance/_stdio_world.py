@@ -46,10 +46,10 @@ from .._core import (
     ResourceContents,
 )
 from .._core._backoff import BackoffSettings
-from .._reference import ReferenceServer
 from .._source import SourceWrapper
 from .._stdio import StdioSource, StdioStats
 from ._format import Case
+from ._reference import ReferenceServer
 from ._runner import (
     Setup,
     VirtualClock,

@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator
 
 import anyio
 
-from ._core import (
+from .._core import (
     ListenStarted,
     ListenUnsupported,
     ListReply,
@@ -21,8 +21,8 @@ from ._core import (
     StreamEvent,
     StreamLost,
 )
+from .._source import PROTOCOL_VERSION, ServerInfo
 from ._reference import ReferenceServer, push_event
-from ._source import PROTOCOL_VERSION, ServerInfo
 
 
 class InMemorySource:
