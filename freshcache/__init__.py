@@ -14,8 +14,8 @@ The surface, by who needs it:
 - writing a `Source`: the replies (`ReadReply`, `ListReply`, `RequestFailed`) and the
   stream events it yields (`ListenStarted`, `ListenAcknowledged`, `ResourceUpdated`,
   `ResourceListChanged`, `StreamClosed`, `StreamLost`, `ListenUnsupported`,
-  `UntrustedMessage`, `ChangesMissed`), `ServerInfo`, and `SourceWrapper` for a source
-  that wraps another one;
+  `UntrustedMessage`, `ChangesMissed`), `ServerInfo`, `Partition` (the ``principal``
+  each call is made for), and `SourceWrapper` for a source that wraps another one;
 - a fleet of workers sharing one freshness view on Valkey/Redis: `Fleet` (``fleet=``).
 
 Test doubles for your own tests (`InMemorySource` over a `ReferenceServer` with its
@@ -36,6 +36,7 @@ from ._core import (
     ListenStarted,
     ListenUnsupported,
     ListReply,
+    Partition,
     Policy,
     ReadReply,
     ReadResult,
@@ -99,6 +100,7 @@ __all__ = [
     "Loaded",
     "LoaderSource",
     "McpClientSource",
+    "Partition",
     "MemoryStore",
     "MissingDependencyError",
     "Policy",
