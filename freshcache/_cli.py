@@ -17,6 +17,7 @@ import argparse
 import json
 import logging
 import math
+import os
 import signal
 import sys
 import time
@@ -383,11 +384,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _user_error(exc: BaseException) -> FreshCacheError | None:
-    """The `FreshCacheError` a command failed with, also when a task group wrapped it
-    in an exception group; ``None`` for anything else (a bug: let it show)."""
-    if isinstance(exc, FreshCacheError):
-        return exc
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside ``exc``, unwrapping the groups task groups raise."""
     leaves: list[BaseException] = []
     pending = [exc]
     while pending:
@@ -397,11 +395,38 @@ def _user_error(exc: BaseException) -> FreshCacheError | None:
             pending.extend(inner)
         else:
             leaves.append(current)
+    return leaves
+
+
+def _user_error(exc: BaseException) -> FreshCacheError | None:
+    """The `FreshCacheError` a command failed with, also when a task group wrapped it
+    in an exception group; ``None`` for anything else (a bug: let it show)."""
+    if isinstance(exc, FreshCacheError):
+        return exc
+    leaves = _leaves(exc)
     errors = [leaf for leaf in leaves if isinstance(leaf, FreshCacheError)]
     return errors[0] if errors and len(errors) == len(leaves) else None
 
 
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+"""141, what a shell reports for a program its reader left (``yes | head``)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its output piped into a reader that stops early (``| head``)
+    ends it quietly with `EXIT_BROKEN_PIPE`, as a program killed by SIGPIPE ends: it
+    did not finish, so it does not claim success."""
+    try:
+        return _main(argv)
+    except BaseException as exc:
+        if not any(isinstance(leaf, BrokenPipeError) for leaf in _leaves(exc)):
+            raise
+        # Python's recipe: stdout goes to devnull, so the flush at exit cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     # Everything after the first "--" is a stdio server's command line, kept verbatim
     # (argparse would otherwise swallow the "--" and mix the command with our words).

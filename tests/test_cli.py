@@ -6,6 +6,7 @@ HTTP and stdio, and ``python -m http.server`` for a URL that is not MCP.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -345,3 +346,25 @@ def test_a_wrong_endpoint_path_is_one_line_and_exit_2_never_a_traceback(command,
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and "ExceptionGroup" not in done.stderr
     assert "nothing answers MCP" in done.stdout + done.stderr
+
+
+# ------------------------------------------------------------------ output into a pipe
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly_with_141():
+    # `freshcache acceptance | head -1`: the reader takes one line and goes away; the
+    # command must not print a BrokenPipeError traceback, nor claim it finished (exit 0).
+    argv = [sys.executable, "-m", "freshcache._cli", "acceptance", "--wire", "core"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as process:
+        assert process.stdout is not None and process.stderr is not None
+        try:
+            assert process.stdout.readline()
+            process.stdout.close()
+            err = process.stderr.read().decode()
+            code = process.wait(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert code == 141, err
