@@ -229,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--verbose",
         action="count",
         default=0,
-        help="show what the cache logs (-v: recoveries and warnings, -vv: debug)",
+        help="also show what the cache logs (-v: errors, warnings, recoveries; -vv: debug)",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     acceptance = commands.add_parser(
@@ -436,15 +436,16 @@ def _main(argv: Sequence[str] | None) -> int:
         words, command_line = words[:at], words[at + 1 :]
     parser = build_parser()
     args = parser.parse_args(words)
-    # The cache logs what it recovers from (a stdio server restarted, a stream lost) at
-    # WARNING; rows that break servers on purpose would flood the terminal with them.
+    # Every command says in its own lines what happened (a state, a finding, one
+    # "freshcache: ..." error); the cache's log would say it a second time (a server
+    # that cannot be used is logged at ERROR, then raised), so it shows only with -v.
     logging.basicConfig(
         format="%(name)s: %(message)s",
         level=logging.DEBUG
         if args.verbose > 1
         else logging.INFO
         if args.verbose
-        else logging.ERROR,
+        else logging.CRITICAL + 1,
     )
     args.command_line = command_line
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
