@@ -18,6 +18,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import signal
 import sys
 import time
@@ -52,6 +53,12 @@ def _source(target: list[str], timeout: float) -> Any:
         command = target[1:]
         if not command:
             raise FreshCacheError("after '--' give the command that starts the stdio server")
+        if shutil.which(command[0]) is None:
+            # A typo, not a server that is down: say so once, before any retry loop.
+            raise FreshCacheError(
+                f"cannot start the stdio server: {command[0]!r} is not a command found "
+                "on PATH (or not an executable file); check the command after '--'"
+            )
         from ._stdio import StdioSource
 
         return StdioSource(command, timeout=timeout)

@@ -85,12 +85,17 @@ def test_watch_prints_a_line_per_change(sdk_server):
         (["read", "http://127.0.0.1:1/mcp"], "read takes one URI"),
         (["watch", "http://127.0.0.1:1/mcp"], "at least one URI"),
         (["doctor", "--"], "give the command"),
+        (["read", "u", "--", "no-such-server-command"], "'no-such-server-command' is not a command found on PATH"),
+        (["watch", "u", "--", "./no/such/server"], "'./no/such/server' is not a command found on PATH"),
+        (["doctor", "--", "no-such-server-command"], "not a command found on PATH"),
     ],
-    ids=["bad-url", "read-without-uri", "watch-without-uri", "empty-command"],
+    ids=["bad-url", "read-without-uri", "watch-without-uri", "empty-command", "read-no-such-command", "watch-no-such-file", "doctor-no-such-command"],
 )
 def test_user_mistakes_give_a_message_and_exit_2(argv, message, capsys):
     assert main(argv) == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err
+    assert len(err.splitlines()) == 1, err
 
 
 def test_no_command_prints_help_and_exits_2(capsys):
