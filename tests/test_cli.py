@@ -7,6 +7,7 @@ HTTP and stdio, and ``python -m http.server`` for a URL that is not MCP.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 
 from freshcache._cli import main
 from tests.conftest import free_port
+from tests.polling import until_sync
 from tests.serve_support import Served, WebServer, start_serve, start_web_server
 
 APPROVAL = "guide://shipping/approval"
@@ -202,6 +204,34 @@ def test_serve_notifies_an_edit_a_new_file_and_a_deleted_file(tmp_path, folder, 
         server.wait_for_output(f"deleted {uri}")
     finally:
         assert server.stop() == 0
+
+
+@pytest.mark.parametrize("poll", [False, True], ids=["watchfiles", "polling"])
+def test_serve_keeps_serving_a_folder_deleted_and_made_again_and_watches_the_new_one(
+    tmp_path, folder, poll
+):
+    server = start_serve(tmp_path, str(folder), *(["--poll"] if poll else []))
+    policy = folder / "policy.md"
+    uri = policy.resolve().as_uri()
+    try:
+        assert run_cli("read", server.url, uri).returncode == 0
+        shutil.rmtree(folder)
+        server.wait_for_output(f"{folder.resolve()} is gone: no files served")
+        gone = run_cli("read", server.url, uri)
+        assert gone.returncode == 1 and f"{uri}: not_found" in gone.stderr, gone.stderr
+
+        folder.mkdir()
+        policy.write_text("made again")
+        server.wait_for_output(f"{folder.resolve()} is back")
+        until_sync(lambda: run_cli("read", server.url, uri).stdout == "made again\n", 30.0)
+        # The new folder is the one watched: an edit in it is notified.
+        edit = run_cli("doctor", server.url, "--uri", uri, "--trigger", python_writes(policy, "v2"))
+        assert edit.returncode == 0, edit.stdout + edit.stderr
+        assert f"update      {uri} arrived" in edit.stdout
+        assert run_cli("read", server.url, uri).stdout == "v2\n"
+    finally:
+        assert server.stop() == 0
+    assert "Traceback" not in server.err.read_text()
 
 
 def test_serve_over_stdio_answers_read_and_doctor(folder):
