@@ -1,4 +1,4 @@
-"""``freshcache serve``: a real MCP 2026-07-28 server to try freshcache on.
+"""``freshcache serve``: a real MCP server (2026-07-28, or only 2025-11-25) to try freshcache on.
 
 With no folder it serves the seed resources (``guide://shipping/approval`` ...), the
 ones the README's snippets read. With a folder, every file under it (hidden files and
