@@ -27,7 +27,10 @@ Three layers, innermost first:
   `StreamLost` (`ClientProtocol.channel_ended`), and the service task starts a new
   process after a backoff under a budget (`BackoffSettings`, the same rules as
   re-listening). `FreshCache` then re-listens (the server keeps no
-  subscription state across processes) and re-reads every selected URI.
+  subscription state across processes) and re-reads every selected URI. A process
+  counts as reached once it has written one protocol message: a request that times
+  out before that fails as ``unreachable``, not ``timeout`` (a server that is down
+  is a command whose processes exit before they answer).
 
 **Change hints.** stdio has one ordered channel, so a ``resources/updated`` or
 ``resources/list_changed`` the server wrote before a response was written while that
@@ -885,6 +888,14 @@ class StdioSource:
                     await waiter.done.wait()
             if waiter.result is not None:
                 return waiter.result
+            if not conn.healthy:
+                # A process that has said nothing yet is not reached: it may be an
+                # interpreter still starting, or one about to exit (a server that is down).
+                return RequestFailed(
+                    "unreachable",
+                    f"{method} got no answer within {timeout:g}s: the server process "
+                    f"{conn.pid} has not answered anything since it started",
+                )
             return RequestFailed("timeout", f"{method} got no answer within {timeout:g}s")
         finally:
             if not isinstance(waiter.result, (Response, ErrorResponse)):
