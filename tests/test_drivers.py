@@ -9,6 +9,7 @@ import json
 import shutil
 import subprocess
 import sys
+from xml.etree import ElementTree
 
 import pytest
 
@@ -66,6 +67,17 @@ def test_a_driver_command_of_ones_own_is_played_the_same_way():
     command = " ".join(command_for("freshcache"))
     report = played("--client-cmd", command, "--wire", "http", *only("seed-2", "seed-6"))
     assert [c["passed"] for c in report["cases"]] == [True, True]
+
+
+def test_junit_with_a_client_has_one_testsuite_per_client_wire(tmp_path):
+    junit = tmp_path / "client.xml"
+    done = acceptance("--client", "freshcache", "--wire", "all", *only("seed-2"), "--junit", str(junit))
+    assert done.returncode == 0, done.stdout + done.stderr
+    suites = ElementTree.parse(junit).getroot().findall("testsuite")
+    assert [s.get("name") for s in suites] == ["http:freshcache", "stdio:freshcache"]
+    for suite in suites:
+        assert [c.get("name") for c in suite.findall("testcase")] == ["seed-2"]
+        assert (suite.get("tests"), suite.get("failures")) == ("1", "0")
 
 
 def test_rows_a_client_cannot_be_driven_through_are_listed_with_the_reason():
