@@ -184,7 +184,8 @@ async def http_end_to_end(updates: int, repeats: int) -> dict[str, float] | None
     try:
         import httpx
 
-        from freshcache import HttpSource, ReferenceServer
+        from freshcache import HttpSource
+        from freshcache.acceptance import ReferenceServer
         from freshcache.acceptance._http_server import ReferenceHttpServer
     except ImportError:
         return None

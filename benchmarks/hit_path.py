@@ -27,7 +27,8 @@ from pathlib import Path
 
 from cachetools import TTLCache
 
-from freshcache import FreshCache, InMemorySource, ReferenceServer
+from freshcache import FreshCache
+from freshcache.acceptance import InMemorySource, ReferenceServer
 
 URI = "guide://shipping/approval"
 

@@ -37,9 +37,10 @@ import anyio
 import httpx
 from httpx_sse._decoders import SSEDecoder, SSELineDecoder
 
-from freshcache import FreshCache, HttpSource, ReferenceServer
+from freshcache import FreshCache, HttpSource
 from freshcache._core import ReconnectBudget
 from freshcache._sse import SseEvent, SseParser
+from freshcache.acceptance import ReferenceServer
 from freshcache.acceptance._http_server import ReferenceHttpServer
 
 URI = "guide://shipping/approval"

@@ -53,7 +53,8 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from freshcache import BackoffSettings, FreshCache, InMemorySource, MemoryStore, ReferenceServer
+from freshcache import BackoffSettings, FreshCache, MemoryStore
+from freshcache.acceptance import InMemorySource, ReferenceServer
 from freshcache.sync import SyncFreshCache
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,7 +14,8 @@ import anyio
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
 
-from freshcache import BackoffSettings, FreshCache, HttpSource, ReferenceServer
+from freshcache import BackoffSettings, FreshCache, HttpSource
+from freshcache.acceptance import ReferenceServer
 from freshcache.acceptance._http_server import ReferenceHttpServer
 
 URI = "guide://shipping/approval"

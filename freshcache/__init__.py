@@ -15,8 +15,10 @@ The surface, by who needs it:
   stream events it yields (`ListenStarted`, `ListenAcknowledged`, `ResourceUpdated`,
   `ResourceListChanged`, `StreamClosed`, `StreamLost`, `ListenUnsupported`,
   `UntrustedMessage`, `ChangesMissed`), `ServerInfo`;
-- a fleet of workers sharing one freshness view on Valkey/Redis: `Fleet` (``fleet=``);
-- testing your agent: `InMemorySource` over a `ReferenceServer` (no I/O).
+- a fleet of workers sharing one freshness view on Valkey/Redis: `Fleet` (``fleet=``).
+
+Test doubles for your own tests (`InMemorySource` over a `ReferenceServer` with its
+fault switches, no I/O) live in `freshcache.acceptance`, which this package never imports.
 """
 
 from ._cache import FreshCache, ListResult
@@ -60,8 +62,6 @@ from ._errors import (
 from ._http import HttpSource
 from ._loader import Loaded, LoaderSource
 from ._mcp_client import McpClientSource
-from ._memory import InMemorySource
-from ._reference import ReferenceServer
 from ._source import PROTOCOL_VERSION, ServerInfo, Source
 from ._stdio import StdioSource
 from ._store import MemoryStore
@@ -90,7 +90,6 @@ __all__ = [
     "FreshCacheError",
     "HeaderMismatchError",
     "HttpSource",
-    "InMemorySource",
     "ListReply",
     "ListResult",
     "ListenAcknowledged",
@@ -105,7 +104,6 @@ __all__ = [
     "ProtocolError",
     "ReadReply",
     "ReadResult",
-    "ReferenceServer",
     "RequestFailed",
     "ResourceContents",
     "ResourceInfo",

@@ -3,7 +3,7 @@
 Spec pages (2025-11-25): basic/lifecycle (``initialize``, the version answer,
 ``notifications/initialized``), basic/transports (``Mcp-Session-Id``, a 404 ends the
 session, the GET SSE stream), server/resources (``resources/subscribe`` per URI,
-``capabilities.resources.subscribe`` / ``listChanged``). DESIGN: "Older servers".
+``capabilities.resources.subscribe`` / ``listChanged``). DESIGN §6.
 
 `LegacySession` is the state one 2025 conversation keeps: the negotiated version,
 the HTTP session id, what the server offers, and which URIs a successful

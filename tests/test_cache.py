@@ -12,11 +12,10 @@ from freshcache import (
     ConfigurationError,
     FreshCache,
     FreshCacheError,
-    InMemorySource,
-    ReferenceServer,
     RequestFailed,
 )
 from freshcache._core import ListenStarted, StreamEvent
+from freshcache.acceptance import InMemorySource, ReferenceServer
 from tests.polling import until
 
 U = "guide://shipping/approval"

@@ -5,15 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from freshcache import (
-    ChangesDropped,
-    ConfigurationError,
-    Context,
-    FreshCache,
-    InMemorySource,
-    ReferenceServer,
-    StateChange,
-)
+from freshcache import ChangesDropped, ConfigurationError, Context, FreshCache, StateChange
+from freshcache.acceptance import InMemorySource, ReferenceServer
 from tests.polling import until
 
 A = "guide://shipping/approval"
@@ -162,7 +155,7 @@ def test_context_is_a_frozen_value():
 
 
 def test_the_sync_cache_builds_a_context_too():
-    from freshcache import InMemorySource
+    from freshcache.acceptance import InMemorySource
     from freshcache.sync import SyncFreshCache
 
     server = reference()

@@ -1,5 +1,5 @@
 """The engine on replies without caching hints (MCP 2025-11-25: no ``ttlMs`` and no
-``cacheScope``): what counts as fresh, for how long, for whom (DESIGN, older servers)."""
+``cacheScope``): what counts as fresh, for how long, for whom (DESIGN §6)."""
 
 from __future__ import annotations
 

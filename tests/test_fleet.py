@@ -16,16 +16,9 @@ from typing import Any
 import anyio
 import pytest
 
-from freshcache import (
-    AWAITING_FRESH_SOURCE,
-    FRESH,
-    FreshCache,
-    InMemorySource,
-    MissingDependencyError,
-    Policy,
-    ReferenceServer,
-)
+from freshcache import AWAITING_FRESH_SOURCE, FRESH, FreshCache, MissingDependencyError, Policy
 from freshcache._core import ResourceUpdated
+from freshcache.acceptance import InMemorySource, ReferenceServer
 from freshcache.fleet import Fleet
 from tests.polling import until as eventually
 from tests.telemetry_support import Recorder
@@ -167,7 +160,9 @@ async def test_every_worker_hears_of_a_change_the_listener_heard(valkey: Valkey)
         await eventually(lambda: all(c.status(URI).text == "v1" for c in caches))
         lead = leader(caches)
         assert sum(c.describe()["fleet"]["leading"] for c in caches) == 1
-        assert all(c.describe()["fleet"]["listener"] == lead.describe()["fleet"]["worker"] for c in caches)
+        assert all(
+            c.describe()["fleet"]["listener"] == lead.describe()["fleet"]["worker"] for c in caches
+        )
         before = server.server_reads
         server.set(URI, "v2", notify=True, ttl_ms=60_000)
         # Nobody hands out v1 once the change is published...
@@ -187,9 +182,20 @@ async def test_a_hint_on_one_workers_answer_reaches_every_worker(valkey: Valkey)
         await eventually(lambda: all(c.status(URI).state == FRESH for c in caches))
         follower = next(c for c in caches if not c.describe()["fleet"]["leading"])
         follower._feed_hints((ResourceUpdated(URI, None),))  # as an answer's SSE would
-        await eventually(lambda: all(c.status(URI).text != "v1" or c.status(URI).state != FRESH or c.describe()["fleet"]["counters"]["remote_invalidations"] >= 1 for c in caches))
+        await eventually(
+            lambda: all(
+                c.status(URI).text != "v1"
+                or c.status(URI).state != FRESH
+                or c.describe()["fleet"]["counters"]["remote_invalidations"] >= 1
+                for c in caches
+            )
+        )
         others = [c for c in caches if c is not follower]
-        await eventually(lambda: all(c.describe()["fleet"]["counters"]["remote_invalidations"] >= 1 for c in others))
+        await eventually(
+            lambda: all(
+                c.describe()["fleet"]["counters"]["remote_invalidations"] >= 1 for c in others
+            )
+        )
 
 
 async def test_the_listener_leaves_and_another_worker_takes_over(valkey: Valkey) -> None:
@@ -315,8 +321,10 @@ async def test_a_lease_that_lapses_while_its_holder_lives_hands_over_cleanly(
         # remains and every worker is covered by it again.
         await eventually(lambda: fleet.counters.lease_changes >= 2, timeout=10)
         await eventually(
-            lambda: sum(c.describe()["fleet"]["leading"] for c in caches) == 1
-            and all(c.stream_status == "live" for c in caches),
+            lambda: (
+                sum(c.describe()["fleet"]["leading"] for c in caches) == 1
+                and all(c.stream_status == "live" for c in caches)
+            ),
             timeout=10,
         )
         holder = leader(caches).describe()["fleet"]["lease_holder"]

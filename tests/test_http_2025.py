@@ -19,7 +19,7 @@ import pytest
 
 from freshcache import FreshCache, HttpSource
 from freshcache._core._backoff import BackoffSettings
-from freshcache._reference import ReferenceServer
+from freshcache.acceptance import ReferenceServer
 from freshcache.acceptance._http_server import RecordedRequest, ReferenceHttpServer
 from freshcache.acceptance._settle import wait_for
 from tests.telemetry_support import Recorder

@@ -28,7 +28,6 @@ from freshcache import (
     HttpSource,
     ProtocolError,
     ReadReply,
-    ReferenceServer,
     RequestFailed,
     UnsupportedVersionError,
 )
@@ -45,6 +44,7 @@ from freshcache._core import (
     UntrustedMessage,
 )
 from freshcache._wire import encode_header_value
+from freshcache.acceptance import ReferenceServer
 from freshcache.acceptance._http_server import RawHttp, RawSse, RecordedRequest, ReferenceHttpServer
 from freshcache.acceptance._protocol import HangUp, Reply, Stall, error
 from tests.polling import until

@@ -98,8 +98,10 @@ NOT_LOADED_BY_IMPORT = (
     "opentelemetry.sdk",
     "uvicorn",
     "h11",
-    # the test equipment: table runner and vocabulary, test servers, worlds
+    # the test equipment: test doubles, table runner and vocabulary, test servers, worlds
     "freshcache.acceptance",
+    "freshcache.acceptance._reference",
+    "freshcache.acceptance._memory",
     "freshcache.acceptance._format",
     "freshcache.acceptance._runner",
     "freshcache.acceptance._steps",

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from freshcache import FreshCache, InMemorySource, Policy, ReferenceServer
+from freshcache import FreshCache, Policy
 from freshcache._core import (
     FreshnessEngine,
     ListenAcknowledged,
@@ -30,6 +30,7 @@ from freshcache._core import (
     UntrustedMessage,
 )
 from freshcache._store import MemoryStore
+from freshcache.acceptance import InMemorySource, ReferenceServer
 
 URIS = ("u://a", "u://b", "u://c")
 PARTITIONS = (None, "alice", "bob")

@@ -19,7 +19,7 @@ import anyio
 import httpx
 import pytest
 
-from freshcache._reference import ReferenceServer
+from freshcache.acceptance import ReferenceServer
 from freshcache.acceptance._http_server import ReferenceHttpServer
 from freshcache.acceptance._settle import wait_for
 from freshcache.acceptance._stdio_server import default_reference, save_state
@@ -129,9 +129,7 @@ async def test_a_2026_discover_without_a_session_gets_what_sdk_1_answers(
     http: ReferenceHttpServer,
 ) -> None:
     async with httpx.AsyncClient(trust_env=False) as client:
-        response = await client.post(
-            http.url, json=_request(1, "server/discover"), headers=ACCEPT
-        )
+        response = await client.post(http.url, json=_request(1, "server/discover"), headers=ACCEPT)
         session = Session(client, http.url)
         await session.open()
         in_session = await session.call(2, "server/discover")

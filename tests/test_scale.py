@@ -11,8 +11,9 @@ import threading
 import anyio
 import pytest
 
-from freshcache import BackoffSettings, FreshCache, InMemorySource, MemoryStore, ReferenceServer
+from freshcache import BackoffSettings, FreshCache, MemoryStore
 from freshcache._core._heard import MAX_REMEMBERED, ChangesHeard
+from freshcache.acceptance import InMemorySource, ReferenceServer
 from freshcache.sync import SyncFreshCache
 from tests.polling import until
 

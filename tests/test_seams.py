@@ -19,7 +19,7 @@ import pytest
 
 from freshcache import FreshCache, HttpSource, ReadResult, StdioSource
 from freshcache._core._backoff import BackoffSettings
-from freshcache._reference import ReferenceServer
+from freshcache.acceptance import ReferenceServer
 from freshcache.acceptance._http_server import RawSse, RecordedRequest, ReferenceHttpServer
 
 from .conftest import FIXTURES

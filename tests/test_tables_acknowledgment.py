@@ -7,8 +7,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from freshcache._reference import ReferenceServer
-from freshcache.acceptance import EngineWorld, load_cases, parse_text, play
+from freshcache.acceptance import EngineWorld, ReferenceServer, load_cases, parse_text, play
 from freshcache.acceptance import _runner as runner
 from freshcache.acceptance._steps import (
     Given,

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from opentelemetry.trace import SpanKind
 
-from freshcache import BackoffSettings, FreshCache, InMemorySource, ReferenceServer
+from freshcache import BackoffSettings, FreshCache
+from freshcache.acceptance import InMemorySource, ReferenceServer
 from tests.polling import until
 from tests.telemetry_support import Recorder
 

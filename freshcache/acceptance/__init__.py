@@ -1,6 +1,8 @@
 """The acceptance equipment behind ``freshcache acceptance`` (DESIGN §3).
 
-The table format (`_format`), the step vocabulary (`_steps`), the runner and the
+The reference server with its fault switches (`_reference`) and `InMemorySource`
+over it (`_memory`): the test doubles, exported here for users' own tests. The table
+format (`_format`), the step vocabulary (`_steps`), the runner and the
 engine world (`_runner`), the reference server's JSON-RPC protocol (`_protocol`), the
 fault-injecting HTTP and stdio servers (`_http_server`, `_stdio_server`), the worlds
 that play rows over them (`_http_world`, `_stdio_world`; `_fleet_world` for the fleet
@@ -14,6 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from ._format import Case, CaseRow, load_cases, parse_text, table_files
+from ._memory import InMemorySource
+from ._reference import ReferenceServer
 from ._runner import (
     CaseReport,
     EngineWorld,
@@ -32,7 +36,9 @@ __all__ = [
     "EngineWorld",
     "FleetWorld",
     "HttpWorld",
+    "InMemorySource",
     "ReferenceProtocol",
+    "ReferenceServer",
     "Setup",
     "StdioWorld",
     "VirtualClock",

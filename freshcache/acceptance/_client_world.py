@@ -29,10 +29,10 @@ import anyio
 
 from .._cache import ListResult
 from .._core import ReadResult, ResourceInfo
-from .._reference import ReferenceServer
 from ._driver import DriverError, DriverProcess, Hello
 from ._format import Case
 from ._http_server import ReferenceHttpServer
+from ._reference import ReferenceServer
 from ._runner import (
     Said,
     Setup,

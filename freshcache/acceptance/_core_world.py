@@ -54,9 +54,9 @@ from .._core import (
 )
 from .._core._backoff import BackoffSettings
 from .._core._streams import CloseStream, ListenSupervisor, OpenStream, StreamDecision
-from .._reference import Push, ReferenceServer
 from .._store import MemoryStore
 from ._format import Case
+from ._reference import Push, ReferenceServer
 from ._runner import (
     CaseReport,
     Observation,

@@ -39,10 +39,10 @@ import anyio.abc
 from .._cache import FreshCache
 from .._core._backoff import BackoffSettings
 from .._errors import ConfigurationError
-from .._memory import InMemorySource
-from .._reference import ReferenceServer
 from ..fleet import Fleet
 from ._format import Case
+from ._memory import InMemorySource
+from ._reference import ReferenceServer
 from ._runner import Setup, VirtualClock, World, apply_to_reference, configure_reference
 from ._steps import ALIASES, FleetChange, NextRead, Notify, ServerChange, ServerSets, odd_answer
 from ._store_proxy import StoreRelay

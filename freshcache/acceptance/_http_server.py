@@ -35,7 +35,6 @@ import h11
 from anyio.abc import SocketAttribute, SocketStream
 from typing_extensions import Self
 
-from .._reference import ReferenceServer
 from .._wire import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
@@ -58,6 +57,7 @@ from ._protocol import (
 )
 from ._protocol_2025 import REVISION as LEGACY_REVISION
 from ._protocol_2025 import Protocol2025, ServedSession
+from ._reference import ReferenceServer
 
 log = logging.getLogger("freshcache.acceptance.http")
 

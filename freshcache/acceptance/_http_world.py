@@ -36,9 +36,9 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from .._core import Partition
 from .._http import HttpSource
-from .._reference import Push, ReferenceServer
 from ._format import Case
 from ._http_server import ReferenceHttpServer, ReplyMode, Revision
+from ._reference import Push, ReferenceServer
 from ._runner import (
     Setup,
     VirtualClock,

@@ -23,7 +23,6 @@ from .._core import (
     ResourceUpdated,
     StreamEvent,
 )
-from .._reference import ReferenceServer
 from .._wire import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
@@ -35,6 +34,7 @@ from .._wire import (
     PROTOCOL_VERSION,
     UNSUPPORTED_PROTOCOL_VERSION,
 )
+from ._reference import ReferenceServer
 
 DENIED_CODE = -32003
 """The JSON-RPC code the reference server uses for "not allowed" on stdio (HTTP uses 403)."""

@@ -34,7 +34,6 @@ from typing import Any
 import anyio
 
 from .._core import ListReply, ReadReply, RequestFailed, ResourceListChanged, ResourceUpdated
-from .._reference import ReferenceServer
 from ._protocol import (
     SERVER_INFO,
     Accepted,
@@ -49,6 +48,7 @@ from ._protocol import (
     StreamItem,
     error,
 )
+from ._reference import ReferenceServer
 
 REVISION = "2025-11-25"
 ACCEPTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")

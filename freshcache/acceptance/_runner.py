@@ -23,10 +23,10 @@ from .._cache import FreshCache, ListResult
 from .._context import StateChanges
 from .._core import Policy, ReadResult
 from .._core._backoff import BackoffSettings
-from .._reference import ReferenceServer
 from .._source import Source
 from .._store import MemoryStore
 from ._format import Case
+from ._reference import ReferenceServer
 from ._settle import settle, wait_for
 from ._steps import (
     ALIASES,
@@ -781,7 +781,7 @@ class EngineWorld(World):
         self.principal: str | None = None
 
     async def start(self, setup: Setup) -> None:
-        from .._memory import InMemorySource
+        from ._memory import InMemorySource
 
         self.principal = setup.principal
         configure_reference(self.server, setup)

@@ -28,7 +28,7 @@ from typing import TextIO
 import anyio
 
 from .._errors import ConfigurationError
-from .._reference import ReferenceServer
+from ._reference import ReferenceServer
 
 SEED = {
     "guide://shipping/approval": "Shipping approval v1: orders over $500 need a manager.",

@@ -53,7 +53,6 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .._reference import ReferenceServer, Resource
 from .._stdio import LineBuffer, OverlongLine
 from .._wire import META_SUBSCRIPTION_ID
 from ._protocol import (
@@ -71,6 +70,7 @@ from ._protocol import (
 )
 from ._protocol_2025 import REVISION as LEGACY_REVISION
 from ._protocol_2025 import Protocol2025, ServedSession
+from ._reference import ReferenceServer, Resource
 from ._runner import apply_to_reference
 from ._steps import ALIASES, NextRead, Notify, ServerChange, ServerSets, text_for
 

@@ -49,10 +49,10 @@ from .._core import (
     StreamEvent,
 )
 from .._core._backoff import BackoffSettings
-from .._reference import ReferenceServer
 from .._source import ServerInfo
 from .._stdio import StdioSource, StdioStats
 from ._format import Case
+from ._reference import ReferenceServer
 from ._runner import (
     Setup,
     VirtualClock,

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from .._reference import Fault
+from ._reference import Fault
 
 ALIASES = {
     "selected": "guide://shipping/approval",

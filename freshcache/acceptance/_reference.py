@@ -18,7 +18,7 @@ from typing import Literal, get_args
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._core import (
+from .._core import (
     ListReply,
     ReadReply,
     RequestFailed,

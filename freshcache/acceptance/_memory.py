@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator
 
 import anyio
 
-from ._core import (
+from .._core import (
     ListenAcknowledged,
     ListenStarted,
     ListenUnsupported,
@@ -25,8 +25,8 @@ from ._core import (
     StreamLost,
     UntrustedMessage,
 )
+from .._source import PROTOCOL_VERSION, ServerInfo
 from ._reference import ReferenceServer
-from ._source import PROTOCOL_VERSION, ServerInfo
 
 
 class InMemorySource:
