@@ -32,6 +32,7 @@ from .._core import ReadResult, ResourceInfo
 from ._driver import DriverError, DriverProcess, Hello
 from ._format import Case
 from ._http_server import ReferenceHttpServer
+from ._http_world import act_on_http_server
 from ._reference import ReferenceServer
 from ._runner import (
     Said,
@@ -310,14 +311,7 @@ class ClientHttpWorld(ClientWorld):
             await self._stack.aclose()
 
     async def act(self, step: ServerStep) -> None:
-        apply_to_reference(self.server, step, self.principal)
-        match step:
-            case ServerChange(what="down"):
-                await self.http.go_down()
-            case ServerChange(what="up"):
-                await self.http.come_up()
-            case _:
-                pass
+        await act_on_http_server(self.http, step, self.principal)
 
     def server_reads(self) -> int:
         return self.server.reads

@@ -23,7 +23,7 @@ from ..._http import HttpSource
 from ..._stdio import StdioSource
 from ..._store import MemoryStore
 from .._runner import VirtualClock
-from ._loop import run
+from ._loop import OPTIONAL_OPS, POLICIES, OnVirtualClock, hello, run
 
 
 def _bearer(principal: Partition) -> dict[str, str]:
@@ -40,7 +40,7 @@ def _answer(result: ReadResult) -> dict[str, Any]:
     }
 
 
-class FreshcacheSession:
+class FreshcacheSession(OnVirtualClock):
     def __init__(self, cache: FreshCache, source: HttpSource | StdioSource, clock: VirtualClock):
         self.cache, self.source, self.clock = cache, source, clock
 
@@ -61,10 +61,6 @@ class FreshcacheSession:
 
     async def select(self, uris: list[str]) -> None:
         self.cache.select(uris)
-
-    async def advance(self, message: dict[str, Any]) -> dict[str, Any]:
-        self.clock.advance(float(message["seconds"]))
-        return {"ok": True}
 
     async def inspect(self, message: dict[str, Any]) -> dict[str, Any]:
         engine = self.cache.engine
@@ -136,16 +132,16 @@ async def _warm_up(source: StdioSource) -> None:
 
 class FreshcacheDriver:
     def hello(self) -> dict[str, Any]:
-        return {
-            "client": f"freshcache {__version__}",
-            "states": True,
-            "transports": ["http", "stdio"],
-            "ops": ["read", "status", "list", "select", "close", "advance", "inspect", "look"],
-            "listens": True,
-            "principals": True,
-            "policies": ["subscription_backed", "uncovered", "stale_on_error", "share_public"],
-            "store_entries": True,
-        }
+        # Every optional op and policy, both transports: every row can be played.
+        return hello(
+            f"freshcache {__version__}",
+            ops=OPTIONAL_OPS,
+            policies=POLICIES,
+            states=True,
+            listens=True,
+            principals=True,
+            store_entries=True,
+        )
 
     @asynccontextmanager
     async def connect(self, spec: dict[str, Any]) -> AsyncIterator[FreshcacheSession]:
