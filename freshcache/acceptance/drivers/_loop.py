@@ -42,11 +42,16 @@ def hello(
     listens: bool = False,
     principals: bool = False,
     store_entries: bool = False,
+    everything: bool = False,
 ) -> dict[str, Any]:
     """A ``hello`` answer (docs/driver-protocol.md): the client's name and version, and
     what it offers beyond the baseline, which is a client without states or a listen,
     serving one principal, with no policy settings and an unbounded store, over HTTP
-    and stdio, answering `BASE_OPS` and the optional ``ops`` named."""
+    and stdio, answering `BASE_OPS` and the optional ``ops`` named. ``everything``: it
+    offers every op, policy and capability (every row can be played through it)."""
+    if everything:
+        ops, policies = OPTIONAL_OPS, POLICIES
+        states = listens = principals = store_entries = True
     return {
         "client": client,
         "states": states,

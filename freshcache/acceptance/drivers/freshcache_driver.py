@@ -23,7 +23,7 @@ from ..._http import HttpSource
 from ..._stdio import StdioSource
 from ..._store import MemoryStore
 from .._runner import VirtualClock
-from ._loop import OPTIONAL_OPS, POLICIES, OnVirtualClock, hello, run
+from ._loop import OnVirtualClock, hello, run
 
 
 def _bearer(principal: Partition) -> dict[str, str]:
@@ -132,16 +132,7 @@ async def _warm_up(source: StdioSource) -> None:
 
 class FreshcacheDriver:
     def hello(self) -> dict[str, Any]:
-        # Every optional op and policy, both transports: every row can be played.
-        return hello(
-            f"freshcache {__version__}",
-            ops=OPTIONAL_OPS,
-            policies=POLICIES,
-            states=True,
-            listens=True,
-            principals=True,
-            store_entries=True,
-        )
+        return hello(f"freshcache {__version__}", everything=True)
 
     @asynccontextmanager
     async def connect(self, spec: dict[str, Any]) -> AsyncIterator[FreshcacheSession]:
