@@ -1,9 +1,11 @@
 """The comparison: every acceptance row played through every shipped driver's client.
 
 Runs ``freshcache acceptance --client NAME --json`` once per shipped driver (over HTTP
-and stdio) and writes the pass/fail matrix, rows x clients, to
-``benchmarks/results/matrix.md`` and ``matrix.json``. A driver that cannot run here
-(its package or Node missing) is listed with the reason. One run; nothing is timed.
+and stdio, with the server on 2026-07-28 and on 2025-11-25) and writes the pass/fail
+matrix, rows x clients, to ``benchmarks/results/matrix.md`` and ``matrix.json``. A
+driver that cannot run here (its package or Node missing) is listed with the reason,
+and so is a wire on which none of a client's rows can be played (it gets no column).
+One run; nothing is timed.
 
     python benchmarks/matrix.py [--only NAME ...]
 """
@@ -58,19 +60,27 @@ def main() -> None:
     rows: dict[str, dict[str, str]] = {}
     why: dict[str, dict[str, str]] = {}
     clients: dict[str, str] = {}
+    columns: list[str] = []
     for name, report in reports.items():
         if "unavailable" in report:
             clients[name] = f"not run: {report['unavailable']}"
             continue
         clients[name] = str(report.get("client_version") or report.get("client"))
+        skipped_on: dict[str, set[str]] = {}
         for case in report["cases"]:  # type: ignore[union-attr]
             wire = case["wire"].split(":")[0]
             column = f"{name} {wire}"
+            if column not in columns:
+                columns.append(column)
             rows.setdefault(case["id"], {})[column] = verdict(case)
             said = case["skipped"] or "; ".join(case["failures"])
             if said:
                 why.setdefault(case["id"], {})[column] = f"{case['actual']}: {said}"
-    columns = [f"{n} {w}" for n in names if "unavailable" not in reports[n] for w in ("http", "stdio")]
+            skipped_on.setdefault(column, set()).add(case["skipped"] or "")
+        for column, reasons in skipped_on.items():
+            if "" not in reasons and len(reasons) == 1:  # not one row played there
+                columns.remove(column)
+                clients[name] += f"; {column.split()[1]} not played: {reasons.pop()}"
     today = datetime.date.today().isoformat()
     summary = {
         col: {v: sum(1 for r in rows.values() if r.get(col) == v) for v in MARK} for col in columns

@@ -651,7 +651,7 @@ class StdioSource:
         if isinstance(outcome, ProtocolError):
             raise outcome
         if outcome is None:
-            return RequestFailed("timeout", f"initialize got no answer within {limit:g}s")
+            return _no_answer(conn, "initialize", limit)
         return outcome
 
     async def _handshake(self, conn: _Connection) -> None:
@@ -888,15 +888,7 @@ class StdioSource:
                     await waiter.done.wait()
             if waiter.result is not None:
                 return waiter.result
-            if not conn.healthy:
-                # A process that has said nothing yet is not reached: it may be an
-                # interpreter still starting, or one about to exit (a server that is down).
-                return RequestFailed(
-                    "unreachable",
-                    f"{method} got no answer within {timeout:g}s: the server process "
-                    f"{conn.pid} has not answered anything since it started",
-                )
-            return RequestFailed("timeout", f"{method} got no answer within {timeout:g}s")
+            return _no_answer(conn, method, timeout)
         finally:
             if not isinstance(waiter.result, (Response, ErrorResponse)):
                 conn.waiters.pop(key, None)
@@ -1249,6 +1241,19 @@ class _Supervisor:
                     )
                 with anyio.move_on_after(self.shutdown_timeout):
                     await process.wait()
+
+
+def _no_answer(conn: _Connection, method: str, waited: float) -> RequestFailed:
+    """``method`` got no answer within ``waited`` seconds: a ``timeout``, unless the
+    process has said nothing at all yet. Such a process is not reached: it may be an
+    interpreter still starting, or one about to exit (a server that is down)."""
+    detail = f"{method} got no answer within {waited:g}s"
+    if conn.healthy:
+        return RequestFailed("timeout", detail)
+    return RequestFailed(
+        "unreachable",
+        f"{detail}: the server process {conn.pid} has not answered anything since it started",
+    )
 
 
 def _shorten(text: str, width: int) -> str:

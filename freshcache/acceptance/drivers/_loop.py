@@ -31,6 +31,8 @@ BASE_OPS = ("read", "list", "select", "close")
 OPTIONAL_OPS = ("status", "advance", "inspect", "look")
 POLICIES = ("subscription_backed", "uncovered", "stale_on_error", "share_public")
 """Every row policy a client may have a setting for."""
+REVISIONS = ("2026-07-28", "2025-11-25")
+"""The MCP revisions the reference server can speak (the ``-2025`` wires)."""
 
 
 def hello(
@@ -42,15 +44,17 @@ def hello(
     listens: bool = False,
     principals: bool = False,
     store_entries: bool = False,
+    revisions: Sequence[str] = ("2026-07-28",),
     everything: bool = False,
 ) -> dict[str, Any]:
     """A ``hello`` answer (docs/driver-protocol.md): the client's name and version, and
     what it offers beyond the baseline, which is a client without states or a listen,
     serving one principal, with no policy settings and an unbounded store, over HTTP
-    and stdio, answering `BASE_OPS` and the optional ``ops`` named. ``everything``: it
-    offers every op, policy and capability (every row can be played through it)."""
+    and stdio to a server on 2026-07-28, answering `BASE_OPS` and the optional ``ops``
+    named. ``everything``: it offers every op, policy, capability and revision (every
+    row can be played through it)."""
     if everything:
-        ops, policies = OPTIONAL_OPS, POLICIES
+        ops, policies, revisions = OPTIONAL_OPS, POLICIES, REVISIONS
         states = listens = principals = store_entries = True
     return {
         "client": client,
@@ -61,6 +65,7 @@ def hello(
         "principals": principals,
         "policies": list(policies),
         "store_entries": store_entries,
+        "revisions": list(revisions),
     }
 
 
