@@ -13,18 +13,19 @@ and carry ``mcp.method.name``, ``mcp.resource.uri``, ``mcp.protocol.version``,
 conventions do not cover — freshness — lives under ``freshcache.*``.
 
 W3C trace context reaches the server in each request's ``params._meta``
-(``traceparent``, ``tracestate``), as MCP 2026-07-28 reserves those keys.
+(``traceparent``, ``tracestate``), as MCP 2026-07-28 reserves those keys (`_wire.build_request`
+puts them there).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, MutableMapping
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from opentelemetry import metrics, propagate, trace
+from opentelemetry import metrics, trace
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -57,11 +58,6 @@ SUBSCRIPTION_ID = "freshcache.subscription_id"
 TRUSTED = "freshcache.trusted"
 
 
-def inject_trace_context(meta: MutableMapping[str, Any]) -> None:
-    """Put ``traceparent``/``tracestate`` of the current span into a request's ``_meta``."""
-    propagate.inject(meta)
-
-
 def annotate_request(
     request_id: str | int,
     *,
@@ -82,13 +78,6 @@ def annotate_request(
         span.set_attribute(SERVER_ADDRESS, address)
     if port is not None:
         span.set_attribute(SERVER_PORT, port)
-
-
-def note_response_status(code: int | str) -> None:
-    """Record the JSON-RPC error code (or HTTP status) of a failed request on the current span."""
-    span = trace.get_current_span()
-    if span.is_recording():
-        span.set_attribute(RPC_RESPONSE_STATUS_CODE, str(code))
 
 
 @dataclass(slots=True)
