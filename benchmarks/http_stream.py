@@ -8,6 +8,11 @@ server on MCP 2026-07-28 and once on 2025-11-25 (session, GET stream,
 
 - SSE parsing throughput of `freshcache._sse.SseParser` (and of httpx-sse's decoder on
   the same bytes, for scale), in MB/s and frames/s;
+- the cost of the read loop around it (`freshcache._sse.read_stream`: the silence rule's
+  timer per chunk, one item at a time): frames/s through the loop beside the bare
+  parser on the same chunks: in 64 KiB chunks, a frame per chunk (how notifications
+  arrive one by one), and a frame per chunk once keep-alives have set the silence
+  rule's rhythm (every wait for bytes is timed);
 - the time from a ``notifications/resources/updated`` frame being written to the
   socket until the selected URI no longer reads fresh (the engine's invalidation):
   loopback transfer, httpx, the SSE parser, the message layer and the engine; median
@@ -30,6 +35,8 @@ import os
 import platform
 import statistics
 import time
+from collections.abc import AsyncIterator
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -39,26 +46,28 @@ from httpx_sse._decoders import SSEDecoder, SSELineDecoder
 
 from freshcache import FreshCache, HttpSource
 from freshcache._core import ReconnectBudget
-from freshcache._sse import SseEvent, SseParser
+from freshcache._sse import SseEvent, SseLimits, SseParser, read_stream
 from freshcache.acceptance import ReferenceServer
 from freshcache.acceptance._http_server import ReferenceHttpServer
 
 URI = "guide://shipping/approval"
 
 
+_FRAME = (
+    b"event: message\r\ndata: "
+    + json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/resources/updated",
+            "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": 7}, "uri": URI},
+        }
+    ).encode()
+    + b"\r\n\r\n"
+)
+
+
 def parser_throughput(frames: int = 50_000, chunk: int = 65_536) -> dict[str, float]:
-    frame = (
-        b"event: message\r\ndata: "
-        + json.dumps(
-            {
-                "jsonrpc": "2.0",
-                "method": "notifications/resources/updated",
-                "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": 7}, "uri": URI},
-            }
-        ).encode()
-        + b"\r\n\r\n"
-    )
-    stream = frame * frames
+    stream = _FRAME * frames
     chunks = [stream[i : i + chunk] for i in range(0, len(stream), chunk)]
     best = float("inf")
     for _ in range(3):
@@ -84,6 +93,44 @@ def parser_throughput(frames: int = 50_000, chunk: int = 65_536) -> dict[str, fl
         "frames_per_s": frames / best,
         "httpx_sse_mb_per_s": megabytes / theirs,
     }
+
+
+async def read_loop_cost(frames: int = 20_000) -> dict[str, float]:
+    """Frames/s through `read_stream` and through the bare parser, same chunks, CPU time."""
+
+    async def body(chunks: list[bytes]) -> AsyncIterator[bytes]:
+        for c in chunks:
+            yield c
+
+    async def through_loop(chunks: list[bytes]) -> int:
+        async with aclosing(read_stream(body(chunks), SseLimits())) as items:
+            return sum([1 async for item in items if isinstance(item, SseEvent)])
+
+    async def parser_only(chunks: list[bytes]) -> int:
+        parser, seen = SseParser(), 0
+        async for c in body(chunks):
+            seen += sum(1 for item in parser.feed(c) if isinstance(item, SseEvent))
+        return seen
+
+    stream = _FRAME * frames
+    shapes = {
+        "64k_chunks": [stream[i : i + 65_536] for i in range(0, len(stream), 65_536)],
+        "frame_per_chunk": [_FRAME] * frames,
+        # Two keep-alives first: the silence rule has a rhythm, every chunk is timed.
+        "frame_per_chunk_timed": [b": ka\r\n\r\n"] * 2 + [_FRAME] * frames,
+    }
+    report: dict[str, float] = {}
+    for shape, chunks in shapes.items():
+        best = {"loop": float("inf"), "parser": float("inf")}
+        for _ in range(5):
+            for name, run in (("loop", through_loop), ("parser", parser_only)):
+                start = time.process_time()
+                assert await run(chunks) == frames
+                best[name] = min(best[name], time.process_time() - start)
+        report[f"{shape}_loop_frames_per_s"] = frames / best["loop"]
+        report[f"{shape}_parser_frames_per_s"] = frames / best["parser"]
+        report[f"{shape}_loop_over_parser"] = best["loop"] / best["parser"]
+    return report
 
 
 REVISIONS = ("2026-07-28", "2025-11-25")
@@ -217,6 +264,7 @@ def main() -> None:
             "cpus": os.cpu_count(),
         },
         "sse_parser": parser_throughput(),
+        "sse_read_loop": anyio.run(read_loop_cost),
         "update_to_not_fresh": {r: anyio.run(update_latency, args.updates, r) for r in REVISIONS},
         "restart_to_fresh": {r: anyio.run(restart_to_fresh, args.restarts, r) for r in REVISIONS},
         "hit_path": {r: anyio.run(hit_path, args.hits, r) for r in REVISIONS},

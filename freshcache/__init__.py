@@ -14,7 +14,8 @@ The surface, by who needs it:
 - writing a `Source`: the replies (`ReadReply`, `ListReply`, `RequestFailed`) and the
   stream events it yields (`ListenStarted`, `ListenAcknowledged`, `ResourceUpdated`,
   `ResourceListChanged`, `StreamClosed`, `StreamLost`, `ListenUnsupported`,
-  `UntrustedMessage`, `ChangesMissed`), `ServerInfo`;
+  `UntrustedMessage`, `ChangesMissed`), `ServerInfo`, `Partition` (the ``principal``
+  each call is made for), and `SourceWrapper` for a source that wraps another one;
 - a fleet of workers sharing one freshness view on Valkey/Redis: `Fleet` (``fleet=``).
 
 Test doubles for your own tests (`InMemorySource` over a `ReferenceServer` with its
@@ -35,6 +36,7 @@ from ._core import (
     ListenStarted,
     ListenUnsupported,
     ListReply,
+    Partition,
     Policy,
     ReadReply,
     ReadResult,
@@ -62,7 +64,7 @@ from ._errors import (
 from ._http import HttpSource
 from ._loader import Loaded, LoaderSource
 from ._mcp_client import McpClientSource
-from ._source import PROTOCOL_VERSION, ServerInfo, Source
+from ._source import PROTOCOL_VERSION, ServerInfo, Source, SourceWrapper
 from ._stdio import StdioSource
 from ._store import MemoryStore
 from ._wire import ClientIdentity, DenialRules
@@ -100,6 +102,7 @@ __all__ = [
     "McpClientSource",
     "MemoryStore",
     "MissingDependencyError",
+    "Partition",
     "Policy",
     "ProtocolError",
     "ReadReply",
@@ -112,6 +115,7 @@ __all__ = [
     "ResourceWithheldError",
     "ServerInfo",
     "Source",
+    "SourceWrapper",
     "StateChange",
     "StateChanges",
     "StdioSource",

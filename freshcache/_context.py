@@ -24,7 +24,6 @@ import html
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from types import TracebackType
 
 import anyio
 from typing_extensions import Self
@@ -169,12 +168,7 @@ class StateChanges:
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
 

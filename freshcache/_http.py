@@ -38,7 +38,7 @@ For ``subscriptions/listen`` a 404 or ``-32601`` means `ListenUnsupported`, and
 every way the stream can end other than the listen request's ``complete`` result
 (or a server ``notifications/cancelled`` naming it) is a `StreamLost`; so is silence
 for ``keepalive_misses`` of the stream's own keep-alive intervals, at least
-``silence_floor`` seconds, once it has sent keep-alives (`_Silence`).
+``silence_floor`` seconds, once it has sent keep-alives (`freshcache._sse.SilenceRule`).
 
 A ``resources/updated`` or ``resources/list_changed`` on the SSE answer of any other
 request is a change hint for the engine (invariant 9): it rides on that request's
@@ -52,7 +52,6 @@ import itertools
 import json
 import logging
 import math
-from collections import deque
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
@@ -90,7 +89,18 @@ from ._protocol import (
     same_id,
 )
 from ._source import ServerInfo
-from ._sse import SseComment, SseEvent, SseItem, SseOversized, SseParser, StreamStats
+from ._sse import (
+    SseComment,
+    SseEnd,
+    SseEvent,
+    SseItem,
+    SseLimits,
+    SseOversized,
+    SseParser,
+    SseSilent,
+    StreamStats,
+    read_stream,
+)
 from ._telemetry import annotate_request
 from ._wire import (
     ClientIdentity,
@@ -226,13 +236,14 @@ class HttpSource:
             raise ConfigurationError(
                 f"HttpSource keepalive_misses must be an int >= 1, got {keepalive_misses!r}"
             )
-        self.keepalive_misses = keepalive_misses
-        self.silence_floor = _check_seconds("silence_floor", silence_floor)
         if not isinstance(max_frame_bytes, int) or max_frame_bytes < 256:
             raise ConfigurationError(
                 f"HttpSource max_frame_bytes must be an int >= 256, got {max_frame_bytes!r}"
             )
-        self.max_frame_bytes = max_frame_bytes
+        self.limits = SseLimits(
+            max_frame_bytes, keepalive_misses, _check_seconds("silence_floor", silence_floor)
+        )
+        """The frame size limit and the keep-alive silence rule of every SSE stream."""
         self.denial = denial if denial is not None else DenialRules()
         if client is not None and not isinstance(client, httpx.AsyncClient):
             raise ConfigurationError(
@@ -575,9 +586,7 @@ class _Reader:
 
     def __init__(self, source: HttpSource) -> None:
         self.stats = source.stats
-        self.max_frame_bytes = source.max_frame_bytes
-        self.keepalive_misses = source.keepalive_misses
-        self.silence_floor = source.silence_floor
+        self.limits = source.limits
         self._note_untrusted = source._note_untrusted
         self._translate = source._translate
 
@@ -588,11 +597,11 @@ class _Reader:
         raw = bytearray()
         async for chunk in response.aiter_bytes():
             raw += chunk
-            if len(raw) > self.max_frame_bytes:
+            if len(raw) > self.limits.max_frame_bytes:
                 self.stats.oversized += 1
                 return _Answer(
                     status,
-                    Malformed(f"answer body over max_frame_bytes={self.max_frame_bytes}"),
+                    Malformed(f"answer body over max_frame_bytes={self.limits.max_frame_bytes}"),
                     from_cache=from_cache,
                 )
         if kind != "json" or not raw:
@@ -613,7 +622,7 @@ class _Reader:
         our answer, take the answer."""
         status = response.status_code
         from_cache = "age" in response.headers
-        parser = SseParser(max_frame_bytes=self.max_frame_bytes)
+        parser = SseParser(max_frame_bytes=self.limits.max_frame_bytes)
         chunks = response.aiter_bytes()
         try:
             while True:
@@ -673,30 +682,29 @@ class _Reader:
     async def listen_events(
         self, response: httpx.Response, listen_id: int, stats: StreamStats
     ) -> AsyncGenerator[StreamEvent, None]:
-        parser = SseParser(max_frame_bytes=self.max_frame_bytes)
-        chunks = response.aiter_bytes()
-        silence = _Silence(self.keepalive_misses, self.silence_floor)
-        while True:
-            limit = silence.limit()
-            chunk: bytes | None = None
-            with anyio.move_on_after(math.inf if limit is None else limit) as waited:
-                chunk = await anext(chunks, None)
-            if waited.cancelled_caught:
-                assert limit is not None
-                self.stats.silent_losses += 1
-                self.stats.streams_lost += 1
-                yield StreamLost(
-                    listen_id,
-                    f"the listen stream fell silent: no byte for {limit:.2f}s after keep-alives "
-                    f"every {silence.longest:.2f}s or so ({self.keepalive_misses} missed)",
-                )
-                return
-            for item in parser.feed(chunk) if chunk is not None else parser.end():
+        async with aclosing(read_stream(response.aiter_bytes(), self.limits)) as items:
+            async for item in items:
                 match item:
                     case SseComment():
                         stats.keepalives += 1
                         self.stats.keepalives += 1
-                        silence.keepalive(anyio.current_time())
+                    case SseEvent(data=data):
+                        self.stats.frames += 1
+                        for event in self._translate(_decode(data), listen_id, stats):
+                            yield event
+                            if isinstance(event, _ENDINGS):
+                                stats.frames += 1
+                                return
+                        # Counted once the consumer took every event of the frame in.
+                        stats.frames += 1
+                    case SseSilent():
+                        self.stats.silent_losses += 1
+                        self.stats.streams_lost += 1
+                        yield StreamLost(
+                            listen_id,
+                            f"the listen stream fell silent: {item} "
+                            f"({self.limits.keepalive_misses} missed)",
+                        )
                     case SseOversized(limit=limit, size=size):
                         self.stats.oversized += 1
                         self.stats.streams_lost += 1
@@ -710,24 +718,13 @@ class _Reader:
                         yield StreamLost(
                             listen_id, f"a frame grew past max_frame_bytes={limit} bytes"
                         )
-                        return
-                    case SseEvent(data=data):
-                        self.stats.frames += 1
-                        for event in self._translate(_decode(data), listen_id, stats):
-                            yield event
-                            if isinstance(event, _ENDINGS):
-                                stats.frames += 1
-                                return
-                        # Counted once the consumer took every event of the frame in.
-                        stats.frames += 1
-            if chunk is None:
-                break
-        self.stats.streams_lost += 1
-        yield StreamLost(
-            listen_id,
-            "the listen stream ended without the listen result"
-            + (", in the middle of a frame" if parser.cut else ""),
-        )
+                    case SseEnd(cut=cut):
+                        self.stats.streams_lost += 1
+                        yield StreamLost(
+                            listen_id,
+                            "the listen stream ended without the listen result"
+                            + (", in the middle of a frame" if cut else ""),
+                        )
 
 
 def _judge(
@@ -778,38 +775,6 @@ def _judge(
     return RequestFailed(
         "server_error", f"{method}: HTTP {status} without a JSON-RPC answer {answer.detail}"
     )
-
-
-class _Silence:
-    """When a listen stream's silence means it is gone (the keep-alive rule).
-
-    Once two keep-alives have shown the server's rhythm, no byte for ``misses`` of
-    its intervals (the longest of the last few, so one slow beat does not trip it),
-    but never less than ``floor`` seconds, is a loss. Before that there is no limit
-    here (the idle timeout still applies).
-    """
-
-    __slots__ = ("floor", "intervals", "last", "misses")
-
-    def __init__(self, misses: int, floor: float) -> None:
-        self.misses = misses
-        self.floor = floor
-        self.last: float | None = None
-        self.intervals: deque[float] = deque(maxlen=4)
-
-    def keepalive(self, now: float) -> None:
-        if self.last is not None:
-            self.intervals.append(now - self.last)
-        self.last = now
-
-    @property
-    def longest(self) -> float:
-        return max(self.intervals, default=0.0)
-
-    def limit(self) -> float | None:
-        if not self.intervals:
-            return None
-        return max(self.floor, self.misses * self.longest)
 
 
 def _answers(message: Response | ErrorResponse, request_id: int) -> bool:

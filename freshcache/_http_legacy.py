@@ -28,7 +28,6 @@ import contextlib
 import itertools
 import json
 import logging
-import math
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, replace
@@ -51,7 +50,7 @@ from ._core import (
 from ._errors import ProtocolError
 from ._protocol import ForSubscription, IdKey, Ignored, Unclaimed, Untrusted, id_key
 from ._source import ServerInfo
-from ._sse import SseComment, SseEvent, SseOversized, SseParser, StreamStats
+from ._sse import SseComment, SseEnd, SseEvent, SseOversized, SseSilent, StreamStats, read_stream
 from ._wire import (
     LEGACY_VERSION,
     PROTOCOL_VERSION,
@@ -390,45 +389,30 @@ class LegacyHttp:
             self._ended(detail, how)
 
     async def _frames(self, response: httpx.Response) -> tuple[str, _Ending]:
-        """Take the GET stream's frames in until it ends; why and how it ended. The
-        keep-alive silence rule is the listen stream's (`HttpSource`'s
-        ``keepalive_misses``)."""
-        from ._http import _Silence  # (a cycle at import time otherwise)
-
+        """Take the GET stream's frames in until it ends; why and how it ended. The size
+        limit and the keep-alive silence rule are the listen stream's."""
         source = self._source
-        parser = SseParser(max_frame_bytes=source.max_frame_bytes)
-        chunks = response.aiter_bytes()
-        silence = _Silence(source.keepalive_misses, source.silence_floor)
-        while True:
-            limit = silence.limit()
-            chunk: bytes | None = None
-            with anyio.move_on_after(math.inf if limit is None else limit) as waited:
-                chunk = await anext(chunks, None)
-            if waited.cancelled_caught:
-                source.stats.silent_losses += 1
-                return (
-                    f"the GET stream fell silent: no byte for {limit:.2f}s after keep-alives "
-                    f"every {silence.longest:.2f}s or so"
-                ), "lost"
-            for item in parser.feed(chunk) if chunk is not None else parser.end():
+        async with aclosing(read_stream(response.aiter_bytes(), source.limits)) as items:
+            async for item in items:
                 match item:
                     case SseComment():
                         source.stats.keepalives += 1
                         for stats in source.streams.values():
                             stats.keepalives += 1
-                        silence.keepalive(anyio.current_time())
-                    case SseOversized(limit=size_limit):
-                        source.stats.oversized += 1
-                        return f"a frame grew past max_frame_bytes={size_limit} bytes", "lost"
                     case SseEvent(data=data):
                         source.stats.frames += 1
                         self._route(_decode(data))
-            if chunk is None:
-                # A body the server finished is its own end of the stream, like a listen's
-                # ``complete``; one cut mid-frame is a loss.
-                if parser.cut:
-                    return "the GET stream ended in the middle of a frame", "lost"
-                return "the server ended the GET stream", "closed"
+                    case SseSilent():
+                        source.stats.silent_losses += 1
+                        return f"the GET stream fell silent: {item}", "lost"
+                    case SseOversized(limit=size_limit):
+                        source.stats.oversized += 1
+                        return f"a frame grew past max_frame_bytes={size_limit} bytes", "lost"
+                    case SseEnd(cut=True):
+                        # A body the server finished is its own end of the stream, like a
+                        # listen's ``complete``; one cut mid-frame is a loss.
+                        return "the GET stream ended in the middle of a frame", "lost"
+        return "the server ended the GET stream", "closed"
 
     def _route(self, message: Message) -> None:
         """One message of the GET stream, to the subscription the protocol names."""

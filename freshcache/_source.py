@@ -14,6 +14,9 @@ Contract of `Source.listen`:
 
 Closing the iterator early (``aclose``) cancels the subscription the way the
 transport requires (HTTP: close the stream; stdio: ``notifications/cancelled``).
+
+`SourceWrapper` is a source around another one that forwards every call to it; a
+wrapper that notes, steers or substitutes some calls overrides only those.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Protocol, runtime_checkable
 from ._core import ListReply, Partition, ReadReply, RequestFailed, StreamEvent
 from ._wire import PROTOCOL_VERSION
 
-__all__ = ["PROTOCOL_VERSION", "ServerInfo", "Source"]
+__all__ = ["PROTOCOL_VERSION", "ServerInfo", "Source", "SourceWrapper"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,3 +88,35 @@ class Source(Protocol):
     def listen(self, uris: frozenset[str], list_changed: bool) -> AsyncGenerator[StreamEvent, None]:
         """Open one ``subscriptions/listen`` stream (see the module docstring)."""
         ...
+
+
+class SourceWrapper:
+    """A `Source` that forwards every call to ``inner``.
+
+    Subclass it to change some calls (note them, answer some reads from elsewhere,
+    route the stream) and inherit the rest, so a wrapper says only what it changes.
+    """
+
+    def __init__(self, inner: Source) -> None:
+        self.inner = inner
+
+    @property
+    def identity(self) -> str:
+        return self.inner.identity
+
+    async def start(self) -> ServerInfo:
+        return await self.inner.start()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def read_resource(self, uri: str, principal: Partition) -> ReadReply | RequestFailed:
+        return await self.inner.read_resource(uri, principal)
+
+    async def list_resources(
+        self, cursor: str | None, principal: Partition
+    ) -> ListReply | RequestFailed:
+        return await self.inner.list_resources(cursor, principal)
+
+    def listen(self, uris: frozenset[str], list_changed: bool) -> AsyncGenerator[StreamEvent, None]:
+        return self.inner.listen(uris, list_changed)

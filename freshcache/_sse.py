@@ -14,11 +14,19 @@ cannot tell keep-alives from silence) and cannot say whether the stream ended in
 middle of a frame. This parser bounds every frame by ``max_frame_bytes``, reports
 comments, and knows what is pending. It never raises on input; "need more" is an
 empty list.
+
+The parser is sans-IO. `read_stream` is the one read loop over it for a long-lived
+stream (the 2026 listen stream, the 2025 GET stream): it needs a clock, because a
+stream that falls silent after keep-alives is gone (`SilenceRule`).
 """
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
+
+import anyio
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -51,6 +59,27 @@ class SseOversized:
 
 
 SseItem = SseEvent | SseComment | SseOversized
+
+
+@dataclass(frozen=True, slots=True)
+class SseSilent:
+    """The stream fell silent once keep-alives had set a rhythm (`SilenceRule`)."""
+
+    limit: float
+    longest: float
+
+    def __str__(self) -> str:
+        return f"no byte for {self.limit:.2f}s after keep-alives every {self.longest:.2f}s or so"
+
+
+@dataclass(frozen=True, slots=True)
+class SseEnd:
+    """The body ended; ``cut``: in the middle of a frame (which is discarded)."""
+
+    cut: bool
+
+
+StreamItem = SseItem | SseSilent | SseEnd
 
 
 class SseParser:
@@ -184,6 +213,79 @@ class SseParser:
         self._reset_event()
 
 
+@dataclass(frozen=True, slots=True)
+class SseLimits:
+    """What a long-lived SSE stream may do: how large a frame, how long a silence."""
+
+    max_frame_bytes: int = 4 * 1024 * 1024
+    keepalive_misses: int = 3
+    silence_floor: float = 5.0
+
+
+class SilenceRule:
+    """When a stream's silence means it is gone (the keep-alive rule).
+
+    Once two keep-alives have shown the server's rhythm, no byte for ``misses`` of
+    its intervals (the longest of the last few, so one slow beat does not trip it),
+    but never less than ``floor`` seconds, is a loss. Before that there is no limit
+    here (the idle timeout still applies).
+    """
+
+    __slots__ = ("floor", "intervals", "last", "misses")
+
+    def __init__(self, misses: int, floor: float) -> None:
+        self.misses = misses
+        self.floor = floor
+        self.last: float | None = None
+        self.intervals: deque[float] = deque(maxlen=4)
+
+    def keepalive(self, now: float) -> None:
+        if self.last is not None:
+            self.intervals.append(now - self.last)
+        self.last = now
+
+    @property
+    def longest(self) -> float:
+        return max(self.intervals, default=0.0)
+
+    def limit(self) -> float | None:
+        if not self.intervals:
+            return None
+        return max(self.floor, self.misses * self.longest)
+
+
+async def read_stream(
+    chunks: AsyncIterator[bytes], limits: SseLimits
+) -> AsyncGenerator[StreamItem, None]:
+    """The items of a long-lived SSE body as its bytes arrive: events, keep-alives
+    (`SseComment`), and last one of `SseOversized`, `SseSilent` or `SseEnd`.
+
+    The silence clock runs only while waiting for bytes, not while the consumer
+    handles an item."""
+    parser = SseParser(max_frame_bytes=limits.max_frame_bytes)
+    silence = SilenceRule(limits.keepalive_misses, limits.silence_floor)
+    while True:
+        limit = silence.limit()
+        chunk: bytes | None = None
+        if limit is None:  # no rhythm yet: nothing to time (a cancel scope costs)
+            chunk = await anext(chunks, None)
+        else:
+            with anyio.move_on_after(limit) as waited:
+                chunk = await anext(chunks, None)
+            if waited.cancelled_caught:
+                yield SseSilent(limit, silence.longest)
+                return
+        for item in parser.feed(chunk) if chunk is not None else parser.end():
+            if isinstance(item, SseComment):
+                silence.keepalive(anyio.current_time())
+            yield item
+            if isinstance(item, SseOversized):
+                return
+        if chunk is None:
+            yield SseEnd(parser.cut)
+            return
+
+
 @dataclass(slots=True)
 class StreamStats:
     """What one open listen stream has carried so far (introspection, tests)."""
@@ -196,4 +298,17 @@ class StreamStats:
     keepalives: int = 0
 
 
-__all__ = ["SseComment", "SseEvent", "SseItem", "SseOversized", "SseParser", "StreamStats"]
+__all__ = [
+    "SilenceRule",
+    "SseComment",
+    "SseEnd",
+    "SseEvent",
+    "SseItem",
+    "SseLimits",
+    "SseOversized",
+    "SseParser",
+    "SseSilent",
+    "StreamItem",
+    "StreamStats",
+    "read_stream",
+]

@@ -18,11 +18,7 @@ this world cannot do; the runner reports such rows as skipped with that reason.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
-import time
 from typing import Any, Literal
 
 import anyio
@@ -41,48 +37,13 @@ from freshcache.acceptance._steps import (
     TimePasses,
     text_for,
 )
-from tests.conftest import FIXTURES, free_port
+from tests.conftest import FIXTURES
+from tests.sdk_world import SdkPeer
 
 Mode = Literal["http-borrowed", "http-owned", "stdio"]
 
 HOLD_MS = 60_000
 """How long a "held" read sleeps in the fixture (the cache is stopped long before)."""
-
-
-class FixtureProcess:
-    """The SDK fixture over HTTP on a fixed loopback port, so it can come back there."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
-        self.control_url = f"http://127.0.0.1:{self.port}/control"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout: float = 30.0) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, str(FIXTURES / "sdk_server.py"), "http", "--port", str(self.port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the SDK fixture exited with {self.process.returncode}")
-            try:
-                httpx.post(self.control_url, json={"op": "state"}, timeout=1.0).raise_for_status()
-                return
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    self.kill()
-                    raise
-                time.sleep(0.05)
-
-    def kill(self) -> None:
-        """An abrupt death (SIGKILL): streams end without a final result frame."""
-        process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            os.kill(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
 
 
 class McpClientWorld(World):
@@ -92,7 +53,7 @@ class McpClientWorld(World):
         self.mode = mode
         self.name = f"mcp-client-{mode}"
         self.clock = VirtualClock()  # unused: this world runs on real time
-        self.fixture: FixtureProcess | None = None
+        self.fixture: SdkPeer | None = None
         self.client: Any = None
         self.texts: dict[str, str] = {}
         self.ttls: dict[str, tuple[int, str]] = {}
@@ -192,7 +153,7 @@ class McpClientWorld(World):
             await self._apply_state()
             source = McpClientSource(self.client)
         else:
-            self.fixture = FixtureProcess()
+            self.fixture = SdkPeer()
             await anyio.to_thread.run_sync(self.fixture.start)
             self._http = httpx.AsyncClient(timeout=10.0)
             await self._apply_state()
@@ -235,6 +196,7 @@ class McpClientWorld(World):
                     await http.aclose()
                 if self.fixture is not None:
                     self.fixture.kill()
+                    self.fixture.stop()
 
     # ------------------------------------------------------------------ steering the fixture
 
@@ -382,4 +344,4 @@ class McpClientWorld(World):
         return self._reads
 
 
-__all__ = ["FixtureProcess", "McpClientWorld"]
+__all__ = ["McpClientWorld"]

@@ -2,44 +2,21 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from freshcache.acceptance import EngineWorld, is_fleet_row, load_cases, play
-
-TABLES = Path(__file__).resolve().parents[1] / "acceptance_tables"
-CASES = [c for c in load_cases([TABLES]) if not is_fleet_row(c)]
-
-# What only a wire carries (JSON to break, protocol versions, stream bytes); the HTTP
-# and stdio worlds play these rows.
-WIRE_ONLY = {
-    "read-without-contents",
-    "ttl-as-string",
-    "ttl-as-bool",
-    "unsupported-version-renegotiates",
-    "silent-after-keepalives",
-}
+from freshcache.acceptance import EngineWorld, play
+from tests.table_rows import CASES, check_engine_level_report, check_engine_level_skips
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 @pytest.mark.anyio
 async def test_row_passes_on_the_engine(case):
     report = await play(case, EngineWorld())
-    if case.id in WIRE_ONLY:
-        assert report.skipped, "a wire-only row must say why the engine cannot play it"
-        return
-    assert report.skipped is None, report.skipped
-    assert report.passed, (
-        f"{case.where}: expected {report.expected}, got {report.actual}: {report.failures}"
-    )
+    check_engine_level_report(case, report)
 
 
 def test_the_engine_skips_only_the_wire_only_rows_and_says_why():
-    world = EngineWorld()
-    reasons = {c.id: world.unplayable(c) for c in CASES}
-    assert {case_id for case_id, why in reasons.items() if why} == WIRE_ONLY
-    assert all("engine level" in (reasons[case_id] or "") for case_id in WIRE_ONLY)
+    check_engine_level_skips(EngineWorld().unplayable)
 
 
 def test_the_seed_cases_are_all_there_with_their_ids():

@@ -132,7 +132,8 @@ def test_fleet_is_exported_from_freshcache() -> None:
 def test_fleet_without_the_extra_names_the_install_command() -> None:
     code = (
         "import sys; sys.modules['redis'] = None\n"
-        "from freshcache import FreshCache, InMemorySource, MissingDependencyError\n"
+        "from freshcache import FreshCache, MissingDependencyError\n"
+        "from freshcache.acceptance import InMemorySource\n"
         "try:\n    FreshCache(InMemorySource(), fleet='redis://127.0.0.1:1/0')\n"
         "except MissingDependencyError as exc:\n    print(exc)\n"
     )

@@ -176,6 +176,25 @@ async def collect(
     return events
 
 
+@asynccontextmanager
+async def listening(
+    source: HttpSource, uris: frozenset[str] = frozenset({U})
+) -> AsyncIterator[list[StreamEvent]]:
+    """One listen stream read in the background: the events so far. Leaving the block
+    closes the stream if it has not ended by itself."""
+    events: list[StreamEvent] = []
+    async with anyio.create_task_group() as tg:
+
+        async def consume() -> None:
+            async with aclosing(source.listen(uris, True)) as stream:
+                async for event in stream:
+                    events.append(event)
+
+        tg.start_soon(consume)
+        yield events
+        tg.cancel_scope.cancel()
+
+
 def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -847,21 +866,12 @@ async def test_keep_alive_comments_keep_a_quiet_listen_stream_open():
     )
     async with serving(reference(), hook=script, keepalive_interval=0.05) as (_http, make):
         source = make(idle_timeout=0.3)
-        events: list[StreamEvent] = []
         with anyio.fail_after(5):
-            async with anyio.create_task_group() as tg:
-
-                async def consume() -> None:
-                    async with aclosing(source.listen(frozenset({U}), True)) as stream:
-                        async for event in stream:
-                            events.append(event)
-
-                tg.start_soon(consume)
+            async with listening(source) as events:
                 await until(lambda: len(events) == 2)
                 sid = events[0].subscription_id  # type: ignore[union-attr]
                 # Four times the idle timeout carried by keep-alives alone: still open.
                 await until(lambda: source.streams[sid].keepalives >= 25)
-                tg.cancel_scope.cancel()
     assert [type(e) for e in events] == [ListenStarted, ListenAcknowledged]
     assert source.stats.idle_timeouts == 0
 
@@ -870,16 +880,8 @@ async def test_keep_alive_comments_keep_a_quiet_listen_stream_open():
 async def test_a_stream_silent_after_keep_alives_is_lost_long_before_the_idle_timeout():
     async with serving(reference(), keepalive_interval=0.1) as (http, make):
         source = make(idle_timeout=30.0, silence_floor=0.3)
-        events: list[StreamEvent] = []
         with anyio.fail_after(10):  # a third of the idle timeout, at the most
-            async with anyio.create_task_group() as tg:
-
-                async def consume() -> None:
-                    async with aclosing(source.listen(frozenset({U}), True)) as stream:
-                        async for event in stream:
-                            events.append(event)
-
-                tg.start_soon(consume)
+            async with listening(source) as events:
                 await until(lambda: len(events) == 2)
                 sid = events[0].subscription_id  # type: ignore[union-attr]
                 await until(lambda: source.streams[sid].keepalives >= 3)
@@ -894,21 +896,12 @@ async def test_a_stream_silent_after_keep_alives_is_lost_long_before_the_idle_ti
 async def test_a_stream_that_keeps_its_keep_alive_rhythm_is_not_called_silent():
     async with serving(reference(), keepalive_interval=0.05) as (_http, make):
         source = make(idle_timeout=30.0, silence_floor=0.2)
-        events: list[StreamEvent] = []
         with anyio.fail_after(10):
-            async with anyio.create_task_group() as tg:
-
-                async def consume() -> None:
-                    async with aclosing(source.listen(frozenset({U}), True)) as stream:
-                        async for event in stream:
-                            events.append(event)
-
-                tg.start_soon(consume)
+            async with listening(source) as events:
                 await until(lambda: len(events) == 2)
                 sid = events[0].subscription_id  # type: ignore[union-attr]
                 # Ten times the floor carried by keep-alives alone: still open.
                 await until(lambda: source.streams[sid].keepalives >= 40)
-                tg.cancel_scope.cancel()
     assert [type(e) for e in events] == [ListenStarted, ListenAcknowledged]
     assert source.stats.silent_losses == 0
 

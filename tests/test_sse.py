@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from contextlib import aclosing
+
+import anyio
 import pytest
 from httpx_sse._decoders import SSEDecoder, SSELineDecoder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from freshcache._sse import SseComment, SseEvent, SseOversized, SseParser
+from freshcache._sse import (
+    SilenceRule,
+    SseComment,
+    SseEnd,
+    SseEvent,
+    SseLimits,
+    SseOversized,
+    SseParser,
+    SseSilent,
+    read_stream,
+)
 
 
 def feed_all(chunks: list[bytes], limit: int = 1 << 20) -> list[object]:
@@ -150,3 +163,58 @@ def test_on_well_formed_streams_it_agrees_with_httpx_sse(parts, end):
             theirs.append((sse.event, sse.data))
     ours = [(kind or "message", data) for kind, data in events(feed_all([stream]))]
     assert ours == theirs  # httpx-sse names the default event type "message"
+
+
+# ------------------------------------------------------------- the long-lived read loop
+
+
+async def read_all(chunks: list[bytes], limits: SseLimits, *, keep_open: bool = False):
+    """What `read_stream` makes of ``chunks``; with ``keep_open`` the body then goes
+    quiet instead of ending (only the silence rule can end it)."""
+    send, receive = anyio.create_memory_object_stream[bytes](len(chunks))
+    for chunk in chunks:
+        send.send_nowait(chunk)
+    if not keep_open:
+        send.close()
+    try:
+        async with aclosing(read_stream(aiter(receive), limits)) as items:
+            with anyio.fail_after(30):
+                return [item async for item in items]
+    finally:
+        send.close()
+        receive.close()
+
+
+@pytest.mark.anyio
+async def test_the_read_loop_ends_with_the_end_of_the_body_and_says_if_it_was_cut():
+    clean = await read_all([b"data: a\n\n: ka\n\n"], SseLimits())
+    assert clean == [SseEvent("a", size=9), SseComment("ka"), SseEnd(cut=False)]
+    cut = await read_all([b"data: a\n\ndata: b"], SseLimits())
+    assert cut == [SseEvent("a", size=9), SseEnd(cut=True)]
+
+
+@pytest.mark.anyio
+async def test_the_read_loop_stops_at_an_oversized_frame():
+    items = await read_all([b"data: " + b"x" * 300 + b"\n\n", b"data: after\n\n"], SseLimits(256))
+    assert len(items) == 1 and isinstance(items[0], SseOversized)
+
+
+@pytest.mark.anyio
+async def test_silence_ends_the_read_loop_only_once_keep_alives_have_set_a_rhythm():
+    floor = 0.05
+    items = await read_all(
+        [b"data: a\n\n", b": ka\n\n: ka\n\n"], SseLimits(silence_floor=floor), keep_open=True
+    )
+    assert items[:3] == [SseEvent("a", size=9), SseComment("ka"), SseComment("ka")]
+    assert len(items) == 4 and isinstance(items[3], SseSilent)
+    assert items[3].limit >= floor and items[3].limit == max(floor, 3 * items[3].longest)
+
+
+def test_the_silence_rule_waits_for_two_keep_alives_and_uses_the_longest_interval():
+    rule = SilenceRule(misses=3, floor=1.0)
+    rule.keepalive(10.0)
+    assert rule.limit() is None
+    rule.keepalive(12.0)
+    rule.keepalive(12.5)
+    assert rule.longest == 2.0 and rule.limit() == 6.0
+    assert SilenceRule(misses=1, floor=5.0).limit() is None

@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from typing_extensions import assert_never
 
@@ -514,15 +514,11 @@ class _ReadRules(_Bookkeeping):
         entry = self._entry(result.uri, partition)
         if entry is None or not isinstance(entry.value, ReadResult):
             return result
-        old = entry.value
-        return ReadResult(
+        # The old content and version, marked stale, with why the fresh read failed.
+        return replace(
+            entry.value,
             state=STALE,
-            uri=old.uri,
             reason=result.reason,
-            contents=old.contents,
-            text=old.text,
-            version=old.version,
-            fetched_at=old.fetched_at,
             server_read=result.server_read,
             age=max(0.0, self.clock() - entry.received_at),
             detail=result.detail,

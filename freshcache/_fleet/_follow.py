@@ -12,9 +12,9 @@ u proves nothing after the loss (invariant 4, fleet-wide).
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
@@ -24,6 +24,7 @@ from .._core import ListenAcknowledged, ListenStarted, StreamEvent, StreamLost
 if TYPE_CHECKING:
     from ._worker import FleetWorker
 
+T = TypeVar("T")
 Notice = tuple[str, Any]
 """What the worker tells an open follower stream: (``live`` | ``down`` | ``lost`` |
 ``tick``, details)."""
@@ -123,19 +124,17 @@ class FollowerStreams:
             notices.close()
 
     async def _live_now(self) -> dict[str, Any] | None:
-        try:
-            with anyio.fail_after(self.worker.config.op_timeout):
-                return await self.worker.shared.live()
-        except anyio.get_cancelled_exc_class():
-            raise
-        except Exception:
-            return None
+        return await self._ask(self.worker.shared.live, None)
 
     async def _take_over(self) -> bool:
+        return await self._ask(self.worker.lease.try_lead, False)
+
+    async def _ask(self, question: Callable[[], Awaitable[T]], otherwise: T) -> T:
+        """One quick question to the store; ``otherwise`` when it fails or is too slow."""
         try:
             with anyio.fail_after(self.worker.config.op_timeout):
-                return await self.worker.lease.try_lead()
+                return await question()
         except anyio.get_cancelled_exc_class():
             raise
         except Exception:
-            return False
+            return otherwise

@@ -169,7 +169,7 @@ class SharedStore:
             if entry["epoch"] == epoch and entry["generation"] == generation:
                 ttl_ms = float(entry["ttl_ms"] or 0)
                 reply = ReadReply(
-                    contents=tuple(ResourceContents(**item) for item in entry["contents"]),
+                    contents=tuple(map(ResourceContents.from_mcp, entry["contents"])),
                     ttl_ms=min(ttl_ms, float(pttl)) if ttl_ms > 0 else ttl_ms,
                     cache_scope=entry["scope"],
                     from_server=True,
@@ -192,7 +192,7 @@ class SharedStore:
             "generation": fence.generation,
             "ttl_ms": reply.ttl_ms,
             "scope": reply.cache_scope,
-            "contents": [_contents(item) for item in reply.contents],
+            "contents": [item.to_mcp() for item in reply.contents],
         }
         base = self._uri(uri)
         key = self.entry_key(uri, "public" if public else partition_tag(partition))
@@ -277,14 +277,3 @@ class SharedStore:
             if raw is not None:
                 uris.update(json.loads(raw))
         return frozenset(uris)
-
-
-def _contents(item: ResourceContents) -> dict[str, Any]:
-    return {
-        "uri": item.uri,
-        "text": item.text,
-        "blob": item.blob,
-        "mime_type": item.mime_type,
-        "annotations": None if item.annotations is None else dict(item.annotations),
-        "meta": None if item.meta is None else dict(item.meta),
-    }

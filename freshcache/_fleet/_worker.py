@@ -40,14 +40,13 @@ from .._core import (
     FreshnessEngine,
     Invalidation,
     ListenStarted,
-    ListReply,
     Partition,
     ReadReply,
     RequestFailed,
     StreamEvent,
     StreamLost,
 )
-from .._source import ServerInfo, Source
+from .._source import Source, SourceWrapper
 from ..fleet import Fleet
 from ._channel import ChangeChannel
 from ._follow import FollowerStreams
@@ -286,31 +285,16 @@ class FleetWorker:
                 yield event
 
 
-class FleetSource:
+class FleetSource(SourceWrapper):
     """The cache's source as the fleet sees it: reads through the shared store,
     streams through the listener lease (see the module docstring)."""
 
     def __init__(self, inner: Source, worker: FleetWorker) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.worker = worker
-
-    @property
-    def identity(self) -> str:
-        return self.inner.identity
-
-    async def start(self) -> ServerInfo:
-        return await self.inner.start()
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
     async def read_resource(self, uri: str, principal: Partition) -> ReadReply | RequestFailed:
         return await self.worker.reads.read(self.inner, uri, principal)
-
-    async def list_resources(
-        self, cursor: str | None, principal: Partition
-    ) -> ListReply | RequestFailed:
-        return await self.inner.list_resources(cursor, principal)
 
     def listen(self, uris: frozenset[str], list_changed: bool) -> AsyncGenerator[StreamEvent, None]:
         return self.worker.listen(self.inner, uris, list_changed)

@@ -44,19 +44,16 @@ from .._core import (
     Relist,
     Relisten,
     RequestFailed,
-    ResourceListChanged,
-    ResourceUpdated,
     StreamClosed,
     StreamEvent,
     StreamLost,
-    UntrustedMessage,
     problem_result,
 )
 from .._core._backoff import BackoffSettings
 from .._core._streams import CloseStream, ListenSupervisor, OpenStream, StreamDecision
 from .._store import MemoryStore
 from ._format import Case
-from ._reference import Push, ReferenceServer
+from ._reference import Push, ReferenceServer, push_event
 from ._runner import (
     CaseReport,
     Observation,
@@ -243,54 +240,28 @@ class CoreWorld:
         sid, fed = stream.subscription_id, False
         while self._streams.get(stream.attempt) is stream:
             try:
-                kind, payload = stream.receive.receive_nowait()
+                push = stream.receive.receive_nowait()
             except anyio.WouldBlock:
                 return fed
             except (anyio.EndOfStream, anyio.ClosedResourceError):
                 self._ended(stream.attempt, sid, StreamLost(sid, "stream ended"), "lost")
                 return True
             fed = True
-            self._note_push(kind, payload)
-            match kind:
-                case "ack":
-                    assert isinstance(payload, tuple)
-                    honoured, honoured_list = payload
-                    ack = ListenAcknowledged(sid, honoured, honoured_list)
-                    self.carry_out(self.engine.handle(ack))
+            event = push_event(sid, push)
+            said = heard(event)  # on the timeline as the cache's source would say it
+            if said is not None:
+                self.timeline.note(said)
+            match event:
+                case ListenAcknowledged():
+                    self.carry_out(self.engine.handle(event))
                     self.obey(self.supervisor.acknowledged(stream.attempt, self.stream_clock))
-                case "updated":
-                    self.carry_out(self.engine.handle(ResourceUpdated(str(payload), sid)))
-                case "list_changed":
-                    self.carry_out(self.engine.handle(ResourceListChanged(sid)))
-                case "foreign_update":
-                    foreign = ResourceUpdated(str(payload), "not-a-subscription")
-                    self.carry_out(self.engine.handle(foreign))
-                case "garbage":
-                    garbage = UntrustedMessage(f"malformed frame: {payload!r}", sid)
-                    self.carry_out(self.engine.handle(garbage))
-                case "complete":
-                    self._ended(stream.attempt, sid, StreamClosed(sid), "closed")
+                case StreamClosed():
+                    self._ended(stream.attempt, sid, event, "closed")
+                case StreamLost():
+                    self._ended(stream.attempt, sid, event, "lost")
                 case _:
-                    self._ended(stream.attempt, sid, StreamLost(sid, "stream dropped"), "lost")
+                    self.carry_out(self.engine.handle(event))
         return fed
-
-    def _note_push(self, kind: str, payload: object) -> None:
-        """A queued stream message, on the timeline as the cache's source would say it."""
-        event: StreamEvent | None = None
-        match kind:
-            case "updated" | "foreign_update":
-                event = ResourceUpdated(str(payload), None)
-            case "list_changed":
-                event = ResourceListChanged(None)
-            case "ack" if isinstance(payload, tuple):
-                event = ListenAcknowledged("", payload[0], payload[1])
-            case "garbage":
-                event = UntrustedMessage(f"malformed frame: {payload!r}")
-            case "complete":
-                event = StreamClosed(None)
-        said = heard(event) if event is not None else f"stream lost ({kind})"
-        if said is not None:
-            self.timeline.note(said)
 
     # ------------------------------------------------------------------ reads
 

@@ -11,22 +11,18 @@ from collections.abc import AsyncGenerator
 import anyio
 
 from .._core import (
-    ListenAcknowledged,
     ListenStarted,
     ListenUnsupported,
     ListReply,
     Partition,
     ReadReply,
     RequestFailed,
-    ResourceListChanged,
-    ResourceUpdated,
     StreamClosed,
     StreamEvent,
     StreamLost,
-    UntrustedMessage,
 )
 from .._source import PROTOCOL_VERSION, ServerInfo
-from ._reference import ReferenceServer
+from ._reference import ReferenceServer, push_event
 
 
 class InMemorySource:
@@ -85,26 +81,11 @@ class InMemorySource:
         _, receive = registered
         try:
             async with receive:
-                async for kind, payload in receive:
-                    match kind:
-                        case "ack":
-                            assert isinstance(payload, tuple)
-                            honoured, honoured_list = payload
-                            yield ListenAcknowledged(sid, honoured, honoured_list)
-                        case "updated":
-                            yield ResourceUpdated(str(payload), sid)
-                        case "list_changed":
-                            yield ResourceListChanged(sid)
-                        case "foreign_update":
-                            yield ResourceUpdated(str(payload), "not-a-subscription")
-                        case "garbage":
-                            yield UntrustedMessage(f"malformed frame: {payload!r}", sid)
-                        case "complete":
-                            yield StreamClosed(sid)
-                            return
-                        case _:  # "drop"
-                            yield StreamLost(sid, "stream dropped")
-                            return
+                async for push in receive:
+                    event = push_event(sid, push)
+                    yield event
+                    if isinstance(event, StreamClosed | StreamLost):
+                        return
             yield StreamLost(sid, "stream ended")
         finally:
             server.unsubscribe(sid)

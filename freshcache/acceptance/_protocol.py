@@ -16,12 +16,15 @@ from typing import Any
 import anyio
 
 from .._core import (
+    ListenAcknowledged,
     ListReply,
     ReadReply,
     RequestFailed,
     ResourceListChanged,
     ResourceUpdated,
+    StreamClosed,
     StreamEvent,
+    UntrustedMessage,
 )
 from .._wire import (
     HEADER_MISMATCH,
@@ -34,7 +37,7 @@ from .._wire import (
     PROTOCOL_VERSION,
     UNSUPPORTED_PROTOCOL_VERSION,
 )
-from ._reference import ReferenceServer
+from ._reference import ReferenceServer, push_event
 
 DENIED_CODE = -32003
 """The JSON-RPC code the reference server uses for "not allowed" on stdio (HTTP uses 403)."""
@@ -120,6 +123,47 @@ def error(
     body: dict[str, Any] = {"jsonrpc": "2.0", "error": err}
     if request_id is not None:
         body["id"] = request_id
+    return body
+
+
+def refused_read(
+    request_id: str | int, failed: RequestFailed, *, not_found: tuple[int, int]
+) -> Answer:
+    """A read the `ReferenceServer` refused, as both revisions answer it. They differ
+    only in the error code and HTTP status for an unknown resource (``not_found``)."""
+    match failed:
+        case RequestFailed(kind="denied", detail=detail):
+            return Denied(request_id, detail)
+        case RequestFailed(kind="not_found", detail=detail):
+            code, status = not_found
+            return Reply(error(request_id, code, "Resource not found", {"detail": detail}), status)
+        case RequestFailed(kind="unreachable"):
+            return HangUp()
+        case RequestFailed(detail=detail):
+            return Reply(error(request_id, INTERNAL_ERROR, detail or "Internal error"))
+
+
+def refused_list(request_id: str | int, failed: RequestFailed, *, status: int) -> Answer:
+    """A list page the `ReferenceServer` refused (a bad cursor, the server down)."""
+    if failed.kind == "unreachable":
+        return HangUp()
+    return Reply(error(request_id, INVALID_PARAMS, failed.detail), status)
+
+
+def list_body(page: ListReply) -> dict[str, Any]:
+    """A ``resources/list`` result's resources and cursor, written alike by both revisions."""
+    body: dict[str, Any] = {
+        "resources": [
+            {
+                "uri": r.uri,
+                "name": r.name or r.uri,
+                **({"mimeType": r.mime_type} if r.mime_type else {}),
+            }
+            for r in page.resources
+        ]
+    }
+    if page.next_cursor is not None:
+        body["nextCursor"] = page.next_cursor
     return body
 
 
@@ -261,40 +305,21 @@ class ReferenceProtocol:
                         body["ttlMs"] = True
                     case _:
                         pass
-                return Reply(_result(request_id, body), before=_hint_messages(reply.hints))
-            case RequestFailed(kind="denied", detail=detail):
-                return Denied(request_id, detail)
-            case RequestFailed(kind="not_found", detail=detail):
-                return Reply(
-                    error(request_id, INVALID_PARAMS, "Resource not found", {"detail": detail}), 400
-                )
-            case RequestFailed(kind="unreachable"):
-                return HangUp()
-            case RequestFailed(detail=detail):
-                return Reply(error(request_id, INTERNAL_ERROR, detail or "Internal error"))
+                return Reply(_result(request_id, body), before=hint_notifications(reply.hints))
+            case RequestFailed():
+                return refused_read(request_id, reply, not_found=(INVALID_PARAMS, 400))
 
     def _list_answer(self, request_id: str | int, page: ListReply | RequestFailed) -> Answer:
         match page:
             case ListReply():
-                body: dict[str, Any] = {
-                    "resources": [
-                        {
-                            "uri": r.uri,
-                            "name": r.name or r.uri,
-                            **({"mimeType": r.mime_type} if r.mime_type else {}),
-                        }
-                        for r in page.resources
-                    ],
+                body = {
+                    **list_body(page),
                     "ttlMs": int(page.ttl_ms or 0),
                     "cacheScope": page.cache_scope or "private",
                 }
-                if page.next_cursor is not None:
-                    body["nextCursor"] = page.next_cursor
-                return Reply(_result(request_id, body), before=_hint_messages(page.hints))
-            case RequestFailed(kind="unreachable"):
-                return HangUp()
-            case RequestFailed(detail=detail):
-                return Reply(error(request_id, INVALID_PARAMS, detail), 400)
+                return Reply(_result(request_id, body), before=hint_notifications(page.hints))
+            case RequestFailed():
+                return refused_list(request_id, page, status=400)
 
     async def _stream(
         self,
@@ -306,10 +331,8 @@ class ReferenceProtocol:
         try:
             async with receive:
                 async for kind, payload in receive:
-                    match kind:
-                        case "ack":
-                            assert isinstance(payload, tuple)
-                            honoured, list_changed = payload
+                    match push_event(request_id, (kind, payload)):
+                        case ListenAcknowledged(resource_uris=honoured, list_changed=list_changed):
                             filt: dict[str, Any] = {}
                             if list_changed:
                                 filt["resourcesListChanged"] = True
@@ -319,33 +342,18 @@ class ReferenceProtocol:
                                 "notifications/subscriptions/acknowledged",
                                 {"_meta": sid_meta, "notifications": filt},
                             )
-                        case "updated":
-                            yield _notification(
-                                "notifications/resources/updated",
-                                {"_meta": sid_meta, "uri": str(payload)},
-                            )
-                        case "list_changed":
-                            yield _notification(
-                                "notifications/resources/list_changed", {"_meta": sid_meta}
-                            )
-                        case "foreign_update":
-                            yield _notification(
-                                "notifications/resources/updated",
-                                {
-                                    "_meta": {META_SUBSCRIPTION_ID: "not-a-subscription"},
-                                    "uri": str(payload),
-                                },
-                            )
-                        case "garbage":
+                        case ResourceUpdated() | ResourceListChanged() as change:
+                            yield change_notification(change)
+                        case UntrustedMessage():
                             yield Garbage(str(payload))
-                        case "complete":
+                        case StreamClosed():
                             yield {
                                 "jsonrpc": "2.0",
                                 "id": request_id,
                                 "result": {"resultType": "complete", "_meta": sid_meta},
                             }
                             return
-                        case _:  # "drop": die in the middle of a frame
+                        case _:  # StreamLost: die in the middle of a frame
                             frame = json.dumps(
                                 _notification(
                                     "notifications/resources/updated",
@@ -368,22 +376,28 @@ def _upcoming_fault(server: ReferenceServer, uri: str) -> str | None:
     return queue[0] if queue else server.sticky_faults.get(uri)
 
 
-def _hint_messages(hints: tuple[StreamEvent, ...]) -> tuple[dict[str, Any], ...]:
+def change_notification(
+    change: ResourceUpdated | ResourceListChanged, *, meta: bool = True
+) -> dict[str, Any]:
+    """A change as the notification a server writes; with ``meta`` (2026-07-28) it
+    names the change's subscription id, when it has one, in ``_meta``."""
+    params: dict[str, Any] = {}
+    if meta and change.subscription_id is not None:
+        params["_meta"] = {META_SUBSCRIPTION_ID: change.subscription_id}
+    if isinstance(change, ResourceUpdated):
+        return _notification("notifications/resources/updated", {**params, "uri": change.uri})
+    return _notification("notifications/resources/list_changed", params)
+
+
+def hint_notifications(
+    hints: tuple[StreamEvent, ...], *, meta: bool = True
+) -> tuple[dict[str, Any], ...]:
     """Change hints as the notifications a server writes on an answer."""
-    out: list[dict[str, Any]] = []
-    for hint in hints:
-        params: dict[str, Any] = {}
-        sid = getattr(hint, "subscription_id", None)
-        if sid is not None:
-            params["_meta"] = {META_SUBSCRIPTION_ID: sid}
-        match hint:
-            case ResourceUpdated(uri=uri):
-                out.append(_notification("notifications/resources/updated", {**params, "uri": uri}))
-            case ResourceListChanged():
-                out.append(_notification("notifications/resources/list_changed", params))
-            case _:
-                pass
-    return tuple(out)
+    return tuple(
+        change_notification(hint, meta=meta)
+        for hint in hints
+        if isinstance(hint, ResourceUpdated | ResourceListChanged)
+    )
 
 
 def status_for_error(code: int) -> int:

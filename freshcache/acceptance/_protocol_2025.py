@@ -33,22 +33,35 @@ from typing import Any
 
 import anyio
 
-from .._core import ListReply, ReadReply, RequestFailed, ResourceListChanged, ResourceUpdated
+from .._core import (
+    ListenAcknowledged,
+    ListReply,
+    ReadReply,
+    RequestFailed,
+    ResourceListChanged,
+    ResourceUpdated,
+    StreamClosed,
+    UntrustedMessage,
+)
 from ._protocol import (
     SERVER_INFO,
     Accepted,
     Answer,
     CutMidFrame,
-    Denied,
     Garbage,
     HangUp,
     Reply,
     Stall,
     Stream,
     StreamItem,
+    change_notification,
     error,
+    hint_notifications,
+    list_body,
+    refused_list,
+    refused_read,
 )
-from ._reference import ReferenceServer
+from ._reference import ReferenceServer, push_event
 
 REVISION = "2025-11-25"
 ACCEPTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -57,7 +70,6 @@ ACCEPTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
 RESOURCE_NOT_FOUND = -32002
 """2025-11-25's code for an unknown resource (server/resources, error handling)."""
 
@@ -223,36 +235,21 @@ class Protocol2025:
                 body: dict[str, Any] = {"contents": [item.to_mcp() for item in reply.contents]}
                 if shape == "no_contents":
                     del body["contents"]
-                return Reply(_result(request_id, body), before=_hints(reply.hints))
-            case RequestFailed(kind="denied", detail=detail):
-                return Denied(request_id, detail)
-            case RequestFailed(kind="not_found", detail=detail):
                 return Reply(
-                    error(request_id, RESOURCE_NOT_FOUND, "Resource not found", {"detail": detail})
+                    _result(request_id, body), before=hint_notifications(reply.hints, meta=False)
                 )
-            case RequestFailed(kind="unreachable"):
-                return HangUp()
-            case RequestFailed(detail=detail):
-                return Reply(error(request_id, INTERNAL_ERROR, detail or "Internal error"))
+            case RequestFailed():
+                return refused_read(request_id, reply, not_found=(RESOURCE_NOT_FOUND, 200))
 
     def _list_answer(self, request_id: str | int, page: ListReply | RequestFailed) -> Answer:
         match page:
             case ListReply():
-                body: dict[str, Any] = {
-                    "resources": [
-                        {"uri": r.uri, "name": r.name or r.uri, "mimeType": r.mime_type}
-                        if r.mime_type
-                        else {"uri": r.uri, "name": r.name or r.uri}
-                        for r in page.resources
-                    ]
-                }
-                if page.next_cursor is not None:
-                    body["nextCursor"] = page.next_cursor
-                return Reply(_result(request_id, body), before=_hints(page.hints))
-            case RequestFailed(kind="unreachable"):
-                return HangUp()
-            case RequestFailed(detail=detail):
-                return Reply(error(request_id, INVALID_PARAMS, detail))
+                return Reply(
+                    _result(request_id, list_body(page)),
+                    before=hint_notifications(page.hints, meta=False),
+                )
+            case RequestFailed():
+                return refused_list(request_id, page, status=200)
 
     # ------------------------------------------------------------------ notifications
 
@@ -277,20 +274,16 @@ class Protocol2025:
         try:
             async with receive:
                 async for kind, payload in receive:
-                    match kind:
-                        case "ack":
+                    match push_event(key, (kind, payload)):
+                        case ListenAcknowledged():
                             continue  # 2025 has no acknowledgment: subscribe answers instead
-                        case "updated" | "foreign_update":
-                            yield _notification(
-                                "notifications/resources/updated", {"uri": str(payload)}
-                            )
-                        case "list_changed":
-                            yield _notification("notifications/resources/list_changed", {})
-                        case "garbage":
+                        case ResourceUpdated() | ResourceListChanged() as change:
+                            yield change_notification(change, meta=False)
+                        case UntrustedMessage():
                             yield Garbage(str(payload))
-                        case "complete":
+                        case StreamClosed():
                             return  # the channel ends cleanly
-                        case _:  # "drop"
+                        case _:  # StreamLost
                             yield CutMidFrame(
                                 '{"jsonrpc":"2.0","method":"notifications/resources/upd'
                             )
@@ -309,20 +302,6 @@ def _result(request_id: str | int, result: dict[str, Any]) -> dict[str, Any]:
 
 def _notification(method: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": method, "params": params}
-
-
-def _hints(hints: tuple[Any, ...]) -> tuple[dict[str, Any], ...]:
-    """Change hints on a request's own answer; 2025 notifications carry no ``_meta``."""
-    out: list[dict[str, Any]] = []
-    for hint in hints:
-        match hint:
-            case ResourceUpdated(uri=uri):
-                out.append(_notification("notifications/resources/updated", {"uri": uri}))
-            case ResourceListChanged():
-                out.append(_notification("notifications/resources/list_changed", {}))
-            case _:
-                pass
-    return tuple(out)
 
 
 __all__ = ["ACCEPTED_VERSIONS", "REVISION", "Protocol2025", "ServedSession", "Stall"]

@@ -19,6 +19,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._core import (
+    ListenAcknowledged,
     ListReply,
     ReadReply,
     RequestFailed,
@@ -26,6 +27,10 @@ from .._core import (
     ResourceInfo,
     ResourceListChanged,
     ResourceUpdated,
+    StreamClosed,
+    StreamEvent,
+    StreamLost,
+    UntrustedMessage,
 )
 
 Shape = Literal[
@@ -52,6 +57,37 @@ out in JSON (`freshcache.acceptance.ReferenceProtocol`)."""
 
 Push = tuple[str, object]
 """A message queued for one subscriber: (kind, payload)."""
+
+FOREIGN_SUBSCRIPTION = "not-a-subscription"
+"""The subscription id a ``foreign_update`` push carries: one no client opened."""
+
+
+def push_event(subscription_id: str | int, push: Push) -> StreamEvent:
+    """What a client hears from one queued push, as a core stream event.
+
+    The one reading of `Push`, for the in-memory source, the bare-engine world and the
+    wire shells. ``complete`` ends the stream with `StreamClosed`, ``drop`` with
+    `StreamLost`; a ``garbage`` push is an `UntrustedMessage` (the wire shells write
+    its raw payload instead).
+    """
+    kind, payload = push
+    match kind:
+        case "ack":
+            assert isinstance(payload, tuple)
+            honoured, list_changed = payload
+            return ListenAcknowledged(subscription_id, honoured, list_changed)
+        case "updated":
+            return ResourceUpdated(str(payload), subscription_id)
+        case "list_changed":
+            return ResourceListChanged(subscription_id)
+        case "foreign_update":
+            return ResourceUpdated(str(payload), FOREIGN_SUBSCRIPTION)
+        case "garbage":
+            return UntrustedMessage(f"malformed frame: {payload!r}", subscription_id)
+        case "complete":
+            return StreamClosed(subscription_id)
+        case _:  # "drop"
+            return StreamLost(subscription_id, "stream dropped")
 
 
 @dataclass(slots=True)

@@ -45,7 +45,7 @@ import json
 import os
 import sys
 from collections import deque
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -66,6 +66,7 @@ from ._protocol import (
     Reply,
     Stall,
     Stream,
+    StreamItem,
     error,
 )
 from ._protocol_2025 import REVISION as LEGACY_REVISION
@@ -398,16 +399,8 @@ class StdioReferenceServer:
                 sub = self.reference.subscribers.get(rid)
                 if sub is not None:
                     self._streams[(isinstance(rid, str), rid)] = sub
-                generator = cast(AsyncGenerator[Any, None], items)
-                async with contextlib.aclosing(generator):
-                    async for item in generator:
-                        if isinstance(item, Garbage):
-                            self.write(item.raw.encode("utf-8") + b"\n")
-                        elif isinstance(item, CutMidFrame):
-                            self.die(item.partial.encode("utf-8"))
-                            await anyio.sleep_forever()
-                        else:
-                            self.write_message(item)
+                if not await self._write_stream(items):
+                    await anyio.sleep_forever()  # cut: this process is dying
 
     def _open_session(self, session_id: str) -> None:
         """After ``initialize`` (2025-11-25): stdout becomes the session's notification
@@ -420,22 +413,27 @@ class StdioReferenceServer:
         stream = self.legacy.notifications(session)
         if stream is None:
             return
-        generator = cast(AsyncGenerator[Any, None], stream.items)
 
         async def pump() -> None:
-            async with contextlib.aclosing(generator):
-                async for item in generator:
-                    if isinstance(item, Garbage):
-                        self.write(item.raw.encode("utf-8") + b"\n")
-                    elif isinstance(item, CutMidFrame):
-                        self.die(item.partial.encode("utf-8"))
-                        return
-                    else:
-                        self.write_message(item)
-            if self.session is session:
+            if await self._write_stream(stream.items) and self.session is session:
                 self.die(b"", 0)  # the channel ended on purpose: so does the session
 
         self._tg.start_soon(pump)
+
+    async def _write_stream(self, items: AsyncIterator[StreamItem]) -> bool:
+        """Write a stream's items as lines; ``False`` when it was cut mid-frame (the
+        process dies with the partial line), ``True`` when it ended."""
+        generator = cast(AsyncGenerator[Any, None], items)
+        async with contextlib.aclosing(generator):
+            async for item in generator:
+                if isinstance(item, Garbage):
+                    self.write(item.raw.encode("utf-8") + b"\n")
+                elif isinstance(item, CutMidFrame):
+                    self.die(item.partial.encode("utf-8"))
+                    return False
+                else:
+                    self.write_message(item)
+        return True
 
     # --- control
 

@@ -31,7 +31,6 @@ import json
 import shutil
 import sys
 import tempfile
-from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +40,13 @@ import anyio.lowlevel
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from .._core import (
-    ListReply,
     Partition,
     ReadReply,
     RequestFailed,
     ResourceContents,
-    StreamEvent,
 )
 from .._core._backoff import BackoffSettings
-from .._source import ServerInfo
+from .._source import SourceWrapper
 from .._stdio import StdioSource, StdioStats
 from ._format import Case
 from ._reference import ReferenceServer
@@ -70,7 +67,7 @@ ServerStep = ServerSets | Notify | NextRead | ServerChange
 SERVER_MODULE = "freshcache.acceptance._stdio_server"
 
 
-class LocalCopyLoader:
+class LocalCopyLoader(SourceWrapper):
     """A user's read function over a source, as the tables' *local copy* steps need it.
 
     Normally it reads from the server and remembers what it got; when told to, it
@@ -79,20 +76,10 @@ class LocalCopyLoader:
     """
 
     def __init__(self, source: StdioSource) -> None:
-        self.source = source
+        super().__init__(source)
         self.once: dict[str, int] = {}
         self.always: set[str] = set()
         self.copies: dict[str, tuple[ResourceContents, ...]] = {}
-
-    @property
-    def identity(self) -> str:
-        return self.source.identity
-
-    async def start(self) -> ServerInfo:
-        return await self.source.start()
-
-    async def aclose(self) -> None:
-        await self.source.aclose()
 
     async def read_resource(self, uri: str, principal: Partition) -> ReadReply | RequestFailed:
         if self.once.get(uri) or uri in self.always:
@@ -101,18 +88,10 @@ class LocalCopyLoader:
             await anyio.lowlevel.checkpoint()
             copy = self.copies.get(uri) or (ResourceContents(uri, text="", mime_type="text/plain"),)
             return ReadReply(copy, from_server=False)
-        reply = await self.source.read_resource(uri, principal)
+        reply = await self.inner.read_resource(uri, principal)
         if isinstance(reply, ReadReply):
             self.copies[uri] = reply.contents
         return reply
-
-    async def list_resources(
-        self, cursor: str | None, principal: Partition
-    ) -> ListReply | RequestFailed:
-        return await self.source.list_resources(cursor, principal)
-
-    def listen(self, uris: frozenset[str], list_changed: bool) -> AsyncGenerator[StreamEvent, None]:
-        return self.source.listen(uris, list_changed)
 
 
 class ControlChannel:

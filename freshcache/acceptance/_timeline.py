@@ -32,7 +32,7 @@ from .._core import (
     StreamLost,
     UntrustedMessage,
 )
-from .._source import ServerInfo, Source
+from .._source import Source, SourceWrapper
 from ._steps import ALIASES
 
 _NAMES = {uri: alias for alias, uri in ALIASES.items()}
@@ -105,22 +105,12 @@ def answer(uri: str, reply: ReadReply | RequestFailed) -> str:
     return f"read landed {alias_of(uri)}: {label}"
 
 
-class RecordingSource:
+class RecordingSource(SourceWrapper):
     """The world's source as the cache sees it, noting what passes (see module doc)."""
 
     def __init__(self, inner: Source, timeline: Timeline) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.timeline = timeline
-
-    @property
-    def identity(self) -> str:
-        return self.inner.identity
-
-    async def start(self) -> ServerInfo:
-        return await self.inner.start()
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
     async def read_resource(self, uri: str, principal: Partition) -> ReadReply | RequestFailed:
         self.timeline.note(f"read sent {alias_of(uri)}")

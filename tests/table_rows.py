@@ -1,0 +1,41 @@
+"""The acceptance rows the single-cache tests play, and the ones only a wire can carry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from freshcache.acceptance import Case, CaseReport, is_fleet_row, load_cases
+
+TABLES = Path(__file__).resolve().parents[1] / "acceptance_tables"
+CASES = [c for c in load_cases([TABLES]) if not is_fleet_row(c)]
+"""Every row but the fleet's (those have their own world: tests/test_fleet_tables.py)."""
+
+WIRE_ONLY = {
+    "read-without-contents",
+    "ttl-as-string",
+    "ttl-as-bool",
+    "unsupported-version-renegotiates",
+    "silent-after-keepalives",
+}
+"""What only a wire carries (JSON to break, protocol versions, stream bytes): the
+engine-level worlds skip these rows and the HTTP and stdio worlds play them."""
+
+
+def check_engine_level_report(case: Case, report: CaseReport) -> None:
+    """An engine-level world's report on ``case``: a wire-only row is skipped with a
+    reason, every other row is played and passes."""
+    if case.id in WIRE_ONLY:
+        assert report.skipped, "a wire-only row must say why the engine cannot play it"
+        return
+    assert report.skipped is None, report.skipped
+    assert report.passed, (
+        f"{case.where}: expected {report.expected}, got {report.actual}: {report.failures}"
+    )
+
+
+def check_engine_level_skips(unplayable: Callable[[Case], str | None]) -> None:
+    """An engine-level world skips exactly the wire-only rows, each saying why."""
+    reasons = {c.id: unplayable(c) for c in CASES}
+    assert {case_id for case_id, why in reasons.items() if why} == WIRE_ONLY
+    assert all("engine level" in (reasons[case_id] or "") for case_id in WIRE_ONLY)
