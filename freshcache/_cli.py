@@ -17,12 +17,14 @@ import argparse
 import json
 import logging
 import math
+import os
+import shutil
 import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import anyio
 
@@ -35,6 +37,14 @@ EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
 
 
 def cmd_acceptance(args: argparse.Namespace) -> int:
+    """play acceptance tables against the cache
+
+    Play acceptance tables (Markdown files or folders of them) on the bare engine,
+    on the cache and over real HTTP and stdio against the embedded reference server,
+    on MCP 2026-07-28 and 2025-11-25. With no PATH: inside a freshcache checkout,
+    its acceptance_tables/; elsewhere the tables installed with freshcache. Exit 0
+    when every case passes, 1 when a case fails, 2 when the input is unusable.
+    """
     from .acceptance._command import run
 
     return run(args)
@@ -51,6 +61,12 @@ def _source(target: list[str], timeout: float) -> Any:
         command = target[1:]
         if not command:
             raise FreshCacheError("after '--' give the command that starts the stdio server")
+        if shutil.which(command[0]) is None:
+            # A typo, not a server that is down: say so once, before any retry loop.
+            raise FreshCacheError(
+                f"cannot start the stdio server: {command[0]!r} is not a command found "
+                "on PATH (or not an executable file); check the command after '--'"
+            )
         from ._stdio import StdioSource
 
         return StdioSource(command, timeout=timeout)
@@ -81,6 +97,11 @@ def _line(result: ReadResult, now: float) -> str:
 
 
 def cmd_read(args: argparse.Namespace) -> int:
+    """read one resource once
+
+    Print one result: the state on stderr, the text on stdout only when fresh. Exit
+    0 when fresh, 1 otherwise. A stdio server: URI -- COMMAND ...
+    """
     target, uris = _split_target(args)
     if len(uris) != 1:
         raise FreshCacheError("read takes one URI: freshcache read URL URI (or URI -- COMMAND)")
@@ -117,6 +138,12 @@ ANSWERED = frozenset({"fresh", "stale", "denied", "not_found"})
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    """live status lines for resources
+
+    Select the URIs, keep them fresh and print a line whenever a state, reason or
+    version changes, until Ctrl-C. Exit 1 when the server never answered. A stdio
+    server: URI ... -- COMMAND ...
+    """
     target, uris = _split_target(args)
     if not uris:
         raise FreshCacheError("watch needs at least one URI: freshcache watch URL URI [URI ...]")
@@ -166,12 +193,27 @@ async def _stop_on_signal(scope: anyio.CancelScope) -> None:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    """what freshness can this server give?
+
+    Discover each server, read a few resources, open a subscription and say in plain
+    words what freshcache can and cannot promise with it. Exit 0 when every server
+    spoke MCP and every check passed, 1 for a finding (unreachable, no
+    acknowledgment, no update after --trigger), 2 when a URL does not answer MCP.
+    """
     from ._doctor import doctor
 
     return int(anyio.run(doctor, args, lambda target: _source(target, args.timeout)))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    """serve the seed resources or a folder's files over MCP
+
+    A real MCP server (2026-07-28, or --revision 2025-11-25) to try freshcache on,
+    on 127.0.0.1. Without DIR: the seed resources (guide://shipping/approval,
+    .../returns, .../rates, .../holidays). With DIR: every file under it (hidden
+    ones left out) as file:// + its absolute path; editing, adding or deleting a
+    file notifies listening clients. Ctrl-C stops.
+    """
     from .acceptance._serve import serve_http, serve_stdio
 
     root = None if args.dir is None else Path(args.dir)
@@ -208,13 +250,9 @@ def _number(text: str) -> float:
 
 
 def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 65535:
+    if not text.isdecimal() or int(text) > 65535:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535)")
-    return value
+    return int(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -228,19 +266,45 @@ def build_parser() -> argparse.ArgumentParser:
         "--verbose",
         action="count",
         default=0,
-        help="show what the cache logs (-v: recoveries and warnings, -vv: debug)",
+        help="also show what the cache logs (-v: errors, warnings, recoveries; -vv: debug)",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    acceptance = commands.add_parser(
-        "acceptance",
-        help="play acceptance tables against the cache",
-        description="Play acceptance tables (Markdown files or folders of them) on the bare "
-        "engine, on the cache and over real HTTP and stdio against the embedded reference "
-        "server, on MCP 2026-07-28 and 2025-11-25. With no PATH: inside a freshcache "
-        "checkout, its acceptance_tables/; elsewhere the tables installed with freshcache. "
-        "Exit 0 when every case passes, "
-        "1 when a case fails, 2 when the input is unusable.",
+    for add in (_acceptance, _doctor, _watch, _read, _serve):
+        add(commands)
+    return parser
+
+
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""What `build_parser` adds each subcommand to."""
+
+
+def _command(
+    commands: Commands, handler: Callable[[argparse.Namespace], int]
+) -> argparse.ArgumentParser:
+    """The subcommand `main` runs ``handler`` for, named after it (``cmd_read``:
+    ``read``): its docstring's first line is the summary ``freshcache --help`` shows,
+    the rest the description of its own ``--help``, so a command's words are written
+    once, where it is."""
+    summary, _, description = (handler.__doc__ or "").partition("\n")
+    command = commands.add_parser(
+        handler.__name__.removeprefix("cmd_"), help=summary, description=description
     )
+    command.set_defaults(handler=handler)
+    return command
+
+
+def _server_and_uris(command: argparse.ArgumentParser, uris: str) -> None:
+    """read's and watch's words (`_split_target`) and their read deadline."""
+    command.add_argument(
+        "words", nargs="*", metavar="URL URI", help=f"or: {uris} -- COMMAND ARGS ..."
+    )
+    command.add_argument(
+        "--timeout", type=_seconds, default=5.0, help="read deadline in seconds (default 5)"
+    )
+
+
+def _acceptance(commands: Commands) -> None:
+    acceptance = _command(commands, cmd_acceptance)
     acceptance.add_argument("paths", nargs="*", metavar="PATH", help="table files or folders")
     acceptance.add_argument("--json", action="store_true", help="print a machine-readable report")
     acceptance.add_argument(
@@ -287,16 +351,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="after each case, its timeline: the steps, what the cache heard, the reads it "
         "sent and what landed, the results (milliseconds since the first step)",
     )
-    acceptance.set_defaults(handler=cmd_acceptance)
 
-    doctor = commands.add_parser(
-        "doctor",
-        help="what freshness can this server give?",
-        description="Discover each server, read a few resources, open a subscription and "
-        "say in plain words what freshcache can and cannot promise with it. Exit 0 when "
-        "every server spoke MCP and every check passed, 1 for a finding (unreachable, no "
-        "acknowledgment, no update after --trigger), 2 when a URL does not answer MCP.",
-    )
+
+def _doctor(commands: Commands) -> None:
+    doctor = _command(commands, cmd_doctor)
     doctor.add_argument("target", nargs="*", metavar="URL", help="or: -- COMMAND ARGS ...")
     doctor.add_argument(
         "--uri", action="append", help="resource to test (default: the first listed)"
@@ -310,55 +368,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="a command that changes a tested resource; doctor times the notification "
         "from the command's start",
     )
-    doctor.set_defaults(handler=cmd_doctor)
 
-    watch = commands.add_parser(
-        "watch",
-        help="live status lines for resources",
-        description="Select the URIs, keep them fresh and print a line whenever a state, "
-        "reason or version changes, until Ctrl-C. Exit 1 when the server never answered. "
-        "A stdio server: URI ... -- COMMAND ...",
-    )
-    watch.add_argument(
-        "words", nargs="*", metavar="URL URI", help="or: URI ... -- COMMAND ARGS ..."
-    )
+
+def _watch(commands: Commands) -> None:
+    watch = _command(commands, cmd_watch)
     watch.add_argument(
         "--interval", type=_seconds, default=0.5, help="seconds between looks (default 0.5)"
     )
-    watch.add_argument(
-        "--timeout", type=_seconds, default=5.0, help="read deadline in seconds (default 5)"
-    )
+    _server_and_uris(watch, "URI ...")
     watch.add_argument(
         "--duration",
         type=_seconds_or_zero,
         default=0.0,
         help="stop after this many seconds (default: until Ctrl-C)",
     )
-    watch.set_defaults(handler=cmd_watch)
 
-    read = commands.add_parser(
-        "read",
-        help="read one resource once",
-        description="Print one result: the state on stderr, the text on stdout only when "
-        "fresh. Exit 0 when fresh, 1 otherwise. A stdio server: URI -- COMMAND ...",
-    )
-    read.add_argument("words", nargs="*", metavar="URL URI", help="or: URI -- COMMAND ARGS ...")
-    read.add_argument(
-        "--timeout", type=_seconds, default=5.0, help="read deadline in seconds (default 5)"
-    )
+
+def _read(commands: Commands) -> None:
+    read = _command(commands, cmd_read)
+    _server_and_uris(read, "URI")
     read.add_argument("--json", action="store_true", help="print the whole result as JSON")
-    read.set_defaults(handler=cmd_read)
 
-    serve = commands.add_parser(
-        "serve",
-        help="serve the seed resources or a folder's files over MCP",
-        description="A real MCP server (2026-07-28, or --revision 2025-11-25) to try "
-        "freshcache on, on 127.0.0.1. "
-        "Without DIR: the seed resources (guide://shipping/approval, .../returns, "
-        ".../rates, .../holidays). With DIR: every file under it (hidden ones left out) "
-        "as file:// + its absolute path; editing, adding or deleting a file notifies "
-        "listening clients. Ctrl-C stops.",
-    )
+
+def _serve(commands: Commands) -> None:
+    serve = _command(commands, cmd_serve)
     serve.add_argument("dir", nargs="?", metavar="DIR", help="a folder whose files to serve")
     where = serve.add_mutually_exclusive_group()
     where.add_argument(
@@ -379,15 +412,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="the MCP revision to speak, only that one (default 2026-07-28; 2025-11-25: "
         "initialize, sessions, resources/subscribe, as SDK 1.x servers do)",
     )
-    serve.set_defaults(handler=cmd_serve)
-    return parser
 
 
-def _user_error(exc: BaseException) -> FreshCacheError | None:
-    """The `FreshCacheError` a command failed with, also when a task group wrapped it
-    in an exception group; ``None`` for anything else (a bug: let it show)."""
-    if isinstance(exc, FreshCacheError):
-        return exc
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside ``exc``, unwrapping the groups task groups raise."""
     leaves: list[BaseException] = []
     pending = [exc]
     while pending:
@@ -397,11 +425,38 @@ def _user_error(exc: BaseException) -> FreshCacheError | None:
             pending.extend(inner)
         else:
             leaves.append(current)
+    return leaves
+
+
+def _user_error(exc: BaseException) -> FreshCacheError | None:
+    """The `FreshCacheError` a command failed with, also when a task group wrapped it
+    in an exception group; ``None`` for anything else (a bug: let it show)."""
+    if isinstance(exc, FreshCacheError):
+        return exc
+    leaves = _leaves(exc)
     errors = [leaf for leaf in leaves if isinstance(leaf, FreshCacheError)]
     return errors[0] if errors and len(errors) == len(leaves) else None
 
 
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+"""141, what a shell reports for a program its reader left (``yes | head``)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its output piped into a reader that stops early (``| head``)
+    ends it quietly with `EXIT_BROKEN_PIPE`, as a program killed by SIGPIPE ends: it
+    did not finish, so it does not claim success."""
+    try:
+        return _main(argv)
+    except BaseException as exc:
+        if not any(isinstance(leaf, BrokenPipeError) for leaf in _leaves(exc)):
+            raise
+        # Python's recipe: stdout goes to devnull, so the flush at exit cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     # Everything after the first "--" is a stdio server's command line, kept verbatim
     # (argparse would otherwise swallow the "--" and mix the command with our words).
@@ -411,15 +466,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         words, command_line = words[:at], words[at + 1 :]
     parser = build_parser()
     args = parser.parse_args(words)
-    # The cache logs what it recovers from (a stdio server restarted, a stream lost) at
-    # WARNING; rows that break servers on purpose would flood the terminal with them.
+    # Every command says in its own lines what happened (a state, a finding, one
+    # "freshcache: ..." error); the cache's log would say it a second time (a server
+    # that cannot be used is logged at ERROR, then raised), so it shows only with -v.
     logging.basicConfig(
         format="%(name)s: %(message)s",
         level=logging.DEBUG
         if args.verbose > 1
         else logging.INFO
         if args.verbose
-        else logging.ERROR,
+        else logging.CRITICAL + 1,
     )
     args.command_line = command_line
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)

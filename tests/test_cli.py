@@ -6,6 +6,8 @@ HTTP and stdio, and ``python -m http.server`` for a URL that is not MCP.
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +18,7 @@ import pytest
 
 from freshcache._cli import main
 from tests.conftest import free_port
+from tests.polling import until_sync
 from tests.serve_support import Served, WebServer, start_serve, start_web_server
 
 APPROVAL = "guide://shipping/approval"
@@ -84,12 +87,17 @@ def test_watch_prints_a_line_per_change(sdk_server):
         (["read", "http://127.0.0.1:1/mcp"], "read takes one URI"),
         (["watch", "http://127.0.0.1:1/mcp"], "at least one URI"),
         (["doctor", "--"], "give the command"),
+        (["read", "u", "--", "no-such-server-command"], "'no-such-server-command' is not a command found on PATH"),
+        (["watch", "u", "--", "./no/such/server"], "'./no/such/server' is not a command found on PATH"),
+        (["doctor", "--", "no-such-server-command"], "not a command found on PATH"),
     ],
-    ids=["bad-url", "read-without-uri", "watch-without-uri", "empty-command"],
+    ids=["bad-url", "read-without-uri", "watch-without-uri", "empty-command", "read-no-such-command", "watch-no-such-file", "doctor-no-such-command"],
 )
 def test_user_mistakes_give_a_message_and_exit_2(argv, message, capsys):
     assert main(argv) == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err
+    assert len(err.splitlines()) == 1, err
 
 
 def test_no_command_prints_help_and_exits_2(capsys):
@@ -196,6 +204,34 @@ def test_serve_notifies_an_edit_a_new_file_and_a_deleted_file(tmp_path, folder, 
         server.wait_for_output(f"deleted {uri}")
     finally:
         assert server.stop() == 0
+
+
+@pytest.mark.parametrize("poll", [False, True], ids=["watchfiles", "polling"])
+def test_serve_keeps_serving_a_folder_deleted_and_made_again_and_watches_the_new_one(
+    tmp_path, folder, poll
+):
+    server = start_serve(tmp_path, str(folder), *(["--poll"] if poll else []))
+    policy = folder / "policy.md"
+    uri = policy.resolve().as_uri()
+    try:
+        assert run_cli("read", server.url, uri).returncode == 0
+        shutil.rmtree(folder)
+        server.wait_for_output(f"{folder.resolve()} is gone: no files served")
+        gone = run_cli("read", server.url, uri)
+        assert gone.returncode == 1 and f"{uri}: not_found" in gone.stderr, gone.stderr
+
+        folder.mkdir()
+        policy.write_text("made again")
+        server.wait_for_output(f"{folder.resolve()} is back")
+        until_sync(lambda: run_cli("read", server.url, uri).stdout == "made again\n", 30.0)
+        # The new folder is the one watched: an edit in it is notified.
+        edit = run_cli("doctor", server.url, "--uri", uri, "--trigger", python_writes(policy, "v2"))
+        assert edit.returncode == 0, edit.stdout + edit.stderr
+        assert f"update      {uri} arrived" in edit.stdout
+        assert run_cli("read", server.url, uri).stdout == "v2\n"
+    finally:
+        assert server.stop() == 0
+    assert "Traceback" not in server.err.read_text()
 
 
 def test_serve_over_stdio_answers_read_and_doctor(folder):
@@ -344,4 +380,29 @@ def test_a_wrong_endpoint_path_is_one_line_and_exit_2_never_a_traceback(command,
     done = run_cli(*argv, *(["--duration", "2"] if command == "watch" else []))
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and "ExceptionGroup" not in done.stderr
-    assert "nothing answers MCP" in done.stdout + done.stderr
+    said = [line for line in (done.stdout + done.stderr).splitlines() if "nothing answers MCP" in line]
+    assert len(said) == 1, done.stdout + done.stderr  # said once, not logged and then said
+    if command != "doctor":  # doctor reports on stdout; read and watch end with one line
+        assert done.stderr.splitlines() == said
+
+
+# ------------------------------------------------------------------ output into a pipe
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly_with_141():
+    # `freshcache acceptance | head -1`: the reader takes one line and goes away; the
+    # command must not print a BrokenPipeError traceback, nor claim it finished (exit 0).
+    argv = [sys.executable, "-m", "freshcache._cli", "acceptance", "--wire", "core"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as process:
+        assert process.stdout is not None and process.stderr is not None
+        try:
+            assert process.stdout.readline()
+            process.stdout.close()
+            err = process.stderr.read().decode()
+            code = process.wait(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert code == 141, err

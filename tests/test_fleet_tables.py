@@ -63,6 +63,21 @@ async def test_fleet_row_passes_on_a_fleet_of_workers(case, valkey: Valkey) -> N
 
 
 @pytest.mark.anyio
+async def test_the_fleet_timeline_names_the_worker_of_each_line(valkey: Valkey) -> None:
+    case = next(c for c in FLEET if c.id == "fleet-change-heard-by-every-worker")
+    report = await play(case, FleetWorld(valkey.url))
+    assert report.passed and report.timeline is not None, report.failures
+    events = [what for _, what in report.timeline.events]
+    # The listener (worker 1) hears the change and re-reads; worker 2 learns of it
+    # over the fleet channel: its own state change says so under its own name.
+    assert "worker 1: heard resources/updated selected" in events, events
+    assert "worker 1: read sent selected" in events, events
+    assert "worker 2: cache: selected is awaiting_fresh_source (invalidated)" in events, events
+    unnamed = [e for e in events if not e.startswith(("step: ", "result: ", "worker "))]
+    assert unnamed == [], events
+
+
+@pytest.mark.anyio
 async def test_a_row_leaves_no_key_behind_on_the_store(valkey: Valkey) -> None:
     from redis.asyncio import Redis
 

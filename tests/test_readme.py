@@ -253,3 +253,39 @@ def test_the_trace_excerpt_is_what_the_example_prints():
     # Re-listens that fail while the server is down: how many depends on the machine.
     retries = {line for line in shown if "ConnectError" in line}
     assert shown - retries <= printed, f"the README shows lines no run printed: {shown - printed}"
+
+
+def _synopsis() -> dict[str, str]:
+    """The README's command-line synopsis, each command's lines joined (``""``: the
+    line of options before COMMAND)."""
+    section = README.read_text(encoding="utf-8").split("\n## Command line\n", 1)[1]
+    block = section.split("```text\n", 1)[1].split("```", 1)[0]
+    lines: dict[str, str] = {}
+    name = ""
+    for line in block.splitlines():
+        if line.startswith("freshcache "):
+            word = line.split()[1]
+            name = "" if word.startswith("[") else word
+        lines[name] = lines.get(name, "") + " " + line
+    return lines
+
+
+def test_the_command_line_synopsis_names_every_command_and_option_the_parser_has():
+    import argparse
+
+    from freshcache._cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    parsers = {"": parser, **commands.choices}
+    synopsis = _synopsis()
+    assert set(synopsis) == set(parsers)
+    named = {name: set(re.findall(r"(?<![\w-])--?[a-z][a-z-]*", text)) for name, text in synopsis.items()}
+    missing = [
+        f"{name or 'freshcache'} {action.option_strings[-1]}"
+        for name, command in parsers.items()
+        for action in command._actions
+        if action.option_strings and action.dest != "help"
+        if not named[name] & set(action.option_strings)
+    ]
+    assert missing == []

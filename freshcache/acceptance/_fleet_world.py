@@ -37,6 +37,7 @@ import anyio
 import anyio.abc
 
 from .._cache import FreshCache
+from .._context import StateChanges
 from .._core._backoff import BackoffSettings
 from .._errors import ConfigurationError
 from ..fleet import Fleet
@@ -113,7 +114,11 @@ class FleetWorld(World):
                 selection_ttl=max(3.0, 6 * self.lease),
             )
             cache = self.make_cache(
-                InMemorySource(self.server), setup, fleet=fleet, backoff=FLEET_BACKOFF
+                InMemorySource(self.server),
+                setup,
+                who=f"worker {n + 1}",
+                fleet=fleet,
+                backoff=FLEET_BACKOFF,
             )
             entered, leave, gone = anyio.Event(), anyio.Event(), anyio.Event()
             self._tg.start_soon(_hold, cache, entered, leave, gone)
@@ -153,6 +158,10 @@ class FleetWorld(World):
         keys = [key async for key in self._admin.scan_iter(match=f"{self.namespace}:*")]
         if keys:
             await self._admin.delete(*keys)
+
+    def state_changes(self) -> list[tuple[str, StateChanges]]:
+        """Every worker's state changes, each line naming its worker."""
+        return [(f"worker {n}", c.changes()) for n, c in enumerate(self.workers, 1)]
 
     def live_workers(self) -> list[FreshCache]:
         return [c for c, alive in zip(self.workers, self.alive, strict=True) if alive]

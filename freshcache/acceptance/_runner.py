@@ -257,15 +257,19 @@ class World(abc.ABC):
         """What `check` looks at besides the last observation."""
         return self.cache
 
-    def state_changes(self) -> StateChanges | None:
-        """The cache's state-change feed for the timeline (``None``: no cache here)."""
+    def state_changes(self) -> list[tuple[str, StateChanges]]:
+        """The state-change feeds for the timeline, each with the name its lines get
+        (``""`` in a world of one cache; none when there is no cache here)."""
         cache: FreshCache | None = getattr(self, "cache", None)
-        return None if cache is None else cache.changes()
+        return [] if cache is None else [("", cache.changes())]
 
-    def make_cache(self, source: Source, setup: Setup, **options: Any) -> FreshCache:
+    def make_cache(
+        self, source: Source, setup: Setup, *, who: str = "", **options: Any
+    ) -> FreshCache:
         """The cache a row is played with: the row's selection, policy, store bound and
         principal, the world's virtual clock for TTLs and a quick re-listen backoff.
-        ``options`` override or add `FreshCache` arguments (timeouts, telemetry)."""
+        ``who`` names it on the timeline where a world has several; ``options`` override
+        or add `FreshCache` arguments (timeouts, telemetry)."""
         store = (
             None if setup.store_entries is None else MemoryStore(max_entries=setup.store_entries)
         )
@@ -282,7 +286,7 @@ class World(abc.ABC):
         }
         arguments.update(options)
         if self.timeline is not None:
-            source = RecordingSource(source, self.timeline)
+            source = RecordingSource(source, self.timeline, who)
         return FreshCache(source, **arguments)
 
     async def reach_seed_situation(self, setup: Setup) -> None:
@@ -397,16 +401,16 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
                 baseline = world.server_reads()
                 background: list[ReadResult | Said] = []
                 timeline.begin()
-                changes = world.state_changes()
+                feeds = world.state_changes()
                 async with anyio.create_task_group() as tg:
-                    if changes is not None:
-                        tg.start_soon(note_changes, changes, timeline)
+                    for who, changes in feeds:
+                        tg.start_soon(note_changes, changes, timeline, who)
                     for phrase, step in steps:
                         timeline.note(f"step: {phrase}")
                         last = await _do(world, step, tg, background, last, setup)
                         note_result(timeline, step, last)
                     await world.settle()
-                    if changes is not None:
+                    for _, changes in feeds:
                         await changes.aclose()
                 reads = world.server_reads() - baseline
                 failures = check(expect, last, world.observed(), reads, world.fleet_counts())

@@ -1,10 +1,11 @@
-"""``freshcache serve``: a real MCP 2026-07-28 server to try freshcache on.
+"""``freshcache serve``: a real MCP server (2026-07-28, or only 2025-11-25) to try freshcache on.
 
 With no folder it serves the seed resources (``guide://shipping/approval`` ...), the
 ones the README's snippets read. With a folder, every file under it (hidden files and
 folders left out) is a resource named ``file://`` + its absolute path, with a MIME type
 guessed from its name; an edit sends ``notifications/resources/updated`` for the file,
-a new or a deleted file also ``notifications/resources/list_changed``.
+a new or a deleted file also ``notifications/resources/list_changed``. A folder
+deleted is served empty until one is made in its place, which is then served and watched.
 
 The wire is the reference server's (`ReferenceHttpServer` / `StdioReferenceServer`
 around `ReferenceProtocol`): whatever revisions it speaks, ``serve`` speaks. Changes
@@ -20,9 +21,10 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISDIR
 from typing import TextIO
 
 import anyio
@@ -53,6 +55,9 @@ def seed_reference() -> ReferenceServer:
 Stamp = tuple[int, int]
 """What tells a file changed: (modification time in ns, size)."""
 
+Identity = tuple[int, int]
+"""Which folder a path names: (device, inode); another one after a delete and a mkdir."""
+
 
 @dataclass(frozen=True, slots=True)
 class Change:
@@ -74,9 +79,12 @@ class Folder:
     server: ReferenceServer
     say: Callable[[str], None] = lambda line: None
     stamps: dict[Path, Stamp] = field(default_factory=dict)
+    identity: Identity | None = None
+    """The folder at ``root`` when last looked at; ``None`` while there is none."""
 
     def __post_init__(self) -> None:
         self.root = self.root.resolve()
+        self.identity = _identity(self.root)
 
     def look(self) -> list[Change]:
         """What changed on disk since the last look (reads only the files that did)."""
@@ -120,16 +128,37 @@ class Folder:
             if notify:
                 self.say(f"{change.what} {change.uri}")
 
+    async def catch_up(self) -> None:
+        """Look and apply what changed, saying so when the folder went away or came back
+        (its files then are all deleted, or all new)."""
+        identity = _identity(self.root)
+        if identity is None and self.identity is not None:
+            self.say(f"{self.root} is gone: no files served until a folder is there again")
+        elif identity is not None and self.identity is None:
+            self.say(f"{self.root} is back")
+        self.identity = identity
+        self.apply(await anyio.to_thread.run_sync(self.look))
+
     async def follow(self, *, poll: bool = False) -> None:
-        """Apply every change until cancelled."""
+        """Apply every change until cancelled. A folder deleted (or replaced) keeps being
+        served, empty while it is gone, and is looked for every second until it is back:
+        a watch of a deleted folder hears nothing of the one made in its place."""
         watch = None if poll else _watchfiles()
-        if watch is None:
-            while True:
+        while True:
+            if watch is None or self.identity is None:
                 await anyio.sleep(POLL_INTERVAL)
-                self.apply(await anyio.to_thread.run_sync(self.look))
-        else:
-            async for _ in watch(self.root):
-                self.apply(await anyio.to_thread.run_sync(self.look))
+                await self.catch_up()
+                continue
+            watching, started = self.identity, False
+            # The watch yields at least every POLL_INTERVAL (an empty set: nothing
+            # happened): the first time, it is running, so one look covers what changed
+            # before it started; each time, a replaced folder is noticed.
+            async for changes in watch(self.root):
+                if changes or not started:
+                    await self.catch_up()
+                started = True
+                if self.identity != watching or _identity(self.root) != watching:
+                    break
 
 
 def _files(root: Path) -> list[Path]:
@@ -154,12 +183,27 @@ def _load(path: Path, what: str) -> Change | None:
     return Change(what, path.as_uri(), text=text, mime_type=mime or "text/plain")
 
 
-def _watchfiles() -> Callable[[Path], AsyncIterator[object]] | None:
+def _identity(root: Path) -> Identity | None:
+    try:
+        stat = root.stat()
+    except OSError:
+        return None
+    return (stat.st_dev, stat.st_ino) if S_ISDIR(stat.st_mode) else None
+
+
+def _watchfiles() -> Callable[[Path], AsyncIterator[Collection[object]]] | None:
+    """watchfiles' ``awatch``, yielding at least every `POLL_INTERVAL` (``None``: not
+    installed)."""
     try:
         from watchfiles import awatch
     except ImportError:
         return None
-    return awatch
+    timeout_ms = int(POLL_INTERVAL * 1000)
+
+    def watch(root: Path) -> AsyncIterator[Collection[object]]:
+        return awatch(root, rust_timeout=timeout_ms, yield_on_timeout=True)
+
+    return watch
 
 
 def folder_reference(root: Path, say: Callable[[str], None]) -> Folder:

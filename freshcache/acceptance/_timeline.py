@@ -56,9 +56,12 @@ class Timeline:
         self.started = time.perf_counter()
         self.recording = True
 
-    def note(self, what: str) -> None:
+    def note(self, what: str, who: str = "") -> None:
+        """Note ``what`` happened; ``who``: the cache it happened to, where a world has
+        several (``worker 2`` on the fleet wire), put before it."""
         if self.recording:
-            self.events.append(((time.perf_counter() - self.started) * 1000, what))
+            line = f"{who}: {what}" if who else what
+            self.events.append(((time.perf_counter() - self.started) * 1000, line))
 
     def as_json(self) -> list[dict[str, Any]]:
         return [{"ms": round(ms, 3), "event": what} for ms, what in self.events]
@@ -106,31 +109,36 @@ def answer(uri: str, reply: ReadReply | RequestFailed) -> str:
 
 
 class RecordingSource(SourceWrapper):
-    """The world's source as the cache sees it, noting what passes (see module doc)."""
+    """The world's source as the cache sees it, noting what passes (see module doc);
+    ``who`` names the cache in each line where a world has several."""
 
-    def __init__(self, inner: Source, timeline: Timeline) -> None:
+    def __init__(self, inner: Source, timeline: Timeline, who: str = "") -> None:
         super().__init__(inner)
         self.timeline = timeline
+        self.who = who
+
+    def _note(self, what: str) -> None:
+        self.timeline.note(what, self.who)
 
     async def read_resource(self, uri: str, principal: Partition) -> ReadReply | RequestFailed:
-        self.timeline.note(f"read sent {alias_of(uri)}")
+        self._note(f"read sent {alias_of(uri)}")
         reply = await self.inner.read_resource(uri, principal)
-        self.timeline.note(answer(uri, reply))
+        self._note(answer(uri, reply))
         for hint in reply.hints:
             said = heard(hint)
             if said is not None:
-                self.timeline.note(f"{said} (on the answer)")
+                self._note(f"{said} (on the answer)")
         return reply
 
     async def list_resources(
         self, cursor: str | None, principal: Partition
     ) -> ListReply | RequestFailed:
-        self.timeline.note("list page sent" if cursor is None else "next list page sent")
+        self._note("list page sent" if cursor is None else "next list page sent")
         reply = await self.inner.list_resources(cursor, principal)
         if isinstance(reply, RequestFailed):
-            self.timeline.note(f"list page landed: failed ({reply.kind})")
+            self._note(f"list page landed: failed ({reply.kind})")
         else:
-            self.timeline.note(f"list page landed: {len(reply.resources)} resources")
+            self._note(f"list page landed: {len(reply.resources)} resources")
         return reply
 
     async def listen(
@@ -141,18 +149,18 @@ class RecordingSource(SourceWrapper):
             async for event in stream:
                 said = heard(event)
                 if said is not None:
-                    self.timeline.note(said)
+                    self._note(said)
                 yield event
         finally:
             await stream.aclose()
 
 
-async def note_changes(changes: StateChanges, timeline: Timeline) -> None:
+async def note_changes(changes: StateChanges, timeline: Timeline, who: str = "") -> None:
     """Note every state change the cache reports until the feed is closed."""
     async with changes:
         async for change in changes:
             if isinstance(change, ChangesDropped):
-                timeline.note(f"cache: {change.count} state changes dropped")
+                timeline.note(f"cache: {change.count} state changes dropped", who)
                 continue
             reason = f" ({change.reason})" if change.reason else ""
-            timeline.note(f"cache: {alias_of(change.uri)} is {change.new_state}{reason}")
+            timeline.note(f"cache: {alias_of(change.uri)} is {change.new_state}{reason}", who)
