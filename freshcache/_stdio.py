@@ -27,7 +27,10 @@ Three layers, innermost first:
   `StreamLost` (`ClientProtocol.channel_ended`), and the service task starts a new
   process after a backoff under a budget (`BackoffSettings`, the same rules as
   re-listening). `FreshCache` then re-listens (the server keeps no
-  subscription state across processes) and re-reads every selected URI.
+  subscription state across processes) and re-reads every selected URI. A process
+  counts as reached once it has written one protocol message: a request that times
+  out before that fails as ``unreachable``, not ``timeout`` (a server that is down
+  is a command whose processes exit before they answer).
 
 **Change hints.** stdio has one ordered channel, so a ``resources/updated`` or
 ``resources/list_changed`` the server wrote before a response was written while that
@@ -648,7 +651,7 @@ class StdioSource:
         if isinstance(outcome, ProtocolError):
             raise outcome
         if outcome is None:
-            return RequestFailed("timeout", f"initialize got no answer within {limit:g}s")
+            return _no_answer(conn, "initialize", limit)
         return outcome
 
     async def _handshake(self, conn: _Connection) -> None:
@@ -885,7 +888,7 @@ class StdioSource:
                     await waiter.done.wait()
             if waiter.result is not None:
                 return waiter.result
-            return RequestFailed("timeout", f"{method} got no answer within {timeout:g}s")
+            return _no_answer(conn, method, timeout)
         finally:
             if not isinstance(waiter.result, (Response, ErrorResponse)):
                 conn.waiters.pop(key, None)
@@ -1238,6 +1241,19 @@ class _Supervisor:
                     )
                 with anyio.move_on_after(self.shutdown_timeout):
                     await process.wait()
+
+
+def _no_answer(conn: _Connection, method: str, waited: float) -> RequestFailed:
+    """``method`` got no answer within ``waited`` seconds: a ``timeout``, unless the
+    process has said nothing at all yet. Such a process is not reached: it may be an
+    interpreter still starting, or one about to exit (a server that is down)."""
+    detail = f"{method} got no answer within {waited:g}s"
+    if conn.healthy:
+        return RequestFailed("timeout", detail)
+    return RequestFailed(
+        "unreachable",
+        f"{detail}: the server process {conn.pid} has not answered anything since it started",
+    )
 
 
 def _shorten(text: str, width: int) -> str:

@@ -9,11 +9,16 @@ import json
 import shutil
 import subprocess
 import sys
+from xml.etree import ElementTree
 
 import pytest
 
 from freshcache._core import ReadResult
-from freshcache.acceptance._client_world import client_unplayable
+from freshcache.acceptance._client_world import (
+    ClientHttpWorld,
+    ClientStdioWorld,
+    client_unplayable,
+)
 from freshcache.acceptance._driver import DriverError, Hello
 from freshcache.acceptance._format import parse_text
 from freshcache.acceptance._runner import Said, check
@@ -43,15 +48,16 @@ def only(*ids: str) -> list[str]:
 
 
 # One row per table (each kind of step: invalidation, TTL on the moved clock, lists,
-# stream loss, faults, seams, acknowledgments), plus status and background reads.
+# stream loss, faults, seams, acknowledgments), plus status and background reads, and
+# a read while the server is down (on stdio: sent to processes that exit unanswering).
 SAMPLE = (
     "seed-1", "seed-2", "seed-4", "seed-8", "single-flight-reread-joins",
     "ttl-expired-read", "list-expired-refetched", "stream-drop-rereads",
-    "seed-5", "first-ack-copy-not-fresh",
+    "seed-5", "first-ack-copy-not-fresh", "stale-not-for-other-pattern",
 )
 
 
-@pytest.mark.parametrize("wire", ["http", "stdio"])
+@pytest.mark.parametrize("wire", ["http", "stdio", "http-2025", "stdio-2025"])
 def test_the_freshcache_driver_passes_every_row_it_is_given_through_the_real_cli(wire):
     report = played("--client", "freshcache", "--wire", wire, *only(*SAMPLE))
     assert report["client_version"].startswith("freshcache ")
@@ -68,17 +74,32 @@ def test_a_driver_command_of_ones_own_is_played_the_same_way():
     assert [c["passed"] for c in report["cases"]] == [True, True]
 
 
+def test_junit_with_a_client_has_one_testsuite_per_client_wire(tmp_path):
+    junit = tmp_path / "client.xml"
+    done = acceptance("--client", "freshcache", "--wire", "all", *only("seed-2"), "--junit", str(junit))
+    assert done.returncode == 0, done.stdout + done.stderr
+    suites = ElementTree.parse(junit).getroot().findall("testsuite")
+    assert [s.get("name") for s in suites] == [
+        f"{wire}:freshcache" for wire in ("http", "stdio", "http-2025", "stdio-2025")
+    ]
+    for suite in suites:
+        assert [c.get("name") for c in suite.findall("testcase")] == ["seed-2"]
+        assert (suite.get("tests"), suite.get("failures")) == ("1", "0")
+
+
 def test_rows_a_client_cannot_be_driven_through_are_listed_with_the_reason():
     pytest.importorskip("mcp")
     # seed-1 looks without I/O (status); mcp.Client has no such look.
     report = played("--client", "mcp", "--wire", "all", *only("seed-1", "seed-2"))
     by_wire = {(c["wire"], c["id"]): c for c in report["cases"]}
-    assert set(by_wire) == {
-        (w, row) for w in ("http:mcp", "stdio:mcp") for row in ("seed-1", "seed-2")
-    }
+    wires = ("http:mcp", "stdio:mcp", "http-2025:mcp", "stdio-2025:mcp")
+    assert set(by_wire) == {(w, row) for w in wires for row in ("seed-1", "seed-2")}
     for wire in ("http:mcp", "stdio:mcp"):
         assert "status" in by_wire[(wire, "seed-1")]["skipped"]
         assert by_wire[(wire, "seed-2")]["skipped"] is None
+    for wire in ("http-2025:mcp", "stdio-2025:mcp"):  # its driver names no 2025 revision
+        for row in ("seed-1", "seed-2"):
+            assert "2025-11-25" in by_wire[(wire, row)]["skipped"]
 
 
 def verdicts_for(name: str, rows: tuple[str, ...]) -> list[dict]:
@@ -86,7 +107,7 @@ def verdicts_for(name: str, rows: tuple[str, ...]) -> list[dict]:
     skipped with a reason; never a crash of the harness or the driver."""
     report = played("--client", name, "--wire", "all", *only(*rows))
     cases = report["cases"]
-    assert len(cases) == 2 * len(rows)
+    assert len(cases) == 4 * len(rows)  # http, stdio, and both on 2025-11-25
     for case in cases:
         assert case["skipped"] or case["actual"] != "-", case
         assert not any("crashed" in f or "driver" in f for f in case["failures"]), case
@@ -194,6 +215,30 @@ def test_what_a_client_lacks_is_a_stated_reason_for_each_kind_of_row():
     assert "stream" in reasons["d"]
     assert reasons["e"] is None
     assert "stdio" in str(client_unplayable(rows[4], bare, "stdio"))
+
+
+def test_a_client_that_names_no_2025_revision_has_every_row_listed_on_the_2025_wires():
+    rows = parse_text(
+        "| id | source | steps | expect |\n|---|---|---|---|\n"
+        "| a | t | read selected | fresh v1 |\n"
+        "| b | t | time passes 61s; read selected | fresh v1 |\n",
+        "inline.md",
+    )[0]
+    modern = Hello("modern 1", states=False, transports=("http", "stdio"), ops=frozenset({"read"}))
+    both = Hello(
+        "both 1", states=False, transports=("http", "stdio"), ops=frozenset({"read"}),
+        revisions=frozenset({"2026-07-28", "2025-11-25"}),
+    )
+    for world in (ClientHttpWorld, ClientStdioWorld):
+        on_2025 = world(None, modern, revision="2025-11-25")  # type: ignore[arg-type]
+        assert on_2025.name.endswith("-2025:modern")
+        for row in rows:
+            assert "names no MCP 2025-11-25" in str(on_2025.unplayable(row))
+        # A client that speaks it is judged on each row, as on 2026-07-28.
+        played = world(None, both, revision="2025-11-25")  # type: ignore[arg-type]
+        assert played.unplayable(rows[0]) is None
+        assert "advance" in str(played.unplayable(rows[1]))
+    assert ClientHttpWorld(None, modern).unplayable(rows[0]) is None  # type: ignore[arg-type]
 
 
 def test_a_driver_of_another_protocol_version_is_refused():

@@ -731,6 +731,25 @@ async def test_reads_while_the_server_cannot_start_say_unreachable_with_the_reas
         await source.aclose()
 
 
+@pytest.mark.wire
+@pytest.mark.anyio
+async def test_a_process_that_never_answered_is_unreachable_not_timed_out() -> None:
+    # A server that is down is a command whose processes exit before they answer: a
+    # request sent to one still starting must not be taken for a slow answer.
+    source = script("mute", timeout=0.3)
+    try:
+        info = await source.start()
+        assert not info.reachable
+        assert "no answer" in info.detail
+        reply = await source.read_resource(SELECTED, None)
+        assert isinstance(reply, RequestFailed)
+        assert reply.kind == "unreachable"
+        assert "has not answered anything since it started" in reply.detail
+        assert source.pid is not None  # it runs: reached is more than started
+    finally:
+        await source.aclose()
+
+
 @pytest.mark.anyio
 async def test_a_missing_executable_is_reported_at_once_with_a_clear_message() -> None:
     source = StdioSource(["/nonexistent/freshcache-server"], timeout=30.0)

@@ -3,7 +3,8 @@
 
 The reference server is the one the wire worlds steer: `ReferenceHttpServer` on
 loopback (`ClientHttpWorld`) or the stdio fault server (`ClientStdioWorld`), whose
-command the client under test runs itself. The client lives in a driver subprocess
+command the client under test runs itself, each on 2026-07-28 or, for a client whose
+driver names it, 2025-11-25. The client lives in a driver subprocess
 (`DriverProcess`); each row opens one fresh client there and closes it after.
 
 Settling is the one thing a black box makes hard: the harness cannot see what the
@@ -32,6 +33,7 @@ from .._core import ReadResult, ResourceInfo
 from ._driver import DriverError, DriverProcess, Hello
 from ._format import Case
 from ._http_server import ReferenceHttpServer
+from ._http_world import act_on_http_server, revision_of
 from ._reference import ReferenceServer
 from ._runner import (
     Said,
@@ -41,6 +43,7 @@ from ._runner import (
     apply_to_reference,
     configure_reference,
     fleet_unplayable,
+    unplayable_on_2025,
 )
 from ._settle import wait_for
 from ._steps import Given, NextRead, Notify, Observe, ServerChange, ServerSets, TimePasses
@@ -110,10 +113,14 @@ class ClientWorld(World):
     """Seconds without anything new at the server that count as settled, for a driver
     that cannot say itself (no ``look``)."""
 
-    def __init__(self, driver: DriverProcess, hello: Hello) -> None:
+    def __init__(
+        self, driver: DriverProcess, hello: Hello, *, revision: str = "2026-07-28"
+    ) -> None:
         self.driver = driver
         self.hello = hello
-        self.name = f"{self.transport}:{hello.client.split()[0]}"
+        self.revision = revision
+        wire = self.transport if revision == "2026-07-28" else f"{self.transport}-2025"
+        self.name = f"{wire}:{hello.client.split()[0]}"
         self.clock = VirtualClock()
         self.settle_limit = 5.0
         self.principal: str | None = None
@@ -124,7 +131,12 @@ class ClientWorld(World):
         self._last_change = 0.0
 
     def unplayable(self, case: Case) -> str | None:
-        return client_unplayable(case, self.hello, self.transport)
+        if self.revision not in self.hello.revisions:
+            return f"the client's driver names no MCP {self.revision} among its revisions"
+        reason = client_unplayable(case, self.hello, self.transport)
+        if reason is None and self.revision != "2026-07-28":
+            return unplayable_on_2025(case)
+        return reason
 
     def read_timeout(self) -> float:
         return 2.0
@@ -289,8 +301,10 @@ class ClientHttpWorld(ClientWorld):
 
     transport = "http"
 
-    def __init__(self, driver: DriverProcess, hello: Hello) -> None:
-        super().__init__(driver, hello)
+    def __init__(
+        self, driver: DriverProcess, hello: Hello, *, revision: str = "2026-07-28"
+    ) -> None:
+        super().__init__(driver, hello, revision=revision)
         self.server = ReferenceServer()
         self.http: ReferenceHttpServer
         self._stack = AsyncExitStack()
@@ -298,7 +312,9 @@ class ClientHttpWorld(ClientWorld):
     async def start(self, setup: Setup) -> None:
         configure_reference(self.server, setup)
         self.http = await self._stack.enter_async_context(
-            ReferenceHttpServer(self.server, keepalive_interval=0.1)
+            ReferenceHttpServer(
+                self.server, keepalive_interval=0.1, revision=revision_of(self.revision)
+            )
         )
         await self.open_client(setup, transport="http", url=self.http.url)
 
@@ -310,14 +326,7 @@ class ClientHttpWorld(ClientWorld):
             await self._stack.aclose()
 
     async def act(self, step: ServerStep) -> None:
-        apply_to_reference(self.server, step, self.principal)
-        match step:
-            case ServerChange(what="down"):
-                await self.http.go_down()
-            case ServerChange(what="up"):
-                await self.http.come_up()
-            case _:
-                pass
+        await act_on_http_server(self.http, step, self.principal)
 
     def server_reads(self) -> int:
         return self.server.reads
@@ -339,13 +348,16 @@ class ClientHttpWorld(ClientWorld):
         return {
             "reads_held": server.reads_in_flight,
             "frames_written": {str(k): v for k, v in self.http.frames_written.items()},
+            "channel_frames_written": self.http.channel_frames_written,
             "acks_held": server.acks_held,
             "wants_stream": server.listen_supported and not server.down and not server.acks_held,
         }
 
     def server_signature(self) -> object:
         server = self.server
-        return (server.reads, sum(self.http.frames_written.values()), len(server.subscribers))
+        http = self.http
+        frames = sum(http.frames_written.values()) + http.channel_frames_written
+        return (server.reads, frames, len(server.subscribers))
 
 
 class ClientStdioWorld(ClientWorld):
@@ -354,8 +366,15 @@ class ClientStdioWorld(ClientWorld):
 
     transport = "stdio"
 
-    def __init__(self, driver: DriverProcess, hello: Hello, *, python: str = sys.executable):
-        super().__init__(driver, hello)
+    def __init__(
+        self,
+        driver: DriverProcess,
+        hello: Hello,
+        *,
+        python: str = sys.executable,
+        revision: str = "2026-07-28",
+    ) -> None:
+        super().__init__(driver, hello, revision=revision)
         self.python = python
         # A process restart takes seconds on a loaded machine; a client that never
         # restarts its server is not waited for as long.
@@ -406,6 +425,8 @@ class ClientStdioWorld(ClientWorld):
             str(state_file),
             "--control-file",
             str(control_file),
+            "--revision",
+            self.revision,
         ]
         await self.open_client(setup, transport="stdio", command=command)
 
@@ -455,13 +476,16 @@ class ClientStdioWorld(ClientWorld):
                 case ServerChange(what="down"):
                     reference.down = True
                     self.down = True
-                case ServerChange(what="drop_stream"):
+                case ServerChange(what="drop_stream" | "close_stream" | "expire_session"):
                     pass
                 case _:
                     apply_to_reference(reference, step, None)
             save_state(self._files[0], reference)
             return
-        dies = isinstance(step, ServerChange) and step.what in ("down", "drop_stream")
+        ends: tuple[str, ...] = ("down", "drop_stream")
+        if self.revision != "2026-07-28":
+            ends = (*ends, "close_stream", "expire_session")  # the session is the process
+        dies = isinstance(step, ServerChange) and step.what in ends
         await self._command(pid, {"op": "step", "step": step_to_json(step), "principal": None})
         if step == ServerChange("down"):
             self.down = True

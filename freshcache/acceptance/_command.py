@@ -113,6 +113,8 @@ Player = Callable[[Case], Awaitable[CaseReport]]
 WIRES = ("core", "engine", "http", "stdio", "http-2025", "stdio-2025", "fleet")
 """Where rows can be played, in the order ``all`` plays them; the ``-2025`` wires put the
 reference server on revision 2025-11-25 (DESIGN §6)."""
+CLIENT_WIRES = ("http", "stdio", "http-2025", "stdio-2025", "all")
+"""The ``--wire`` values a client under test (``--client``) can be played on."""
 
 
 def _players(wire: str, fleet: str | Exception | None = None) -> list[tuple[str, Player]]:
@@ -243,8 +245,9 @@ def _clip(text: str, width: int) -> str:
 
 
 def _client_players(driver: DriverProcess, hello: Hello, wire: str) -> list[tuple[str, Player]]:
-    """The wires a client under test is played on: HTTP and stdio (a wire the client
-    lacks still lists every row, each with that reason)."""
+    """The wires a client under test is played on: HTTP and stdio, on 2026-07-28 and
+    2025-11-25 (a wire or revision the client lacks still lists every row, each with
+    that reason)."""
     from ._client_world import ClientHttpWorld, ClientStdioWorld
 
     makers: list[Callable[[], World]] = []
@@ -252,6 +255,10 @@ def _client_players(driver: DriverProcess, hello: Hello, wire: str) -> list[tupl
         makers.append(lambda: ClientHttpWorld(driver, hello))
     if wire in ("stdio", "all"):
         makers.append(lambda: ClientStdioWorld(driver, hello))
+    if wire in ("http-2025", "all"):
+        makers.append(lambda: ClientHttpWorld(driver, hello, revision="2025-11-25"))
+    if wire in ("stdio-2025", "all"):
+        makers.append(lambda: ClientStdioWorld(driver, hello, revision="2025-11-25"))
     players: list[tuple[str, Player]] = []
     for make in makers:
 
@@ -388,10 +395,10 @@ def run(args: argparse.Namespace) -> int:
     driver_argv = _driver_argv(args)
     if isinstance(driver_argv, int):
         return driver_argv
-    if driver_argv is not None and args.wire not in ("http", "stdio", "all"):
+    if driver_argv is not None and args.wire not in CLIENT_WIRES:
         print(
-            f"freshcache: --wire {args.wire} plays no client; use http, stdio or all with "
-            "--client/--client-cmd",
+            f"freshcache: --wire {args.wire} plays no client; use {', '.join(CLIENT_WIRES)} "
+            "with --client/--client-cmd",
             file=sys.stderr,
         )
         return EXIT_UNUSABLE

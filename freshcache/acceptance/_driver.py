@@ -40,6 +40,9 @@ class Hello:
     principals: bool = False
     policies: frozenset[str] = field(default_factory=frozenset)
     store_entries: bool = False
+    revisions: frozenset[str] = frozenset({"2026-07-28"})
+    """The MCP revisions the client can speak to a server (``2025-11-25`` too: the
+    ``-2025`` wires play it)."""
 
     @classmethod
     def parse(cls, answer: dict[str, Any]) -> Hello:
@@ -57,6 +60,7 @@ class Hello:
             principals=bool(answer.get("principals", False)),
             policies=frozenset(answer.get("policies", ())),
             store_entries=bool(answer.get("store_entries", False)),
+            revisions=frozenset(answer.get("revisions", ("2026-07-28",))),
         )
 
 

@@ -165,6 +165,23 @@ class LoopbackHttpWorld(World):
         return not any(s.uris == selected and s.acknowledged for s in streams)
 
 
+async def act_on_http_server(
+    http: ReferenceHttpServer,
+    step: ServerSets | Notify | NextRead | ServerChange,
+    principal: str | None,
+) -> None:
+    """One server-side step on the reference server behind ``http``: on its model, and
+    for *server goes down* / *comes back* on the listener too (every HTTP world's way)."""
+    apply_to_reference(http.server, step, principal)
+    match step:
+        case ServerChange(what="down"):
+            await http.go_down()
+        case ServerChange(what="up"):
+            await http.come_up()
+        case _:
+            pass
+
+
 class HttpWorld(LoopbackHttpWorld):
     """A `FreshCache` over `HttpSource` against `ReferenceHttpServer` on loopback.
 
@@ -230,16 +247,9 @@ class HttpWorld(LoopbackHttpWorld):
             self.http.fall_silent()  # before the server forgets the streams
             self._queues.clear()
         lost = self.source.stats.silent_losses
-        apply_to_reference(self.server, step, self.principal)
-        match step:
-            case ServerChange(what="down"):
-                await self.http.go_down()
-            case ServerChange(what="up"):
-                await self.http.come_up()
-            case ServerChange(what="fall_silent"):
-                await self._until_silence_noticed(lost)
-            case _:
-                pass
+        await act_on_http_server(self.http, step, self.principal)
+        if step == ServerChange("fall_silent"):
+            await self._until_silence_noticed(lost)
 
     async def _until_keepalives_seen(self, count: int = 3) -> None:
         """ "After keep-alives": let every open stream show the server's rhythm first."""
@@ -311,4 +321,4 @@ class HttpWorld(LoopbackHttpWorld):
             self._queues[sid] = sub.send
 
 
-__all__ = ["HttpWorld", "LoopbackHttpWorld", "bearer", "configure_reference"]
+__all__ = ["HttpWorld", "LoopbackHttpWorld", "act_on_http_server", "bearer", "configure_reference"]

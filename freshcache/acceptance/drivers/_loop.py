@@ -4,8 +4,9 @@
 read must not block the next request) and writes one answer line per request on
 stdout. A driver module supplies a `Driver`: its ``hello`` and how to ``connect`` one
 fresh client per row; the `Session` that ``connect`` yields answers the row's requests.
-Everything else a Python driver needs (framing, ids, one row at a time) lives here, so
-each driver file holds only the calls into its client's public API.
+Everything else a Python driver needs (framing, ids, one row at a time, the ``hello``
+answer, moving a `VirtualClock`) lives here, so each driver file holds only the calls
+into its client's public API.
 """
 
 from __future__ import annotations
@@ -14,14 +15,68 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, suppress
 from typing import Any, BinaryIO, Protocol
 
 import anyio
 import anyio.abc
 
+from .._runner import VirtualClock
+
 PROTOCOL_VERSION = 1
+
+BASE_OPS = ("read", "list", "select", "close")
+"""The ops every driver answers; the others (`OPTIONAL_OPS`) it names in ``hello``."""
+OPTIONAL_OPS = ("status", "advance", "inspect", "look")
+POLICIES = ("subscription_backed", "uncovered", "stale_on_error", "share_public")
+"""Every row policy a client may have a setting for."""
+REVISIONS = ("2026-07-28", "2025-11-25")
+"""The MCP revisions the reference server can speak (the ``-2025`` wires)."""
+
+
+def hello(
+    client: str,
+    *,
+    ops: Sequence[str] = (),
+    policies: Sequence[str] = (),
+    states: bool = False,
+    listens: bool = False,
+    principals: bool = False,
+    store_entries: bool = False,
+    revisions: Sequence[str] = ("2026-07-28",),
+    everything: bool = False,
+) -> dict[str, Any]:
+    """A ``hello`` answer (docs/driver-protocol.md): the client's name and version, and
+    what it offers beyond the baseline, which is a client without states or a listen,
+    serving one principal, with no policy settings and an unbounded store, over HTTP
+    and stdio to a server on 2026-07-28, answering `BASE_OPS` and the optional ``ops``
+    named. ``everything``: it offers every op, policy, capability and revision (every
+    row can be played through it)."""
+    if everything:
+        ops, policies, revisions = OPTIONAL_OPS, POLICIES, REVISIONS
+        states = listens = principals = store_entries = True
+    return {
+        "client": client,
+        "states": states,
+        "transports": ["http", "stdio"],
+        "ops": [*BASE_OPS, *ops],
+        "listens": listens,
+        "principals": principals,
+        "policies": list(policies),
+        "store_entries": store_entries,
+        "revisions": list(revisions),
+    }
+
+
+class OnVirtualClock:
+    """A session whose client reads its TTLs off a clock the harness moves (``advance``)."""
+
+    clock: VirtualClock
+
+    async def advance(self, message: dict[str, Any]) -> dict[str, Any]:
+        self.clock.advance(float(message["seconds"]))
+        return {"ok": True}
 
 
 class Session(Protocol):

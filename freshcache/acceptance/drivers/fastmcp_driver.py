@@ -21,10 +21,10 @@ from fastmcp.client.transports import StdioTransport
 from mcp.client import CacheConfig
 
 from .._runner import VirtualClock
-from ._loop import run
+from ._loop import OnVirtualClock, hello, run
 
 
-class FastmcpSession:
+class FastmcpSession(OnVirtualClock):
     def __init__(self, client: Client[Any], clock: VirtualClock) -> None:
         self.client, self.clock = client, clock
 
@@ -46,22 +46,11 @@ class FastmcpSession:
     async def select(self, uris: list[str]) -> None:
         """fastmcp's Client has no listen: a selection changes nothing it does."""
 
-    async def advance(self, message: dict[str, Any]) -> dict[str, Any]:
-        self.clock.advance(float(message["seconds"]))
-        return {"ok": True}
-
 
 class FastmcpDriver:
     def hello(self) -> dict[str, Any]:
-        return {
-            "client": f"fastmcp {importlib.metadata.version('fastmcp')}",
-            "states": False,
-            "transports": ["http", "stdio"],
-            "ops": ["read", "list", "select", "close", "advance"],
-            "listens": False,
-            "principals": False,
-            "policies": ["share_public"],
-        }
+        version = importlib.metadata.version("fastmcp")
+        return hello(f"fastmcp {version}", ops=["advance"], policies=["share_public"])
 
     @asynccontextmanager
     async def connect(self, spec: dict[str, Any]) -> AsyncIterator[FastmcpSession]:

@@ -22,8 +22,9 @@ from ..._core._backoff import BackoffSettings
 from ..._http import HttpSource
 from ..._stdio import StdioSource
 from ..._store import MemoryStore
+from .._http_world import FrameCounter
 from .._runner import VirtualClock
-from ._loop import run
+from ._loop import OnVirtualClock, hello, run
 
 
 def _bearer(principal: Partition) -> dict[str, str]:
@@ -40,9 +41,17 @@ def _answer(result: ReadResult) -> dict[str, Any]:
     }
 
 
-class FreshcacheSession:
-    def __init__(self, cache: FreshCache, source: HttpSource | StdioSource, clock: VirtualClock):
+class FreshcacheSession(OnVirtualClock):
+    def __init__(
+        self,
+        cache: FreshCache,
+        source: HttpSource | StdioSource,
+        clock: VirtualClock,
+        frames: FrameCounter | None = None,
+    ) -> None:
         self.cache, self.source, self.clock = cache, source, clock
+        self.frames = frames
+        """HTTP: the frames the client took from GET streams (2025-11-25 notifications)."""
 
     async def read(self, uri: str, timeout: float | None, principal: str | None) -> dict[str, Any]:
         return _answer(await self.cache.read(uri, principal=principal, timeout=timeout))
@@ -62,10 +71,6 @@ class FreshcacheSession:
     async def select(self, uris: list[str]) -> None:
         self.cache.select(uris)
 
-    async def advance(self, message: dict[str, Any]) -> dict[str, Any]:
-        self.clock.advance(float(message["seconds"]))
-        return {"ok": True}
-
     async def inspect(self, message: dict[str, Any]) -> dict[str, Any]:
         engine = self.cache.engine
         return {
@@ -83,7 +88,7 @@ class FreshcacheSession:
         if cache.relisting:
             return {"busy": "a re-list is under way"}
         busy = (
-            self._http_busy(self.source, server)
+            self._http_busy(self.source, server, self.frames)
             if isinstance(self.source, HttpSource)
             else self._stdio_busy(self.source, server)
         )
@@ -97,7 +102,12 @@ class FreshcacheSession:
         return {"busy": busy}
 
     @staticmethod
-    def _http_busy(source: HttpSource, server: dict[str, Any]) -> str | None:
+    def _http_busy(
+        source: HttpSource, server: dict[str, Any], frames: FrameCounter | None
+    ) -> str | None:
+        channel = int(server.get("channel_frames_written", 0))
+        if frames is not None and channel > frames.frames:
+            return f"GET streams: {channel} frames written, {frames.frames} taken in"
         written: dict[str, int] = server.get("frames_written", {})
         for sid, stream in list(source.streams.items()):
             if not stream.acknowledged and not server.get("acks_held"):
@@ -136,25 +146,18 @@ async def _warm_up(source: StdioSource) -> None:
 
 class FreshcacheDriver:
     def hello(self) -> dict[str, Any]:
-        return {
-            "client": f"freshcache {__version__}",
-            "states": True,
-            "transports": ["http", "stdio"],
-            "ops": ["read", "status", "list", "select", "close", "advance", "inspect", "look"],
-            "listens": True,
-            "principals": True,
-            "policies": ["subscription_backed", "uncovered", "stale_on_error", "share_public"],
-            "store_entries": True,
-        }
+        return hello(f"freshcache {__version__}", everything=True)
 
     @asynccontextmanager
     async def connect(self, spec: dict[str, Any]) -> AsyncIterator[FreshcacheSession]:
         timeouts: dict[str, float] = spec.get("timeouts", {})
         clock = VirtualClock()
+        frames: FrameCounter | None = None
         async with AsyncExitStack() as stack:
             source: HttpSource | StdioSource
             if spec["transport"] == "http":
-                client = httpx.AsyncClient(trust_env=False)
+                frames = FrameCounter()  # 2025: what the GET stream delivered (look)
+                client = httpx.AsyncClient(trust_env=False, transport=frames)
                 stack.push_async_callback(client.aclose)
                 source = HttpSource(
                     spec["url"],
@@ -190,7 +193,8 @@ class FreshcacheDriver:
                 clock=clock,
                 wall_clock=clock.wall,
             )
-            yield FreshcacheSession(await stack.enter_async_context(cache), source, clock)
+            entered = await stack.enter_async_context(cache)
+            yield FreshcacheSession(entered, source, clock, frames)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client import CacheConfig, InMemoryResponseCacheStore
 
 from .._runner import VirtualClock
-from ._loop import run
+from ._loop import OnVirtualClock, hello, run
 
 
 def text_of(result: Any) -> str:
@@ -30,7 +30,7 @@ def text_of(result: Any) -> str:
     return "".join(getattr(part, "text", None) or "" for part in result.contents)
 
 
-class McpSession:
+class McpSession(OnVirtualClock):
     def __init__(self, client: Client, clock: VirtualClock, tg: anyio.abc.TaskGroup) -> None:
         self.client, self.clock, self.tg = client, clock, tg
         self._listening: anyio.CancelScope | None = None
@@ -62,10 +62,6 @@ class McpSession:
         self._listening = anyio.CancelScope()
         self.tg.start_soon(self._listen, uris, self._listening)
 
-    async def advance(self, message: dict[str, Any]) -> dict[str, Any]:
-        self.clock.advance(float(message["seconds"]))
-        return {"ok": True}
-
     async def _listen(self, uris: list[str], scope: anyio.CancelScope) -> None:
         """Keep one ``listen`` open for ``uris``: the SDK evicts on its events."""
         with scope:
@@ -83,16 +79,14 @@ class McpSession:
 
 class McpDriver:
     def hello(self) -> dict[str, Any]:
-        return {
-            "client": f"mcp {importlib.metadata.version('mcp')}",
-            "states": False,
-            "transports": ["http", "stdio"],
-            "ops": ["read", "list", "select", "close", "advance"],
-            "listens": True,
-            "principals": False,
-            "policies": ["share_public"],
-            "store_entries": True,
-        }
+        version = importlib.metadata.version("mcp")
+        return hello(
+            f"mcp {version}",
+            ops=["advance"],
+            policies=["share_public"],
+            listens=True,
+            store_entries=True,
+        )
 
     @asynccontextmanager
     async def connect(self, spec: dict[str, Any]) -> AsyncIterator[McpSession]:
