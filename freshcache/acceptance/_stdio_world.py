@@ -300,11 +300,12 @@ class StdioProcessWorld(World):
             return busy
         listening = self.listen_supported and cache.stream_status not in ("unsupported", "disabled")
         acks_held = state is not None and bool(state.get("acks_held"))
-        if state is not None and cache.selected and (listening or acks_held):
+        listens = None if state is None else state.get("listens")  # SDK servers do not say
+        if listens is not None and cache.selected and (listening or acks_held):
             # The server answers the control port and stdin in either order: after a
             # new selection the old stream is still live until the server has read the
             # new listen. Settled only once the server holds a listen for it.
-            if sorted(cache.selected) not in state["listens"]:
+            if sorted(cache.selected) not in listens:
                 return "a listen for the current selection"
             if acks_held:
                 return None  # acks held: an open listen is all there is to wait for
