@@ -298,16 +298,18 @@ class StdioProcessWorld(World):
             return None
         if (busy := self._server_busy(state, stats)) is not None:
             return busy
-        if state is not None and state.get("acks_held") and cache.selected:
-            # Acks held: settled once a listen for the selection is open.
-            if sorted(cache.selected) in state["listens"]:
-                return None
-            return "a listen for the current selection"
-        if (
-            self.listen_supported
-            and cache.selected
-            and cache.stream_status not in ("live", "unsupported", "disabled")
-        ):
+        listening = self.listen_supported and cache.stream_status not in ("unsupported", "disabled")
+        acks_held = state is not None and bool(state.get("acks_held"))
+        listens = None if state is None else state.get("listens")  # SDK servers do not say
+        if listens is not None and cache.selected and (listening or acks_held):
+            # The server answers the control port and stdin in either order: after a
+            # new selection the old stream is still live until the server has read the
+            # new listen. Settled only once the server holds a listen for it.
+            if sorted(cache.selected) not in listens:
+                return "a listen for the current selection"
+            if acks_held:
+                return None  # acks held: an open listen is all there is to wait for
+        if listening and cache.selected and cache.stream_status != "live":
             return f"the stream ({cache.stream_status})"
         return None
 
