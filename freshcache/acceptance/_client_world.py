@@ -162,7 +162,7 @@ class ClientWorld(World):
     def timeouts(self) -> dict[str, float]:
         """Hints for the client: how long a read may wait, and when a silent request
         counts as timed out (the rows' *times out* are requests never answered)."""
-        return {"read": self.read_timeout(), "request": 0.5, "idle": 0.5}
+        return {"read": self.read_timeout(), "request": 0.5, "idle": 3.0}
 
     async def close_client(self) -> None:
         if self._opened:

@@ -163,8 +163,8 @@ class FreshcacheDriver:
                     spec["url"],
                     auth=_bearer,
                     timeout=10.0,
-                    idle_timeout=timeouts.get("idle", 0.5),
-                    silence_floor=0.35,
+                    idle_timeout=timeouts.get("idle", 3.0),
+                    silence_floor=1.5,  # as HttpWorld: a loaded machine's pauses are no loss
                     client=client,
                 )
             else:
