@@ -128,6 +128,17 @@ def test_the_official_python_sdk_client_gets_a_verdict_for_every_row():
         assert {(wire, "seed-2"), (wire, "seed-4"), (wire, "not-cached-read")} <= passed
 
 
+def test_a_list_the_server_answered_is_a_server_read_for_a_driver_that_does_not_say():
+    """The harness sees a list's server read in the list pages the server answered:
+    mcp.Client's driver reports no ``server_read``, and its list past the list's
+    ``ttlMs`` (moved clock) goes to the server, on both wires."""
+    pytest.importorskip("mcp")
+    report = played("--client", "mcp", "--wire", "http", *only("list-expired-refetched"))
+    report_stdio = played("--client", "mcp", "--wire", "stdio", *only("list-expired-refetched"))
+    cases = report["cases"] + report_stdio["cases"]
+    assert [(c["wire"], c["passed"]) for c in cases] == [("http:mcp", True), ("stdio:mcp", True)]
+
+
 def test_fastmcp_client_gets_a_verdict_for_every_row():
     pytest.importorskip("fastmcp")
     verdicts_for("fastmcp", PEER_ROWS)

@@ -217,10 +217,15 @@ class ClientWorld(World):
             error = "neither text nor an error"
         return Said(uri, text if error is None else None, error, bool(server_read))
 
+    async def lists_now(self) -> int:
+        """List pages the server has been asked for, counted now."""
+        raise NotImplementedError
+
     async def list_resources(self, *, worker: int | None = None) -> ListResult:
-        before = await self.reads_now()
+        # A list's server read is a list page asked for, not a resources/read.
+        before = await self.lists_now()
         answer = await self.driver.request("list", wait=60.0)
-        seen = await self.reads_now() > before
+        seen = await self.lists_now() > before
         resources = tuple(ResourceInfo(uri) for uri in answer.get("uris", ()))
         state = answer.get("state")
         if state is None:
@@ -331,6 +336,9 @@ class ClientHttpWorld(ClientWorld):
     def server_reads(self) -> int:
         return self.server.reads
 
+    async def lists_now(self) -> int:
+        return self.server.lists
+
     def server_busy(self) -> str | None:
         server = self.server
         for sid, sub in server.subscribers.items():
@@ -385,6 +393,7 @@ class ClientStdioWorld(ClientWorld):
         self._control: Any = None
         self._state: dict[str, Any] | None = None
         self._reads = 0
+        self._lists = 0
         self._control_lock = anyio.Lock()  # a background read asks for the state too
         self._gone: set[int] = set()
         """Server processes that exited (a driver's ``look`` waits until its client saw it)."""
@@ -514,6 +523,12 @@ class ClientStdioWorld(ClientWorld):
         if state is not None:
             self._reads = int(state["reads"])
         return self._reads
+
+    async def lists_now(self) -> int:
+        state = await self._server_state()
+        if state is not None:
+            self._lists = int(state["lists"])
+        return self._lists
 
     def server_busy(self) -> str | None:
         state = self._state

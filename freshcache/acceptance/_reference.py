@@ -142,6 +142,8 @@ class ReferenceServer:
     """``ttlMs`` of list pages after the first (default: ``list_ttl_ms``)."""
     reads: int = 0
     """Server reads answered (or failed) so far."""
+    lists: int = 0
+    """``resources/list`` pages asked for so far (how a list's server read is seen)."""
     read_log: list[str] = field(default_factory=list)
     subscribers: dict[str | int, Subscriber] = field(default_factory=dict)
     _held: anyio.Event | None = None
@@ -288,6 +290,7 @@ class ReferenceServer:
 
     def list_page(self, cursor: str | None) -> ListReply | RequestFailed:
         """Answer one ``resources/list`` page."""
+        self.lists += 1
         if self.down:
             return RequestFailed("unreachable", "reference server is down")
         hints: tuple[ResourceListChanged, ...] = ()

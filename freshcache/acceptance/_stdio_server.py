@@ -113,6 +113,7 @@ def reference_to_state(server: ReferenceServer) -> dict[str, Any]:
         "list_ttl_ms": server.list_ttl_ms,
         "later_pages_ttl_ms": server.later_pages_ttl_ms,
         "reads": server.reads,
+        "lists": server.lists,
         "early_notifications": list(server.early_notifications),
         "cursor_epoch": server.cursor_epoch,
         "held": getattr(server, "_held", None) is not None,
@@ -140,6 +141,7 @@ def reference_from_state(state: dict[str, Any]) -> ReferenceServer:
     server.list_ttl_ms = int(state.get("list_ttl_ms", 60_000))
     server.later_pages_ttl_ms = state.get("later_pages_ttl_ms")
     server.reads = int(state.get("reads", 0))
+    server.lists = int(state.get("lists", 0))
     server.early_notifications = list(state.get("early_notifications", ()))
     server.cursor_epoch = int(state.get("cursor_epoch", 0))
     server.list_hints = int(state.get("list_hints", 0))
@@ -466,6 +468,7 @@ class StdioReferenceServer:
             "lines_written": self.lines_written,
             "pending_out": self.pending_out,
             "reads": reference.reads,
+            "lists": reference.lists,
             "reads_in_flight": reference.reads_in_flight,
             "subscribers": len(reference.subscribers),
             "down": reference.down,
