@@ -7,7 +7,7 @@ driver that cannot run here (its package or Node missing) is listed with the rea
 and so is a wire on which none of a client's rows can be played (it gets no column).
 One run; nothing is timed.
 
-    python benchmarks/matrix.py [--only NAME ...]
+    python benchmarks/matrix.py [--only NAME ...]   # --only: the others kept from matrix.json
     python benchmarks/matrix.py --again      # matrix.md again from matrix.json
 """
 
@@ -80,6 +80,30 @@ def collect(names: list[str]) -> dict[str, Any]:
             "columns": columns, "rows": rows, "why": why}
 
 
+def merged(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``old`` with the clients played again in ``new`` replaced (``--only``): the other
+    clients' columns stay as measured, each client line saying when it was played."""
+    again = set(new["clients"])
+    kept = [c for c in old["columns"] if c.split(" ", 1)[0] not in again]
+    keep = {c for c in kept}
+    rows: dict[str, dict[str, str]] = {}
+    why: dict[str, dict[str, str]] = {}
+    for source, allowed in ((old, keep), (new, None)):
+        for table, into in ((source["rows"], rows), (source["why"], why)):
+            for row, cells in table.items():
+                for column, value in cells.items():
+                    if allowed is None or column in allowed:
+                        into.setdefault(row, {})[column] = value
+    clients = {
+        name: what if name in again or "(played " in what else f"{what} (played {old['date']})"
+        for name, what in {**old["clients"], **new["clients"]}.items()
+    }
+    columns = kept + [c for c in new["columns"] if c not in keep]
+    order = {name: i for i, name in enumerate(SHIPPED)}
+    columns.sort(key=lambda c: order.get(c.split(" ", 1)[0], len(order)))
+    return {**new, "clients": clients, "columns": columns, "rows": rows, "why": why}
+
+
 def played_columns(data: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
     """The columns with a row played, and the clients' lines naming each wire on which
     none was (with the reason most of its rows give)."""
@@ -142,6 +166,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.again:
         data = json.loads((RESULTS / "matrix.json").read_text())
+    elif args.only and (RESULTS / "matrix.json").exists():
+        data = merged(json.loads((RESULTS / "matrix.json").read_text()), collect(args.only))
     else:
         data = collect(args.only or list(SHIPPED))
     lines = write(data)
