@@ -84,7 +84,7 @@ def merged(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """``old`` with the clients played again in ``new`` replaced (``--only``): the other
     clients' columns stay as measured, each client line saying when it was played."""
     again = set(new["clients"])
-    kept = [c for c in old["columns"] if c.split(" ", 1)[0] not in again]
+    kept = [c for c in old.get("columns") or old["summary"] if c.split(" ", 1)[0] not in again]
     keep = {c for c in kept}
     rows: dict[str, dict[str, str]] = {}
     why: dict[str, dict[str, str]] = {}

@@ -52,6 +52,16 @@ def test_replaying_one_client_replaces_its_columns_and_keeps_the_others():
     assert data["why"]["seed-1"] == {"freshcache http": "why pass", "mcp http": "why pass"}
 
 
+def test_an_older_matrix_json_without_columns_is_merged_by_its_summary():
+    old = report(
+        "2026-11-01", {"freshcache": "freshcache 0.1.0"}, {"seed-1": {"freshcache http": "pass"}}
+    )
+    old["summary"] = {"freshcache http": {"pass": 1, "fail": 0, "skip": 0}}
+    del old["columns"]
+    new = report("2026-12-01", {"mcp": "mcp 2.3.0"}, {"seed-1": {"mcp http": "fail"}})
+    assert matrix.merged(old, new)["columns"] == ["freshcache http", "mcp http"]
+
+
 def test_the_committed_matrix_is_drawn_from_its_json():
     data = json.loads((RESULTS / "matrix.json").read_text())
     columns, _ = matrix.played_columns(data)
