@@ -87,8 +87,12 @@ class StreamDriver:
         """True once discovery is done and the supervisor is being obeyed."""
         self.closing = False
         """Set when the cache closes: streams that end then decide nothing."""
+        self.loop_turns = 0
+        """How often the run loop went to sleep (an idle cache: a handful, ever)."""
         self._open: dict[int, _Stream] = {}
         self._wake = anyio.Event()
+        self._sleeping_until: float | None = None
+        """The deadline the run loop sleeps until (None: no deadline)."""
         self._tg: TaskGroup | None = None
 
     def want(self, uris: frozenset[str]) -> None:
@@ -114,13 +118,25 @@ class StreamDriver:
         self.obey(self.supervisor.want(self.engine.selected, anyio.current_time()))
         while not self.supervisor.unsupported:
             self._wake = anyio.Event()
-            self.obey(self.supervisor.tick(anyio.current_time()))
-            deadline = self.supervisor.next_deadline()
+            self._carry_out_streams(self.supervisor.tick(anyio.current_time()))
+            deadline = self._sleeping_until = self.supervisor.next_deadline()
             delay = math.inf if deadline is None else max(0.0, deadline - anyio.current_time())
+            self.loop_turns += 1
             with anyio.move_on_after(delay):
                 await self._wake.wait()
 
     def obey(self, decisions: list[StreamDecision]) -> None:
+        """Carry out decisions made outside the run loop; wake it only if that matters.
+
+        The loop sleeps until the supervisor's next deadline: it is woken when a
+        decision was carried out or that deadline moved, never "just in case" (an
+        idle cache must cost no CPU, DESIGN invariant 15).
+        """
+        self._carry_out_streams(decisions)
+        if decisions or self.supervisor.next_deadline() != self._sleeping_until:
+            self._wake.set()
+
+    def _carry_out_streams(self, decisions: list[StreamDecision]) -> None:
         assert self._tg is not None
         for decision in decisions:
             match decision:
@@ -136,7 +152,6 @@ class StreamDriver:
                             self.engine.cancel_subscription(closing.subscription_id)
                 case _:
                     assert_never(decision)
-        self._wake.set()  # deadlines may have moved
 
     async def _consume(self, stream: _Stream) -> None:
         """Read one stream's events into the engine until it ends or is closed."""
