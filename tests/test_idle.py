@@ -1,0 +1,48 @@
+"""Quiet at rest (DESIGN invariant 15): an idle cache sleeps on every source.
+
+Four selected URIs fresh, the stream live, then an idle second: the stream driver's
+run loop turns a handful of times at most, and so does the whole event loop (every
+task that wakes costs it a turn, `tests/idle_support.WakeCounter`). A loop woken
+"just in case" turns thousands of times a second instead. Counts, not timings: the
+CPU figures are `benchmarks/idle.py`'s.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from freshcache.fleet import Fleet
+from tests.idle_support import SOURCES, idle_cache, rest
+
+pytestmark = [pytest.mark.anyio, pytest.mark.wire]
+
+HANDFUL = 5
+"""Event-loop turns an idle second may cost (the window's own sleep is one or two)."""
+
+
+def fleet_turns() -> int:
+    """A fleet worker's store rounds are due by its timings, not by any change: lease
+    renewals every quarter of the lease, a registry tick every third of the shorter of
+    the lease and the selection expiry (up to three commands). Each command is a few
+    loop turns (send, wait for the answer, read it), ten at most: about 45 turns in all
+    with the defaults, 70 allowed."""
+    config = Fleet("redis://127.0.0.1:1/0")
+    renewals = 4 / config.lease
+    commands = 3 * 3 / min(config.lease, config.selection_ttl)
+    return HANDFUL + int(10 * (renewals + commands))
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # WakeCounter counts asyncio's selector
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=SOURCES)
+async def test_an_idle_cache_sleeps_through_an_idle_second(source: str, tmp_path: Path) -> None:
+    async with idle_cache(source, tmp_path) as cache:
+        quiet = await rest(source, cache, 1.0)
+    assert quiet.driver_turns <= 1, quiet
+    limit = fleet_turns() if source == "fleet" else HANDFUL
+    assert quiet.loop_turns <= limit, quiet
