@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("freshcache.fleet")
 
+_QUIET_WAIT = 3600.0
+"""Seconds one wait for a channel message may last; nothing is done when it ends."""
+
 
 class ChangeChannel:
     """One worker's subscription to the fleet channel (see the module docstring)."""
@@ -72,7 +75,12 @@ class ChangeChannel:
             worker.store_answered()
             log.debug("fleet worker %s on the channel at %d", worker.id, self.seq)
             while True:
-                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                # Sleep until a message comes (quiet at rest, DESIGN invariant 15): a
+                # long wait, not ``timeout=None``, which redis-py before 8 bounds by the
+                # socket timeout and reports as a broken channel.
+                message = await pubsub.get_message(
+                    ignore_subscribe_messages=True, timeout=_QUIET_WAIT
+                )
                 if message is not None and message["type"] == "message":
                     self.dispatch(json.loads(message["data"]))
         finally:
