@@ -1,20 +1,31 @@
 """Fleet benchmark: 1, 4 and 8 worker processes, with and without ``fleet=``, side by side.
 
 Against the official-SDK fixture server over HTTP and a Valkey server started here.
-Reports, per row: server reads per change, notification-to-every-worker-not-fresh
-latency (median, p99), the hit-path cost, and (fleet rows with > 1 worker) the time
-to a new listener after the old one is killed (SIGKILL).
+Reports, per row: server reads per change, the notification-to-every-worker latency
+(median, p99 and max over ``--changes`` samples, 1,000 by default), the hit-path cost,
+and (fleet rows with > 1 worker) the time to a new listener after the old one is
+killed (SIGKILL).
 
-    python benchmarks/fleet.py [--changes 20] [--workers 1,4,8]
+A sample is one change: the clock starts just before the trigger (one HTTP client,
+built once, sets the resource and notifies) and stops when the last worker has stopped
+handing out the old version (it printed a state line that is not the old text, the
+wall clock of the worker's own process). The next change waits until every worker
+is fresh at the new version. Server reads are counted over the whole row (every
+trigger's answer carries the server's read count), after the last re-reads landed.
+The workers' lines are waited on, not polled, so this process takes no CPU from them.
 
-Writes the rows to ``benchmarks/results/fleet.json`` (with the machine) and prints them
-side by side. Timing lives here, never in the tests.
+    python benchmarks/fleet.py [--changes 1000] [--workers 1,4,8]
+
+Writes the rows to ``benchmarks/results/fleet.json`` (with the machine and the load
+average) and prints them side by side. Timing lives here, never in the tests.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import os
 import platform
 import queue
@@ -24,19 +35,25 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.conftest import start_sdk_server, stop_process  # noqa: E402
+from tests.conftest import SdkServer, start_sdk_server, stop_process  # noqa: E402
 from tests.valkey_support import Valkey  # noqa: E402
 
 URI = "bench://doc"
 
 
 class Worker:
-    def __init__(self, mcp: str, valkey: str) -> None:
+    """One `fleet_worker.py` process; its lines land in ``seen`` and tick ``arrived``."""
+
+    def __init__(self, mcp: str, valkey: str, arrived: queue.SimpleQueue[None]) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, str(ROOT / "benchmarks" / "fleet_worker.py"), mcp, URI, valkey],
             stdin=subprocess.PIPE,
@@ -44,24 +61,18 @@ class Worker:
             stderr=subprocess.DEVNULL,
             text=True,
         )
-        self.lines: queue.Queue[dict] = queue.Queue()
-        self.seen: list[dict] = []
+        self.seen: list[dict[str, Any]] = []
+        self._arrived = arrived
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            self.lines.put(json.loads(line))
+            self.seen.append(json.loads(line))  # list.append is atomic: no lock needed
+            self._arrived.put(None)
 
-    def drain(self) -> list[dict]:
-        while True:
-            try:
-                self.seen.append(self.lines.get_nowait())
-            except queue.Empty:
-                return self.seen
-
-    def last(self, key: str) -> dict | None:
-        return next((m for m in reversed(self.drain()) if key in m), None)
+    def last(self, key: str) -> dict[str, Any] | None:
+        return next((m for m in reversed(self.seen) if key in m), None)
 
     def tell(self, line: str) -> None:
         assert self.proc.stdin is not None
@@ -69,18 +80,27 @@ class Worker:
         self.proc.stdin.flush()
 
 
-def wait(check, what: str, workers: list[Worker], timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
-    """Poll ``check`` until it holds; after ``timeout`` say what was awaited and where
-    each worker stood (a loaded 2-core machine is slow, not wrong)."""
+def wait(
+    check: Callable[[], bool],
+    what: str,
+    workers: list[Worker],
+    arrived: queue.SimpleQueue[None],
+    timeout: float = 60.0,
+) -> None:
+    """Wait until ``check`` holds, looking again each time a worker prints a line;
+    after ``timeout`` say what was awaited and where each worker stood (a loaded
+    2-core machine is slow, not wrong)."""
     deadline = time.monotonic() + timeout
     while not check():
-        if time.monotonic() > deadline:
+        left = deadline - time.monotonic()
+        if left <= 0:
             stood = [
                 ((w.last("state") or {}).get("text"), (w.last("stream") or {}).get("stream"))
                 for w in workers
             ]
             raise TimeoutError(f"{what} not met within {timeout:.0f} s; workers at {stood}")
-        time.sleep(0.002)
+        with contextlib.suppress(queue.Empty):
+            arrived.get(timeout=min(left, 1.0))
 
 
 def text_of(w: Worker) -> str | None:
@@ -88,35 +108,89 @@ def text_of(w: Worker) -> str | None:
     return None if m is None or m["state"] != "fresh" else m["text"]
 
 
-def row(n: int, fleet: bool, changes: int, valkey: Valkey) -> dict:
+def percentile(ordered: list[float], fraction: float) -> float:
+    """The nearest-rank percentile of sorted samples (p99 of 1,000: the 990th)."""
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+
+
+class Trigger:
+    """Changes the resource through the fixture's control endpoint on one client."""
+
+    def __init__(self, sdk: SdkServer) -> None:
+        self.url = sdk.control_url
+        self.client = httpx.Client(timeout=30.0, trust_env=False)
+
+    def set(self, text: str, *, notify: bool) -> dict[str, Any]:
+        response = self.client.post(
+            self.url, json={"op": "set", "uri": URI, "text": text, "notify": notify}
+        )
+        response.raise_for_status()
+        state: dict[str, Any] = response.json()
+        return state
+
+    def reads(self) -> int:
+        response = self.client.post(self.url, json={"op": "state"})
+        response.raise_for_status()
+        return int(response.json()["reads"].get(URI, 0))
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def row(n: int, fleet: bool, changes: int, valkey: Valkey) -> dict[str, Any]:
     sdk = start_sdk_server()
+    trigger = Trigger(sdk)
+    arrived: queue.SimpleQueue[None] = queue.SimpleQueue()
     workers: list[Worker] = []
     try:
-        sdk.control("set", uri=URI, text="v0", notify=False)
-        workers = [Worker(sdk.url, valkey.url if fleet else "-") for _ in range(n)]
+        trigger.set("v0", notify=False)
+        workers = [Worker(sdk.url, valkey.url if fleet else "-", arrived) for _ in range(n)]
         # Starting N processes on a loaded machine takes a while (imports, first read).
-        wait(lambda: all(text_of(w) == "v0" for w in workers), "every worker at v0", workers, 180)
-        latencies, reads = [], []
+        wait(
+            lambda: all(text_of(w) == "v0" for w in workers),
+            "every worker at v0",
+            workers,
+            arrived,
+            180,
+        )
+        trigger.set("v0", notify=False)  # a warm connection before the first sample
+        reads_before = trigger.reads()
+        latencies: list[float] = []
         for i in range(1, changes + 1):
-            before = sdk.reads(URI)
-            mark = [len(w.drain()) for w in workers]
+            old, new = f"v{i - 1}", f"v{i}"
+            mark = [len(w.seen) for w in workers]
             sent = time.time()
-            sdk.control("set", uri=URI, text=f"v{i}", notify=True)
+            trigger.set(new, notify=True)
             wait(
-                lambda i=i: all(text_of(w) == f"v{i}" for w in workers),
-                f"every worker at v{i}",
+                lambda new=new: all(text_of(w) == new for w in workers),
+                f"every worker at {new}",
                 workers,
+                arrived,
             )
             firsts = []
             for w, m in zip(workers, mark, strict=True):
-                gone = [x for x in w.seen[m:] if "state" in x and x["text"] != f"v{i - 1}"]
+                gone = [x for x in w.seen[m:] if "state" in x and x["text"] != old]
                 firsts.append(gone[0]["at"] if gone else sent)
             latencies.append(max(firsts) - sent)
-            time.sleep(0.05)  # let late re-reads land before counting
-            reads.append(sdk.reads(URI) - before)
+        # Late re-reads (a worker re-reading after it already saw the new version)
+        # land within a moment: count once the count stops moving.
+        reads = trigger.reads()
+        settle = time.monotonic() + 5.0
+        while time.monotonic() < settle:
+            time.sleep(0.2)
+            now = trigger.reads()
+            if now == reads:
+                break
+            reads = now
         for w in workers:
             w.tell("hits")
-        wait(lambda: all(w.last("hit_ns") for w in workers), "every hit figure", workers, 300)
+        wait(
+            lambda: all(w.last("hit_ns") for w in workers),
+            "every hit figure",
+            workers,
+            arrived,
+            300,
+        )
         hit_ns = statistics.median(w.last("hit_ns")["hit_ns"] for w in workers)  # type: ignore[index]
         # Where the reads beyond one per change came from (direct reads, lease changes...).
         counters: dict[str, int] = {}
@@ -133,20 +207,24 @@ def row(n: int, fleet: bool, changes: int, valkey: Valkey) -> dict:
                 lambda: any((w.last("leading") or {}).get("leading") for w in rest),
                 "a new listener",
                 rest,
+                arrived,
             )
             takeover = max((w.last("leading") or {}).get("at", killed) for w in rest) - killed
         latencies.sort()
         return {
             "workers": n,
             "fleet": fleet,
-            "reads_per_change": statistics.mean(reads),
+            "samples": len(latencies),
+            "reads_per_change": (reads - reads_before) / changes,
             "latency_median_ms": statistics.median(latencies) * 1000,
-            "latency_p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
+            "latency_p99_ms": percentile(latencies, 0.99) * 1000,
+            "latency_max_ms": latencies[-1] * 1000,
             "hit_ns": hit_ns,
             "takeover_s": takeover,
             "fleet_counters": counters or None,
         }
     finally:
+        trigger.close()
         for w in workers:
             if w.proc.poll() is None:
                 w.proc.kill()
@@ -168,15 +246,16 @@ def machine() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--changes", type=int, default=20)
+    parser.add_argument("--changes", type=int, default=1000, help="samples per row")
     parser.add_argument("--workers", default="1,4,8")
     parser.add_argument(
         "--json", type=Path, default=Path(__file__).parent / "results" / "fleet.json"
     )
     args = parser.parse_args()
+    load_before = [round(x, 2) for x in os.getloadavg()]
     valkey = Valkey()
     valkey.start()
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     try:
         for n in [int(x) for x in args.workers.split(",")]:
             for fleet in (False, True):
@@ -187,11 +266,12 @@ def main() -> None:
                 print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     finally:
         valkey.stop()
+    load = {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]}
     plain = {r["workers"]: r for r in rows if not r["fleet"] and "hit_ns" in r}
-    print(f"{machine()}; {args.changes} changes per row")
+    print(f"{machine()}; {args.changes} changes per row; load average {load}")
     print(
         f"{'workers':>7} {'fleet':>5} {'reads/change':>12} {'median ms':>9} {'p99 ms':>7} "
-        f"{'hit ns':>7} {'hit vs no fleet':>15} {'new listener s':>14}"
+        f"{'max ms':>7} {'hit ns':>7} {'hit vs no fleet':>15} {'new listener s':>14}"
     )
     for r in rows:
         if "did_not_finish" in r:
@@ -206,10 +286,17 @@ def main() -> None:
         takeover = "-" if r["takeover_s"] is None else f"{r['takeover_s']:.2f}"
         print(
             f"{r['workers']:>7} {'yes' if r['fleet'] else 'no':>5} {r['reads_per_change']:>12.2f} "
-            f"{r['latency_median_ms']:>9.1f} {r['latency_p99_ms']:>7.1f} {r['hit_ns']:>7.0f} "
+            f"{r['latency_median_ms']:>9.1f} {r['latency_p99_ms']:>7.1f} "
+            f"{r['latency_max_ms']:>7.1f} {r['hit_ns']:>7.0f} "
             f"{ratio:>15} {takeover:>14}"
         )
-    report = {"benchmark": "fleet", "machine": machine(), "changes": args.changes, "rows": rows}
+    report = {
+        "benchmark": "fleet",
+        "machine": machine(),
+        "changes": args.changes,
+        "load_average": load,
+        "rows": rows,
+    }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=2) + "\n")
     print(f"written to {args.json}")
