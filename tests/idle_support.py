@@ -102,15 +102,18 @@ def _serve_args(source: str) -> list[str]:
 
 
 @asynccontextmanager
-async def idle_cache(source: str, tmp: Path) -> AsyncIterator[FreshCache]:
-    """A cache on ``source`` (one of `SOURCES`) with `URIS` fresh and its stream live."""
+async def idle_cache(
+    source: str, tmp: Path, fleet_timings: dict[str, float] | None = None
+) -> AsyncIterator[FreshCache]:
+    """A cache on ``source`` (one of `SOURCES`) with `URIS` fresh and its stream live;
+    a fleet worker's `Fleet` gets ``fleet_timings`` (the defaults when ``None``)."""
     async with AsyncExitStack() as stack:
         fleet = None
         if source == "fleet":
             valkey = Valkey()
             valkey.start()
             stack.callback(valkey.stop)
-            fleet = Fleet(valkey.url, namespace="idle")
+            fleet = Fleet(valkey.url, namespace="idle", **(fleet_timings or {}))
         if source.startswith(("http", "fleet")):
             served = start_serve(tmp, *_serve_args(source))
             stack.callback(served.stop)

@@ -22,13 +22,18 @@ HANDFUL = 5
 """Event-loop turns an idle second may cost (the window's own sleep is one or two)."""
 
 
+FLEET_TIMINGS = {"lease": 8.0, "selection_ttl": 8.0, "op_timeout": 2.0}
+"""Long enough that a loaded machine does not make the one worker lose its lease (the
+stream would then be replaced, which is work, not idleness)."""
+
+
 def fleet_turns() -> int:
     """A fleet worker's store rounds are due by its timings, not by any change: lease
     renewals every quarter of the lease, a registry tick every third of the shorter of
     the lease and the selection expiry (up to three commands). Each command is a few
-    loop turns (send, wait for the answer, read it), ten at most: about 45 turns in all
-    with the defaults, 70 allowed."""
-    config = Fleet("redis://127.0.0.1:1/0")
+    loop turns (send, wait for the answer, read it), ten at most: about 45 turns a
+    second with the default timings, 10 with these."""
+    config = Fleet("redis://127.0.0.1:1/0", **FLEET_TIMINGS)
     renewals = 4 / config.lease
     commands = 3 * 3 / min(config.lease, config.selection_ttl)
     return HANDFUL + int(10 * (renewals + commands))
@@ -41,7 +46,7 @@ def anyio_backend() -> str:
 
 @pytest.mark.parametrize("source", SOURCES, ids=SOURCES)
 async def test_an_idle_cache_sleeps_through_an_idle_second(source: str, tmp_path: Path) -> None:
-    async with idle_cache(source, tmp_path) as cache:
+    async with idle_cache(source, tmp_path, FLEET_TIMINGS) as cache:
         quiet = await rest(source, cache, 1.0)
     assert quiet.driver_turns <= 1, quiet
     limit = fleet_turns() if source == "fleet" else HANDFUL
