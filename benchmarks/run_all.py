@@ -26,7 +26,7 @@ RESULTS = HERE / "results"
 
 # script, arguments for a full run, arguments for --quick
 SCRIPTS: list[tuple[str, list[str], list[str]]] = [
-    ("hit_path.py", [], ["--loops", "50000", "--repeats", "3"]),
+    ("hit_path.py", [], ["--loops", "10000", "--repeats", "15"]),
     ("hit_path_adapter.py", [], ["--loops", "20000", "--repeats", "3"]),
     ("concurrent_reads.py", [], ["--rounds", "2"]),
     ("memory.py", [], ["--entries", "20000"]),
