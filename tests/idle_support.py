@@ -130,13 +130,16 @@ async def idle_cache(
 
 
 async def settle(cache: FreshCache, timeout: float = 60.0) -> None:
-    """Wait until every selected URI is fresh (read once) and the stream is live."""
+    """Wait until every selected URI is fresh (read once), the stream is live and no
+    read is under way (the acknowledgment's re-reads have landed)."""
     for uri in URIS:
         await cache.read(uri)
 
     def at_rest() -> bool:
-        return cache.stream_status == "live" and all(
-            cache.status(uri).state == "fresh" for uri in URIS
+        return (
+            cache.stream_status == "live"
+            and cache.pending_reads == 0
+            and all(cache.status(uri).state == "fresh" for uri in URIS)
         )
 
     await until(at_rest, timeout)
