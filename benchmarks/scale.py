@@ -11,7 +11,10 @@ part's garbage does not weigh on the next and memory figures start clean:
   selected URI is fresh (per URI: entering + acknowledgment handling + the reads); the
   acknowledgment's own handling is timed apart (``cache.engine.handle`` of the ack);
   then ``resources/updated`` for one selected URI is published on the server and timed
-  until the engine counts the invalidation (median of many, one at a time); then
+  until the engine counts the invalidation (median of many, one at a time), and a
+  burst of ``--burst`` notifications for distinct selected URIs is published at once
+  and timed until every one is invalidated (heard per second) and until every re-read
+  landed (settled per second): the throughput, not one notification's latency; then
   ``select(selected + [one more])`` and an abrupt stream drop are timed until every
   selected URI is fresh again, counting the server reads each took and the most re-reads
   seen under way at once. Growth is each per-URI (or per-notification) figure divided by
@@ -130,7 +133,7 @@ async def warm_up() -> None:
         await cache.read(uris[0])
 
 
-async def scale_child(size: int, notifications: int) -> None:
+async def scale_child(size: int, notifications: int, burst_size: int) -> None:
     await warm_up()
     gc.collect()
     server = ReferenceServer()
@@ -183,6 +186,28 @@ async def scale_child(size: int, notifications: int) -> None:
             median_us=statistics.median(costs) * 1e6,
             mean_us=statistics.fmean(costs) * 1e6,
             count=len(costs),
+        )
+
+        # Throughput: a burst of notifications for distinct selected URIs, published
+        # back to back (the stream buffer holds 10,000), timed until the engine has
+        # invalidated every one (heard), then until every re-read landed (settled).
+        burst = list(dict.fromkeys(uris[(n * 7919) % size] for n in range(min(burst_size, size))))
+        before, before_reads = counters.invalidations, server.reads
+        started = time.perf_counter()
+        for uri in burst:
+            server.notify_updated(uri)
+        while counters.invalidations < before + len(burst):
+            await anyio.lowlevel.checkpoint()
+        heard = time.perf_counter() - started
+        checking = await settle(cache, burst, counters.acknowledgments, [0])
+        settled = time.perf_counter() - started - checking
+        emit(
+            "notify_burst",
+            size=size,
+            count=len(burst),
+            heard_per_s=len(burst) / heard,
+            settled_per_s=len(burst) / settled,
+            server_reads=server.reads - before_reads,
         )
 
         before_reads, before_acks = server.reads, counters.acknowledgments
@@ -411,6 +436,16 @@ def print_scale(rows: dict[int, dict[str, dict[str, Any]]]) -> None:
             f" {growth(rows, size, 'notify', 'median_us'):>7}"
         )
     print()
+    print("notification throughput (a burst for distinct selected URIs, published at once):")
+    print(f"{'selected':>9} {'burst':>6} {'heard/s':>9} {'settled/s':>10} {'server reads':>12}")
+    for size, parts in rows.items():
+        print(
+            f"{size:>9,} {cell(parts, 'notify_burst', 'count', ',d'):>6}"
+            f" {cell(parts, 'notify_burst', 'heard_per_s', ',.0f'):>9}"
+            f" {cell(parts, 'notify_burst', 'settled_per_s', ',.0f'):>10}"
+            f" {cell(parts, 'notify_burst', 'server_reads', ',d'):>12}"
+        )
+    print()
     print("server reads:")
     print(
         f"{'selected':>9} {'entering':>9} {'per URI':>8} {'select(+1)':>11} {'select(+1) s':>12}"
@@ -478,6 +513,9 @@ def main() -> None:
     parser.add_argument("--sizes", help="selected-set sizes, comma-separated")
     parser.add_argument("--budget", type=float, default=120.0, help="seconds per subprocess")
     parser.add_argument("--notifications", type=int, default=500)
+    parser.add_argument(
+        "--burst", type=int, default=5000, help="notifications published at once (throughput)"
+    )
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--loops", type=int, default=200_000, help="async hit loops")
     parser.add_argument("--records", type=int, default=100_000, help="bookkeeping reads/events")
@@ -498,7 +536,7 @@ def main() -> None:
                 anyio.run(bookkeeping_child, *numbers)
         return
     if args.quick:
-        sizes, notifications, records = [1000, 2000], 100, 10_000
+        sizes, notifications, records, burst = [1000, 2000], 100, 10_000, 1000
         repeats, loops, budget = 3, 50_000, min(args.budget, 30.0)
     else:
         sizes, notifications, records = (
@@ -506,15 +544,17 @@ def main() -> None:
             args.notifications,
             args.records,
         )
+        burst = args.burst
         repeats, loops, budget = args.repeats, args.loops, args.budget
     if args.sizes:
         sizes = sorted(int(s) for s in args.sizes.split(","))
 
+    load_before = [round(x, 2) for x in os.getloadavg()]
     rows: dict[int, dict[str, dict[str, Any]]] = {}
     over_budget: list[str] = []
     for size in sizes:
         started = time.perf_counter()
-        rows[size], over = run_child(["scale", str(size), str(notifications)], budget)
+        rows[size], over = run_child(["scale", str(size), str(notifications), str(burst)], budget)
         state = f"> budget ({budget:.0f}s)" if over else f"{time.perf_counter() - started:.1f}s"
         print(f"   selected {size:,}: {state}", flush=True)
         if over:
@@ -537,11 +577,14 @@ def main() -> None:
         "cpu": cpu_model(),
         "platform": platform.platform(),
     }
+    load = {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]}
     print(f"\nmachine: {machine['cpus']} cpus, Python {machine['python']}, {machine['platform']}")
+    print(f"load average: {load}")
     report = {
         "benchmark": "scale",
         "machine": machine,
         "budget_s": budget,
+        "load_average": load,
         "over_budget": over_budget,
         "scale": {str(size): parts for size, parts in rows.items()},
         "hits": hits.get("hits"),
