@@ -6,11 +6,12 @@ An idle cache is four selected URIs fresh, the stream live, then nothing happens
 (`tests/idle_support.py` builds one per source: ``freshcache serve`` over loopback HTTP
 on 2026-07-28 and on 2025-11-25 with its GET stream, ``freshcache serve --stdio`` on
 both revisions, a fleet worker on a Valkey started here, a `LoaderSource` with a quiet
-change feed). Over ``--seconds`` of rest, per source: the process's CPU time over the
-wall time (``time.process_time``; the servers run in other processes), the stream
-driver's loop turns and the event loop's turns per second. The target (DESIGN invariant
-15, issue 21): at most 1 % of a core on every source. Each source runs in its own
-subprocess, so one's leftovers do not weigh on the next.
+change feed, `McpClientSource` over the official SDK's HTTP client). Over
+``--seconds`` of rest, per source: the process's CPU time over the wall time
+(``time.process_time``; the servers run in other processes), the stream driver's loop
+turns and the event loop's turns per second. The target (quiet at rest, issue 21): at
+most 1 % of a core on every source. Each source runs in its own subprocess, so one's
+leftovers do not weigh on the next.
 
 Prints a table with the load average and writes ``benchmarks/results/idle.json``. Not a
 pass/fail test (`tests/test_idle.py` counts the loop turns).

@@ -2,12 +2,13 @@
 `benchmarks/idle.py`).
 
 An idle cache is one whose four selected URIs are fresh and whose stream is live; then
-nothing happens. DESIGN invariant 15 ("quiet at rest") says it then does no work: its
-loops sleep until there is a decision to carry out or a deadline moves. Each source is
-a real one: ``freshcache serve`` over loopback HTTP (2026-07-28 and the 2025-11-25 GET
-stream) or as a stdio subprocess (both revisions), a fleet worker on a real Valkey, and
-a `LoaderSource` whose change feed stays quiet. The servers run in other processes, so
-what is counted here (loop turns, event-loop wake-ups, CPU) is the cache's alone.
+nothing happens. Quiet at rest, it does no work: its loops sleep until there is a
+decision to carry out or a deadline moves. Each source is a real one: ``freshcache
+serve`` over loopback HTTP (2026-07-28 and the 2025-11-25 GET stream) or as a stdio
+subprocess (both revisions), a fleet worker on a real Valkey, a `LoaderSource` whose
+change feed stays quiet, and `McpClientSource` (the official SDK's client over HTTP).
+The servers run in other processes, so what is counted here (loop turns, event-loop
+wake-ups, CPU) is the cache's alone.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 import anyio
 
-from freshcache import FreshCache, HttpSource, LoaderSource, StdioSource
+from freshcache import FreshCache, HttpSource, LoaderSource, McpClientSource, StdioSource
 from freshcache.acceptance._serve import SEED
 from freshcache.fleet import Fleet
 from tests.polling import until
@@ -33,7 +34,7 @@ from tests.valkey_support import Valkey
 URIS = sorted(SEED)
 """The four selected URIs (``freshcache serve``'s seed resources)."""
 
-SOURCES = ["http", "http-2025", "stdio", "stdio-2025", "fleet", "loader"]
+SOURCES = ["http", "http-2025", "stdio", "stdio-2025", "fleet", "loader", "mcp-client"]
 """Every source an idle cache is measured on."""
 
 
@@ -114,10 +115,14 @@ async def idle_cache(
             valkey.start()
             stack.callback(valkey.stop)
             fleet = Fleet(valkey.url, namespace="idle", **(fleet_timings or {}))
-        if source.startswith(("http", "fleet")):
+        if source.startswith(("http", "fleet", "mcp-client")):
             served = start_serve(tmp, *_serve_args(source))
             stack.callback(served.stop)
-            made: Any = HttpSource(served.url)
+            made: Any = (
+                McpClientSource.connect(served.url)
+                if source == "mcp-client"
+                else HttpSource(served.url)
+            )
         elif source.startswith("stdio"):
             made = StdioSource(cli("serve", "--stdio", *_serve_args(source)))
         elif source == "loader":

@@ -1,4 +1,4 @@
-"""Quiet at rest (DESIGN invariant 15): an idle cache sleeps on every source.
+"""Quiet at rest: an idle cache sleeps on every source (issue 21).
 
 Four selected URIs fresh, the stream live, then an idle second: the stream driver's
 run loop turns a handful of times at most, and so does the whole event loop (every

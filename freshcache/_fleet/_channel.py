@@ -75,7 +75,7 @@ class ChangeChannel:
             worker.store_answered()
             log.debug("fleet worker %s on the channel at %d", worker.id, self.seq)
             while True:
-                # Sleep until a message comes (quiet at rest, DESIGN invariant 15): a
+                # Sleep until a message comes (an idle cache is quiet at rest): a
                 # long wait, not ``timeout=None``, which redis-py before 8 bounds by the
                 # socket timeout and reports as a broken channel.
                 message = await pubsub.get_message(
