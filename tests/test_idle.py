@@ -9,6 +9,7 @@ CPU figures are `benchmarks/idle.py`'s.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -27,16 +28,16 @@ FLEET_TIMINGS = {"lease": 8.0, "selection_ttl": 8.0, "op_timeout": 2.0}
 stream would then be replaced, which is work, not idleness)."""
 
 
-def fleet_turns() -> int:
-    """A fleet worker's store rounds are due by its timings, not by any change: lease
-    renewals every quarter of the lease, a registry tick every third of the shorter of
-    the lease and the selection expiry (up to three commands). Each command is a few
-    loop turns (send, wait for the answer, read it), ten at most: about 45 turns a
-    second with the default timings, 10 with these."""
+def fleet_turns(window: float = 1.0) -> int:
+    """A fleet worker's store rounds are due by its timings, not by any change: a lease
+    renewal every quarter of the lease, a registry tick (three commands) every third of
+    the shorter of the lease and the selection expiry. A window holds at most the
+    rounds whose period fits in it, rounded up; a command is a few loop turns (send,
+    wait for the answer, read it: five measured), ten allowed."""
     config = Fleet("redis://127.0.0.1:1/0", **FLEET_TIMINGS)
-    renewals = 4 / config.lease
-    commands = 3 * 3 / min(config.lease, config.selection_ttl)
-    return HANDFUL + int(10 * (renewals + commands))
+    renewals = math.ceil(window / (config.lease / 4))
+    ticks = math.ceil(window / (min(config.lease, config.selection_ttl) / 3))
+    return HANDFUL + 10 * (renewals + 3 * ticks)
 
 
 @pytest.fixture
