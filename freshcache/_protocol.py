@@ -33,7 +33,7 @@ reported to one open subscription; on a *stream* channel (an HTTP listen stream,
 and anything else on it is untrusted.
 
 The revision spoken is a `Revision` strategy chosen by negotiation: ``server/discover``
-first (2026-07-28, `Revision2026`); an answer that means "not this revision"
+first (2026-07-28, `Revision2026`); any refusal of it that is not a 2026 answer
 (`ClientProtocol.discover_declined`) falls back to ``initialize`` offering 2025-11-25
 (`Revision2025`, whose state is a `LegacySession`: the negotiated version, the HTTP
 ``Mcp-Session-Id``, the server's capabilities, and which URIs ``resources/subscribe``
@@ -64,10 +64,11 @@ from ._core import (
     UntrustedMessage,
 )
 from ._errors import HeaderMismatchError, ProtocolError, UnsupportedVersionError
-from ._legacy import DISCOVER_DECLINED_CODES, LegacySession
+from ._legacy import LegacySession
 from ._source import ServerInfo
 from ._wire import (
     HEADER_MISMATCH,
+    INTERNAL_ERROR,
     META_SERVER_INFO,
     METHOD_NOT_FOUND,
     PROTOCOL_VERSION,
@@ -98,6 +99,11 @@ log = logging.getLogger("freshcache.protocol")
 RequestId = str | int
 IdKey = tuple[bool, RequestId]
 Params = Mapping[str, Any]
+
+_NOT_A_REFUSAL_CODES = frozenset({UNSUPPORTED_PROTOCOL_VERSION, HEADER_MISMATCH, INTERNAL_ERROR})
+"""``server/discover`` errors that are 2026 answers or trouble, not "not this revision"."""
+_REVISION_BLIND_STATUS = frozenset({401, 403, 429})
+"""HTTP refusals a server gives whatever revision is asked (credentials, rate limits)."""
 
 IGNORED_NOTIFICATIONS = frozenset({"notifications/progress", "notifications/message"})
 """Notifications that are not about subscriptions (spec: progress, logging)."""
@@ -341,12 +347,24 @@ class ClientProtocol:
         return revision.session if isinstance(revision, Revision2025) else None
 
     def discover_declined(self, outcome: object, *, status: int | None = None) -> bool:
-        """Whether a ``server/discover`` outcome means "not this revision" (DESIGN §6):
-        `DISCOVER_DECLINED_CODES`, or HTTP 400/404/405 without a JSON-RPC error
-        (``-32022`` is a 2026 server asking for another 2026 version: renegotiate)."""
+        """Whether a ``server/discover`` outcome is a refusal that is not a 2026 answer,
+        so negotiation falls back to ``initialize`` (DESIGN §6).
+
+        Whatever a server answers that only a 2026 server says, or that says nothing
+        about the revision, is not a refusal: a result; ``-32022`` (another 2026
+        version: renegotiate) and ``-32020`` (headers and body disagree);
+        ``-32603`` / HTTP 5xx (trouble, not a refusal); HTTP 401/403/429 (credentials
+        and rate limits are asked for whatever the revision). Every other JSON-RPC
+        error (``-32600`` "Missing session ID", ``-32601``, ``-32602``, ``-32000``
+        "Server not initialized" ...) and every other HTTP 4xx, with or without a
+        body, is a server that does not take ``server/discover``: a 2025 one."""
+        if status is not None and (status in _REVISION_BLIND_STATUS or status >= 500):
+            return False
         if isinstance(outcome, ErrorResponse):
-            return outcome.code in DISCOVER_DECLINED_CODES
-        return status in (400, 404, 405)
+            return outcome.code not in _NOT_A_REFUSAL_CODES
+        if isinstance(outcome, Response):
+            return False
+        return status is not None and 400 <= status < 500
 
     def initialize(self) -> dict[str, Any]:
         """The ``initialize`` params (offering 2025-11-25); from now on the protocol
@@ -657,7 +675,6 @@ def discover_info(
         detail = outcome.detail.removeprefix("server/discover: ")
         return ServerInfo(
             reachable=reachable,
-            protocol_version=speaking if reachable else None,
             detail=f"server/discover: {outcome.kind}: {detail}",
             failure=outcome.kind,
         )
