@@ -30,8 +30,8 @@ import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx
@@ -48,30 +48,18 @@ from ._core import (
     UntrustedMessage,
 )
 from ._errors import ProtocolError
-from ._protocol import ForSubscription, IdKey, Ignored, Unclaimed, Untrusted, id_key
+from ._protocol import ForSubscription, IdKey, Ignored, Unclaimed, Untrusted, decode, id_key
+from ._protocol_http import STATELESS, Attempt, Ending, HttpAnswer, get_stream_refused
 from ._source import ServerInfo
 from ._sse import SseComment, SseEnd, SseEvent, SseOversized, SseSilent, StreamStats, read_stream
-from ._wire import (
-    LEGACY_VERSION,
-    PROTOCOL_VERSION,
-    SESSION_HEADER,
-    Malformed,
-    Message,
-    parse_message,
-)
+from ._wire import SESSION_HEADER, Message
 
 if TYPE_CHECKING:
-    from ._http import HttpSource, _Answer, _Attempt
+    from ._http import HttpSource
 
 log = logging.getLogger("freshcache.http")
 
 _FINAL = (StreamLost, StreamClosed, ListenUnsupported)
-_Ending = Literal["lost", "closed", "unsupported"]
-_STATELESS = (
-    "the server gave no Mcp-Session-Id: without a session nothing ties its notifications "
-    "to this client, so no subscription is trusted (selected resources are read before "
-    "each use)"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +75,7 @@ class LegacyHttp:
     def __init__(self, source: HttpSource, max_backlog: int = 1000) -> None:
         self._source = source
         self._protocol = source.protocol
+        self._binding = source.binding
         self._max_backlog = max_backlog
         self._ids = itertools.count(1)
         self._session_lock = anyio.Lock()
@@ -106,25 +95,15 @@ class LegacyHttp:
 
     # ------------------------------------------------------------------ the session
 
-    async def start(self, declined: _Answer) -> ServerInfo:
+    async def start(self, declined: HttpAnswer) -> ServerInfo:
         """``server/discover`` was declined: initialize a 2025 session instead."""
         try:
             outcome = await self._initialize(force=True)
         except ProtocolError as exc:
             if type(exc) is not ProtocolError:
                 raise  # an unsupported version names both revisions already
-            raise ProtocolError(_both(declined, exc)) from exc
-        session = self._protocol.legacy
-        if isinstance(outcome, ServerInfo) and session is not None and session.session_id is None:
-            return replace(outcome, listen=False, detail=_STATELESS)
-        if isinstance(outcome, ServerInfo):
-            return outcome
-        assert outcome is not None
-        return ServerInfo(
-            reachable=outcome.kind not in ("unreachable", "timeout"),
-            detail=f"server/discover declined ({_what(declined)}); initialize: "
-            f"{outcome.kind}: {outcome.detail}",
-        )
+            raise ProtocolError(self._binding.neither_revision(declined, exc)) from exc
+        return self._binding.started(declined, outcome)
 
     @contextlib.asynccontextmanager
     async def negotiation(self) -> AsyncIterator[None]:
@@ -153,16 +132,14 @@ class LegacyHttp:
         return failed if failed is not None else session.session_id
 
     async def session_ended(
-        self, method: str, answer: _Answer, sent_on: str | None, attempt: _Attempt
+        self, method: str, answer: HttpAnswer, sent_on: str | None, attempt: Attempt
     ) -> bool:
-        """After each answer: take a new session id; on a 404 to a request on a session,
-        give that session up (once per request) so the caller sends it again."""
+        """After each answer: take a new session id; when the binding says a 404 ended
+        the session (`HttpBinding.session_gone`), give it up so the caller sends again."""
         if method == "initialize":
             self.note_answer(answer)
-        if self._protocol.legacy is None or answer.status != 404 or attempt.new_session:
+        if not self._binding.session_gone(method, answer, attempt):
             return False
-        attempt.new_session = True
-        attempt.history.append("HTTP 404: the session ended")
         await self.expired(sent_on)
         return True
 
@@ -208,7 +185,7 @@ class LegacyHttp:
 
     _last_session_id: str | None = None
 
-    def note_answer(self, answer: _Answer) -> None:
+    def note_answer(self, answer: HttpAnswer) -> None:
         """`HttpSource` hands over the session id an answer carried."""
         if answer.session_id is not None:
             self._last_session_id = answer.session_id
@@ -254,9 +231,8 @@ class LegacyHttp:
         if failed is not None:
             yield StreamLost(sid, f"no session: {failed.kind}: {failed.detail}")
             return
-        session = self._protocol.legacy
-        if session is not None and session.session_id is None:
-            yield ListenUnsupported(_STATELESS)
+        if not self._binding.trusted_channel():
+            yield ListenUnsupported(STATELESS)
             return
         key = id_key(sid)
         inbox = Inbox[StreamEvent | _Carried](self._max_backlog)
@@ -321,7 +297,7 @@ class LegacyHttp:
         if channel is not None:
             await channel.stop()
 
-    def _ended(self, detail: str, how: _Ending = "lost") -> None:
+    def _ended(self, detail: str, how: Ending = "lost") -> None:
         """The GET stream is gone: every open subscription ends (`StreamClosed` when the
         server ended the body cleanly, else `StreamLost`); the session too, unless the
         server has no GET stream at all."""
@@ -342,29 +318,20 @@ class LegacyHttp:
         """The GET stream's body, in the background (module docstring)."""
         source, session = self._source, self._protocol.legacy
         assert session is not None
-        headers = source._headers(
-            {
-                "Accept": "text/event-stream",
-                "MCP-Protocol-Version": session.version,
-                SESSION_HEADER: session.session_id or "",
-            },
-            None,
-        )
+        headers = source._headers(self._binding.legacy_stream_headers(), None)
         timeout = httpx.Timeout(source.timeout, read=source.idle_timeout)
         detail = "the GET stream ended"
-        how: _Ending = "lost"
+        how: Ending = "lost"
         self.channels += 1
         try:
             async with source._http().stream(
                 "GET", source.url, headers=headers, timeout=timeout
             ) as response:
-                kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-                if response.status_code == 405:
-                    detail = "the server offers no GET stream for notifications (HTTP 405)"
-                    how = "unsupported"
-                    return
-                if response.status_code != 200 or kind != "text/event-stream":
-                    detail = f"the GET stream was answered HTTP {response.status_code} ({kind})"
+                refused = get_stream_refused(
+                    response.status_code, response.headers.get("content-type")
+                )
+                if refused is not None:
+                    detail, how = refused
                     return
                 self._live = True
                 self._settled.set()
@@ -388,7 +355,7 @@ class LegacyHttp:
             source.stats.streams_closed += how == "closed"
             self._ended(detail, how)
 
-    async def _frames(self, response: httpx.Response) -> tuple[str, _Ending]:
+    async def _frames(self, response: httpx.Response) -> tuple[str, Ending]:
         """Take the GET stream's frames in until it ends; why and how it ended. The size
         limit and the keep-alive silence rule are the listen stream's."""
         source = self._source
@@ -401,7 +368,7 @@ class LegacyHttp:
                             stats.keepalives += 1
                     case SseEvent(data=data):
                         source.stats.frames += 1
-                        self._route(_decode(data))
+                        self._route(decode(data))
                     case SseSilent():
                         source.stats.silent_losses += 1
                         return f"the GET stream fell silent: {item}", "lost"
@@ -450,31 +417,8 @@ class LegacyHttp:
             stats.frames += 1
 
 
-def _both(declined: _Answer, exc: ProtocolError) -> str:
-    """The message of ``exc``, naming both revisions tried."""
-    return (
-        f"MCP {PROTOCOL_VERSION} server/discover was declined ({_what(declined)}) and "
-        f"MCP {LEGACY_VERSION} initialize failed: {exc}"
-    )
-
-
-def _what(answer: _Answer) -> str:
-    message = answer.message
-    code = getattr(message, "code", None)
-    text = getattr(message, "message", None) or answer.detail
-    return f"HTTP {answer.status}" + (f", {code} {text}" if code is not None else f" {text}")
-
-
 def _json(message: dict[str, Any]) -> bytes:
     return json.dumps(message, separators=(",", ":")).encode()
-
-
-def _decode(data: str | bytes) -> Message:
-    try:
-        obj = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        return Malformed(f"invalid JSON: {exc}")
-    return parse_message(obj)
 
 
 async def _post_notification(source: HttpSource, message: dict[str, Any]) -> None:

@@ -47,6 +47,7 @@ asked for the URI claims them (`LegacySession.claimant`).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -90,6 +91,7 @@ from ._wire import (
     initialize_params,
     legacy_http_headers,
     listen_params,
+    parse_message,
     renegotiated_version,
     subscription_id_of,
 )
@@ -122,6 +124,35 @@ def is_id(value: object) -> bool:
 def same_id(got: object, expected: RequestId) -> bool:
     """Ids compare with their JSON type: ``1`` is not ``"1"``."""
     return is_id(got) and id_key(got) == id_key(expected)  # type: ignore[arg-type]
+
+
+def decode(data: str | bytes) -> Message:
+    """One framed message (a stdio line, an SSE ``data`` field, a JSON body) as a
+    `Message`; never raises. The one parser of every transport: a request written by
+    the server stays a `Request` (`ClientProtocol.receive` says what it means), what
+    is not JSON or not JSON-RPC is `Malformed`. A well-formed notification, the
+    common case of a flood, skips the validating parser (`_fast_notification`)."""
+    try:
+        obj = json.loads(data)
+    except (ValueError, RecursionError) as exc:  # ValueError includes UnicodeDecodeError
+        return Malformed(f"invalid JSON: {exc}")
+    return _fast_notification(obj) or parse_message(obj)
+
+
+def _fast_notification(obj: Any) -> Notification | None:
+    """A well-formed notification without the validating parser; anything else
+    (``None``) goes through `parse_message`, which decides the same way for these."""
+    if (
+        type(obj) is dict
+        and obj.get("jsonrpc") == "2.0"
+        and type(obj.get("method")) is str
+        and type(obj.get("params")) is dict
+        and "id" not in obj
+        and "result" not in obj
+        and "error" not in obj
+    ):
+        return Notification(obj["method"], obj["params"])
+    return None
 
 
 # --------------------------------------------------------------------------- revisions
@@ -241,9 +272,6 @@ class Ignored:
     why: Literal["not_about_subscriptions", "unknown_response", "unknown_subscription"]
 
 
-Received = Answer | ForSubscription | Unclaimed | Untrusted | Ignored
-
-
 @dataclass(frozen=True, slots=True)
 class Renegotiate:
     """``-32022`` named a version both sides speak: send the request again."""
@@ -252,12 +280,29 @@ class Renegotiate:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Relisten:
+    """``-32022`` answered a listen with a version both sides speak: the subscription
+    stays open and ``outgoing`` (the same listen, same id, in the new version) is to
+    be sent again, once per listen (a second ``-32022`` ends it with `StreamLost`)."""
+
+    subscription_id: RequestId
+    outgoing: Outgoing
+    reason: str
+
+
+Received = Answer | ForSubscription | Unclaimed | Untrusted | Ignored | Relisten
+AnswerChannel = Answer | Unclaimed | Untrusted | Ignored
+"""What a request's own answer channel carries (`ClientProtocol.receive_answer`)."""
+
+
 @dataclass(slots=True)
 class _Subscription:
     subscription_id: RequestId
     acknowledged: bool = False
     uris: frozenset[str] = frozenset()
     list_changed: bool = False
+    renegotiated: bool = False
 
 
 # --------------------------------------------------------------------------- the object
@@ -314,7 +359,7 @@ class ClientProtocol:
         self, subscription_id: RequestId, uris: frozenset[str], list_changed: bool
     ) -> Outgoing:
         """A ``subscriptions/listen`` to send; the subscription is open from now on."""
-        self.open_subscription(subscription_id)
+        self.open_subscription(subscription_id, uris, list_changed)
         return self.request(
             subscription_id, "subscriptions/listen", listen_params(uris, list_changed), track=False
         )
@@ -502,6 +547,49 @@ class ClientProtocol:
                 return Untrusted(UntrustedMessage(detail), "malformed")
         return Untrusted(UntrustedMessage(f"unrecognised message {message!r}"), "malformed")
 
+    def receive_answer(
+        self, message: Message, request_id: RequestId, *, any_id: bool = False
+    ) -> AnswerChannel:
+        """Judge one message on the channel of one request's own answer (an HTTP POST's
+        JSON body or SSE stream), which carries only that request's answer and what
+        the server says on the way. Ids match with their JSON type; an error without
+        an id answers (JSON-RPC 2.0: the server could not read it), and with
+        ``any_id`` (the transport says the exchange itself failed, e.g. HTTP 4xx) an
+        error answers whatever id it names (SDK 1.x: ``"server-error"``). A change
+        hint is `Unclaimed`, with the id it carried (invariant 9: it may only make
+        content less fresh); progress and logging are `Ignored`; anything else is
+        `Untrusted`."""
+        match message:
+            case Response(id=rid) | ErrorResponse(id=rid):
+                if (
+                    rid is None
+                    or same_id(rid, request_id)
+                    or (any_id and isinstance(message, ErrorResponse))
+                ):
+                    self.forget(request_id)
+                    return Answer(request_id, message)
+                return Untrusted(
+                    UntrustedMessage(f"an answer for request {rid!r}, not {request_id!r}"),
+                    "unknown_response",
+                )
+            case Notification(method=method) if method in IGNORED_NOTIFICATIONS:
+                return Ignored("not_about_subscriptions")
+            case Notification(method=method, params=params):
+                hint = _hint(method, params, subscription_id_of(params))
+                if hint is not None and not isinstance(hint, UntrustedMessage):
+                    return Unclaimed(hint)
+                return Untrusted(
+                    UntrustedMessage(f"unexpected message in an answer: {message}"), "unexpected"
+                )
+            case Request(method=method):
+                return Untrusted(
+                    UntrustedMessage(f"the server sent a request ({method}); not allowed"),
+                    "server_request",
+                )
+            case Malformed(detail=detail):
+                return Untrusted(UntrustedMessage(detail), "malformed")
+        return Untrusted(UntrustedMessage(f"unrecognised message {message!r}"), "malformed")
+
     def _claimant(self, sid: object, stream: RequestId | None) -> _Subscription | None:
         """The open subscription ``sid`` names, if it may claim a message on this channel."""
         if not is_id(sid):
@@ -514,7 +602,7 @@ class ClientProtocol:
     def _response(
         self, message: Response | ErrorResponse, rid: RequestId | None, stream: RequestId | None
     ) -> Received:
-        if rid is not None and id_key(rid) in self._pending:
+        if stream is None and rid is not None and id_key(rid) in self._pending:
             self._pending.discard(id_key(rid))
             return Answer(rid, message)
         sub = self._claimant(rid, stream)
@@ -530,7 +618,7 @@ class ClientProtocol:
 
     def _listen_answer(self, sid: RequestId, message: Response | ErrorResponse) -> Received:
         if isinstance(message, ErrorResponse):
-            return self._final(sid, self.listen_refused(sid, message))
+            return self.listen_error(sid, message)
         result_type = message.result.get("resultType", "complete")
         if result_type == "complete":
             return self._final(sid, StreamClosed(sid))
@@ -538,16 +626,39 @@ class ClientProtocol:
             sid, UntrustedMessage(f"listen result with resultType {result_type!r}", sid)
         )
 
-    def listen_refused(
+    def listen_error(
         self, sid: RequestId, error: ErrorResponse, *, where: str = ""
+    ) -> ForSubscription | Relisten:
+        """What an error answering ``subscriptions/listen`` ``sid`` means, on every wire
+        (``where``: the transport's own words on how it came, e.g. the HTTP status):
+        ``-32601`` is `ListenUnsupported`; ``-32022`` naming a version both sides speak
+        is `Relisten` in that version, once per listen; anything else (a second
+        ``-32022``, one without a version in common, ``-32020``, any other error) ends
+        the subscription with `StreamLost`."""
+        sub = self._subscriptions.get(id_key(sid))
+        retried = sub is not None and sub.renegotiated
+        refused = self._listen_refused(sid, error, where, retried=retried)
+        if isinstance(refused, Renegotiate):
+            if sub is None:
+                return self._final(sid, StreamLost(sid, refused.reason))
+            sub.renegotiated = True
+            outgoing = self.request(
+                sid,
+                "subscriptions/listen",
+                listen_params(sub.uris, sub.list_changed),
+                track=False,
+            )
+            return Relisten(sid, outgoing, refused.reason)
+        return self._final(sid, refused)
+
+    def _listen_refused(
+        self, sid: RequestId, error: ErrorResponse, where: str, *, retried: bool
     ) -> ListenUnsupported | StreamLost | Renegotiate:
-        """What an error answering ``subscriptions/listen`` means (``where``: the
-        transport's own words on how it came, e.g. the HTTP status)."""
         if error.code == METHOD_NOT_FOUND:
             return ListenUnsupported(f"the server has no subscriptions/listen ({error.message})")
         if error.code == UNSUPPORTED_PROTOCOL_VERSION:
             try:
-                return self._renegotiate(error, "subscriptions/listen", retried=False)
+                return self._renegotiate(error, "subscriptions/listen", retried=retried)
             except UnsupportedVersionError as exc:
                 log.error("%s", exc)
                 return StreamLost(sid, str(exc))
@@ -557,11 +668,8 @@ class ClientProtocol:
             sid, f"the server refused the subscription: {error.code} {error.message}{where}"
         )
 
-    def _final(self, sid: RequestId, event: StreamEvent | Renegotiate) -> ForSubscription:
+    def _final(self, sid: RequestId, event: StreamEvent) -> ForSubscription:
         self.close_subscription(sid)
-        if isinstance(event, Renegotiate):
-            # The version changed: the caller re-listens with the new one.
-            event = StreamLost(sid, event.reason)
         return ForSubscription(sid, event, final=True)
 
     def _notification(
@@ -616,6 +724,17 @@ class ClientProtocol:
 
     # ------------------------------------------------------------------ outcomes
 
+    def renegotiation(
+        self, method: str, message: Response | ErrorResponse | object, *, retried: bool
+    ) -> Renegotiate | None:
+        """Whether an answer asks to send the request again in another version
+        (``-32022`` naming one both sides speak, once per request); raises
+        `UnsupportedVersionError` when it names none. The one ``-32022`` rule of
+        requests, used by `answer` and by transports that hand raw answers on."""
+        if isinstance(message, ErrorResponse) and message.code == UNSUPPORTED_PROTOCOL_VERSION:
+            return self._renegotiate(message, method, retried=retried)
+        return None
+
     def answer(
         self, method: str, message: Response | ErrorResponse, *, retried: bool = False
     ) -> dict[str, Any] | RequestFailed | Renegotiate:
@@ -627,8 +746,9 @@ class ClientProtocol:
         """
         if isinstance(message, Response):
             return message.result
-        if message.code == UNSUPPORTED_PROTOCOL_VERSION:
-            return self._renegotiate(message, method, retried=retried)
+        renegotiate = self.renegotiation(method, message, retried=retried)
+        if renegotiate is not None:
+            return renegotiate
         if message.code == HEADER_MISMATCH:
             raise _header_mismatch(message)
         if message.code == METHOD_NOT_FOUND:
@@ -740,22 +860,6 @@ def _header_mismatch(error: ErrorResponse) -> HeaderMismatchError:
     )
 
 
-def answer_hint(message: Message) -> ResourceUpdated | ResourceListChanged | None:
-    """A change hint found on the answer of a request other than a listen (invariant 9).
-
-    ``notifications/resources/updated`` and ``.../list_changed`` become
-    `ResourceUpdated` / `ResourceListChanged` with the subscription id they carry (or
-    ``None``); the engine lets such a hint only make content less fresh. Anything else
-    is ``None``: not a hint.
-    """
-    if isinstance(message, Notification):
-        params = message.params
-        hint = _hint(message.method, params, subscription_id_of(params))
-        if not isinstance(hint, UntrustedMessage):
-            return hint
-    return None
-
-
 def _unexpected(method: str, params: dict[str, Any], sid: RequestId | None) -> UntrustedMessage:
     return UntrustedMessage(f"unexpected notification {method}", sid)
 
@@ -767,13 +871,14 @@ __all__ = [
     "Ignored",
     "Outgoing",
     "Received",
+    "Relisten",
     "Renegotiate",
     "Revision",
     "Revision2025",
     "Revision2026",
     "Unclaimed",
     "Untrusted",
-    "answer_hint",
+    "decode",
     "id_key",
     "same_id",
 ]
