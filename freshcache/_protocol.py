@@ -828,6 +828,33 @@ def discover_info(
     )
 
 
+def session_info(
+    version: str,
+    *,
+    supported: tuple[str, ...] = (),
+    subscribe: bool = False,
+    list_changed: bool = False,
+    name: str | None = None,
+    server_version: str | None = None,
+) -> ServerInfo:
+    """What a session another client negotiated says about the server (`McpClientSource`:
+    the official SDK's client did the handshake): ``version`` is the revision spoken;
+    ``subscriptions/listen`` exists from 2026-07-28 on, and the SDK client listens for
+    resource subscriptions only."""
+    modern = version >= PROTOCOL_VERSION
+    return ServerInfo(
+        reachable=True,
+        supported_versions=supported or (version,),
+        protocol_version=version,
+        subscribe=subscribe,
+        list_changed=list_changed,
+        listen=modern and subscribe,
+        name=name,
+        version=server_version,
+        detail="" if modern else f"protocol {version} has no subscriptions/listen",
+    )
+
+
 def _acknowledgment(
     params: dict[str, Any], sid: RequestId
 ) -> ListenAcknowledged | UntrustedMessage:
@@ -881,4 +908,5 @@ __all__ = [
     "decode",
     "id_key",
     "same_id",
+    "session_info",
 ]
