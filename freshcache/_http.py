@@ -54,7 +54,7 @@ import logging
 import math
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -75,7 +75,7 @@ from ._core import (
     UntrustedMessage,
 )
 from ._errors import ConfigurationError
-from ._http_legacy import LegacyHttp
+from ._http_legacy import LegacyHttp, LegacyLink
 from ._protocol import (
     Answer,
     ClientProtocol,
@@ -98,6 +98,7 @@ from ._protocol_http import (
 )
 from ._source import ServerInfo
 from ._sse import (
+    HttpStats,
     SseComment,
     SseEnd,
     SseEvent,
@@ -121,25 +122,6 @@ _RESERVED_HEADERS = frozenset(
     {"accept", "content-type", "mcp-protocol-version", "mcp-method", "mcp-name", "content-length"}
 )
 _ENDINGS = (StreamLost, StreamClosed, ListenUnsupported)
-
-
-@dataclass(slots=True)
-class HttpStats:
-    """Running totals of one `HttpSource`, for status output and tests."""
-
-    requests: int = 0
-    retries: int = 0
-    frames: int = 0
-    keepalives: int = 0
-    untrusted: int = 0
-    """Messages that could not be trusted: malformed, wrong id, out of order."""
-    oversized: int = 0
-    idle_timeouts: int = 0
-    silent_losses: int = 0
-    """Listen streams given up because they fell silent after keep-alives."""
-    streams_opened: int = 0
-    streams_lost: int = 0
-    streams_closed: int = 0
 
 
 class HttpSource:
@@ -231,7 +213,25 @@ class HttpSource:
         self.binding = HttpBinding(self.protocol, self._note_untrusted)
         """The MCP-over-HTTP rules (status, ids, SSE answers, 2025 sessions), sans-IO."""
         self._reader = _Reader(self)
-        self.legacy = LegacyHttp(self)
+        self._negotiating: anyio.Event | None = None
+        self.legacy = LegacyHttp(
+            LegacyLink(
+                protocol=self.protocol,
+                binding=self.binding,
+                identity=self._identity,
+                url=self.url,
+                timeout=self.timeout,
+                idle_timeout=self.idle_timeout,
+                limits=self.limits,
+                stats=self.stats,
+                streams=self.streams,
+                call=self._default_call,
+                headers=lambda mcp_headers: self._headers(mcp_headers, None),
+                client=self._http,
+                has_client=lambda: self._client is not None,
+                note_untrusted=self._note_untrusted,
+            )
+        )
         """The 2025-11-25 session and GET stream, used once negotiation falls back."""
         parsed = httpx.URL(self.url)
         self._address = parsed.host
@@ -254,7 +254,8 @@ class HttpSource:
         (2025-11-25, `LegacyHttp`). A server that cannot be reached is reported, not
         raised; one that speaks neither revision raises `UnsupportedVersionError`."""
         # Hints on the discovery answer are dropped: nothing is cached before it.
-        async with self.legacy.negotiation():
+        self._negotiating = negotiating = anyio.Event()
+        try:
             first = await self._exchange("server/discover", {}, None, [])
             if isinstance(first, HttpAnswer) and self.protocol.discover_declined(
                 first.message, status=first.status
@@ -262,6 +263,8 @@ class HttpSource:
                 return await self.legacy.start(first)
             outcome, _ = await self._call("server/discover", {}, None, [], first=first)
             return self.protocol.server_info(outcome)
+        finally:
+            negotiating.set()
 
     async def aclose(self) -> None:
         """End a 2025 session (DELETE) and close the HTTP client if this source made it."""
@@ -431,15 +434,19 @@ class HttpSource:
         answers are appended to ``hints``. ``first``: the first attempt's answer, if
         it was already sent (discovery)."""
         attempt = Attempt()
-        await self.legacy.negotiated(method)
+        await self._negotiated(method)
+        # 2025-11-25 only: the session each attempt goes out on (2026 never visits it).
+        session = self.legacy if self.protocol.legacy is not None else None
         for _ in range(4):
-            sent_on = await self.legacy.session_for(method)
+            sent_on = None if session is None else await session.session_for(method)
             if isinstance(sent_on, RequestFailed):
                 return sent_on, False
             answer, first = first or await self._exchange(method, params, principal, hints), None
             if isinstance(answer, RequestFailed):
                 return answer, False
-            if await self.legacy.session_ended(method, answer, sent_on, attempt):
+            if session is not None and await session.session_ended(
+                method, answer, sent_on, attempt
+            ):
                 continue  # 2025: a 404 ended the session; a new one is started, send again
             judged = self.binding.judge(
                 answer, method, attempt, can_reauthorize=self.auth is not None
@@ -449,6 +456,21 @@ class HttpSource:
             self.stats.retries += 1
             attempt.history.append(judged.reason)
         return RequestFailed("server_error", f"{method}: gave up after {attempt.history}"), False
+
+    async def _default_call(
+        self, method: str, params: dict[str, Any]
+    ) -> dict[str, Any] | RequestFailed:
+        """`_call` as the default principal, hints dropped (2025 session requests)."""
+        outcome, _ = await self._call(method, params, None, [])
+        return outcome
+
+    async def _negotiated(self, method: str) -> None:
+        """Wait while `start` decides which revision to speak: a request sent now could
+        be in the wrong one (a 2025 server refuses it without a session)."""
+        negotiating = self._negotiating
+        if negotiating is not None and method not in ("server/discover", "initialize"):
+            with anyio.move_on_after(self.timeout):
+                await negotiating.wait()
 
     async def _exchange(
         self, method: str, params: dict[str, Any], principal: Partition, hints: list[StreamEvent]

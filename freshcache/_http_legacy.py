@@ -28,10 +28,10 @@ import contextlib
 import itertools
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import httpx
@@ -48,18 +48,69 @@ from ._core import (
     UntrustedMessage,
 )
 from ._errors import ProtocolError
-from ._protocol import ForSubscription, IdKey, Ignored, Unclaimed, Untrusted, decode, id_key
-from ._protocol_http import STATELESS, Attempt, Ending, HttpAnswer, get_stream_refused
+from ._protocol import (
+    ClientProtocol,
+    ForSubscription,
+    IdKey,
+    Ignored,
+    Unclaimed,
+    Untrusted,
+    decode,
+    id_key,
+)
+from ._protocol_http import (
+    STATELESS,
+    Attempt,
+    Ending,
+    HttpAnswer,
+    HttpBinding,
+    get_stream_refused,
+)
 from ._source import ServerInfo
-from ._sse import SseComment, SseEnd, SseEvent, SseOversized, SseSilent, StreamStats, read_stream
-from ._wire import SESSION_HEADER, Message
-
-if TYPE_CHECKING:
-    from ._http import HttpSource
+from ._sse import (
+    HttpStats,
+    SseComment,
+    SseEnd,
+    SseEvent,
+    SseLimits,
+    SseOversized,
+    SseSilent,
+    StreamStats,
+    read_stream,
+)
+from ._wire import Message
 
 log = logging.getLogger("freshcache.http")
 
 _FINAL = (StreamLost, StreamClosed, ListenUnsupported)
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyLink:
+    """What `LegacyHttp` needs of the `HttpSource` it serves, handed in (a narrow
+    interface: it never reaches into the source)."""
+
+    protocol: ClientProtocol
+    binding: HttpBinding
+    identity: str
+    """The endpoint without credentials (for messages)."""
+    url: str
+    timeout: float
+    idle_timeout: float
+    limits: SseLimits
+    stats: HttpStats
+    """The source's running totals (the GET stream counts into them)."""
+    streams: dict[str | int, StreamStats]
+    """The source's open streams, by id (the virtual subscriptions and the GET stream)."""
+    call: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | RequestFailed]]
+    """One request with the source's retries, as the default principal."""
+    headers: Callable[[Mapping[str, str]], dict[str, str]]
+    """The source's own headers and credentials (default principal) around MCP headers."""
+    client: Callable[[], httpx.AsyncClient]
+    """The source's HTTP client (made on first use)."""
+    has_client: Callable[[], bool]
+    """Whether the source has an HTTP client now (nothing to end without one)."""
+    note_untrusted: Callable[[str], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +123,10 @@ class _Carried:
 class LegacyHttp:
     """The 2025-11-25 session of one `HttpSource` and its GET stream (module docstring)."""
 
-    def __init__(self, source: HttpSource, max_backlog: int = 1000) -> None:
-        self._source = source
-        self._protocol = source.protocol
-        self._binding = source.binding
+    def __init__(self, link: LegacyLink, max_backlog: int = 1000) -> None:
+        self._link = link
+        self._protocol = link.protocol
+        self._binding = link.binding
         self._max_backlog = max_backlog
         self._ids = itertools.count(1)
         self._session_lock = anyio.Lock()
@@ -87,7 +138,6 @@ class LegacyHttp:
         self._settled = anyio.Event()
         """Set when the GET stream is live or has failed to open."""
         self._stale_sessions: list[str] = []
-        self._negotiating: anyio.Event | None = None
         self.sessions = 0
         """Sessions initialized so far (introspection, tests)."""
         self.channels = 0
@@ -105,26 +155,9 @@ class LegacyHttp:
             raise ProtocolError(self._binding.neither_revision(declined, exc)) from exc
         return self._binding.started(declined, outcome)
 
-    @contextlib.asynccontextmanager
-    async def negotiation(self) -> AsyncIterator[None]:
-        """While `HttpSource.start` decides which revision to speak."""
-        self._negotiating = anyio.Event()
-        try:
-            yield
-        finally:
-            self._negotiating.set()
-
-    async def negotiated(self, method: str) -> None:
-        """Wait while the revision is being decided: a request sent now could be in the
-        wrong one (a 2025 server refuses it without a session)."""
-        negotiating = self._negotiating
-        if negotiating is not None and method not in ("server/discover", "initialize"):
-            with anyio.move_on_after(self._source.timeout):
-                await negotiating.wait()
-
     async def session_for(self, method: str) -> str | RequestFailed | None:
         """Before each 2025 request: the session it goes out on (initialized first if
-        there is none), or why there is none; ``None`` on 2026 or for ``initialize``."""
+        there is none), or why there is none; ``None`` for ``initialize``."""
         session = self._protocol.legacy
         if session is None or method == "initialize":
             return None
@@ -169,7 +202,7 @@ class LegacyHttp:
                 self._stale_sessions.append(session.session_id)
             params = self._protocol.initialize()
             self._last_session_id = None
-            outcome, _ = await self._source._call("initialize", params, None, [])
+            outcome = await self._link.call("initialize", params)
             if isinstance(outcome, RequestFailed):
                 return outcome
             info = self._protocol.initialized(outcome)  # raises for a version not spoken
@@ -177,9 +210,9 @@ class LegacyHttp:
             assert session is not None
             session.session_id = self._last_session_id
             self.sessions += 1
-            await _post_notification(self._source, self._protocol.initialized_notification())
+            await _post_notification(self._link, self._protocol.initialized_notification())
             for stale in self._stale_sessions:
-                await _delete_session(self._source, stale)
+                await _delete_session(self._link, stale)
             self._stale_sessions.clear()
             return info
 
@@ -197,9 +230,9 @@ class LegacyHttp:
         await self._end_channel("the source is closing")
         ending = [*self._stale_sessions, *([current] if current is not None else [])]
         self._stale_sessions.clear()
-        if self._source._client is not None:
+        if self._link.has_client():
             for sid in dict.fromkeys(ending):
-                await _delete_session(self._source, sid)
+                await _delete_session(self._link, sid)
         if session is not None:
             session.expired()
 
@@ -211,8 +244,8 @@ class LegacyHttp:
         """One virtual subscription on the session's GET stream (module docstring)."""
         sid = f"session-{next(self._ids)}"
         stats = StreamStats(uris, list_changed)
-        self._source.streams[sid] = stats
-        self._source.stats.streams_opened += 1
+        self._link.streams[sid] = stats
+        self._link.stats.streams_opened += 1
         try:
             async with aclosing(self._listen(sid, uris, list_changed)) as events:
                 async for event in events:
@@ -221,7 +254,7 @@ class LegacyHttp:
                     yield event
                     stats.frames += 1
         finally:
-            self._source.streams.pop(sid, None)
+            self._link.streams.pop(sid, None)
 
     async def _listen(
         self, sid: str, uris: frozenset[str], list_changed: bool
@@ -242,14 +275,12 @@ class LegacyHttp:
         try:
             if await self._channel_live():
                 for uri in to_subscribe:
-                    outcome, _ = await self._source._call(
-                        "resources/subscribe", {"uri": uri}, None, []
-                    )
+                    outcome = await self._link.call("resources/subscribe", {"uri": uri})
                     self._protocol.subscribed(uri, not isinstance(outcome, RequestFailed))
                     if isinstance(outcome, RequestFailed):
                         log.info(
                             "%s: resources/subscribe %s refused: %s",
-                            self._source.identity,
+                            self._link.identity,
                             uri,
                             outcome.detail,
                         )
@@ -271,9 +302,9 @@ class LegacyHttp:
         gone = self._protocol.legacy_close(sid)
         if not self._live:
             return
-        with anyio.move_on_after(self._source.timeout, shield=True):
+        with anyio.move_on_after(self._link.timeout, shield=True):
             for uri in gone:
-                await self._source._call("resources/unsubscribe", {"uri": uri}, None, [])
+                await self._link.call("resources/unsubscribe", {"uri": uri})
         if not self._inboxes:
             await self._end_channel("no subscription is open")
 
@@ -281,14 +312,14 @@ class LegacyHttp:
         """Start the GET stream if it is not running; wait until it is live or down."""
         if self._channel is None:
             self._live, self._settled = False, anyio.Event()
-            self._channel = BackgroundTask(f"HttpSource GET {self._source.identity}", self._read)
+            self._channel = BackgroundTask(f"HttpSource GET {self._link.identity}", self._read)
             self._channel.start()
-        with anyio.move_on_after(self._source.timeout):
+        with anyio.move_on_after(self._link.timeout):
             await self._settled.wait()
         if self._live:
             return True
         if not self._settled.is_set():
-            await self._end_channel(f"the GET stream did not open in {self._source.timeout:g}s")
+            await self._end_channel(f"the GET stream did not open in {self._link.timeout:g}s")
         return False
 
     async def _end_channel(self, detail: str) -> None:
@@ -316,15 +347,15 @@ class LegacyHttp:
 
     async def _read(self) -> None:
         """The GET stream's body, in the background (module docstring)."""
-        source, session = self._source, self._protocol.legacy
+        source, session = self._link, self._protocol.legacy
         assert session is not None
-        headers = source._headers(self._binding.legacy_stream_headers(), None)
+        headers = source.headers(self._binding.legacy_stream_headers())
         timeout = httpx.Timeout(source.timeout, read=source.idle_timeout)
         detail = "the GET stream ended"
         how: Ending = "lost"
         self.channels += 1
         try:
-            async with source._http().stream(
+            async with source.client().stream(
                 "GET", source.url, headers=headers, timeout=timeout
             ) as response:
                 refused = get_stream_refused(
@@ -358,7 +389,7 @@ class LegacyHttp:
     async def _frames(self, response: httpx.Response) -> tuple[str, Ending]:
         """Take the GET stream's frames in until it ends; why and how it ended. The size
         limit and the keep-alive silence rule are the listen stream's."""
-        source = self._source
+        source = self._link
         async with aclosing(read_stream(response.aiter_bytes(), source.limits)) as items:
             async for item in items:
                 match item:
@@ -387,17 +418,17 @@ class LegacyHttp:
         match received:
             case ForSubscription(subscription_id=sid, event=event, before_ack=before_ack):
                 if before_ack or isinstance(event, UntrustedMessage):
-                    self._source._note_untrusted(f"{event!r} before the subscribe completed")
+                    self._link.note_untrusted(f"{event!r} before the subscribe completed")
                 self._deliver(sid, event)
             case Unclaimed(event=event):
                 self._deliver(None, event)
             case Untrusted(event=event):
-                self._source._note_untrusted(event.detail)
+                self._link.note_untrusted(event.detail)
                 self._deliver(None, event)
             case Ignored():
                 self._taken()
             case _:
-                self._source._note_untrusted(f"unexpected message on the GET stream: {message!r}")
+                self._link.note_untrusted(f"unexpected message on the GET stream: {message!r}")
                 self._taken()
 
     def _deliver(self, sid: str | int | None, event: StreamEvent) -> None:
@@ -406,7 +437,7 @@ class LegacyHttp:
             inbox = next(iter(self._inboxes.values()), None)
         if inbox is None or not inbox.put(_Carried(event)):
             if inbox is not None:
-                log.warning("%s: a subscription could not keep up", self._source.identity)
+                log.warning("%s: a subscription could not keep up", self._link.identity)
             self._taken()
 
     def _taken(self) -> None:
@@ -421,11 +452,11 @@ def _json(message: dict[str, Any]) -> bytes:
     return json.dumps(message, separators=(",", ":")).encode()
 
 
-async def _post_notification(source: HttpSource, message: dict[str, Any]) -> None:
+async def _post_notification(source: LegacyLink, message: dict[str, Any]) -> None:
     """A notification POST: the server answers 202 without a body."""
-    headers = source._headers(source.protocol.revision.headers(message["method"], {}), None)
+    headers = source.headers(source.protocol.revision.headers(message["method"], {}))
     with contextlib.suppress(httpx.HTTPError):
-        response = await source._http().post(source.url, content=_json(message), headers=headers)
+        response = await source.client().post(source.url, content=_json(message), headers=headers)
         if response.status_code >= 300:
             log.warning(
                 "%s: %s answered HTTP %d",
@@ -435,14 +466,14 @@ async def _post_notification(source: HttpSource, message: dict[str, Any]) -> Non
             )
 
 
-async def _delete_session(source: HttpSource, session_id: str) -> None:
+async def _delete_session(source: LegacyLink, session_id: str) -> None:
     """End a session (basic/transports: DELETE; a 405 means the server will not)."""
-    headers = source._headers({SESSION_HEADER: session_id}, None)
+    headers = source.headers(source.binding.end_session_headers(session_id))
     with (
         anyio.move_on_after(source.timeout, shield=True),
         contextlib.suppress(httpx.HTTPError),
     ):
-        await source._http().delete(source.url, headers=headers)
+        await source.client().delete(source.url, headers=headers)
 
 
-__all__ = ["LegacyHttp"]
+__all__ = ["LegacyHttp", "LegacyLink"]

@@ -299,6 +299,10 @@ class HttpBinding:
             SESSION_HEADER: session.session_id or "",
         }
 
+    def end_session_headers(self, session_id: str) -> dict[str, str]:
+        """The headers of the DELETE that ends a 2025 session."""
+        return {SESSION_HEADER: session_id}
+
     def session_gone(self, method: str, answer: HttpAnswer, attempt: Attempt) -> bool:
         """A 404 to a 2025 request on a session: the session is gone; send the request
         again on a new one, once per request."""
