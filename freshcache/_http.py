@@ -368,7 +368,7 @@ class HttpSource:
                             yield event
                     return
                 answer = await self._reader.plain_answer(response, listen_id, kind)
-                yield self._ended(self.binding.listen_answer(answer, listen_id))
+                yield self._reader.ended(self.binding.listen_answer(answer, listen_id))
         except httpx.TimeoutException as exc:
             self.stats.idle_timeouts += isinstance(exc, httpx.ReadTimeout)
             self.stats.streams_lost += 1
@@ -380,43 +380,6 @@ class HttpSource:
         except httpx.HTTPError as exc:
             self.stats.streams_lost += 1
             yield StreamLost(listen_id, f"{type(exc).__name__}: {exc}")
-
-    def _translate(
-        self, message: Message, listen_id: int, stats: StreamStats
-    ) -> list[StreamEvent | Relisten]:
-        """One message of a listen stream, as the events the engine should see."""
-        match self.protocol.receive(message, stream=listen_id):
-            case ForSubscription(event=event, before_ack=before_ack):
-                if before_ack:
-                    self._note_untrusted(f"{_kind(event)} before the acknowledgment")
-                match event:
-                    case ListenAcknowledged():
-                        stats.acknowledged = True
-                    case UntrustedMessage(detail=detail):
-                        self._note_untrusted(detail)
-                return [self._ended(event)]
-            case Relisten() as relisten:
-                return [relisten]
-            case Unclaimed(event=event):
-                # Not this stream's: it may only make content less fresh (invariant 9).
-                self._note_untrusted(
-                    f"{_kind(event)} with subscription id {event.subscription_id!r}"
-                )
-                return [event]
-            case Untrusted(event=event):
-                self._note_untrusted(event.detail)
-                return [event]
-            case Ignored():
-                return []  # progress or logging: not about subscriptions
-            case Answer():
-                pass
-        return [self._untrusted(f"unexpected message on the listen stream: {message!r}")]
-
-    def _ended(self, event: StreamEvent | Relisten) -> StreamEvent | Relisten:
-        """Count how a listen stream ended, if ``event`` ends it."""
-        self.stats.streams_closed += isinstance(event, StreamClosed)
-        self.stats.streams_lost += isinstance(event, StreamLost)
-        return event
 
     # ------------------------------------------------------------------ requests
 
@@ -526,10 +489,6 @@ class HttpSource:
         headers.update(mcp_headers)
         return headers
 
-    def _untrusted(self, detail: str, sid: str | int | None = None) -> UntrustedMessage:
-        self._note_untrusted(detail)
-        return UntrustedMessage(detail, sid)
-
     def _note_untrusted(self, detail: str) -> None:
         self.stats.untrusted += 1
         log.info("%s: untrusted message: %s", self.identity, detail)
@@ -546,8 +505,9 @@ class _Reader:
     def __init__(self, source: HttpSource) -> None:
         self.stats = source.stats
         self.limits = source.limits
+        self.protocol = source.protocol
         self._binding = source.binding
-        self._translate = source._translate
+        self._note_untrusted = source._note_untrusted
 
     async def plain_answer(
         self, response: httpx.Response, request_id: RequestId, kind: str
@@ -619,6 +579,47 @@ class _Reader:
                 if taken is not None:
                     hints.append(taken)
         return None
+
+    def _translate(
+        self, message: Message, listen_id: int, stats: StreamStats
+    ) -> list[StreamEvent | Relisten]:
+        """One message of a listen stream, as the events the engine should see."""
+        match self.protocol.receive(message, stream=listen_id):
+            case ForSubscription(event=event, before_ack=before_ack):
+                if before_ack:
+                    self._note_untrusted(f"{_kind(event)} before the acknowledgment")
+                match event:
+                    case ListenAcknowledged():
+                        stats.acknowledged = True
+                    case UntrustedMessage(detail=detail):
+                        self._note_untrusted(detail)
+                return [self.ended(event)]
+            case Relisten() as relisten:
+                return [relisten]
+            case Unclaimed(event=event):
+                # Not this stream's: it may only make content less fresh (invariant 9).
+                self._note_untrusted(
+                    f"{_kind(event)} with subscription id {event.subscription_id!r}"
+                )
+                return [event]
+            case Untrusted(event=event):
+                self._note_untrusted(event.detail)
+                return [event]
+            case Ignored():
+                return []  # progress or logging: not about subscriptions
+            case Answer():
+                pass
+        return [self._untrusted_event(f"unexpected message on the listen stream: {message!r}")]
+
+    def ended(self, event: StreamEvent | Relisten) -> StreamEvent | Relisten:
+        """Count how a listen stream ended, if ``event`` ends it."""
+        self.stats.streams_closed += isinstance(event, StreamClosed)
+        self.stats.streams_lost += isinstance(event, StreamLost)
+        return event
+
+    def _untrusted_event(self, detail: str) -> UntrustedMessage:
+        self._note_untrusted(detail)
+        return UntrustedMessage(detail)
 
     async def listen_events(
         self, response: httpx.Response, listen_id: int, stats: StreamStats

@@ -393,23 +393,8 @@ class ClientProtocol:
 
     def discover_declined(self, outcome: object, *, status: int | None = None) -> bool:
         """Whether a ``server/discover`` outcome is a refusal that is not a 2026 answer,
-        so negotiation falls back to ``initialize`` (DESIGN §6).
-
-        Whatever a server answers that only a 2026 server says, or that says nothing
-        about the revision, is not a refusal: a result; ``-32022`` (another 2026
-        version: renegotiate) and ``-32020`` (headers and body disagree);
-        ``-32603`` / HTTP 5xx (trouble, not a refusal); HTTP 401/403/429 (credentials
-        and rate limits are asked for whatever the revision). Every other JSON-RPC
-        error (``-32600`` "Missing session ID", ``-32601``, ``-32602``, ``-32000``
-        "Server not initialized" ...) and every other HTTP 4xx, with or without a
-        body, is a server that does not take ``server/discover``: a 2025 one."""
-        if status is not None and (status in _REVISION_BLIND_STATUS or status >= 500):
-            return False
-        if isinstance(outcome, ErrorResponse):
-            return outcome.code not in _NOT_A_REFUSAL_CODES
-        if isinstance(outcome, Response):
-            return False
-        return status is not None and 400 <= status < 500
+        so negotiation falls back to ``initialize`` (`discover_declined`)."""
+        return discover_declined(outcome, status=status)
 
     def initialize(self) -> dict[str, Any]:
         """The ``initialize`` params (offering 2025-11-25); from now on the protocol
@@ -470,16 +455,6 @@ class ClientProtocol:
         for sub in self._subscriptions.values():
             wanted |= sub.uris
         return session.to_unsubscribe(wanted)
-
-    def _legacy_claimant(self, method: str, params: dict[str, Any]) -> _Subscription | None:
-        """2025 hints carry no subscription id: the oldest open subscription that asked
-        for the URI (or for list changes) claims it, else the oldest open one."""
-        uri = params.get("uri")
-        subs = list(self._subscriptions.values())
-        for sub in subs:
-            if uri in sub.uris if isinstance(uri, str) else sub.list_changed:
-                return sub
-        return subs[0] if subs else None
 
     def channel_ended(self, detail: str, *, graceful: bool = False) -> list[ForSubscription]:
         """The channel broke (an abrupt end, not a ``complete`` result): every open
@@ -559,36 +534,10 @@ class ClientProtocol:
         hint is `Unclaimed`, with the id it carried (invariant 9: it may only make
         content less fresh); progress and logging are `Ignored`; anything else is
         `Untrusted`."""
-        match message:
-            case Response(id=rid) | ErrorResponse(id=rid):
-                if (
-                    rid is None
-                    or same_id(rid, request_id)
-                    or (any_id and isinstance(message, ErrorResponse))
-                ):
-                    self.forget(request_id)
-                    return Answer(request_id, message)
-                return Untrusted(
-                    UntrustedMessage(f"an answer for request {rid!r}, not {request_id!r}"),
-                    "unknown_response",
-                )
-            case Notification(method=method) if method in IGNORED_NOTIFICATIONS:
-                return Ignored("not_about_subscriptions")
-            case Notification(method=method, params=params):
-                hint = _hint(method, params, subscription_id_of(params))
-                if hint is not None and not isinstance(hint, UntrustedMessage):
-                    return Unclaimed(hint)
-                return Untrusted(
-                    UntrustedMessage(f"unexpected message in an answer: {message}"), "unexpected"
-                )
-            case Request(method=method):
-                return Untrusted(
-                    UntrustedMessage(f"the server sent a request ({method}); not allowed"),
-                    "server_request",
-                )
-            case Malformed(detail=detail):
-                return Untrusted(UntrustedMessage(detail), "malformed")
-        return Untrusted(UntrustedMessage(f"unrecognised message {message!r}"), "malformed")
+        got = _answer_channel(message, request_id, any_id=any_id)
+        if isinstance(got, Answer):
+            self.forget(request_id)
+        return got
 
     def _claimant(self, sid: object, stream: RequestId | None) -> _Subscription | None:
         """The open subscription ``sid`` names, if it may claim a message on this channel."""
@@ -678,14 +627,17 @@ class ClientProtocol:
         sid = subscription_id_of(params)
         claimant = self._claimant(sid, stream)
         if claimant is None and sid is None and self.legacy is not None:
-            claimant = self._legacy_claimant(method, params)
+            claimant = _legacy_claimant(list(self._subscriptions.values()), params)
         if method in IGNORED_NOTIFICATIONS:
             if claimant is not None or sid is None:
                 return Ignored("not_about_subscriptions")
             return Ignored("unknown_subscription")
         if claimant is not None:
             return self._claimed(claimant, method, params)
-        return self._unclaimed(method, params, sid, stream)
+        # It keeps its own id, unless that id would be trusted for a subscription that
+        # did not send it.
+        own = None if sid is not None and self.is_open(sid) else sid
+        return _unclaimed(method, params, own, on_stream=stream is not None)
 
     def _claimed(self, sub: _Subscription, method: str, params: dict[str, Any]) -> Received:
         sid = sub.subscription_id
@@ -701,26 +653,6 @@ class ClientProtocol:
         if hint is None:
             return ForSubscription(sid, _unexpected(method, params, sid))
         return ForSubscription(sid, hint, before_ack=not sub.acknowledged)
-
-    def _unclaimed(
-        self, method: str, params: dict[str, Any], sid: RequestId | None, stream: RequestId | None
-    ) -> Received:
-        # Not claimed: it may only make content less fresh (invariant 9). It keeps its
-        # own id, unless that id would be trusted for a subscription that did not send it.
-        if sid is not None and self.is_open(sid):
-            sid = None
-        if method == "notifications/subscriptions/acknowledged":
-            text = (
-                "acknowledgment without a subscription id"
-                if sid is None
-                else f"acknowledgment for subscription {sid!r}"
-            )
-            return Untrusted(UntrustedMessage(text, sid), "unknown_subscription")
-        hint = _hint(method, params, sid)
-        if hint is not None and not isinstance(hint, UntrustedMessage):
-            return Unclaimed(hint)
-        event = hint if hint is not None else _unexpected(method, params, sid)
-        return Untrusted(event, "unknown_subscription" if stream is None else "unexpected")
 
     # ------------------------------------------------------------------ outcomes
 
@@ -853,6 +785,89 @@ def session_info(
         version=server_version,
         detail="" if modern else f"protocol {version} has no subscriptions/listen",
     )
+
+
+def discover_declined(outcome: object, *, status: int | None = None) -> bool:
+    """Whether a ``server/discover`` outcome is a refusal that is not a 2026 answer,
+    so negotiation falls back to ``initialize`` (DESIGN §6).
+
+    Whatever a server answers that only a 2026 server says, or that says nothing
+    about the revision, is not a refusal: a result; ``-32022`` (another 2026
+    version: renegotiate) and ``-32020`` (headers and body disagree);
+    ``-32603`` / HTTP 5xx (trouble, not a refusal); HTTP 401/403/429 (credentials
+    and rate limits are asked for whatever the revision). Every other JSON-RPC
+    error (``-32600`` "Missing session ID", ``-32601``, ``-32602``, ``-32000``
+    "Server not initialized" ...) and every other HTTP 4xx, with or without a
+    body, is a server that does not take ``server/discover``: a 2025 one."""
+    if status is not None and (status in _REVISION_BLIND_STATUS or status >= 500):
+        return False
+    if isinstance(outcome, ErrorResponse):
+        return outcome.code not in _NOT_A_REFUSAL_CODES
+    if isinstance(outcome, Response):
+        return False
+    return status is not None and 400 <= status < 500
+
+
+def _answer_channel(message: Message, request_id: RequestId, *, any_id: bool) -> AnswerChannel:
+    """`ClientProtocol.receive_answer`'s judgment, without the bookkeeping."""
+    match message:
+        case Response(id=rid) | ErrorResponse(id=rid):
+            if (
+                rid is None
+                or same_id(rid, request_id)
+                or (any_id and isinstance(message, ErrorResponse))
+            ):
+                return Answer(request_id, message)
+            return Untrusted(
+                UntrustedMessage(f"an answer for request {rid!r}, not {request_id!r}"),
+                "unknown_response",
+            )
+        case Notification(method=method) if method in IGNORED_NOTIFICATIONS:
+            return Ignored("not_about_subscriptions")
+        case Notification(method=method, params=params):
+            hint = _hint(method, params, subscription_id_of(params))
+            if hint is not None and not isinstance(hint, UntrustedMessage):
+                return Unclaimed(hint)
+            return Untrusted(
+                UntrustedMessage(f"unexpected message in an answer: {message}"), "unexpected"
+            )
+        case Request(method=method):
+            return Untrusted(
+                UntrustedMessage(f"the server sent a request ({method}); not allowed"),
+                "server_request",
+            )
+        case Malformed(detail=detail):
+            return Untrusted(UntrustedMessage(detail), "malformed")
+    return Untrusted(UntrustedMessage(f"unrecognised message {message!r}"), "malformed")
+
+
+def _legacy_claimant(subs: list[_Subscription], params: dict[str, Any]) -> _Subscription | None:
+    """2025 hints carry no subscription id: the oldest open subscription that asked
+    for the URI (or for list changes) claims it, else the oldest open one."""
+    uri = params.get("uri")
+    for sub in subs:
+        if uri in sub.uris if isinstance(uri, str) else sub.list_changed:
+            return sub
+    return subs[0] if subs else None
+
+
+def _unclaimed(
+    method: str, params: dict[str, Any], sid: RequestId | None, *, on_stream: bool
+) -> Received:
+    """A message no open subscription claims: a change hint may only make content less
+    fresh (invariant 9); anything else is untrusted."""
+    if method == "notifications/subscriptions/acknowledged":
+        text = (
+            "acknowledgment without a subscription id"
+            if sid is None
+            else f"acknowledgment for subscription {sid!r}"
+        )
+        return Untrusted(UntrustedMessage(text, sid), "unknown_subscription")
+    hint = _hint(method, params, sid)
+    if hint is not None and not isinstance(hint, UntrustedMessage):
+        return Unclaimed(hint)
+    event = hint if hint is not None else _unexpected(method, params, sid)
+    return Untrusted(event, "unexpected" if on_stream else "unknown_subscription")
 
 
 def _acknowledgment(

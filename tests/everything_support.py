@@ -53,7 +53,10 @@ def everything_entry() -> Path:
     try:
         done = subprocess.run(
             ["npm", "ci", "--silent", "--no-audit", "--no-fund", "--prefix", str(home)],
-            capture_output=True, text=True, timeout=300, check=False,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
         )
     except subprocess.TimeoutExpired as exc:
         raise EverythingUnavailable("npm ci of server-everything took over 300 s") from exc
