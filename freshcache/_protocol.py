@@ -70,6 +70,7 @@ from ._source import ServerInfo
 from ._wire import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
+    LEGACY_VERSION,
     META_SERVER_INFO,
     METHOD_NOT_FOUND,
     PROTOCOL_VERSION,
@@ -410,6 +411,28 @@ class ClientProtocol:
         session = self.legacy
         assert session is not None, "initialize() first"
         return session.accept(self.server, result)
+
+    def initialize_answer(self, message: Response | ErrorResponse) -> ServerInfo | RequestFailed:
+        """The outcome of an ``initialize`` answered on the channel: the session taken
+        (`initialized`), or a `RequestFailed` (try again on the next request); raises
+        `ProtocolError` naming both revisions when the server refuses it for good
+        (``-32601``, ``-32020``), `UnsupportedVersionError` for a version not spoken."""
+        try:
+            outcome = self.answer("initialize", message, retried=True)
+        except UnsupportedVersionError:
+            raise
+        except ProtocolError as exc:
+            raise ProtocolError(self.neither_revision("server/discover was declined", exc)) from exc
+        assert not isinstance(outcome, Renegotiate)  # 2025 has no -32022 (retried=True)
+        return outcome if isinstance(outcome, RequestFailed) else self.initialized(outcome)
+
+    def neither_revision(self, declined: str, exc: ProtocolError) -> str:
+        """The message of ``exc`` (``initialize`` failed after ``declined``), naming both
+        revisions tried."""
+        return (
+            f"{self.server}: MCP {PROTOCOL_VERSION} {declined} and MCP {LEGACY_VERSION} "
+            f"initialize failed: {exc}"
+        )
 
     def initialized_notification(self) -> dict[str, Any]:
         """``notifications/initialized``, sent once the ``initialize`` answer is taken."""

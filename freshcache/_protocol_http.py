@@ -57,8 +57,6 @@ from ._protocol import (
 )
 from ._source import ServerInfo
 from ._wire import (
-    LEGACY_VERSION,
-    PROTOCOL_VERSION,
     SESSION_HEADER,
     ErrorResponse,
     Malformed,
@@ -340,9 +338,8 @@ class HttpBinding:
 
     def neither_revision(self, declined: HttpAnswer, exc: ProtocolError) -> str:
         """The message of ``exc`` (``initialize`` failed), naming both revisions tried."""
-        return (
-            f"MCP {PROTOCOL_VERSION} server/discover was declined ({_what(declined)}) and "
-            f"MCP {LEGACY_VERSION} initialize failed: {exc}"
+        return self.protocol.neither_revision(
+            f"server/discover was declined ({_what(declined)})", exc
         )
 
 

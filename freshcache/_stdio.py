@@ -643,20 +643,17 @@ class StdioSource:
         answer = await self._exchange(
             conn, "initialize", params, started + HANDSHAKE_TIMEOUT, HANDSHAKE_TIMEOUT
         )
-        if isinstance(answer, ErrorResponse):
-            conn.legacy_info = ProtocolError(
-                f"{self.identity} declined MCP 2026-07-28 server/discover and answered "
-                f"MCP 2025-11-25 initialize with {answer.code} {answer.message}"
-            )
-        elif isinstance(answer, Response):
-            try:
-                conn.legacy_info = self.protocol.initialized(answer.result)
+        if isinstance(answer, RequestFailed):
+            conn.legacy_info = answer
+        else:
+            try:  # the protocol's outcome of initialize, the same as on HTTP
+                conn.legacy_info = self.protocol.initialize_answer(answer)
             except ProtocolError as exc:
                 conn.legacy_info = exc
-            with contextlib.suppress(_Gone):
-                await conn.send(self.protocol.initialized_notification())
-        else:
-            conn.legacy_info = answer
+            if isinstance(conn.legacy_info, ServerInfo):
+                with contextlib.suppress(_Gone):
+                    await conn.send(self.protocol.initialized_notification())
+        if isinstance(conn.legacy_info, RequestFailed):
             conn.handshake = None  # the next request tries again
         done.set()
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from freshcache import UnsupportedVersionError
+from freshcache import ProtocolError, UnsupportedVersionError
 from freshcache._core import (
     ListenAcknowledged,
     RequestFailed,
@@ -273,3 +273,17 @@ def test_on_2026_every_channel_end_is_a_loss_however_it_ended():
     assert ended == [
         ForSubscription("listen-1", StreamLost("listen-1", "exited with code 0"), final=True)
     ]
+
+
+def test_an_initialize_answer_is_judged_once_for_every_transport():
+    protocol = ClientProtocol("stdio:server")
+    protocol.initialize()
+    refused = ErrorResponse(1, -32600, "Bad Request: Server not initialized")
+    failed = protocol.initialize_answer(refused)
+    assert isinstance(failed, RequestFailed) and failed.kind == "server_error"
+    with pytest.raises(ProtocolError, match="2026-07-28 server/discover was declined") as caught:
+        protocol.initialize_answer(ErrorResponse(1, -32601, "Method not found"))
+    assert "2025-11-25 initialize failed" in str(caught.value)
+    answer = recorded(SDK1_INITIALIZE)
+    info = protocol.initialize_answer(answer)
+    assert not isinstance(info, RequestFailed) and info.protocol_version == "2025-11-25"
