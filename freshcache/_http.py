@@ -5,14 +5,18 @@ Base64 sentinel, JSON or SSE answers, cancellation by closing the stream),
 basic/patterns/subscriptions (listen, acknowledgment first, graceful close),
 basic/versioning (``-32022``), basic/index (``_meta``, error codes).
 
-The source is thin: it moves bytes. What a message means (ids, acknowledgment first,
-trust, how a listen ends, ``-32022``, ``requestState`` rounds, error mapping) is the
-`freshcache._protocol.ClientProtocol`'s to say, the same object stdio drives; here
-HTTP exchanges become `ReadReply` / `ListReply` / `RequestFailed` values and a listen
-stream core `StreamEvent`s. It keeps no freshness state. httpx errors are translated
-here, at the boundary; nothing from httpx escapes.
+The source is thin: it moves bytes and reports transport events (refused, timed out,
+cut). What a message means (ids, acknowledgment first, trust, how a listen ends,
+``-32022``, ``requestState`` rounds, error mapping) is the
+`freshcache._protocol.ClientProtocol`'s to say, the same object stdio drives; what an
+HTTP exchange means (status, which message of an answer answers, the SSE answer's
+other messages, 2025 sessions) is its sans-IO binding's,
+`freshcache._protocol_http.HttpBinding`. Here HTTP exchanges become `ReadReply` /
+`ListReply` / `RequestFailed` values and a listen stream core `StreamEvent`s. It keeps
+no freshness state. httpx errors are translated here, at the boundary; nothing from
+httpx escapes.
 
-How answers become states (DESIGN §5):
+How answers become states (DESIGN §5; decided by `HttpBinding.judge`):
 
 =====================================================  =============================
 what happened                                          outcome

@@ -31,6 +31,7 @@ from freshcache._core._backoff import BackoffSettings
 from .conftest import free_port
 from .everything_support import EverythingUnavailable, everything_entry
 from .polling import until
+from .serve_support import run_cli
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]
 
@@ -202,3 +203,14 @@ async def test_server_everything_over_stdio_killed_is_not_fresh_and_back_is_fres
         await until(lambda: source.pid not in (None, pid) and URI in cache.engine.covered, DEADLINE)
         back = await cache.read(URI)
         assert back.state == "fresh" and back.text and "Architecture" in back.text
+
+
+def test_doctor_finds_server_everything_speaking_2025_over_http_and_stdio(
+    http_server: HttpServer, entry: Path
+) -> None:
+    """Before the fix, doctor said "this URL does not answer MCP" (exit 2) over HTTP."""
+    for target in ([http_server.url], ["--", "node", str(entry), "stdio"]):
+        done = run_cli("doctor", "--timeout", "10", *target)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "revision    2025-11-25" in done.stdout
+        assert "listen      acknowledged" in done.stdout
