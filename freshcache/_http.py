@@ -363,14 +363,15 @@ class HttpSource:
                 ),
                 timeout=timeout,
             ) as response:
-                kind = answer_kind(response.headers.get("content-type"))
-                if kind == "sse" and response.status_code == 200:
+                content_type = response.headers.get("content-type")
+                if self.binding.listen_streams(response.status_code, content_type):
                     async with aclosing(
                         self._reader.listen_events(response, listen_id, stats)
                     ) as events:
                         async for event in events:
                             yield event
                     return
+                kind = answer_kind(content_type)
                 answer = await self._reader.plain_answer(response, listen_id, kind)
                 yield self._reader.ended(self.binding.listen_answer(answer, listen_id))
         except httpx.TimeoutException as exc:

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
@@ -422,17 +422,11 @@ class ClientProtocol:
         except UnsupportedVersionError:
             raise
         except ProtocolError as exc:
-            raise ProtocolError(self.neither_revision("server/discover was declined", exc)) from exc
+            raise ProtocolError(
+                neither_revision(self.server, "server/discover was declined", exc)
+            ) from exc
         assert not isinstance(outcome, Renegotiate)  # 2025 has no -32022 (retried=True)
         return outcome if isinstance(outcome, RequestFailed) else self.initialized(outcome)
-
-    def neither_revision(self, declined: str, exc: ProtocolError) -> str:
-        """The message of ``exc`` (``initialize`` failed after ``declined``), naming both
-        revisions tried."""
-        return (
-            f"{self.server}: MCP {PROTOCOL_VERSION} {declined} and MCP {LEGACY_VERSION} "
-            f"initialize failed: {exc}"
-        )
 
     def initialized_notification(self) -> dict[str, Any]:
         """``notifications/initialized``, sent once the ``initialize`` answer is taken."""
@@ -510,6 +504,13 @@ class ClientProtocol:
     @property
     def open_subscriptions(self) -> list[RequestId]:
         return [sub.subscription_id for sub in self._subscriptions.values()]
+
+    def catch_all(self) -> RequestId | None:
+        """On a shared channel, the open subscription that hears about what no
+        subscription claims (the oldest; ``None`` when none is open)."""
+        for sub in self._subscriptions.values():
+            return sub.subscription_id
+        return None
 
     def is_open(self, subscription_id: RequestId) -> bool:
         return id_key(subscription_id) in self._subscriptions
@@ -609,7 +610,12 @@ class ClientProtocol:
         the subscription with `StreamLost`."""
         sub = self._subscriptions.get(id_key(sid))
         retried = sub is not None and sub.renegotiated
-        refused = self._listen_refused(sid, error, where, retried=retried)
+        refused = _listen_refused(
+            sid,
+            error,
+            where,
+            lambda e: self._renegotiate(e, "subscriptions/listen", retried=retried),
+        )
         if isinstance(refused, Renegotiate):
             if sub is None:
                 return self._final(sid, StreamLost(sid, refused.reason))
@@ -622,23 +628,6 @@ class ClientProtocol:
             )
             return Relisten(sid, outgoing, refused.reason)
         return self._final(sid, refused)
-
-    def _listen_refused(
-        self, sid: RequestId, error: ErrorResponse, where: str, *, retried: bool
-    ) -> ListenUnsupported | StreamLost | Renegotiate:
-        if error.code == METHOD_NOT_FOUND:
-            return ListenUnsupported(f"the server has no subscriptions/listen ({error.message})")
-        if error.code == UNSUPPORTED_PROTOCOL_VERSION:
-            try:
-                return self._renegotiate(error, "subscriptions/listen", retried=retried)
-            except UnsupportedVersionError as exc:
-                log.error("%s", exc)
-                return StreamLost(sid, str(exc))
-        if error.code == HEADER_MISMATCH:
-            log.error("listen refused: %s", _header_mismatch(error).args[0])
-        return StreamLost(
-            sid, f"the server refused the subscription: {error.code} {error.message}{where}"
-        )
 
     def _final(self, sid: RequestId, event: StreamEvent) -> ForSubscription:
         self.close_subscription(sid)
@@ -656,26 +645,11 @@ class ClientProtocol:
                 return Ignored("not_about_subscriptions")
             return Ignored("unknown_subscription")
         if claimant is not None:
-            return self._claimed(claimant, method, params)
+            return _claimed(claimant, method, params)
         # It keeps its own id, unless that id would be trusted for a subscription that
         # did not send it.
         own = None if sid is not None and self.is_open(sid) else sid
         return _unclaimed(method, params, own, on_stream=stream is not None)
-
-    def _claimed(self, sub: _Subscription, method: str, params: dict[str, Any]) -> Received:
-        sid = sub.subscription_id
-        if method == "notifications/subscriptions/acknowledged":
-            ack = _acknowledgment(params, sid)
-            if isinstance(ack, UntrustedMessage):
-                return ForSubscription(sid, ack)
-            if sub.acknowledged:
-                return ForSubscription(sid, UntrustedMessage("a second acknowledgment", sid))
-            sub.acknowledged = True
-            return ForSubscription(sid, ack)
-        hint = _hint(method, params, sid)
-        if hint is None:
-            return ForSubscription(sid, _unexpected(method, params, sid))
-        return ForSubscription(sid, hint, before_ack=not sub.acknowledged)
 
     # ------------------------------------------------------------------ outcomes
 
@@ -891,6 +865,54 @@ def _unclaimed(
         return Unclaimed(hint)
     event = hint if hint is not None else _unexpected(method, params, sid)
     return Untrusted(event, "unexpected" if on_stream else "unknown_subscription")
+
+
+def neither_revision(server: str, declined: str, exc: ProtocolError) -> str:
+    """The message of ``exc`` (``initialize`` failed after ``declined``), naming both
+    revisions tried."""
+    return (
+        f"{server}: MCP {PROTOCOL_VERSION} {declined} and MCP {LEGACY_VERSION} "
+        f"initialize failed: {exc}"
+    )
+
+
+def _claimed(sub: _Subscription, method: str, params: dict[str, Any]) -> Received:
+    sid = sub.subscription_id
+    if method == "notifications/subscriptions/acknowledged":
+        ack = _acknowledgment(params, sid)
+        if isinstance(ack, UntrustedMessage):
+            return ForSubscription(sid, ack)
+        if sub.acknowledged:
+            return ForSubscription(sid, UntrustedMessage("a second acknowledgment", sid))
+        sub.acknowledged = True
+        return ForSubscription(sid, ack)
+    hint = _hint(method, params, sid)
+    if hint is None:
+        return ForSubscription(sid, _unexpected(method, params, sid))
+    return ForSubscription(sid, hint, before_ack=not sub.acknowledged)
+
+
+def _listen_refused(
+    sid: RequestId,
+    error: ErrorResponse,
+    where: str,
+    renegotiate: Callable[[ErrorResponse], Renegotiate],
+) -> ListenUnsupported | StreamLost | Renegotiate:
+    """What an error answering a listen means; ``renegotiate`` raises
+    `UnsupportedVersionError` when ``-32022`` names no version to listen with."""
+    if error.code == METHOD_NOT_FOUND:
+        return ListenUnsupported(f"the server has no subscriptions/listen ({error.message})")
+    if error.code == UNSUPPORTED_PROTOCOL_VERSION:
+        try:
+            return renegotiate(error)
+        except UnsupportedVersionError as exc:
+            log.error("%s", exc)
+            return StreamLost(sid, str(exc))
+    if error.code == HEADER_MISMATCH:
+        log.error("listen refused: %s", _header_mismatch(error).args[0])
+    return StreamLost(
+        sid, f"the server refused the subscription: {error.code} {error.message}{where}"
+    )
 
 
 def _acknowledgment(

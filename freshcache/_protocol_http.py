@@ -53,6 +53,7 @@ from ._protocol import (
     Unclaimed,
     Untrusted,
     decode,
+    neither_revision,
     same_id,
 )
 from ._source import ServerInfo
@@ -260,6 +261,11 @@ class HttpBinding:
             "server_error", f"{method}: HTTP {status} without a JSON-RPC answer {answer.detail}"
         )
 
+    def listen_streams(self, status: int, content_type: str | None) -> bool:
+        """Whether the answer to a listen is its stream (HTTP 200, ``text/event-stream``);
+        anything else is a whole answer for `listen_answer`."""
+        return status == 200 and answer_kind(content_type) == "sse"
+
     def listen_answer(self, answer: HttpAnswer, listen_id: RequestId) -> StreamEvent | Relisten:
         """A listen answered by something other than an SSE stream: 404 without
         JSON-RPC is `ListenUnsupported`, an error is the protocol's to read
@@ -338,8 +344,8 @@ class HttpBinding:
 
     def neither_revision(self, declined: HttpAnswer, exc: ProtocolError) -> str:
         """The message of ``exc`` (``initialize`` failed), naming both revisions tried."""
-        return self.protocol.neither_revision(
-            f"server/discover was declined ({_what(declined)})", exc
+        return neither_revision(
+            self.protocol.server, f"server/discover was declined ({_what(declined)})", exc
         )
 
 

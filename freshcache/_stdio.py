@@ -366,9 +366,7 @@ class Demultiplexer:
 
     def _catch_all(self) -> RequestId | None:
         """The subscription that hears about messages no subscription claims."""
-        for sid in self.protocol.open_subscriptions:
-            return sid
-        return None
+        return self.protocol.catch_all()
 
     def _untrusted(self, out: list[Delivery], event: UntrustedMessage) -> None:
         target = self._catch_all()
