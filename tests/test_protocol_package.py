@@ -54,3 +54,14 @@ def test_the_protocol_package_imports_nothing_that_does_io(name: str) -> None:
 def test_a_transport_takes_no_protocol_rule_into_its_own_hands(name: str) -> None:
     _, names = _imports(PACKAGE / name)
     assert not names & RULE_NAMES, f"{name} imports {sorted(names & RULE_NAMES)}"
+
+
+def test_the_2025_http_session_does_not_reach_back_into_the_http_source() -> None:
+    """No import circle `_http` ↔ `_http_legacy`: `LegacyHttp` gets a `LegacyLink`."""
+    tree = ast.parse((PACKAGE / "_http_legacy.py").read_text())
+    modules = {
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 1
+    }
+    assert "_http" not in modules
