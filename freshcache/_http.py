@@ -327,8 +327,8 @@ class HttpSource:
             yield ListenStarted(listen_id, uris, list_changed)
             outgoing: Outgoing | None = self.protocol.listen(listen_id, uris, list_changed)
             while outgoing is not None:
-                message, outgoing = outgoing.message, None
-                async with aclosing(self._listen_once(listen_id, message, stats)) as events:
+                sending, outgoing = outgoing, None
+                async with aclosing(self._listen_once(listen_id, sending, stats)) as events:
                     async for event in events:
                         if isinstance(event, Relisten):
                             # -32022: the protocol re-sends the listen in the new version.
@@ -346,9 +346,8 @@ class HttpSource:
     # ------------------------------------------------------------------ listen
 
     async def _listen_once(
-        self, listen_id: int, message: dict[str, Any], stats: StreamStats
+        self, listen_id: int, outgoing: Outgoing, stats: StreamStats
     ) -> AsyncGenerator[StreamEvent | Relisten, None]:
-        method = "subscriptions/listen"
         client = self._http()
         timeout = httpx.Timeout(self.timeout, read=self.idle_timeout)
         self.stats.requests += 1
@@ -357,10 +356,8 @@ class HttpSource:
             async with client.stream(
                 "POST",
                 self.url,
-                content=_json(message),
-                headers=self._headers(
-                    self.protocol.revision.headers(method, message["params"]), None
-                ),
+                content=_json(outgoing.message),
+                headers=self._headers(outgoing.headers, None),
                 timeout=timeout,
             ) as response:
                 content_type = response.headers.get("content-type")
