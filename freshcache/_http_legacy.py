@@ -49,6 +49,7 @@ from ._core import (
 )
 from ._errors import ProtocolError
 from ._protocol import (
+    Answer,
     ClientProtocol,
     ForSubscription,
     IdKey,
@@ -425,7 +426,9 @@ class LegacyHttp:
             case Untrusted(event=event):
                 self._link.note_untrusted(event.detail)
                 self._deliver(None, event)
-            case Ignored():
+            case Ignored() | Answer():
+                # (An answer to a POST in flight belongs on that POST's answer; echoed
+                # here it changes nothing, as a late answer does not.)
                 self._taken()
             case _:
                 self._link.note_untrusted(f"unexpected message on the GET stream: {message!r}")
