@@ -5,14 +5,18 @@ Base64 sentinel, JSON or SSE answers, cancellation by closing the stream),
 basic/patterns/subscriptions (listen, acknowledgment first, graceful close),
 basic/versioning (``-32022``), basic/index (``_meta``, error codes).
 
-The source is thin: it moves bytes. What a message means (ids, acknowledgment first,
-trust, how a listen ends, ``-32022``, ``requestState`` rounds, error mapping) is the
-`freshcache._protocol.ClientProtocol`'s to say, the same object stdio drives; here
-HTTP exchanges become `ReadReply` / `ListReply` / `RequestFailed` values and a listen
-stream core `StreamEvent`s. It keeps no freshness state. httpx errors are translated
-here, at the boundary; nothing from httpx escapes.
+The source is thin: it moves bytes and reports transport events (refused, timed out,
+cut). What a message means (ids, acknowledgment first, trust, how a listen ends,
+``-32022``, ``requestState`` rounds, error mapping) is the
+`freshcache._protocol.ClientProtocol`'s to say, the same object stdio drives; what an
+HTTP exchange means (status, which message of an answer answers, the SSE answer's
+other messages, 2025 sessions) is its sans-IO binding's,
+`freshcache._protocol_http.HttpBinding`. Here HTTP exchanges become `ReadReply` /
+`ListReply` / `RequestFailed` values and a listen stream core `StreamEvent`s. It keeps
+no freshness state. httpx errors are translated here, at the boundary; nothing from
+httpx escapes.
 
-How answers become states (DESIGN §5):
+How answers become states (DESIGN §5; decided by `HttpBinding.judge`):
 
 =====================================================  =============================
 what happened                                          outcome
@@ -54,7 +58,7 @@ import logging
 import math
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -74,22 +78,31 @@ from ._core import (
     StreamLost,
     UntrustedMessage,
 )
-from ._errors import ConfigurationError, ProtocolError
-from ._http_legacy import LegacyHttp
+from ._errors import ConfigurationError
+from ._http_legacy import LegacyHttp, LegacyLink
 from ._protocol import (
-    IGNORED_NOTIFICATIONS,
     Answer,
     ClientProtocol,
     ForSubscription,
     Ignored,
-    Renegotiate,
+    Outgoing,
+    Relisten,
+    RequestId,
     Unclaimed,
     Untrusted,
-    answer_hint,
-    same_id,
+    decode,
+)
+from ._protocol_http import (
+    Attempt,
+    HttpAnswer,
+    HttpBinding,
+    Retry,
+    answer_kind,
+    from_intermediary,
 )
 from ._source import ServerInfo
 from ._sse import (
+    HttpStats,
     SseComment,
     SseEnd,
     SseEvent,
@@ -102,18 +115,7 @@ from ._sse import (
     read_stream,
 )
 from ._telemetry import annotate_request
-from ._wire import (
-    ClientIdentity,
-    DenialRules,
-    ErrorResponse,
-    Malformed,
-    Message,
-    Notification,
-    Request,
-    Response,
-    list_reply,
-    parse_message,
-)
+from ._wire import ClientIdentity, DenialRules, Message, list_reply
 
 log = logging.getLogger("freshcache.http")
 
@@ -124,55 +126,6 @@ _RESERVED_HEADERS = frozenset(
     {"accept", "content-type", "mcp-protocol-version", "mcp-method", "mcp-name", "content-length"}
 )
 _ENDINGS = (StreamLost, StreamClosed, ListenUnsupported)
-_SNIPPET = 200
-
-
-@dataclass(slots=True)
-class HttpStats:
-    """Running totals of one `HttpSource`, for status output and tests."""
-
-    requests: int = 0
-    retries: int = 0
-    frames: int = 0
-    keepalives: int = 0
-    untrusted: int = 0
-    """Messages that could not be trusted: malformed, wrong id, out of order."""
-    oversized: int = 0
-    idle_timeouts: int = 0
-    silent_losses: int = 0
-    """Listen streams given up because they fell silent after keep-alives."""
-    streams_opened: int = 0
-    streams_lost: int = 0
-    streams_closed: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class _Answer:
-    """What one POST brought back, before it is judged."""
-
-    status: int
-    message: Message | None
-    """The JSON-RPC answer to our request, a `Malformed`, or ``None`` (no JSON-RPC body)."""
-    detail: str = ""
-    from_cache: bool = False
-    broken: bool = False
-    """An SSE answer stream that ended before the answer (spec: re-issue the request)."""
-    session_id: str | None = None
-    """The ``Mcp-Session-Id`` the answer carried (2025-11-25 ``initialize``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Retry:
-    reason: str
-
-
-@dataclass(slots=True)
-class _Attempt:
-    reauthorized: bool = False
-    renegotiated: bool = False
-    reissued: bool = False
-    new_session: bool = False
-    history: list[str] = field(default_factory=list)
 
 
 class HttpSource:
@@ -261,8 +214,28 @@ class HttpSource:
             self._identity, identity=self.client_identity, denial=self.denial
         )
         """The MCP rules; this class only moves bytes in and out of it."""
+        self.binding = HttpBinding(self.protocol, self._note_untrusted)
+        """The MCP-over-HTTP rules (status, ids, SSE answers, 2025 sessions), sans-IO."""
         self._reader = _Reader(self)
-        self.legacy = LegacyHttp(self)
+        self._negotiating: anyio.Event | None = None
+        self.legacy = LegacyHttp(
+            LegacyLink(
+                protocol=self.protocol,
+                binding=self.binding,
+                identity=self._identity,
+                url=self.url,
+                timeout=self.timeout,
+                idle_timeout=self.idle_timeout,
+                limits=self.limits,
+                stats=self.stats,
+                streams=self.streams,
+                call=self._default_call,
+                headers=lambda mcp_headers: self._headers(mcp_headers, None),
+                client=self._http,
+                has_client=lambda: self._client is not None,
+                note_untrusted=self._note_untrusted,
+            )
+        )
         """The 2025-11-25 session and GET stream, used once negotiation falls back."""
         parsed = httpx.URL(self.url)
         self._address = parsed.host
@@ -285,14 +258,17 @@ class HttpSource:
         (2025-11-25, `LegacyHttp`). A server that cannot be reached is reported, not
         raised; one that speaks neither revision raises `UnsupportedVersionError`."""
         # Hints on the discovery answer are dropped: nothing is cached before it.
-        async with self.legacy.negotiation():
+        self._negotiating = negotiating = anyio.Event()
+        try:
             first = await self._exchange("server/discover", {}, None, [])
-            if isinstance(first, _Answer) and self.protocol.discover_declined(
+            if isinstance(first, HttpAnswer) and self.protocol.discover_declined(
                 first.message, status=first.status
             ):
                 return await self.legacy.start(first)
             outcome, _ = await self._call("server/discover", {}, None, [], first=first)
             return self.protocol.server_info(outcome)
+        finally:
+            negotiating.set()
 
     async def aclose(self) -> None:
         """End a 2025 session (DELETE) and close the HTTP client if this source made it."""
@@ -349,23 +325,20 @@ class HttpSource:
         self.stats.streams_opened += 1
         try:
             yield ListenStarted(listen_id, uris, list_changed)
-            detail = "the listen stream ended without an outcome"
-            for _ in range(2):  # a second request only after -32022 renegotiation
-                retry = False
-                listen = self.protocol.listen(listen_id, uris, list_changed)
-                async with aclosing(self._listen_once(listen_id, listen.message, stats)) as events:
+            outgoing: Outgoing | None = self.protocol.listen(listen_id, uris, list_changed)
+            while outgoing is not None:
+                sending, outgoing = outgoing, None
+                async with aclosing(self._listen_once(listen_id, sending, stats)) as events:
                     async for event in events:
-                        if isinstance(event, _Retry):
-                            retry = True
-                            detail = f"the protocol version changed twice ({event.reason})"
+                        if isinstance(event, Relisten):
+                            # -32022: the protocol re-sends the listen in the new version.
+                            outgoing = event.outgoing
                             break
                         yield event
                         if isinstance(event, _ENDINGS):
                             return
-                if not retry:
-                    break
             self.stats.streams_lost += 1
-            yield StreamLost(listen_id, detail)
+            yield StreamLost(listen_id, "the listen stream ended without an outcome")
         finally:
             self.protocol.close_subscription(listen_id)
             self.streams.pop(listen_id, None)
@@ -373,9 +346,8 @@ class HttpSource:
     # ------------------------------------------------------------------ listen
 
     async def _listen_once(
-        self, listen_id: int, message: dict[str, Any], stats: StreamStats
-    ) -> AsyncGenerator[StreamEvent | _Retry, None]:
-        method = "subscriptions/listen"
+        self, listen_id: int, outgoing: Outgoing, stats: StreamStats
+    ) -> AsyncGenerator[StreamEvent | Relisten, None]:
         client = self._http()
         timeout = httpx.Timeout(self.timeout, read=self.idle_timeout)
         self.stats.requests += 1
@@ -384,22 +356,21 @@ class HttpSource:
             async with client.stream(
                 "POST",
                 self.url,
-                content=_json(message),
-                headers=self._headers(
-                    self.protocol.revision.headers(method, message["params"]), None
-                ),
+                content=_json(outgoing.message),
+                headers=self._headers(outgoing.headers, None),
                 timeout=timeout,
             ) as response:
-                kind = _content_type(response)
-                if kind == "sse" and response.status_code == 200:
+                content_type = response.headers.get("content-type")
+                if self.binding.listen_streams(response.status_code, content_type):
                     async with aclosing(
                         self._reader.listen_events(response, listen_id, stats)
                     ) as events:
                         async for event in events:
                             yield event
                     return
+                kind = answer_kind(content_type)
                 answer = await self._reader.plain_answer(response, listen_id, kind)
-                yield self._listen_refused(answer, listen_id)
+                yield self._reader.ended(self.binding.listen_answer(answer, listen_id))
         except httpx.TimeoutException as exc:
             self.stats.idle_timeouts += isinstance(exc, httpx.ReadTimeout)
             self.stats.streams_lost += 1
@@ -412,69 +383,6 @@ class HttpSource:
             self.stats.streams_lost += 1
             yield StreamLost(listen_id, f"{type(exc).__name__}: {exc}")
 
-    def _translate(self, message: Message, listen_id: int, stats: StreamStats) -> list[StreamEvent]:
-        """One message of a listen stream, as the events the engine should see."""
-        if isinstance(message, ErrorResponse) and same_id(message.id, listen_id):
-            refused = self._listen_refused(_Answer(200, message), listen_id)
-            if isinstance(refused, _Retry):
-                # The version changed: the supervisor re-listens with the new one.
-                self.stats.streams_lost += 1
-                return [StreamLost(listen_id, refused.reason)]
-            return [refused]
-        match self.protocol.receive(message, stream=listen_id):
-            case ForSubscription(event=event, before_ack=before_ack):
-                if before_ack:
-                    self._note_untrusted(f"{_kind(event)} before the acknowledgment")
-                match event:
-                    case ListenAcknowledged():
-                        stats.acknowledged = True
-                    case UntrustedMessage(detail=detail):
-                        self._note_untrusted(detail)
-                    case StreamClosed():
-                        self.stats.streams_closed += 1
-                return [event]
-            case Unclaimed(event=event):
-                # Not this stream's: it may only make content less fresh (invariant 9).
-                self._note_untrusted(
-                    f"{_kind(event)} with subscription id {event.subscription_id!r}"
-                )
-                return [event]
-            case Untrusted(event=event):
-                self._note_untrusted(event.detail)
-                return [event]
-            case Ignored():
-                return []  # progress or logging: not about subscriptions
-            case Answer():
-                pass
-        return [self._untrusted(f"unexpected message on the listen stream: {message!r}")]
-
-    def _listen_refused(self, answer: _Answer, listen_id: int) -> StreamEvent | _Retry:
-        """A listen answered by something other than an SSE stream."""
-        message = answer.message
-        if answer.status == 404 and not isinstance(message, ErrorResponse):
-            return ListenUnsupported("the server answered HTTP 404 to subscriptions/listen")
-        if isinstance(message, ErrorResponse):
-            self.protocol.close_subscription(listen_id)
-            refused = self.protocol.listen_refused(
-                listen_id, message, where=f" (HTTP {answer.status})"
-            )
-            if isinstance(refused, Renegotiate):
-                return _Retry("renegotiated")
-            if isinstance(refused, StreamLost):
-                self.stats.streams_lost += 1
-            return refused
-        if (
-            isinstance(message, Response)
-            and same_id(message.id, listen_id)
-            and message.result.get("resultType", "complete") == "complete"
-        ):
-            self.stats.streams_closed += 1
-            return StreamClosed(listen_id)
-        self.stats.streams_lost += 1
-        return StreamLost(
-            listen_id, f"the listen request was answered HTTP {answer.status} {answer.detail}"
-        )
-
     # ------------------------------------------------------------------ requests
 
     async def _call(
@@ -484,36 +392,57 @@ class HttpSource:
         principal: Partition,
         hints: list[StreamEvent],
         *,
-        first: _Answer | RequestFailed | None = None,
+        first: HttpAnswer | RequestFailed | None = None,
     ) -> tuple[dict[str, Any] | RequestFailed, bool]:
         """One request, retried where the protocol says so: the result (and whether an
         intermediary answered from its copy) or why not. Change hints found on the
         answers are appended to ``hints``. ``first``: the first attempt's answer, if
         it was already sent (discovery)."""
-        attempt = _Attempt()
-        await self.legacy.negotiated(method)
+        attempt = Attempt()
+        await self._negotiated(method)
+        # 2025-11-25 only: the session each attempt goes out on (2026 never visits it).
+        session = self.legacy if self.protocol.legacy is not None else None
         for _ in range(4):
-            sent_on = await self.legacy.session_for(method)
+            sent_on = None if session is None else await session.session_for(method)
             if isinstance(sent_on, RequestFailed):
                 return sent_on, False
             answer, first = first or await self._exchange(method, params, principal, hints), None
             if isinstance(answer, RequestFailed):
                 return answer, False
-            if await self.legacy.session_ended(method, answer, sent_on, attempt):
+            if session is not None and await session.session_ended(
+                method, answer, sent_on, attempt
+            ):
                 continue  # 2025: a 404 ended the session; a new one is started, send again
-            judged = self._judge(answer, method, attempt)
-            if not isinstance(judged, _Retry):
+            judged = self.binding.judge(
+                answer, method, attempt, can_reauthorize=self.auth is not None
+            )
+            if not isinstance(judged, Retry):
                 return judged, answer.from_cache
             self.stats.retries += 1
             attempt.history.append(judged.reason)
         return RequestFailed("server_error", f"{method}: gave up after {attempt.history}"), False
 
+    async def _default_call(
+        self, method: str, params: dict[str, Any]
+    ) -> dict[str, Any] | RequestFailed:
+        """`_call` as the default principal, hints dropped (2025 session requests)."""
+        outcome, _ = await self._call(method, params, None, [])
+        return outcome
+
+    async def _negotiated(self, method: str) -> None:
+        """Wait while `start` decides which revision to speak: a request sent now could
+        be in the wrong one (a 2025 server refuses it without a session)."""
+        negotiating = self._negotiating
+        if negotiating is not None and method not in ("server/discover", "initialize"):
+            with anyio.move_on_after(self.timeout):
+                await negotiating.wait()
+
     async def _exchange(
         self, method: str, params: dict[str, Any], principal: Partition, hints: list[StreamEvent]
-    ) -> _Answer | RequestFailed:
+    ) -> HttpAnswer | RequestFailed:
         request_id: int = next(self._ids)
         self._annotate(request_id)
-        outgoing = self.protocol.request(request_id, method, params, track=False)
+        outgoing = self.protocol.request(request_id, method, params)
         body = _json(outgoing.message)
         headers = self._headers(outgoing.headers, principal)
         client = self._http()
@@ -524,7 +453,7 @@ class HttpSource:
                 async with client.stream(
                     "POST", self.url, content=body, headers=headers, timeout=timeout
                 ) as response:
-                    kind = _content_type(response)
+                    kind = answer_kind(response.headers.get("content-type"))
                     if kind == "sse":
                         return await self._reader.sse_answer(response, request_id, hints)
                     return await self._reader.plain_answer(response, request_id, kind)
@@ -539,13 +468,8 @@ class HttpSource:
             return RequestFailed("unreachable", f"{method}: {type(exc).__name__}: {exc}")
         except httpx.HTTPError as exc:
             return RequestFailed("server_error", f"{method}: {type(exc).__name__}: {exc}")
-
-    def _judge(
-        self, answer: _Answer, method: str, attempt: _Attempt
-    ) -> dict[str, Any] | RequestFailed | _Retry:
-        return _judge(
-            answer, method, attempt, self.protocol, self.auth is not None, self._note_untrusted
-        )
+        finally:
+            self.protocol.forget(request_id)  # answered, failed or abandoned
 
     # ------------------------------------------------------------------ plumbing
 
@@ -567,10 +491,6 @@ class HttpSource:
         headers.update(mcp_headers)
         return headers
 
-    def _untrusted(self, detail: str, sid: str | int | None = None) -> UntrustedMessage:
-        self._note_untrusted(detail)
-        return UntrustedMessage(detail, sid)
-
     def _note_untrusted(self, detail: str) -> None:
         self.stats.untrusted += 1
         log.info("%s: untrusted message: %s", self.identity, detail)
@@ -587,41 +507,37 @@ class _Reader:
     def __init__(self, source: HttpSource) -> None:
         self.stats = source.stats
         self.limits = source.limits
+        self.protocol = source.protocol
+        self._binding = source.binding
         self._note_untrusted = source._note_untrusted
-        self._translate = source._translate
 
-    async def plain_answer(self, response: httpx.Response, request_id: int, kind: str) -> _Answer:
+    async def plain_answer(
+        self, response: httpx.Response, request_id: RequestId, kind: str
+    ) -> HttpAnswer:
         status = response.status_code
-        from_cache = "age" in response.headers
-        session = response.headers.get("mcp-session-id")
         raw = bytearray()
         async for chunk in response.aiter_bytes():
             raw += chunk
             if len(raw) > self.limits.max_frame_bytes:
                 self.stats.oversized += 1
-                return _Answer(
-                    status,
-                    Malformed(f"answer body over max_frame_bytes={self.limits.max_frame_bytes}"),
-                    from_cache=from_cache,
-                )
-        if kind != "json" or not raw:
-            return _Answer(status, None, _body_note(response.headers.get("content-type"), raw))
-        message = _decode(bytes(raw))
-        if isinstance(message, ErrorResponse) and status >= 400:
-            pass  # the one answer to this POST, whatever id the server could give it
-            # (SDK 1.x: ``"server-error"`` for "Missing session ID" / "Session not found")
-        elif isinstance(message, (Response, ErrorResponse)) and not _answers(message, request_id):
-            self._note_untrusted(f"an answer for request {message.id!r}, not {request_id}")
-            message = Malformed(f"the answer is for request {message.id!r}, not {request_id}")
-        return _Answer(status, message, from_cache=from_cache, session_id=session)
+                return self._binding.oversized(status, self.limits.max_frame_bytes, frame=False)
+        return self._binding.plain_answer(
+            status,
+            answer_kind(response.headers.get("content-type")),
+            bytes(raw),
+            request_id,
+            content_type=response.headers.get("content-type"),
+            from_cache=from_intermediary(response.headers),
+            session_id=response.headers.get("mcp-session-id"),
+        )
 
     async def sse_answer(
         self, response: httpx.Response, request_id: int, hints: list[StreamEvent]
-    ) -> _Answer:
-        """An answer sent as an SSE stream: keep the change hints, skip what else is not
-        our answer, take the answer."""
+    ) -> HttpAnswer:
+        """An answer sent as an SSE stream: the frames, in order, to the binding, which
+        says which is the answer and which are hints; moves bytes, judges nothing."""
         status = response.status_code
-        from_cache = "age" in response.headers
+        from_cache = from_intermediary(response.headers)
         parser = SseParser(max_frame_bytes=self.limits.max_frame_bytes)
         chunks = response.aiter_bytes()
         try:
@@ -635,13 +551,10 @@ class _Reader:
                 if chunk is None:
                     break
         except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
-            # The stream broke mid-answer: the spec says re-issue the request.
-            return _Answer(status, None, f"{type(exc).__name__}: {exc}", broken=True)
-        return _Answer(
+            return self._binding.broken(status, f"{type(exc).__name__}: {exc}")
+        return self._binding.broken(
             status,
-            None,
             "the SSE answer ended before the answer" + (" (cut mid-frame)" if parser.cut else ""),
-            broken=True,
         )
 
     def _take(
@@ -651,37 +564,68 @@ class _Reader:
         status: int,
         from_cache: bool,
         hints: list[StreamEvent],
-    ) -> _Answer | None:
-        """One item of an SSE answer: the answer to our request, or ``None`` (go on).
-
-        A change hint on the answer of any request counts (invariant 9): it goes into
-        ``hints``, whatever subscription id it names, and may only make content less
-        fresh."""
+    ) -> HttpAnswer | None:
+        """One item of an SSE answer: the answer to our request, or ``None`` (go on);
+        a change hint on the way goes into ``hints``."""
         match item:
             case SseComment():
                 self.stats.keepalives += 1
             case SseOversized(limit=limit):
                 self.stats.oversized += 1
-                return _Answer(status, Malformed(f"an SSE frame over max_frame_bytes={limit}"))
+                return self._binding.oversized(status, limit, frame=True)
             case SseEvent(data=data):
                 self.stats.frames += 1
-                message = _decode(data)
-                match message:
-                    case Response() | ErrorResponse() if _answers(message, request_id):
-                        return _Answer(status, message, from_cache=from_cache)
-                    case Notification(method=m) if m in IGNORED_NOTIFICATIONS:
-                        pass
-                    case _:
-                        hint = answer_hint(message)
-                        if hint is not None:
-                            hints.append(hint)
-                        else:
-                            self._note_untrusted(f"unexpected message in an answer: {message}")
+                taken = self._binding.sse_message(data, request_id, status, from_cache=from_cache)
+                if isinstance(taken, HttpAnswer):
+                    return taken
+                if taken is not None:
+                    hints.append(taken)
         return None
+
+    def _translate(
+        self, message: Message, listen_id: int, stats: StreamStats
+    ) -> list[StreamEvent | Relisten]:
+        """One message of a listen stream, as the events the engine should see."""
+        match self.protocol.receive(message, stream=listen_id):
+            case ForSubscription(event=event, before_ack=before_ack):
+                if before_ack:
+                    self._note_untrusted(f"{_kind(event)} before the acknowledgment")
+                match event:
+                    case ListenAcknowledged():
+                        stats.acknowledged = True
+                    case UntrustedMessage(detail=detail):
+                        self._note_untrusted(detail)
+                return [self.ended(event)]
+            case Relisten() as relisten:
+                return [relisten]
+            case Unclaimed(event=event):
+                # Not this stream's: it may only make content less fresh (invariant 9).
+                self._note_untrusted(
+                    f"{_kind(event)} with subscription id {event.subscription_id!r}"
+                )
+                return [event]
+            case Untrusted(event=event):
+                self._note_untrusted(event.detail)
+                return [event]
+            case Ignored():
+                return []  # progress or logging: not about subscriptions
+            case Answer():
+                pass
+        return [self._untrusted_event(f"unexpected message on the listen stream: {message!r}")]
+
+    def ended(self, event: StreamEvent | Relisten) -> StreamEvent | Relisten:
+        """Count how a listen stream ended, if ``event`` ends it."""
+        self.stats.streams_closed += isinstance(event, StreamClosed)
+        self.stats.streams_lost += isinstance(event, StreamLost)
+        return event
+
+    def _untrusted_event(self, detail: str) -> UntrustedMessage:
+        self._note_untrusted(detail)
+        return UntrustedMessage(detail)
 
     async def listen_events(
         self, response: httpx.Response, listen_id: int, stats: StreamStats
-    ) -> AsyncGenerator[StreamEvent, None]:
+    ) -> AsyncGenerator[StreamEvent | Relisten, None]:
         async with aclosing(read_stream(response.aiter_bytes(), self.limits)) as items:
             async for item in items:
                 match item:
@@ -690,9 +634,9 @@ class _Reader:
                         self.stats.keepalives += 1
                     case SseEvent(data=data):
                         self.stats.frames += 1
-                        for event in self._translate(_decode(data), listen_id, stats):
+                        for event in self._translate(decode(data), listen_id, stats):
                             yield event
-                            if isinstance(event, _ENDINGS):
+                            if isinstance(event, (*_ENDINGS, Relisten)):
                                 stats.frames += 1
                                 return
                         # Counted once the consumer took every event of the frame in.
@@ -727,61 +671,6 @@ class _Reader:
                         )
 
 
-def _judge(
-    answer: _Answer,
-    method: str,
-    attempt: _Attempt,
-    protocol: ClientProtocol,
-    can_reauthorize: bool,
-    note_untrusted: Callable[[str], None],
-) -> dict[str, Any] | RequestFailed | _Retry:
-    """What one answer means: a result, a failure, or a reason to send it again."""
-    status, message = answer.status, answer.message
-    if status == 401:
-        if not attempt.reauthorized and can_reauthorize:
-            attempt.reauthorized = True
-            return _Retry("HTTP 401: asked for credentials again")
-        return RequestFailed("denied", f"HTTP 401: {_error_text(message, answer.detail)}", 401)
-    if status == 403:
-        return RequestFailed("denied", f"HTTP 403: {_error_text(message, answer.detail)}", 403)
-    match message:
-        case Response() | ErrorResponse():
-            judged = protocol.answer(method, message, retried=attempt.renegotiated)
-            if isinstance(judged, Renegotiate):
-                attempt.renegotiated = True
-                return _Retry(judged.reason)
-            return judged
-        case Malformed(detail=detail):
-            note_untrusted(detail)
-            return RequestFailed("server_error", f"{method}: unusable answer: {detail}", status)
-        case _:
-            pass
-    if answer.broken and not attempt.reissued:
-        # Spec: a broken stream loses the request; re-issue it with a new id.
-        attempt.reissued = True
-        return _Retry("the SSE answer broke off")
-    if answer.broken:
-        return RequestFailed("unreachable", f"{method}: {answer.detail}", status)
-    if status == 404:
-        raise ProtocolError(
-            f"nothing answers MCP at {protocol.server} (HTTP 404 without a JSON-RPC body); "
-            "check the endpoint path"
-        )
-    if 300 <= status < 400:
-        where = answer.detail
-        return RequestFailed(
-            "server_error", f"{method}: redirected (HTTP {status}); use the final URL {where}"
-        )
-    return RequestFailed(
-        "server_error", f"{method}: HTTP {status} without a JSON-RPC answer {answer.detail}"
-    )
-
-
-def _answers(message: Response | ErrorResponse, request_id: int) -> bool:
-    # An error whose id the server could not read comes without one (JSON-RPC 2.0).
-    return message.id is None or same_id(message.id, request_id)
-
-
 def _json(message: Mapping[str, Any]) -> bytes:
     return json.dumps(message, separators=(",", ":")).encode()
 
@@ -790,44 +679,6 @@ def _kind(event: StreamEvent) -> str:
     return (
         "resources/list_changed" if isinstance(event, ResourceListChanged) else "resources/updated"
     )
-
-
-def _decode(data: str | bytes) -> Message:
-    try:
-        obj = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        return Malformed(f"invalid JSON: {exc}")
-    message = parse_message(obj)
-    if isinstance(message, Request):
-        return Malformed(f"the server sent a request ({message.method}); not allowed")
-    return message
-
-
-def _body_note(content_type: str | None, raw: bytes | bytearray) -> str:
-    """A one-line note on a body that is not JSON-RPC, for a detail: a web page is named,
-    not quoted; other text gives its first words, whitespace folded."""
-    kind = (content_type or "no content type").split(";")[0].strip()
-    if kind == "text/html" or raw[:200].lstrip().lower().startswith((b"<!doctype", b"<html")):
-        return f"({kind}: a web page, not MCP)"
-    text = " ".join(bytes(raw[:_SNIPPET]).decode("utf-8", "replace").split())
-    if len(text) > 80:
-        text = text[:77] + "..."
-    return f"({kind}) {text}".strip()
-
-
-def _content_type(response: httpx.Response) -> str:
-    value = response.headers.get("content-type", "").split(";")[0].strip().lower()
-    if value == "text/event-stream":
-        return "sse"
-    if value == "application/json" or value.endswith("+json"):
-        return "json"
-    return "other"
-
-
-def _error_text(message: Message | None, detail: str) -> str:
-    if isinstance(message, ErrorResponse):
-        return f"{message.message} ({message.code})"
-    return detail or "no detail"
 
 
 def _check_url(url: object) -> str:

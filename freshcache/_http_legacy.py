@@ -28,10 +28,10 @@ import contextlib
 import itertools
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import aclosing
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 import anyio
 import httpx
@@ -48,30 +48,70 @@ from ._core import (
     UntrustedMessage,
 )
 from ._errors import ProtocolError
-from ._protocol import ForSubscription, IdKey, Ignored, Unclaimed, Untrusted, id_key
-from ._source import ServerInfo
-from ._sse import SseComment, SseEnd, SseEvent, SseOversized, SseSilent, StreamStats, read_stream
-from ._wire import (
-    LEGACY_VERSION,
-    PROTOCOL_VERSION,
-    SESSION_HEADER,
-    Malformed,
-    Message,
-    parse_message,
+from ._protocol import (
+    Answer,
+    ClientProtocol,
+    ForSubscription,
+    IdKey,
+    Ignored,
+    Unclaimed,
+    Untrusted,
+    decode,
+    id_key,
 )
-
-if TYPE_CHECKING:
-    from ._http import HttpSource, _Answer, _Attempt
+from ._protocol_http import (
+    STATELESS,
+    Attempt,
+    Ending,
+    HttpAnswer,
+    HttpBinding,
+    get_stream_refused,
+)
+from ._source import ServerInfo
+from ._sse import (
+    HttpStats,
+    SseComment,
+    SseEnd,
+    SseEvent,
+    SseLimits,
+    SseOversized,
+    SseSilent,
+    StreamStats,
+    read_stream,
+)
+from ._wire import Message
 
 log = logging.getLogger("freshcache.http")
 
 _FINAL = (StreamLost, StreamClosed, ListenUnsupported)
-_Ending = Literal["lost", "closed", "unsupported"]
-_STATELESS = (
-    "the server gave no Mcp-Session-Id: without a session nothing ties its notifications "
-    "to this client, so no subscription is trusted (selected resources are read before "
-    "each use)"
-)
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyLink:
+    """What `LegacyHttp` needs of the `HttpSource` it serves, handed in (a narrow
+    interface: it never reaches into the source)."""
+
+    protocol: ClientProtocol
+    binding: HttpBinding
+    identity: str
+    """The endpoint without credentials (for messages)."""
+    url: str
+    timeout: float
+    idle_timeout: float
+    limits: SseLimits
+    stats: HttpStats
+    """The source's running totals (the GET stream counts into them)."""
+    streams: dict[str | int, StreamStats]
+    """The source's open streams, by id (the virtual subscriptions and the GET stream)."""
+    call: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | RequestFailed]]
+    """One request with the source's retries, as the default principal."""
+    headers: Callable[[Mapping[str, str]], dict[str, str]]
+    """The source's own headers and credentials (default principal) around MCP headers."""
+    client: Callable[[], httpx.AsyncClient]
+    """The source's HTTP client (made on first use)."""
+    has_client: Callable[[], bool]
+    """Whether the source has an HTTP client now (nothing to end without one)."""
+    note_untrusted: Callable[[str], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,9 +124,10 @@ class _Carried:
 class LegacyHttp:
     """The 2025-11-25 session of one `HttpSource` and its GET stream (module docstring)."""
 
-    def __init__(self, source: HttpSource, max_backlog: int = 1000) -> None:
-        self._source = source
-        self._protocol = source.protocol
+    def __init__(self, link: LegacyLink, max_backlog: int = 1000) -> None:
+        self._link = link
+        self._protocol = link.protocol
+        self._binding = link.binding
         self._max_backlog = max_backlog
         self._ids = itertools.count(1)
         self._session_lock = anyio.Lock()
@@ -98,7 +139,6 @@ class LegacyHttp:
         self._settled = anyio.Event()
         """Set when the GET stream is live or has failed to open."""
         self._stale_sessions: list[str] = []
-        self._negotiating: anyio.Event | None = None
         self.sessions = 0
         """Sessions initialized so far (introspection, tests)."""
         self.channels = 0
@@ -106,46 +146,19 @@ class LegacyHttp:
 
     # ------------------------------------------------------------------ the session
 
-    async def start(self, declined: _Answer) -> ServerInfo:
+    async def start(self, declined: HttpAnswer) -> ServerInfo:
         """``server/discover`` was declined: initialize a 2025 session instead."""
         try:
             outcome = await self._initialize(force=True)
         except ProtocolError as exc:
             if type(exc) is not ProtocolError:
                 raise  # an unsupported version names both revisions already
-            raise ProtocolError(_both(declined, exc)) from exc
-        session = self._protocol.legacy
-        if isinstance(outcome, ServerInfo) and session is not None and session.session_id is None:
-            return replace(outcome, listen=False, detail=_STATELESS)
-        if isinstance(outcome, ServerInfo):
-            return outcome
-        assert outcome is not None
-        return ServerInfo(
-            reachable=outcome.kind not in ("unreachable", "timeout"),
-            detail=f"server/discover declined ({_what(declined)}); initialize: "
-            f"{outcome.kind}: {outcome.detail}",
-        )
-
-    @contextlib.asynccontextmanager
-    async def negotiation(self) -> AsyncIterator[None]:
-        """While `HttpSource.start` decides which revision to speak."""
-        self._negotiating = anyio.Event()
-        try:
-            yield
-        finally:
-            self._negotiating.set()
-
-    async def negotiated(self, method: str) -> None:
-        """Wait while the revision is being decided: a request sent now could be in the
-        wrong one (a 2025 server refuses it without a session)."""
-        negotiating = self._negotiating
-        if negotiating is not None and method not in ("server/discover", "initialize"):
-            with anyio.move_on_after(self._source.timeout):
-                await negotiating.wait()
+            raise ProtocolError(self._binding.neither_revision(declined, exc)) from exc
+        return self._binding.started(declined, outcome)
 
     async def session_for(self, method: str) -> str | RequestFailed | None:
         """Before each 2025 request: the session it goes out on (initialized first if
-        there is none), or why there is none; ``None`` on 2026 or for ``initialize``."""
+        there is none), or why there is none; ``None`` for ``initialize``."""
         session = self._protocol.legacy
         if session is None or method == "initialize":
             return None
@@ -153,16 +166,14 @@ class LegacyHttp:
         return failed if failed is not None else session.session_id
 
     async def session_ended(
-        self, method: str, answer: _Answer, sent_on: str | None, attempt: _Attempt
+        self, method: str, answer: HttpAnswer, sent_on: str | None, attempt: Attempt
     ) -> bool:
-        """After each answer: take a new session id; on a 404 to a request on a session,
-        give that session up (once per request) so the caller sends it again."""
+        """After each answer: take a new session id; when the binding says a 404 ended
+        the session (`HttpBinding.session_gone`), give it up so the caller sends again."""
         if method == "initialize":
             self.note_answer(answer)
-        if self._protocol.legacy is None or answer.status != 404 or attempt.new_session:
+        if not self._binding.session_gone(method, answer, attempt):
             return False
-        attempt.new_session = True
-        attempt.history.append("HTTP 404: the session ended")
         await self.expired(sent_on)
         return True
 
@@ -192,7 +203,7 @@ class LegacyHttp:
                 self._stale_sessions.append(session.session_id)
             params = self._protocol.initialize()
             self._last_session_id = None
-            outcome, _ = await self._source._call("initialize", params, None, [])
+            outcome = await self._link.call("initialize", params)
             if isinstance(outcome, RequestFailed):
                 return outcome
             info = self._protocol.initialized(outcome)  # raises for a version not spoken
@@ -200,15 +211,15 @@ class LegacyHttp:
             assert session is not None
             session.session_id = self._last_session_id
             self.sessions += 1
-            await _post_notification(self._source, self._protocol.initialized_notification())
+            await _post_notification(self._link, self._protocol.initialized_notification())
             for stale in self._stale_sessions:
-                await _delete_session(self._source, stale)
+                await _delete_session(self._link, stale)
             self._stale_sessions.clear()
             return info
 
     _last_session_id: str | None = None
 
-    def note_answer(self, answer: _Answer) -> None:
+    def note_answer(self, answer: HttpAnswer) -> None:
         """`HttpSource` hands over the session id an answer carried."""
         if answer.session_id is not None:
             self._last_session_id = answer.session_id
@@ -220,9 +231,9 @@ class LegacyHttp:
         await self._end_channel("the source is closing")
         ending = [*self._stale_sessions, *([current] if current is not None else [])]
         self._stale_sessions.clear()
-        if self._source._client is not None:
+        if self._link.has_client():
             for sid in dict.fromkeys(ending):
-                await _delete_session(self._source, sid)
+                await _delete_session(self._link, sid)
         if session is not None:
             session.expired()
 
@@ -234,8 +245,8 @@ class LegacyHttp:
         """One virtual subscription on the session's GET stream (module docstring)."""
         sid = f"session-{next(self._ids)}"
         stats = StreamStats(uris, list_changed)
-        self._source.streams[sid] = stats
-        self._source.stats.streams_opened += 1
+        self._link.streams[sid] = stats
+        self._link.stats.streams_opened += 1
         try:
             async with aclosing(self._listen(sid, uris, list_changed)) as events:
                 async for event in events:
@@ -244,7 +255,7 @@ class LegacyHttp:
                     yield event
                     stats.frames += 1
         finally:
-            self._source.streams.pop(sid, None)
+            self._link.streams.pop(sid, None)
 
     async def _listen(
         self, sid: str, uris: frozenset[str], list_changed: bool
@@ -254,9 +265,8 @@ class LegacyHttp:
         if failed is not None:
             yield StreamLost(sid, f"no session: {failed.kind}: {failed.detail}")
             return
-        session = self._protocol.legacy
-        if session is not None and session.session_id is None:
-            yield ListenUnsupported(_STATELESS)
+        if not self._binding.trusted_channel():
+            yield ListenUnsupported(STATELESS)
             return
         key = id_key(sid)
         inbox = Inbox[StreamEvent | _Carried](self._max_backlog)
@@ -266,14 +276,12 @@ class LegacyHttp:
         try:
             if await self._channel_live():
                 for uri in to_subscribe:
-                    outcome, _ = await self._source._call(
-                        "resources/subscribe", {"uri": uri}, None, []
-                    )
+                    outcome = await self._link.call("resources/subscribe", {"uri": uri})
                     self._protocol.subscribed(uri, not isinstance(outcome, RequestFailed))
                     if isinstance(outcome, RequestFailed):
                         log.info(
                             "%s: resources/subscribe %s refused: %s",
-                            self._source.identity,
+                            self._link.identity,
                             uri,
                             outcome.detail,
                         )
@@ -295,9 +303,9 @@ class LegacyHttp:
         gone = self._protocol.legacy_close(sid)
         if not self._live:
             return
-        with anyio.move_on_after(self._source.timeout, shield=True):
+        with anyio.move_on_after(self._link.timeout, shield=True):
             for uri in gone:
-                await self._source._call("resources/unsubscribe", {"uri": uri}, None, [])
+                await self._link.call("resources/unsubscribe", {"uri": uri})
         if not self._inboxes:
             await self._end_channel("no subscription is open")
 
@@ -305,14 +313,14 @@ class LegacyHttp:
         """Start the GET stream if it is not running; wait until it is live or down."""
         if self._channel is None:
             self._live, self._settled = False, anyio.Event()
-            self._channel = BackgroundTask(f"HttpSource GET {self._source.identity}", self._read)
+            self._channel = BackgroundTask(f"HttpSource GET {self._link.identity}", self._read)
             self._channel.start()
-        with anyio.move_on_after(self._source.timeout):
+        with anyio.move_on_after(self._link.timeout):
             await self._settled.wait()
         if self._live:
             return True
         if not self._settled.is_set():
-            await self._end_channel(f"the GET stream did not open in {self._source.timeout:g}s")
+            await self._end_channel(f"the GET stream did not open in {self._link.timeout:g}s")
         return False
 
     async def _end_channel(self, detail: str) -> None:
@@ -321,7 +329,7 @@ class LegacyHttp:
         if channel is not None:
             await channel.stop()
 
-    def _ended(self, detail: str, how: _Ending = "lost") -> None:
+    def _ended(self, detail: str, how: Ending = "lost") -> None:
         """The GET stream is gone: every open subscription ends (`StreamClosed` when the
         server ended the body cleanly, else `StreamLost`); the session too, unless the
         server has no GET stream at all."""
@@ -340,31 +348,22 @@ class LegacyHttp:
 
     async def _read(self) -> None:
         """The GET stream's body, in the background (module docstring)."""
-        source, session = self._source, self._protocol.legacy
+        source, session = self._link, self._protocol.legacy
         assert session is not None
-        headers = source._headers(
-            {
-                "Accept": "text/event-stream",
-                "MCP-Protocol-Version": session.version,
-                SESSION_HEADER: session.session_id or "",
-            },
-            None,
-        )
+        headers = source.headers(self._binding.legacy_stream_headers())
         timeout = httpx.Timeout(source.timeout, read=source.idle_timeout)
         detail = "the GET stream ended"
-        how: _Ending = "lost"
+        how: Ending = "lost"
         self.channels += 1
         try:
-            async with source._http().stream(
+            async with source.client().stream(
                 "GET", source.url, headers=headers, timeout=timeout
             ) as response:
-                kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-                if response.status_code == 405:
-                    detail = "the server offers no GET stream for notifications (HTTP 405)"
-                    how = "unsupported"
-                    return
-                if response.status_code != 200 or kind != "text/event-stream":
-                    detail = f"the GET stream was answered HTTP {response.status_code} ({kind})"
+                refused = get_stream_refused(
+                    response.status_code, response.headers.get("content-type")
+                )
+                if refused is not None:
+                    detail, how = refused
                     return
                 self._live = True
                 self._settled.set()
@@ -388,10 +387,10 @@ class LegacyHttp:
             source.stats.streams_closed += how == "closed"
             self._ended(detail, how)
 
-    async def _frames(self, response: httpx.Response) -> tuple[str, _Ending]:
+    async def _frames(self, response: httpx.Response) -> tuple[str, Ending]:
         """Take the GET stream's frames in until it ends; why and how it ended. The size
         limit and the keep-alive silence rule are the listen stream's."""
-        source = self._source
+        source = self._link
         async with aclosing(read_stream(response.aiter_bytes(), source.limits)) as items:
             async for item in items:
                 match item:
@@ -401,7 +400,7 @@ class LegacyHttp:
                             stats.keepalives += 1
                     case SseEvent(data=data):
                         source.stats.frames += 1
-                        self._route(_decode(data))
+                        self._route(decode(data))
                     case SseSilent():
                         source.stats.silent_losses += 1
                         return f"the GET stream fell silent: {item}", "lost"
@@ -420,17 +419,19 @@ class LegacyHttp:
         match received:
             case ForSubscription(subscription_id=sid, event=event, before_ack=before_ack):
                 if before_ack or isinstance(event, UntrustedMessage):
-                    self._source._note_untrusted(f"{event!r} before the subscribe completed")
+                    self._link.note_untrusted(f"{event!r} before the subscribe completed")
                 self._deliver(sid, event)
             case Unclaimed(event=event):
                 self._deliver(None, event)
             case Untrusted(event=event):
-                self._source._note_untrusted(event.detail)
+                self._link.note_untrusted(event.detail)
                 self._deliver(None, event)
-            case Ignored():
+            case Ignored() | Answer():
+                # (An answer to a POST in flight belongs on that POST's answer; echoed
+                # here it changes nothing, as a late answer does not.)
                 self._taken()
             case _:
-                self._source._note_untrusted(f"unexpected message on the GET stream: {message!r}")
+                self._link.note_untrusted(f"unexpected message on the GET stream: {message!r}")
                 self._taken()
 
     def _deliver(self, sid: str | int | None, event: StreamEvent) -> None:
@@ -439,7 +440,7 @@ class LegacyHttp:
             inbox = next(iter(self._inboxes.values()), None)
         if inbox is None or not inbox.put(_Carried(event)):
             if inbox is not None:
-                log.warning("%s: a subscription could not keep up", self._source.identity)
+                log.warning("%s: a subscription could not keep up", self._link.identity)
             self._taken()
 
     def _taken(self) -> None:
@@ -450,38 +451,15 @@ class LegacyHttp:
             stats.frames += 1
 
 
-def _both(declined: _Answer, exc: ProtocolError) -> str:
-    """The message of ``exc``, naming both revisions tried."""
-    return (
-        f"MCP {PROTOCOL_VERSION} server/discover was declined ({_what(declined)}) and "
-        f"MCP {LEGACY_VERSION} initialize failed: {exc}"
-    )
-
-
-def _what(answer: _Answer) -> str:
-    message = answer.message
-    code = getattr(message, "code", None)
-    text = getattr(message, "message", None) or answer.detail
-    return f"HTTP {answer.status}" + (f", {code} {text}" if code is not None else f" {text}")
-
-
 def _json(message: dict[str, Any]) -> bytes:
     return json.dumps(message, separators=(",", ":")).encode()
 
 
-def _decode(data: str | bytes) -> Message:
-    try:
-        obj = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        return Malformed(f"invalid JSON: {exc}")
-    return parse_message(obj)
-
-
-async def _post_notification(source: HttpSource, message: dict[str, Any]) -> None:
+async def _post_notification(source: LegacyLink, message: dict[str, Any]) -> None:
     """A notification POST: the server answers 202 without a body."""
-    headers = source._headers(source.protocol.revision.headers(message["method"], {}), None)
+    headers = source.headers(source.protocol.revision.headers(message["method"], {}))
     with contextlib.suppress(httpx.HTTPError):
-        response = await source._http().post(source.url, content=_json(message), headers=headers)
+        response = await source.client().post(source.url, content=_json(message), headers=headers)
         if response.status_code >= 300:
             log.warning(
                 "%s: %s answered HTTP %d",
@@ -491,14 +469,14 @@ async def _post_notification(source: HttpSource, message: dict[str, Any]) -> Non
             )
 
 
-async def _delete_session(source: HttpSource, session_id: str) -> None:
+async def _delete_session(source: LegacyLink, session_id: str) -> None:
     """End a session (basic/transports: DELETE; a 405 means the server will not)."""
-    headers = source._headers({SESSION_HEADER: session_id}, None)
+    headers = source.headers(source.binding.end_session_headers(session_id))
     with (
         anyio.move_on_after(source.timeout, shield=True),
         contextlib.suppress(httpx.HTTPError),
     ):
-        await source._http().delete(source.url, headers=headers)
+        await source.client().delete(source.url, headers=headers)
 
 
-__all__ = ["LegacyHttp"]
+__all__ = ["LegacyHttp", "LegacyLink"]

@@ -26,11 +26,6 @@ from ._errors import UnsupportedVersionError
 from ._source import ServerInfo
 from ._wire import LEGACY_VERSION, LEGACY_VERSIONS, PROTOCOL_VERSION
 
-DISCOVER_DECLINED_CODES = frozenset({-32600, -32601, -32602})
-"""JSON-RPC errors a 2025 server gives ``server/discover``: invalid request (SDK 1.x over
-HTTP: "Missing session ID"), method not found, invalid params (SDK 1.x: an unknown
-method fails its request validation)."""
-
 
 @dataclass(slots=True)
 class LegacySession:
@@ -119,4 +114,4 @@ class LegacySession:
         return gone
 
 
-__all__ = ["DISCOVER_DECLINED_CODES", "LegacySession"]
+__all__ = ["LegacySession"]

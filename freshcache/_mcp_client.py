@@ -60,7 +60,8 @@ from ._core import (
     StreamLost,
 )
 from ._errors import ConfigurationError, MissingDependencyError
-from ._source import PROTOCOL_VERSION, ServerInfo
+from ._protocol import session_info
+from ._source import ServerInfo
 from ._wire import METHOD_NOT_FOUND, DenialRules, failure_from_error
 
 log = logging.getLogger("freshcache")
@@ -404,18 +405,13 @@ class McpClientSource:
         except Exception as exc:
             return ServerInfo(reachable=False, detail=_describe(_first_leaf(exc)))
         resources = getattr(capabilities, "resources", None)
-        subscribe = bool(getattr(resources, "subscribe", False))
-        modern = version >= PROTOCOL_VERSION  # subscriptions/listen exists from 2026-07-28 on
-        return ServerInfo(
-            reachable=True,
-            supported_versions=tuple(getattr(discovered, "supported_versions", None) or (version,)),
-            protocol_version=version,
-            subscribe=subscribe,
+        return session_info(
+            version,
+            supported=tuple(getattr(discovered, "supported_versions", None) or ()),
+            subscribe=bool(getattr(resources, "subscribe", False)),
             list_changed=bool(getattr(resources, "list_changed", False)),
-            listen=modern and subscribe,
             name=getattr(implementation, "name", None),
-            version=getattr(implementation, "version", None),
-            detail="" if modern else f"protocol {version} has no subscriptions/listen",
+            server_version=getattr(implementation, "version", None),
         )
 
     async def aclose(self) -> None:

@@ -33,7 +33,7 @@ reported to one open subscription; on a *stream* channel (an HTTP listen stream,
 and anything else on it is untrusted.
 
 The revision spoken is a `Revision` strategy chosen by negotiation: ``server/discover``
-first (2026-07-28, `Revision2026`); an answer that means "not this revision"
+first (2026-07-28, `Revision2026`); any refusal of it that is not a 2026 answer
 (`ClientProtocol.discover_declined`) falls back to ``initialize`` offering 2025-11-25
 (`Revision2025`, whose state is a `LegacySession`: the negotiated version, the HTTP
 ``Mcp-Session-Id``, the server's capabilities, and which URIs ``resources/subscribe``
@@ -47,8 +47,9 @@ asked for the URI claims them (`LegacySession.claimant`).
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
@@ -64,10 +65,12 @@ from ._core import (
     UntrustedMessage,
 )
 from ._errors import HeaderMismatchError, ProtocolError, UnsupportedVersionError
-from ._legacy import DISCOVER_DECLINED_CODES, LegacySession
+from ._legacy import LegacySession
 from ._source import ServerInfo
 from ._wire import (
     HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    LEGACY_VERSION,
     META_SERVER_INFO,
     METHOD_NOT_FOUND,
     PROTOCOL_VERSION,
@@ -89,6 +92,7 @@ from ._wire import (
     initialize_params,
     legacy_http_headers,
     listen_params,
+    parse_message,
     renegotiated_version,
     subscription_id_of,
 )
@@ -98,6 +102,11 @@ log = logging.getLogger("freshcache.protocol")
 RequestId = str | int
 IdKey = tuple[bool, RequestId]
 Params = Mapping[str, Any]
+
+_NOT_A_REFUSAL_CODES = frozenset({UNSUPPORTED_PROTOCOL_VERSION, HEADER_MISMATCH, INTERNAL_ERROR})
+"""``server/discover`` errors that are 2026 answers or trouble, not "not this revision"."""
+_REVISION_BLIND_STATUS = frozenset({401, 403, 429})
+"""HTTP refusals a server gives whatever revision is asked (credentials, rate limits)."""
 
 IGNORED_NOTIFICATIONS = frozenset({"notifications/progress", "notifications/message"})
 """Notifications that are not about subscriptions (spec: progress, logging)."""
@@ -116,6 +125,35 @@ def is_id(value: object) -> bool:
 def same_id(got: object, expected: RequestId) -> bool:
     """Ids compare with their JSON type: ``1`` is not ``"1"``."""
     return is_id(got) and id_key(got) == id_key(expected)  # type: ignore[arg-type]
+
+
+def decode(data: str | bytes) -> Message:
+    """One framed message (a stdio line, an SSE ``data`` field, a JSON body) as a
+    `Message`; never raises. The one parser of every transport: a request written by
+    the server stays a `Request` (`ClientProtocol.receive` says what it means), what
+    is not JSON or not JSON-RPC is `Malformed`. A well-formed notification, the
+    common case of a flood, skips the validating parser (`_fast_notification`)."""
+    try:
+        obj = json.loads(data)
+    except (ValueError, RecursionError) as exc:  # ValueError includes UnicodeDecodeError
+        return Malformed(f"invalid JSON: {exc}")
+    return _fast_notification(obj) or parse_message(obj)
+
+
+def _fast_notification(obj: Any) -> Notification | None:
+    """A well-formed notification without the validating parser; anything else
+    (``None``) goes through `parse_message`, which decides the same way for these."""
+    if (
+        type(obj) is dict
+        and obj.get("jsonrpc") == "2.0"
+        and type(obj.get("method")) is str
+        and type(obj.get("params")) is dict
+        and "id" not in obj
+        and "result" not in obj
+        and "error" not in obj
+    ):
+        return Notification(obj["method"], obj["params"])
+    return None
 
 
 # --------------------------------------------------------------------------- revisions
@@ -235,9 +273,6 @@ class Ignored:
     why: Literal["not_about_subscriptions", "unknown_response", "unknown_subscription"]
 
 
-Received = Answer | ForSubscription | Unclaimed | Untrusted | Ignored
-
-
 @dataclass(frozen=True, slots=True)
 class Renegotiate:
     """``-32022`` named a version both sides speak: send the request again."""
@@ -246,12 +281,29 @@ class Renegotiate:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Relisten:
+    """``-32022`` answered a listen with a version both sides speak: the subscription
+    stays open and ``outgoing`` (the same listen, same id, in the new version) is to
+    be sent again, once per listen (a second ``-32022`` ends it with `StreamLost`)."""
+
+    subscription_id: RequestId
+    outgoing: Outgoing
+    reason: str
+
+
+Received = Answer | ForSubscription | Unclaimed | Untrusted | Ignored | Relisten
+AnswerChannel = Answer | Unclaimed | Untrusted | Ignored
+"""What a request's own answer channel carries (`ClientProtocol.receive_answer`)."""
+
+
 @dataclass(slots=True)
 class _Subscription:
     subscription_id: RequestId
     acknowledged: bool = False
     uris: frozenset[str] = frozenset()
     list_changed: bool = False
+    renegotiated: bool = False
 
 
 # --------------------------------------------------------------------------- the object
@@ -308,7 +360,7 @@ class ClientProtocol:
         self, subscription_id: RequestId, uris: frozenset[str], list_changed: bool
     ) -> Outgoing:
         """A ``subscriptions/listen`` to send; the subscription is open from now on."""
-        self.open_subscription(subscription_id)
+        self.open_subscription(subscription_id, uris, list_changed)
         return self.request(
             subscription_id, "subscriptions/listen", listen_params(uris, list_changed), track=False
         )
@@ -341,12 +393,9 @@ class ClientProtocol:
         return revision.session if isinstance(revision, Revision2025) else None
 
     def discover_declined(self, outcome: object, *, status: int | None = None) -> bool:
-        """Whether a ``server/discover`` outcome means "not this revision" (DESIGN §6):
-        `DISCOVER_DECLINED_CODES`, or HTTP 400/404/405 without a JSON-RPC error
-        (``-32022`` is a 2026 server asking for another 2026 version: renegotiate)."""
-        if isinstance(outcome, ErrorResponse):
-            return outcome.code in DISCOVER_DECLINED_CODES
-        return status in (400, 404, 405)
+        """Whether a ``server/discover`` outcome is a refusal that is not a 2026 answer,
+        so negotiation falls back to ``initialize`` (`discover_declined`)."""
+        return discover_declined(outcome, status=status)
 
     def initialize(self) -> dict[str, Any]:
         """The ``initialize`` params (offering 2025-11-25); from now on the protocol
@@ -362,6 +411,22 @@ class ClientProtocol:
         session = self.legacy
         assert session is not None, "initialize() first"
         return session.accept(self.server, result)
+
+    def initialize_answer(self, message: Response | ErrorResponse) -> ServerInfo | RequestFailed:
+        """The outcome of an ``initialize`` answered on the channel: the session taken
+        (`initialized`), or a `RequestFailed` (try again on the next request); raises
+        `ProtocolError` naming both revisions when the server refuses it for good
+        (``-32601``, ``-32020``), `UnsupportedVersionError` for a version not spoken."""
+        try:
+            outcome = self.answer("initialize", message, retried=True)
+        except UnsupportedVersionError:
+            raise
+        except ProtocolError as exc:
+            raise ProtocolError(
+                neither_revision(self.server, "server/discover was declined", exc)
+            ) from exc
+        assert not isinstance(outcome, Renegotiate)  # 2025 has no -32022 (retried=True)
+        return outcome if isinstance(outcome, RequestFailed) else self.initialized(outcome)
 
     def initialized_notification(self) -> dict[str, Any]:
         """``notifications/initialized``, sent once the ``initialize`` answer is taken."""
@@ -408,16 +473,6 @@ class ClientProtocol:
             wanted |= sub.uris
         return session.to_unsubscribe(wanted)
 
-    def _legacy_claimant(self, method: str, params: dict[str, Any]) -> _Subscription | None:
-        """2025 hints carry no subscription id: the oldest open subscription that asked
-        for the URI (or for list changes) claims it, else the oldest open one."""
-        uri = params.get("uri")
-        subs = list(self._subscriptions.values())
-        for sub in subs:
-            if uri in sub.uris if isinstance(uri, str) else sub.list_changed:
-                return sub
-        return subs[0] if subs else None
-
     def channel_ended(self, detail: str, *, graceful: bool = False) -> list[ForSubscription]:
         """The channel broke (an abrupt end, not a ``complete`` result): every open
         subscription ends with `StreamLost`, nothing is in flight any more. On 2025,
@@ -449,6 +504,13 @@ class ClientProtocol:
     @property
     def open_subscriptions(self) -> list[RequestId]:
         return [sub.subscription_id for sub in self._subscriptions.values()]
+
+    def catch_all(self) -> RequestId | None:
+        """On a shared channel, the open subscription that hears about what no
+        subscription claims (the oldest; ``None`` when none is open)."""
+        for sub in self._subscriptions.values():
+            return sub.subscription_id
+        return None
 
     def is_open(self, subscription_id: RequestId) -> bool:
         return id_key(subscription_id) in self._subscriptions
@@ -484,6 +546,23 @@ class ClientProtocol:
                 return Untrusted(UntrustedMessage(detail), "malformed")
         return Untrusted(UntrustedMessage(f"unrecognised message {message!r}"), "malformed")
 
+    def receive_answer(
+        self, message: Message, request_id: RequestId, *, any_id: bool = False
+    ) -> AnswerChannel:
+        """Judge one message on the channel of one request's own answer (an HTTP POST's
+        JSON body or SSE stream), which carries only that request's answer and what
+        the server says on the way. Ids match with their JSON type; an error without
+        an id answers (JSON-RPC 2.0: the server could not read it), and with
+        ``any_id`` (the transport says the exchange itself failed, e.g. HTTP 4xx) an
+        error answers whatever id it names (SDK 1.x: ``"server-error"``). A change
+        hint is `Unclaimed`, with the id it carried (invariant 9: it may only make
+        content less fresh); progress and logging are `Ignored`; anything else is
+        `Untrusted`."""
+        got = _answer_channel(message, request_id, any_id=any_id)
+        if isinstance(got, Answer):
+            self.forget(request_id)
+        return got
+
     def _claimant(self, sid: object, stream: RequestId | None) -> _Subscription | None:
         """The open subscription ``sid`` names, if it may claim a message on this channel."""
         if not is_id(sid):
@@ -496,7 +575,7 @@ class ClientProtocol:
     def _response(
         self, message: Response | ErrorResponse, rid: RequestId | None, stream: RequestId | None
     ) -> Received:
-        if rid is not None and id_key(rid) in self._pending:
+        if stream is None and rid is not None and id_key(rid) in self._pending:
             self._pending.discard(id_key(rid))
             return Answer(rid, message)
         sub = self._claimant(rid, stream)
@@ -512,7 +591,7 @@ class ClientProtocol:
 
     def _listen_answer(self, sid: RequestId, message: Response | ErrorResponse) -> Received:
         if isinstance(message, ErrorResponse):
-            return self._final(sid, self.listen_refused(sid, message))
+            return self.listen_error(sid, message)
         result_type = message.result.get("resultType", "complete")
         if result_type == "complete":
             return self._final(sid, StreamClosed(sid))
@@ -520,30 +599,38 @@ class ClientProtocol:
             sid, UntrustedMessage(f"listen result with resultType {result_type!r}", sid)
         )
 
-    def listen_refused(
+    def listen_error(
         self, sid: RequestId, error: ErrorResponse, *, where: str = ""
-    ) -> ListenUnsupported | StreamLost | Renegotiate:
-        """What an error answering ``subscriptions/listen`` means (``where``: the
-        transport's own words on how it came, e.g. the HTTP status)."""
-        if error.code == METHOD_NOT_FOUND:
-            return ListenUnsupported(f"the server has no subscriptions/listen ({error.message})")
-        if error.code == UNSUPPORTED_PROTOCOL_VERSION:
-            try:
-                return self._renegotiate(error, "subscriptions/listen", retried=False)
-            except UnsupportedVersionError as exc:
-                log.error("%s", exc)
-                return StreamLost(sid, str(exc))
-        if error.code == HEADER_MISMATCH:
-            log.error("listen refused: %s", _header_mismatch(error).args[0])
-        return StreamLost(
-            sid, f"the server refused the subscription: {error.code} {error.message}{where}"
+    ) -> ForSubscription | Relisten:
+        """What an error answering ``subscriptions/listen`` ``sid`` means, on every wire
+        (``where``: the transport's own words on how it came, e.g. the HTTP status):
+        ``-32601`` is `ListenUnsupported`; ``-32022`` naming a version both sides speak
+        is `Relisten` in that version, once per listen; anything else (a second
+        ``-32022``, one without a version in common, ``-32020``, any other error) ends
+        the subscription with `StreamLost`."""
+        sub = self._subscriptions.get(id_key(sid))
+        retried = sub is not None and sub.renegotiated
+        refused = _listen_refused(
+            sid,
+            error,
+            where,
+            lambda e: self._renegotiate(e, "subscriptions/listen", retried=retried),
         )
+        if isinstance(refused, Renegotiate):
+            if sub is None:
+                return self._final(sid, StreamLost(sid, refused.reason))
+            sub.renegotiated = True
+            outgoing = self.request(
+                sid,
+                "subscriptions/listen",
+                listen_params(sub.uris, sub.list_changed),
+                track=False,
+            )
+            return Relisten(sid, outgoing, refused.reason)
+        return self._final(sid, refused)
 
-    def _final(self, sid: RequestId, event: StreamEvent | Renegotiate) -> ForSubscription:
+    def _final(self, sid: RequestId, event: StreamEvent) -> ForSubscription:
         self.close_subscription(sid)
-        if isinstance(event, Renegotiate):
-            # The version changed: the caller re-listens with the new one.
-            event = StreamLost(sid, event.reason)
         return ForSubscription(sid, event, final=True)
 
     def _notification(
@@ -552,51 +639,30 @@ class ClientProtocol:
         sid = subscription_id_of(params)
         claimant = self._claimant(sid, stream)
         if claimant is None and sid is None and self.legacy is not None:
-            claimant = self._legacy_claimant(method, params)
+            claimant = _legacy_claimant(list(self._subscriptions.values()), params)
         if method in IGNORED_NOTIFICATIONS:
             if claimant is not None or sid is None:
                 return Ignored("not_about_subscriptions")
             return Ignored("unknown_subscription")
         if claimant is not None:
-            return self._claimed(claimant, method, params)
-        return self._unclaimed(method, params, sid, stream)
-
-    def _claimed(self, sub: _Subscription, method: str, params: dict[str, Any]) -> Received:
-        sid = sub.subscription_id
-        if method == "notifications/subscriptions/acknowledged":
-            ack = _acknowledgment(params, sid)
-            if isinstance(ack, UntrustedMessage):
-                return ForSubscription(sid, ack)
-            if sub.acknowledged:
-                return ForSubscription(sid, UntrustedMessage("a second acknowledgment", sid))
-            sub.acknowledged = True
-            return ForSubscription(sid, ack)
-        hint = _hint(method, params, sid)
-        if hint is None:
-            return ForSubscription(sid, _unexpected(method, params, sid))
-        return ForSubscription(sid, hint, before_ack=not sub.acknowledged)
-
-    def _unclaimed(
-        self, method: str, params: dict[str, Any], sid: RequestId | None, stream: RequestId | None
-    ) -> Received:
-        # Not claimed: it may only make content less fresh (invariant 9). It keeps its
-        # own id, unless that id would be trusted for a subscription that did not send it.
-        if sid is not None and self.is_open(sid):
-            sid = None
-        if method == "notifications/subscriptions/acknowledged":
-            text = (
-                "acknowledgment without a subscription id"
-                if sid is None
-                else f"acknowledgment for subscription {sid!r}"
-            )
-            return Untrusted(UntrustedMessage(text, sid), "unknown_subscription")
-        hint = _hint(method, params, sid)
-        if hint is not None and not isinstance(hint, UntrustedMessage):
-            return Unclaimed(hint)
-        event = hint if hint is not None else _unexpected(method, params, sid)
-        return Untrusted(event, "unknown_subscription" if stream is None else "unexpected")
+            return _claimed(claimant, method, params)
+        # It keeps its own id, unless that id would be trusted for a subscription that
+        # did not send it.
+        own = None if sid is not None and self.is_open(sid) else sid
+        return _unclaimed(method, params, own, on_stream=stream is not None)
 
     # ------------------------------------------------------------------ outcomes
+
+    def renegotiation(
+        self, method: str, message: Response | ErrorResponse | object, *, retried: bool
+    ) -> Renegotiate | None:
+        """Whether an answer asks to send the request again in another version
+        (``-32022`` naming one both sides speak, once per request); raises
+        `UnsupportedVersionError` when it names none. The one ``-32022`` rule of
+        requests, used by `answer` and by transports that hand raw answers on."""
+        if isinstance(message, ErrorResponse) and message.code == UNSUPPORTED_PROTOCOL_VERSION:
+            return self._renegotiate(message, method, retried=retried)
+        return None
 
     def answer(
         self, method: str, message: Response | ErrorResponse, *, retried: bool = False
@@ -609,8 +675,9 @@ class ClientProtocol:
         """
         if isinstance(message, Response):
             return message.result
-        if message.code == UNSUPPORTED_PROTOCOL_VERSION:
-            return self._renegotiate(message, method, retried=retried)
+        renegotiate = self.renegotiation(method, message, retried=retried)
+        if renegotiate is not None:
+            return renegotiate
         if message.code == HEADER_MISMATCH:
             raise _header_mismatch(message)
         if message.code == METHOD_NOT_FOUND:
@@ -657,7 +724,6 @@ def discover_info(
         detail = outcome.detail.removeprefix("server/discover: ")
         return ServerInfo(
             reachable=reachable,
-            protocol_version=speaking if reachable else None,
             detail=f"server/discover: {outcome.kind}: {detail}",
             failure=outcome.kind,
         )
@@ -688,6 +754,164 @@ def discover_info(
         cache_scope=outcome.get("cacheScope"),
         detail=detail,
         raw=dict(outcome),
+    )
+
+
+def session_info(
+    version: str,
+    *,
+    supported: tuple[str, ...] = (),
+    subscribe: bool = False,
+    list_changed: bool = False,
+    name: str | None = None,
+    server_version: str | None = None,
+) -> ServerInfo:
+    """What a session another client negotiated says about the server (`McpClientSource`:
+    the official SDK's client did the handshake): ``version`` is the revision spoken;
+    ``subscriptions/listen`` exists from 2026-07-28 on, and the SDK client listens for
+    resource subscriptions only."""
+    modern = version >= PROTOCOL_VERSION
+    return ServerInfo(
+        reachable=True,
+        supported_versions=supported or (version,),
+        protocol_version=version,
+        subscribe=subscribe,
+        list_changed=list_changed,
+        listen=modern and subscribe,
+        name=name,
+        version=server_version,
+        detail="" if modern else f"protocol {version} has no subscriptions/listen",
+    )
+
+
+def discover_declined(outcome: object, *, status: int | None = None) -> bool:
+    """Whether a ``server/discover`` outcome is a refusal that is not a 2026 answer,
+    so negotiation falls back to ``initialize`` (DESIGN §6).
+
+    Whatever a server answers that only a 2026 server says, or that says nothing
+    about the revision, is not a refusal: a result; ``-32022`` (another 2026
+    version: renegotiate) and ``-32020`` (headers and body disagree);
+    ``-32603`` / HTTP 5xx (trouble, not a refusal); HTTP 401/403/429 (credentials
+    and rate limits are asked for whatever the revision). Every other JSON-RPC
+    error (``-32600`` "Missing session ID", ``-32601``, ``-32602``, ``-32000``
+    "Server not initialized" ...) and every other HTTP 4xx, with or without a
+    body, is a server that does not take ``server/discover``: a 2025 one."""
+    if status is not None and (status in _REVISION_BLIND_STATUS or status >= 500):
+        return False
+    if isinstance(outcome, ErrorResponse):
+        return outcome.code not in _NOT_A_REFUSAL_CODES
+    if isinstance(outcome, Response):
+        return False
+    return status is not None and 400 <= status < 500
+
+
+def _answer_channel(message: Message, request_id: RequestId, *, any_id: bool) -> AnswerChannel:
+    """`ClientProtocol.receive_answer`'s judgment, without the bookkeeping."""
+    match message:
+        case Response(id=rid) | ErrorResponse(id=rid):
+            if (
+                rid is None
+                or same_id(rid, request_id)
+                or (any_id and isinstance(message, ErrorResponse))
+            ):
+                return Answer(request_id, message)
+            return Untrusted(
+                UntrustedMessage(f"an answer for request {rid!r}, not {request_id!r}"),
+                "unknown_response",
+            )
+        case Notification(method=method) if method in IGNORED_NOTIFICATIONS:
+            return Ignored("not_about_subscriptions")
+        case Notification(method=method, params=params):
+            hint = _hint(method, params, subscription_id_of(params))
+            if hint is not None and not isinstance(hint, UntrustedMessage):
+                return Unclaimed(hint)
+            return Untrusted(
+                UntrustedMessage(f"unexpected message in an answer: {message}"), "unexpected"
+            )
+        case Request(method=method):
+            return Untrusted(
+                UntrustedMessage(f"the server sent a request ({method}); not allowed"),
+                "server_request",
+            )
+        case Malformed(detail=detail):
+            return Untrusted(UntrustedMessage(detail), "malformed")
+    return Untrusted(UntrustedMessage(f"unrecognised message {message!r}"), "malformed")
+
+
+def _legacy_claimant(subs: list[_Subscription], params: dict[str, Any]) -> _Subscription | None:
+    """2025 hints carry no subscription id: the oldest open subscription that asked
+    for the URI (or for list changes) claims it, else the oldest open one."""
+    uri = params.get("uri")
+    for sub in subs:
+        if uri in sub.uris if isinstance(uri, str) else sub.list_changed:
+            return sub
+    return subs[0] if subs else None
+
+
+def _unclaimed(
+    method: str, params: dict[str, Any], sid: RequestId | None, *, on_stream: bool
+) -> Received:
+    """A message no open subscription claims: a change hint may only make content less
+    fresh (invariant 9); anything else is untrusted."""
+    if method == "notifications/subscriptions/acknowledged":
+        text = (
+            "acknowledgment without a subscription id"
+            if sid is None
+            else f"acknowledgment for subscription {sid!r}"
+        )
+        return Untrusted(UntrustedMessage(text, sid), "unknown_subscription")
+    hint = _hint(method, params, sid)
+    if hint is not None and not isinstance(hint, UntrustedMessage):
+        return Unclaimed(hint)
+    event = hint if hint is not None else _unexpected(method, params, sid)
+    return Untrusted(event, "unexpected" if on_stream else "unknown_subscription")
+
+
+def neither_revision(server: str, declined: str, exc: ProtocolError) -> str:
+    """The message of ``exc`` (``initialize`` failed after ``declined``), naming both
+    revisions tried."""
+    return (
+        f"{server}: MCP {PROTOCOL_VERSION} {declined} and MCP {LEGACY_VERSION} "
+        f"initialize failed: {exc}"
+    )
+
+
+def _claimed(sub: _Subscription, method: str, params: dict[str, Any]) -> Received:
+    sid = sub.subscription_id
+    if method == "notifications/subscriptions/acknowledged":
+        ack = _acknowledgment(params, sid)
+        if isinstance(ack, UntrustedMessage):
+            return ForSubscription(sid, ack)
+        if sub.acknowledged:
+            return ForSubscription(sid, UntrustedMessage("a second acknowledgment", sid))
+        sub.acknowledged = True
+        return ForSubscription(sid, ack)
+    hint = _hint(method, params, sid)
+    if hint is None:
+        return ForSubscription(sid, _unexpected(method, params, sid))
+    return ForSubscription(sid, hint, before_ack=not sub.acknowledged)
+
+
+def _listen_refused(
+    sid: RequestId,
+    error: ErrorResponse,
+    where: str,
+    renegotiate: Callable[[ErrorResponse], Renegotiate],
+) -> ListenUnsupported | StreamLost | Renegotiate:
+    """What an error answering a listen means; ``renegotiate`` raises
+    `UnsupportedVersionError` when ``-32022`` names no version to listen with."""
+    if error.code == METHOD_NOT_FOUND:
+        return ListenUnsupported(f"the server has no subscriptions/listen ({error.message})")
+    if error.code == UNSUPPORTED_PROTOCOL_VERSION:
+        try:
+            return renegotiate(error)
+        except UnsupportedVersionError as exc:
+            log.error("%s", exc)
+            return StreamLost(sid, str(exc))
+    if error.code == HEADER_MISMATCH:
+        log.error("listen refused: %s", _header_mismatch(error).args[0])
+    return StreamLost(
+        sid, f"the server refused the subscription: {error.code} {error.message}{where}"
     )
 
 
@@ -723,22 +947,6 @@ def _header_mismatch(error: ErrorResponse) -> HeaderMismatchError:
     )
 
 
-def answer_hint(message: Message) -> ResourceUpdated | ResourceListChanged | None:
-    """A change hint found on the answer of a request other than a listen (invariant 9).
-
-    ``notifications/resources/updated`` and ``.../list_changed`` become
-    `ResourceUpdated` / `ResourceListChanged` with the subscription id they carry (or
-    ``None``); the engine lets such a hint only make content less fresh. Anything else
-    is ``None``: not a hint.
-    """
-    if isinstance(message, Notification):
-        params = message.params
-        hint = _hint(message.method, params, subscription_id_of(params))
-        if not isinstance(hint, UntrustedMessage):
-            return hint
-    return None
-
-
 def _unexpected(method: str, params: dict[str, Any], sid: RequestId | None) -> UntrustedMessage:
     return UntrustedMessage(f"unexpected notification {method}", sid)
 
@@ -750,13 +958,15 @@ __all__ = [
     "Ignored",
     "Outgoing",
     "Received",
+    "Relisten",
     "Renegotiate",
     "Revision",
     "Revision2025",
     "Revision2026",
     "Unclaimed",
     "Untrusted",
-    "answer_hint",
+    "decode",
     "id_key",
     "same_id",
+    "session_info",
 ]

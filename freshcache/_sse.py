@@ -298,7 +298,27 @@ class StreamStats:
     keepalives: int = 0
 
 
+@dataclass(slots=True)
+class HttpStats:
+    """Running totals of one `HttpSource`, for status output and tests."""
+
+    requests: int = 0
+    retries: int = 0
+    frames: int = 0
+    keepalives: int = 0
+    untrusted: int = 0
+    """Messages that could not be trusted: malformed, wrong id, out of order."""
+    oversized: int = 0
+    idle_timeouts: int = 0
+    silent_losses: int = 0
+    """Listen streams given up because they fell silent after keep-alives."""
+    streams_opened: int = 0
+    streams_lost: int = 0
+    streams_closed: int = 0
+
+
 __all__ = [
+    "HttpStats",
     "SilenceRule",
     "SseComment",
     "SseEnd",

@@ -98,24 +98,23 @@ from ._protocol import (
     ForSubscription,
     IdKey,
     Ignored,
+    Relisten,
     Renegotiate,
     RequestId,
     Unclaimed,
     Untrusted,
+    decode,
     id_key,
 )
 from ._source import ServerInfo
 from ._telemetry import annotate_request
 from ._wire import (
-    UNSUPPORTED_PROTOCOL_VERSION,
     ClientIdentity,
     DenialRules,
     ErrorResponse,
     Message,
-    Notification,
     Response,
     list_reply,
-    parse_message,
 )
 
 log = logging.getLogger("freshcache.stdio")
@@ -214,7 +213,8 @@ EventFor = ForSubscription
 HintFor = Unclaimed
 """A change hint no open subscription can carry (none is open): it still counts, on the
 next reply (see `StdioSource`)."""
-Delivery = ResponseFor | EventFor | HintFor
+Delivery = ResponseFor | EventFor | HintFor | Relisten
+"""`Relisten`: ``-32022`` answered a listen; the protocol's re-sent listen goes out."""
 
 
 @dataclass(slots=True)
@@ -324,14 +324,7 @@ class Demultiplexer:
     def _route_line(self, line: bytes, out: list[Delivery]) -> None:
         if not line.strip():
             return  # a blank line carries nothing
-        try:
-            obj = json.loads(line)
-        except ValueError as exc:  # includes UnicodeDecodeError
-            self.counters.malformed += 1
-            log.info("the server wrote a line that is not JSON (%s): %.200r", exc, line)
-            self._untrusted(out, UntrustedMessage(f"line is not JSON: {line[:80]!r}"))
-            return
-        self.route(_fast_notification(obj) or parse_message(obj), out)
+        self.route(decode(line), out)  # the one parser (`freshcache._protocol.decode`)
 
     def route(self, message: Message, out: list[Delivery]) -> None:
         """Route one decoded message (the line layer's output)."""
@@ -341,7 +334,7 @@ class Demultiplexer:
                 counters.messages += 1
                 counters.before_ack += early
                 out.append(got)
-            case Answer() as got:
+            case Answer() | Relisten() as got:
                 counters.messages += 1
                 out.append(got)
             case Unclaimed(event=event) as got:
@@ -373,31 +366,12 @@ class Demultiplexer:
 
     def _catch_all(self) -> RequestId | None:
         """The subscription that hears about messages no subscription claims."""
-        for sid in self.protocol.open_subscriptions:
-            return sid
-        return None
+        return self.protocol.catch_all()
 
     def _untrusted(self, out: list[Delivery], event: UntrustedMessage) -> None:
         target = self._catch_all()
         if target is not None:
             out.append(EventFor(target, event))
-
-
-def _fast_notification(obj: Any) -> Notification | None:
-    """The common case of a flood, a well-formed notification, without the validating
-    parser; anything else (``None``) goes through `parse_message`, which decides the
-    same way for these."""
-    if (
-        type(obj) is dict
-        and obj.get("jsonrpc") == "2.0"
-        and type(obj.get("method")) is str
-        and type(obj.get("params")) is dict
-        and "id" not in obj
-        and "result" not in obj
-        and "error" not in obj
-    ):
-        return Notification(obj["method"], obj["params"])
-    return None
 
 
 # --------------------------------------------------------------------------- the process
@@ -461,6 +435,11 @@ class _Connection:
                 await self.process.stdin.send(data)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
                 raise _Gone(f"writing to the server process failed: {exc!r}") from exc
+
+    async def send_quietly(self, message: Mapping[str, Any]) -> None:
+        """`send`, when a failure is the connection's end to report (never raises)."""
+        with contextlib.suppress(_Gone):
+            await self.send(message)
 
     async def cancel(self, request_id: RequestId, reason: str) -> None:
         """Best effort ``notifications/cancelled``; never raises, never blocks for long."""
@@ -662,20 +641,17 @@ class StdioSource:
         answer = await self._exchange(
             conn, "initialize", params, started + HANDSHAKE_TIMEOUT, HANDSHAKE_TIMEOUT
         )
-        if isinstance(answer, ErrorResponse):
-            conn.legacy_info = ProtocolError(
-                f"{self.identity} declined MCP 2026-07-28 server/discover and answered "
-                f"MCP 2025-11-25 initialize with {answer.code} {answer.message}"
-            )
-        elif isinstance(answer, Response):
-            try:
-                conn.legacy_info = self.protocol.initialized(answer.result)
+        if isinstance(answer, RequestFailed):
+            conn.legacy_info = answer
+        else:
+            try:  # the protocol's outcome of initialize, the same as on HTTP
+                conn.legacy_info = self.protocol.initialize_answer(answer)
             except ProtocolError as exc:
                 conn.legacy_info = exc
-            with contextlib.suppress(_Gone):
-                await conn.send(self.protocol.initialized_notification())
-        else:
-            conn.legacy_info = answer
+            if isinstance(conn.legacy_info, ServerInfo):
+                with contextlib.suppress(_Gone):
+                    await conn.send(self.protocol.initialized_notification())
+        if isinstance(conn.legacy_info, RequestFailed):
             conn.handshake = None  # the next request tries again
         done.set()
 
@@ -854,12 +830,9 @@ class StdioSource:
         renegotiated = False
         while True:
             answer = await self._exchange(conn, method, params, deadline, timeout)
-            if not (
-                isinstance(answer, ErrorResponse) and answer.code == UNSUPPORTED_PROTOCOL_VERSION
-            ):
+            # -32022: the protocol's rule, as on HTTP (raises when no version is common).
+            if self.protocol.renegotiation(method, answer, retried=renegotiated) is None:
                 return answer
-            # Raises when there is no version to retry with (the rule HTTP follows too).
-            self.protocol.answer(method, answer, retried=renegotiated)
             renegotiated = True
 
     async def _exchange(
@@ -1100,7 +1073,7 @@ class _Supervisor:
     def _deliver(self, conn: _Connection, deliveries: list[Delivery]) -> None:
         for delivery in deliveries:
             if not conn.healthy and (
-                isinstance(delivery, (ResponseFor, HintFor))
+                isinstance(delivery, (ResponseFor, HintFor, Relisten))
                 or not isinstance(delivery.event, UntrustedMessage)
             ):
                 # The process speaks the protocol: a later exit is a death, not a failed start.
@@ -1114,6 +1087,11 @@ class _Supervisor:
                         waiter.done.set()
                 case HintFor(event=event):
                     self._hold(event)
+                case Relisten(outgoing=outgoing):
+                    # -32022 on a listen: the same listen again, in the new version (as
+                    # on HTTP); if the write fails, the connection's end loses it.
+                    if conn.tg is not None:
+                        conn.tg.start_soon(conn.send_quietly, outgoing.message)
                 case EventFor(subscription_id=sid, event=event, final=final):
                     item: StreamEvent | _Hint = event
                     if isinstance(event, (ResourceUpdated, ResourceListChanged)):

@@ -16,6 +16,7 @@ WIRE_ONLY = {
     "ttl-as-string",
     "ttl-as-bool",
     "unsupported-version-renegotiates",
+    "listen-unsupported-version-relistens",
     "silent-after-keepalives",
 }
 """What only a wire carries (JSON to break, protocol versions, stream bytes): the

@@ -795,10 +795,8 @@ LISTEN_TABLE: list[tuple[str, Answer, Callable[[Any], list[StreamEvent]]]] = [
         "listen-refused-with-an-error",
         sse(_listen_error),
         lambda s: [
-            StreamLost(
-                s,
-                "the server refused the subscription: -32603 Subscription limit reached (HTTP 200)",
-            )
+            # On the stream, as on stdio: the protocol's words, no HTTP status.
+            StreamLost(s, "the server refused the subscription: -32603 Subscription limit reached")
         ],
     ),
     (

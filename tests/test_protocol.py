@@ -358,3 +358,19 @@ def test_a_list_changed_naming_a_closed_subscription_keeps_its_id_and_only_inval
             }
         )
     ) == Unclaimed(ResourceListChanged("listen-1"))
+
+
+def test_a_server_request_is_untrusted_the_same_on_every_channel() -> None:
+    """One parser, one judgment: a request written by the server (not allowed on
+    2026-07-28) is untrusted on stdio's shared channel, on a listen stream and on a
+    request's own answer alike."""
+    from freshcache._protocol import Untrusted, decode
+
+    line = '{"jsonrpc":"2.0","id":"srv-1","method":"sampling/createMessage","params":{}}'
+    protocol = listening()
+    judged = [
+        protocol.receive(decode(line)),
+        protocol.receive(decode(line), stream="listen-1"),
+        protocol.receive_answer(decode(line), 5),
+    ]
+    assert all(isinstance(got, Untrusted) and got.why == "server_request" for got in judged)

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from freshcache import UnsupportedVersionError
+from freshcache import ProtocolError, UnsupportedVersionError
 from freshcache._core import (
     ListenAcknowledged,
+    RequestFailed,
     ResourceListChanged,
     ResourceUpdated,
     StreamClosed,
@@ -37,6 +38,13 @@ SDK1_INITIALIZE = (
     '{"experimental":{},"resources":{"subscribe":true,"listChanged":true},"tools":'
     '{"listChanged":false}},"serverInfo":{"name":"probe","version":"1.30.0"}}}'
 )
+
+EVERYTHING_NOT_INITIALIZED = (
+    '{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: Server not initialized"},'
+    '"id":null}'
+)
+"""What ``@modelcontextprotocol/server-everything`` (TypeScript SDK 1.x) answers a
+``server/discover`` without a session over Streamable HTTP (HTTP 400)."""
 
 
 def recorded(line: str) -> Any:
@@ -71,9 +79,20 @@ def notification(method: str, **params: Any) -> Any:
             400,
             False,
         ),
+        (EVERYTHING_NOT_INITIALIZED, 400, True),
+        (EVERYTHING_NOT_INITIALIZED, None, True),
+        ('{"jsonrpc":"2.0","id":1,"error":{"code":-32020,"message":"Mismatch"}}', 400, False),
+        ('{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"boom"}}', None, False),
+        ('{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}', 200, False),
         (None, 404, True),
         (None, 405, True),
+        (None, 400, True),
+        (None, 406, True),
+        (None, 401, False),
+        (None, 403, False),
+        (None, 429, False),
         (None, 503, False),
+        (None, 200, False),
     ],
     ids=[
         "sdk1-missing-session",
@@ -81,15 +100,40 @@ def notification(method: str, **params: Any) -> Any:
         "method-not-found",
         "internal-error-is-not-a-revision-answer",
         "unsupported-version-renegotiates-instead",
+        "server-everything-not-initialized-http-400",
+        "server-everything-not-initialized-stdio",
+        "header-mismatch-is-a-2026-answer",
+        "internal-error-on-stdio-is-trouble",
+        "a-result-is-a-2026-answer",
         "http-404-without-body",
         "http-405-without-body",
+        "http-400-without-body",
+        "http-406-without-body",
+        "http-401-asks-for-credentials-whatever-the-revision",
+        "http-403-is-a-denial-whatever-the-revision",
+        "http-429-is-a-rate-limit-whatever-the-revision",
         "http-503-is-an-outage",
+        "http-200-without-body-is-not-a-refusal",
     ],
 )
 def test_which_discover_answers_mean_not_this_revision(line, status, declined):
     protocol = ClientProtocol("http://server")
     outcome = recorded(line) if line is not None else None
     assert protocol.discover_declined(outcome, status=status) is declined
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        RequestFailed("denied", "server/discover: HTTP 401", 401),
+        RequestFailed("server_error", "server/discover: HTTP 503 without a JSON-RPC answer"),
+        RequestFailed("unreachable", "server/discover: ConnectError"),
+    ],
+    ids=["denied", "outage", "unreachable"],
+)
+def test_a_failed_discover_names_no_revision_as_spoken(outcome):
+    info = ClientProtocol("http://server").server_info(outcome)
+    assert info.protocol_version is None
 
 
 def test_initialize_offers_2025_11_25_and_switches_the_revision():
@@ -229,3 +273,17 @@ def test_on_2026_every_channel_end_is_a_loss_however_it_ended():
     assert ended == [
         ForSubscription("listen-1", StreamLost("listen-1", "exited with code 0"), final=True)
     ]
+
+
+def test_an_initialize_answer_is_judged_once_for_every_transport():
+    protocol = ClientProtocol("stdio:server")
+    protocol.initialize()
+    refused = ErrorResponse(1, -32600, "Bad Request: Server not initialized")
+    failed = protocol.initialize_answer(refused)
+    assert isinstance(failed, RequestFailed) and failed.kind == "server_error"
+    with pytest.raises(ProtocolError, match="2026-07-28 server/discover was declined") as caught:
+        protocol.initialize_answer(ErrorResponse(1, -32601, "Method not found"))
+    assert "2025-11-25 initialize failed" in str(caught.value)
+    answer = recorded(SDK1_INITIALIZE)
+    info = protocol.initialize_answer(answer)
+    assert not isinstance(info, RequestFailed) and info.protocol_version == "2025-11-25"

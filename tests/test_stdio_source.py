@@ -399,7 +399,7 @@ _JSON = st.recursive(
 def test_the_fast_path_for_notifications_decides_like_the_validating_parser(
     obj: dict[str, Any],
 ) -> None:
-    from freshcache._stdio import _fast_notification
+    from freshcache._protocol import _fast_notification
     from freshcache._wire import parse_message
 
     fast = _fast_notification(obj)

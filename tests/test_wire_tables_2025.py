@@ -75,6 +75,7 @@ NOT_IN_2025 = {
     "ttl-as-bool": "no ttlMs",
     "ttl-as-string": "no ttlMs",
     "unsupported-version-renegotiates": "-32022",
+    "listen-unsupported-version-relistens": "-32022",
     "inflight-caller-read-overtaken": "no TTL",
     "inflight-notification-same-text": "no TTL",
     "single-flight-three-readers": "no TTL",

@@ -274,6 +274,12 @@ class ReferenceProtocol:
                     return HangUp()
                 if not server.listen_supported:
                     return Reply(error(request_id, METHOD_NOT_FOUND, "Method not found"), 404)
+                if server.listen_refusals:
+                    server.listen_refusals -= 1
+                    data = {"supported": [PROTOCOL_VERSION], "requested": version}
+                    text = "Unsupported protocol version"
+                    refusal = error(request_id, UNSUPPORTED_PROTOCOL_VERSION, text, data)
+                    return Reply(refusal, 400)
                 filt = params.get("notifications") or {}
                 uris = frozenset(filt.get("resourceSubscriptions") or ())
                 registered = server.subscribe(

@@ -154,6 +154,9 @@ class ReferenceServer:
     cursor_epoch: int = 0
     list_hints: int = 0
     """First list pages still to answer as a list that raced a change (`list_page`)."""
+    listen_refusals: int = 0
+    """Listens still to answer with ``-32022`` (naming the version asked for) before one
+    is served: a wire answer, played by the 2026 protocol handler."""
     acks_held: bool = False
     """While true, the acknowledgment of every new listen waits for `release_acks`."""
     held_acks: set[str | int] = field(default_factory=set)

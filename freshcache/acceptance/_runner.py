@@ -835,7 +835,7 @@ def engine_unplayable(case: Case) -> str | None:
         match step:
             case NextRead(fault=fault) if fault in SCHEMA_FAULTS:
                 return "no JSON at the engine level: a result's schema is checked on the wire"
-            case NextRead(fault="version_refused"):
+            case NextRead(fault="version_refused") | ServerChange(what="listen_version_refused"):
                 return "no protocol versions at the engine level: -32022 is a wire answer"
             case ServerChange(what="fall_silent"):
                 return "no stream bytes at the engine level: keep-alives are SSE comments"
@@ -855,6 +855,8 @@ def unplayable_on_2025(case: Case) -> str | None:
                 return "2025-11-25 has no multi-round-trip requests (requestState is 2026-07-28's)"
             case NextRead(fault="version_refused"):
                 return "2025-11-25 negotiates once, in initialize: no read is refused with -32022"
+            case ServerChange(what="listen_version_refused"):
+                return "2025-11-25 has no subscriptions/listen to refuse with -32022"
             case NextRead(fault="hint_unknown_id") | Notify(kind="foreign"):
                 return "2025-11-25 notifications carry no subscription id: none can be unknown"
             case _:
@@ -928,6 +930,8 @@ def apply_to_reference(
             server.cursor_epoch += 1
         case ServerChange(what="list_hint"):
             server.list_hints += 1
+        case ServerChange(what="listen_version_refused"):
+            server.listen_refusals += 1
         case ServerChange(what="fall_silent"):
             # The server forgets its streams without ending them (a process that died
             # behind a proxy); the wire keeps them open and mute.

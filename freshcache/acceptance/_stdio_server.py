@@ -118,6 +118,7 @@ def reference_to_state(server: ReferenceServer) -> dict[str, Any]:
         "cursor_epoch": server.cursor_epoch,
         "held": getattr(server, "_held", None) is not None,
         "list_hints": server.list_hints,
+        "listen_refusals": server.listen_refusals,
         "acks_held": server.acks_held,
     }
 
@@ -145,6 +146,7 @@ def reference_from_state(state: dict[str, Any]) -> ReferenceServer:
     server.early_notifications = list(state.get("early_notifications", ()))
     server.cursor_epoch = int(state.get("cursor_epoch", 0))
     server.list_hints = int(state.get("list_hints", 0))
+    server.listen_refusals = int(state.get("listen_refusals", 0))
     if state.get("held"):
         server.hold_reads()
     if state.get("acks_held"):

@@ -125,6 +125,8 @@ def odd_answer(step: object) -> str | None:
             return fault
         case ServerChange(what="list_hint"):
             return "list_hint"
+        case ServerChange(what="listen_version_refused"):
+            return "listen_version_refused"
         case _:
             return None
 
@@ -150,6 +152,7 @@ class ServerChange:
         "hold_acks",
         "release_acks",
         "expire_session",
+        "listen_version_refused",
     ]
     uri: str = ""
     principal: str | None = None
@@ -333,6 +336,9 @@ _rule(rf"next read of {_URI} is refused for its protocol version")(
     lambda m: NextRead(resolve(m[1]), "version_refused")
 )
 _rule(r"next list carries a hint")(lambda m: ServerChange("list_hint"))
+_rule(r"next listen is refused for its protocol version")(
+    lambda m: ServerChange("listen_version_refused")
+)
 _rule(r"stream falls silent after keep-alives")(lambda m: ServerChange("fall_silent"))
 
 # time and the client
