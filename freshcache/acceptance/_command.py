@@ -286,9 +286,12 @@ def _client_players(driver: DriverProcess, hello: Hello, wire: str) -> list[tupl
                 op, waited = driver.unanswered
                 await driver.kill()
                 report.failures[:] = [f"the driver gave no answer to {op!r} within {waited:.0f} s"]
-        failed = [f for f in report.failures if "DriverError" in f or "the driver " in f]
+        # The driver's own words are the verdict ("the driver exited with status 3
+        # during 'open'"), not a crash of the harness.
+        report.failures[:] = [f.removeprefix("crashed: DriverError: ") for f in report.failures]
+        failed = [f for f in report.failures if f.startswith(("the driver ", "not played: "))]
         if failed:
-            broken.append(failed[0].removeprefix("crashed: DriverError: "))
+            broken.append(failed[0])
         else:
             broken.clear()
         return report
@@ -363,7 +366,7 @@ def _driver_argv(args: argparse.Namespace) -> list[str] | int | None:
         return argv
     if name is None:
         return None
-    from .drivers import SHIPPED, Unavailable, command_for
+    from .drivers import SHIPPED, Unavailable, command_for, prepare
 
     if name not in SHIPPED:
         print(
@@ -373,6 +376,7 @@ def _driver_argv(args: argparse.Namespace) -> list[str] | int | None:
         )
         return EXIT_UNUSABLE
     try:
+        prepare(name, lambda line: print(f"freshcache: {line}", file=sys.stderr, flush=True))
         return command_for(name)
     except Unavailable as exc:
         print(f"freshcache: {exc}", file=sys.stderr)
