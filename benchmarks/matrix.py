@@ -10,6 +10,7 @@ package or Node missing) is listed with the reason, and so is a wire on which no
 a client's rows can be played (it gets no column). One run; nothing is timed.
 
     python benchmarks/matrix.py [--only NAME ...]   # --only: the others kept from matrix.json
+    python benchmarks/matrix.py --only mcp --wire http-2025   # only those columns again
     python benchmarks/matrix.py --again      # matrix.md again from matrix.json
 """
 
@@ -19,6 +20,7 @@ import argparse
 import datetime
 import json
 import platform
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -43,21 +45,27 @@ CLASS_MARK = {
 """How a failed row is marked, by its class (``FAIL``: a failure of no known class)."""
 
 
-def play(name: str) -> dict[str, object]:
-    """One driver's JSON report, or why it could not run."""
+def play(name: str, wires: list[str] | None = None) -> dict[str, object]:
+    """One driver's JSON report (on ``wires``, default all), or why it could not run."""
     try:
         command_for(name)
     except Unavailable as exc:
         return {"unavailable": str(exc)}
-    done = subprocess.run(
-        [sys.executable, "-c", CLI, "acceptance", "--client", name, "--json"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode not in (0, 1):
-        return {"unavailable": done.stderr.strip().splitlines()[-1] if done.stderr else "failed"}
-    report: dict[str, object] = json.loads(done.stdout)
+    report: dict[str, Any] = {}
+    for wire in wires or ["all"]:
+        done = subprocess.run(
+            [sys.executable, "-c", CLI, "acceptance", "--client", name, "--wire", wire, "--json"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode not in (0, 1):
+            return {
+                "unavailable": done.stderr.strip().splitlines()[-1] if done.stderr else "failed"
+            }
+        one = json.loads(done.stdout)
+        cases = report.get("cases", []) + one["cases"]
+        report = {**one, "cases": cases}
     return report
 
 
@@ -67,9 +75,10 @@ def verdict(case: dict[str, object]) -> str:
     return "pass" if case["passed"] else "fail"
 
 
-def collect(names: list[str]) -> dict[str, Any]:
-    """Play every driver in ``names``: the clients, the columns, each row's verdicts."""
-    reports = {name: play(name) for name in names}
+def collect(names: list[str], wires: list[str] | None = None) -> dict[str, Any]:
+    """Play every driver in ``names`` (on ``wires``, default all): the clients, the
+    columns, each row's verdicts."""
+    reports = {name: play(name, wires) for name in names}
     rows: dict[str, dict[str, str]] = {}
     why: dict[str, dict[str, str]] = {}
     classes: dict[str, dict[str, str]] = {}
@@ -136,11 +145,19 @@ def mark(row: str, column: str, data: dict[str, Any], classes: dict[str, dict[st
     return CLASS_MARK.get(classes.get(row, {}).get(column, ""), MARK["fail"])
 
 
-def merged(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """``old`` with the clients played again in ``new`` replaced (``--only``): the other
-    clients' columns stay as measured, each client line saying when it was played."""
+def merged(
+    old: dict[str, Any], new: dict[str, Any], wires: list[str] | None = None
+) -> dict[str, Any]:
+    """``old`` with the clients played again in ``new`` replaced (``--only``; with
+    ``wires``, only those wires' columns of theirs): the other columns stay as
+    measured, each client line saying when it was played."""
     again = set(new["clients"])
-    kept = [c for c in old.get("columns") or old["summary"] if c.split(" ", 1)[0] not in again]
+
+    def replayed(column: str) -> bool:
+        name, _, wire = column.partition(" ")
+        return name in again and (wires is None or wire in wires)
+
+    kept = [c for c in old.get("columns") or old["summary"] if not replayed(c)]
     keep = {c for c in kept}
     rows: dict[str, dict[str, str]] = {}
     why: dict[str, dict[str, str]] = {}
@@ -160,6 +177,15 @@ def merged(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         name: what if name in again or "(played " in what else f"{what} (played {old['date']})"
         for name, what in {**old["clients"], **new["clients"]}.items()
     }
+    if wires is not None:
+        for name in again & set(old["clients"]):
+            found = re.search(r"\(played (\S+?)\)", old["clients"][name])
+            when = found[1] if found else old["date"]
+            other = [c.partition(" ")[2] for c in kept if c.startswith(f"{name} ")]
+            clients[name] = (
+                f"{new['clients'][name]} ({', '.join(wires)} played {new['date']}; "
+                f"{', '.join(other)} played {when})"
+            )
     columns = kept + [c for c in new["columns"] if c not in keep]
     order = {name: i for i, name in enumerate(SHIPPED)}
     columns.sort(key=lambda c: order.get(c.split(" ", 1)[0], len(order)))
@@ -250,13 +276,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", choices=list(SHIPPED))
     parser.add_argument(
+        "--wire",
+        action="append",
+        choices=["http", "stdio", "http-2025", "stdio-2025"],
+        help="with --only: play only these wires again, keep the client's others",
+    )
+    parser.add_argument(
         "--again", action="store_true", help="write matrix.md again from matrix.json, no play"
     )
     args = parser.parse_args()
     if args.again:
         data = json.loads((RESULTS / "matrix.json").read_text())
     elif args.only and (RESULTS / "matrix.json").exists():
-        data = merged(json.loads((RESULTS / "matrix.json").read_text()), collect(args.only))
+        old = json.loads((RESULTS / "matrix.json").read_text())
+        data = merged(old, collect(args.only, args.wire), args.wire)
     else:
         data = collect(args.only or list(SHIPPED))
     lines = write(data)
