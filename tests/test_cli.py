@@ -547,7 +547,7 @@ BAD_URLS = [
     "127.0.0.1:8000/mcp",
     "",
 ]
-BAD_URIS = ["", "not a uri", "guide://a\x00b", "file:///%zz", "x" * 5000, "-"]
+BAD_URIS = ["", "not a uri", "guide://a\x01b", "file:///%zz", "x" * 5000, "-"]
 
 
 def _bad_inputs(url: str) -> list[list[str]]:
@@ -594,11 +594,13 @@ def _bad_inputs(url: str) -> list[list[str]]:
 
 
 def test_no_command_prints_a_traceback_whatever_the_input(served):
+    # Exit 0 is right for some (a watch that heard the server answer not_found); 70,
+    # an exception freshcache did not expect, and a traceback never are.
     failures = []
     for argv in _bad_inputs(served.url):
         done = run_cli(*argv, timeout=120)
         said = done.stdout + done.stderr
-        if done.returncode not in (1, 2) or "Traceback" in said or "unexpected" in said:
+        if done.returncode not in (0, 1, 2) or "Traceback" in said or "unexpected" in said:
             failures.append(f"{argv!r}: exit {done.returncode}: {said[-300:]!r}")
     assert not failures, "\n".join(failures)
 
