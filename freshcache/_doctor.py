@@ -247,22 +247,32 @@ async def _listen(
                 f"resourcesListChanged={acked.list_changed}, "
                 f"resourceSubscriptions={sorted(acked.resource_uris)}"
             )
-        _judge_ack(acked, uris, advice)
+        _judge_ack(acked, uris, advice, legacy=legacy)
         if args.trigger:
             await _trigger(events, args, say, findings)
 
 
-def _judge_ack(acked: ListenAcknowledged, uris: frozenset[str], advice: list[str]) -> None:
+def _judge_ack(
+    acked: ListenAcknowledged, uris: frozenset[str], advice: list[str], *, legacy: bool = False
+) -> None:
+    """Advice from what the acknowledgment (2025-11-25: the subscribes) covered."""
     if uris and not acked.resource_uris:
         advice.append(
-            "this server never acknowledges resource subscriptions: "
-            "selected resources will be read before every use"
+            (
+                "this server refused every resources/subscribe"
+                if legacy
+                else "this server never acknowledges resource subscriptions"
+            )
+            + ": selected resources will be read before every use"
         )
     else:
         left_out = sorted(uris - acked.resource_uris)
         if left_out:
+            what = (
+                "resources/subscribe was refused for" if legacy else "the acknowledgment leaves out"
+            )
             advice.append(
-                "the acknowledgment leaves out "
+                f"{what} "
                 + ", ".join(left_out)
                 + ": those are read from the server before every use"
             )
