@@ -159,7 +159,7 @@ def cmd_read(args: argparse.Namespace) -> int:
     result = anyio_run(run)
     blobs = _blobs(result)
     if output is not None and result.state == "fresh":
-        _write_output(output, result, blobs)
+        _write_output(output, result)
     if args.json:
         body = {
             "uri": result.uri,
@@ -218,7 +218,7 @@ def _content_json(item: Any) -> dict[str, Any]:
     return body
 
 
-def _write_output(output: Path, result: ReadResult, blobs: list[tuple[str | None, int]]) -> None:
+def _write_output(output: Path, result: ReadResult) -> None:
     """The contents' bytes (every item's, in order) into ``output``."""
     data = b"".join(
         _decoded(item.blob) if item.blob is not None else (item.text or "").encode()
