@@ -6,6 +6,7 @@ HTTP and stdio, and ``python -m http.server`` for a URL that is not MCP.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -717,6 +718,7 @@ def test_a_driver_that_exits_gets_a_verdict_per_case_and_the_run_its_summary(tmp
     summary = done.stdout.split("5 failed:")[1]  # each failed case once, with its lines
     assert summary.count("    - the driver exited with status 3 during 'open'") == 3
     assert summary.count("    - not played: the driver failed the last 3 cases") == 2
+    assert summary.count("    class     no state") == 5
     assert "http:broken: 0/5 passed; failed: 5 no state" in done.stdout
     assert "0 passed, 5 failed" in done.stdout
 
@@ -729,3 +731,15 @@ def test_a_driver_that_hangs_is_stopped_and_the_case_says_so(tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     assert "the driver gave no answer to 'open' within" in done.stdout
     assert "1 failed" in done.stdout and "Traceback" not in done.stderr
+
+
+def test_the_json_report_gives_each_failure_its_class(tmp_path):
+    done = run_cli(
+        "acceptance", "--client-cmd", _driver(tmp_path, "sys.exit(3)"), "--wire", "http",
+        "--only", "seed-2", "--only", "seed-4", "--json",
+    )
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert [f["class"] for f in report["failures"]] == ["no state", "no state"]
+    assert report["summary"]["classes"]["no state"] == 2
+    assert report["summary"]["classes"]["old text"] == 0

@@ -235,12 +235,12 @@ class _Printer:
             return
         print(self.paint(f"{len(failed)} failed:", "31;1"), file=self.out)
         for wire, report in failed:
-            verdict = classes.get(id(report)) or "unclassified"
-            print(f"  {report.id} on {wire}, {report.where} [{verdict}]", file=self.out)
+            print(f"  {report.id} on {wire}, {report.where}", file=self.out)
             print(f"    expected  {report.expected}", file=self.out)
             print(f"    actual    {report.actual}", file=self.out)
             for failure in report.failures:
                 print(f"    - {failure}", file=self.out)
+            print(f"    class     {classes.get(id(report)) or 'unclassified'}", file=self.out)
         print(file=self.out)
 
 
