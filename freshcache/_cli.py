@@ -330,8 +330,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
     anyio_run(run)
     if not answered:
         print("freshcache: the server never answered MCP", file=sys.stderr)
-        return EXIT_FAILED
-    return 128 + stopped_by[0] if stopped_by else EXIT_OK
+    if stopped_by:
+        return 128 + stopped_by[0]  # the one rule for a signal, whatever was heard
+    return EXIT_OK if answered else EXIT_FAILED
 
 
 async def _stop_on_signal(scope: anyio.CancelScope, stopped_by: list[int]) -> None:
