@@ -223,6 +223,11 @@ def _open_regular(path: Path, root: Path, max_bytes: int) -> bytes:
     fd = os.open(path, flags)
     try:
         stat = os.fstat(fd)
+        checked = os.stat(real)
+        if (stat.st_dev, stat.st_ino) != (checked.st_dev, checked.st_ino):
+            # Swapped (for a link out of root, say) between the check and the open:
+            # not this file; the next look checks it again.
+            raise OSError(f"{path} changed while it was opened")
         if not S_ISREG(stat.st_mode):
             raise Skipped(f"not a regular file ({_kind(stat.st_mode)})")
         if stat.st_size > max_bytes:
