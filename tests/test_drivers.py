@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -272,3 +273,50 @@ def test_user_mistakes_are_one_line_and_exit_2():
 @pytest.mark.skipif(importlib.util.find_spec("mcp") is None, reason="needs mcp")
 def test_shipped_python_drivers_start_with_this_interpreter():
     assert command_for("mcp")[:2] == [sys.executable, "-m"]
+
+
+def _fake_npm(folder, exit_code: int) -> None:
+    """An ``npm`` on PATH that does what ``npm ci --prefix DIR`` leaves behind."""
+    npm = folder / "npm"
+    npm.write_text(
+        "#!/bin/sh\n"
+        'prefix=""; while [ $# -gt 0 ]; do [ "$1" = --prefix ] && prefix="$2"; shift; done\n'
+        f"[ {exit_code} -ne 0 ] && {{ echo 'npm ERR! offline' >&2; exit {exit_code}; }}\n"
+        'mkdir -p "$prefix/node_modules/@modelcontextprotocol/client"\n'
+    )
+    npm.chmod(0o755)
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node on PATH")
+def test_the_typescript_sdk_is_installed_on_first_use_with_one_line(tmp_path, monkeypatch):
+    from freshcache.acceptance import drivers
+
+    bin_dir, home = tmp_path / "bin", tmp_path / "drivers"
+    bin_dir.mkdir()
+    (home / "typescript").mkdir(parents=True)
+    _fake_npm(bin_dir, 0)
+    monkeypatch.setattr(drivers, "HERE", home)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    said: list[str] = []
+    drivers.prepare("typescript", said.append)
+    assert said == [
+        "installing the TypeScript SDK for --client typescript, once: "
+        f"npm ci --prefix {home / 'typescript'}"
+    ]
+    assert drivers.command_for("typescript")[1] == str(home / "typescript" / "driver.mjs")
+    drivers.prepare("typescript", said.append)  # installed: nothing to do, nothing said
+    assert len(said) == 1
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node on PATH")
+def test_a_failed_sdk_install_is_unavailable_with_npms_words(tmp_path, monkeypatch):
+    from freshcache.acceptance import drivers
+
+    bin_dir, home = tmp_path / "bin", tmp_path / "drivers"
+    bin_dir.mkdir()
+    (home / "typescript").mkdir(parents=True)
+    _fake_npm(bin_dir, 7)
+    monkeypatch.setattr(drivers, "HERE", home)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    with pytest.raises(Unavailable, match=r"failed \(exit 7\): npm ERR! offline"):
+        drivers.prepare("typescript", lambda line: None)
