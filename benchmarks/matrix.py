@@ -1,13 +1,16 @@
 """The comparison: every acceptance row played through every shipped driver's client.
 
 Runs ``freshcache acceptance --client NAME --json`` once per shipped driver (over HTTP
-and stdio, with the server on 2026-07-28 and on 2025-11-25) and writes the pass/fail
-matrix, rows x clients, to ``benchmarks/results/matrix.md`` and ``matrix.json``. A
-driver that cannot run here (its package or Node missing) is listed with the reason,
-and so is a wire on which none of a client's rows can be played (it gets no column).
-One run; nothing is timed.
+and stdio, with the server on 2026-07-28 and on 2025-11-25) and writes the matrix,
+rows x clients, to ``benchmarks/results/matrix.md`` and ``matrix.json``. A failed row
+is marked by its class (`freshcache.acceptance._verdicts`): old text handed out as
+current, unproven text, strictness, no explicit state, or only extra server reads,
+so a broken promise never reads like a cost. A driver that cannot run here (its
+package or Node missing) is listed with the reason, and so is a wire on which none of
+a client's rows can be played (it gets no column). One run; nothing is timed.
 
     python benchmarks/matrix.py [--only NAME ...]   # --only: the others kept from matrix.json
+    python benchmarks/matrix.py --only mcp --wire http-2025   # only those columns again
     python benchmarks/matrix.py --again      # matrix.md again from matrix.json
 """
 
@@ -17,34 +20,52 @@ import argparse
 import datetime
 import json
 import platform
+import re
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from freshcache.acceptance._format import load_cases
+from freshcache.acceptance._verdicts import CLASSES, classify, hands_out_text, malformed
 from freshcache.acceptance.drivers import SHIPPED, Unavailable, command_for
 
 RESULTS = Path(__file__).resolve().parent / "results"
+TABLES = Path(__file__).resolve().parents[1] / "acceptance_tables"
 CLI = "from freshcache._cli import main; main()"
 MARK = {"pass": "pass", "fail": "FAIL", "skip": "-"}
+CLASS_MARK = {
+    "old text": "OLD",
+    "unproven": "unproven",
+    "strictness": "strict",
+    "no state": "no-state",
+    "extra reads": "reads",
+}
+"""How a failed row is marked, by its class (``FAIL``: a failure of no known class)."""
 
 
-def play(name: str) -> dict[str, object]:
-    """One driver's JSON report, or why it could not run."""
+def play(name: str, wires: list[str] | None = None) -> dict[str, object]:
+    """One driver's JSON report (on ``wires``, default all), or why it could not run."""
     try:
         command_for(name)
     except Unavailable as exc:
         return {"unavailable": str(exc)}
-    done = subprocess.run(
-        [sys.executable, "-c", CLI, "acceptance", "--client", name, "--json"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode not in (0, 1):
-        return {"unavailable": done.stderr.strip().splitlines()[-1] if done.stderr else "failed"}
-    report: dict[str, object] = json.loads(done.stdout)
+    report: dict[str, Any] = {}
+    for wire in wires or ["all"]:
+        done = subprocess.run(
+            [sys.executable, "-c", CLI, "acceptance", "--client", name, "--wire", wire, "--json"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode not in (0, 1):
+            return {
+                "unavailable": done.stderr.strip().splitlines()[-1] if done.stderr else "failed"
+            }
+        one = json.loads(done.stdout)
+        cases = report.get("cases", []) + one["cases"]
+        report = {**one, "cases": cases}
     return report
 
 
@@ -54,11 +75,13 @@ def verdict(case: dict[str, object]) -> str:
     return "pass" if case["passed"] else "fail"
 
 
-def collect(names: list[str]) -> dict[str, Any]:
-    """Play every driver in ``names``: the clients, the columns, each row's verdicts."""
-    reports = {name: play(name) for name in names}
+def collect(names: list[str], wires: list[str] | None = None) -> dict[str, Any]:
+    """Play every driver in ``names`` (on ``wires``, default all): the clients, the
+    columns, each row's verdicts."""
+    reports = {name: play(name, wires) for name in names}
     rows: dict[str, dict[str, str]] = {}
     why: dict[str, dict[str, str]] = {}
+    classes: dict[str, dict[str, str]] = {}
     clients: dict[str, str] = {}
     columns: list[str] = []
     for name, report in reports.items():
@@ -75,21 +98,77 @@ def collect(names: list[str]) -> dict[str, Any]:
             said = case["skipped"] or "; ".join(case["failures"])
             if said:
                 why.setdefault(case["id"], {})[column] = f"{case['actual']}: {said}"
+            if case.get("class"):
+                classes.setdefault(case["id"], {})[column] = case["class"]
     today = datetime.date.today().isoformat()
-    return {"date": today, "python": platform.python_version(), "clients": clients,
-            "columns": columns, "rows": rows, "why": why}
+    return {
+        "date": today,
+        "python": platform.python_version(),
+        "clients": clients,
+        "columns": columns,
+        "rows": rows,
+        "why": why,
+        "classes": classes,
+    }
 
 
-def merged(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """``old`` with the clients played again in ``new`` replaced (``--only``): the other
-    clients' columns stay as measured, each client line saying when it was played."""
+def classified(data: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """Every failed cell's class: as the run reported it, or (a ``matrix.json`` from
+    before classes) from its ``why``, the failure lines the runner wrote, with the
+    row's steps from the tables."""
+    cases = {case.id: case for case in load_cases([TABLES])}
+    known: dict[str, dict[str, str]] = data.get("classes") or {}
+    out: dict[str, dict[str, str]] = {}
+    for row, cells in data["rows"].items():
+        for column, value in cells.items():
+            if value != "fail":
+                continue
+            verdict = known.get(row, {}).get(column)
+            if verdict is None:
+                why = data["why"].get(row, {}).get(column, "")
+                case = cases.get(row)
+                verdict = classify(
+                    why.split("; "),
+                    malformed_answer=case is not None and malformed(case),
+                    handed_text=hands_out_text(why),
+                )
+            if verdict is not None:
+                out.setdefault(row, {})[column] = verdict
+    return out
+
+
+def mark(row: str, column: str, data: dict[str, Any], classes: dict[str, dict[str, str]]) -> str:
+    """A cell of the row table: ``pass``, ``-``, or a failure's class mark."""
+    value = data["rows"][row].get(column, "skip")
+    if value != "fail":
+        return MARK[value]
+    return CLASS_MARK.get(classes.get(row, {}).get(column, ""), MARK["fail"])
+
+
+def merged(
+    old: dict[str, Any], new: dict[str, Any], wires: list[str] | None = None
+) -> dict[str, Any]:
+    """``old`` with the clients played again in ``new`` replaced (``--only``; with
+    ``wires``, only those wires' columns of theirs): the other columns stay as
+    measured, each client line saying when it was played."""
     again = set(new["clients"])
-    kept = [c for c in old.get("columns") or old["summary"] if c.split(" ", 1)[0] not in again]
+
+    def replayed(column: str) -> bool:
+        name, _, wire = column.partition(" ")
+        return name in again and (wires is None or wire in wires)
+
+    kept = [c for c in old.get("columns") or old["summary"] if not replayed(c)]
     keep = {c for c in kept}
     rows: dict[str, dict[str, str]] = {}
     why: dict[str, dict[str, str]] = {}
+    classes: dict[str, dict[str, str]] = {}
     for source, allowed in ((old, keep), (new, None)):
-        for table, into in ((source["rows"], rows), (source["why"], why)):
+        tables = (
+            (source["rows"], rows),
+            (source["why"], why),
+            (source.get("classes", {}), classes),
+        )
+        for table, into in tables:
             for row, cells in table.items():
                 for column, value in cells.items():
                     if allowed is None or column in allowed:
@@ -98,10 +177,26 @@ def merged(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         name: what if name in again or "(played " in what else f"{what} (played {old['date']})"
         for name, what in {**old["clients"], **new["clients"]}.items()
     }
+    if wires is not None:
+        for name in again & set(old["clients"]):
+            found = re.search(r"\(played (\S+?)\)", old["clients"][name])
+            when = found[1] if found else old["date"]
+            other = [c.partition(" ")[2] for c in kept if c.startswith(f"{name} ")]
+            clients[name] = (
+                f"{new['clients'][name]} ({', '.join(wires)} played {new['date']}; "
+                f"{', '.join(other)} played {when})"
+            )
     columns = kept + [c for c in new["columns"] if c not in keep]
     order = {name: i for i, name in enumerate(SHIPPED)}
     columns.sort(key=lambda c: order.get(c.split(" ", 1)[0], len(order)))
-    return {**new, "clients": clients, "columns": columns, "rows": rows, "why": why}
+    return {
+        **new,
+        "clients": clients,
+        "columns": columns,
+        "rows": rows,
+        "why": why,
+        "classes": classes,
+    }
 
 
 def played_columns(data: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
@@ -125,32 +220,52 @@ def write(data: dict[str, Any]) -> list[str]:
     """``matrix.json`` and ``matrix.md`` from the collected data; the markdown lines."""
     rows = data["rows"]
     columns, clients = played_columns(data)
+    classes = classified(data)
     summary = {
-        col: {v: sum(1 for r in rows.values() if r.get(col) == v) for v in MARK} for col in columns
+        col: {
+            **{v: sum(1 for r in rows.values() if r.get(col) == v) for v in MARK},
+            **{c: sum(1 for row in rows if classes.get(row, {}).get(col) == c) for c in CLASSES},
+        }
+        for col in columns
     }
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "matrix.json").write_text(json.dumps({**data, "summary": summary}, indent=2) + "\n")
+    body = {**data, "classes": classes, "summary": summary}
+    (RESULTS / "matrix.json").write_text(json.dumps(body, indent=2) + "\n")
     lines = [
         f"# Acceptance rows x clients ({data['date']}, Python {data['python']})",
         "",
-        "Generated by `python benchmarks/matrix.py`. `pass`/`FAIL` as measured; `-` a row the",
-        "client cannot be driven through. Why a row failed or was not played, per client: `why`",
-        "in `matrix.json`.",
+        "Generated by `python benchmarks/matrix.py`. `pass` as measured; `-` a row the",
+        "client cannot be driven through. A failed row is marked by what went wrong, the",
+        "promise first (`freshcache/acceptance/_verdicts.py` draws the line):",
+        "",
+        "- `OLD`: text handed out as current that is older than the row expects, or where",
+        "  the row says it is denied, gone or not to be trusted (newer text never counts);",
+        "- `unproven`: current text here, but without the server read the rules require",
+        "  (a copy from before the change was heard of): old text had the server changed;",
+        "- `strict`: a malformed answer (a `ttlMs` that is not a number, no contents)",
+        "  accepted and its text handed out;",
+        "- `no-state`: an error or nothing where a state or text was due;",
+        "- `reads`: only a cost: more server reads than the row needs, or newer text.",
+        "",
+        "Why a row failed or was not played, per client: `why` in `matrix.json`.",
         "",
         *(f"- `{name}`: {what}" for name, what in clients.items()),
         "",
-        "| summary | " + " | ".join(columns) + " |",
-        "|---|" + "---|" * len(columns),
+        "| client wire | pass | old text | unproven | strictness | no state | extra reads "
+        "| not playable |",
+        "|---|---|---|---|---|---|---|---|",
         *(
-            f"| {v} | " + " | ".join(str(summary[c][v]) for c in columns) + " |"
-            for v in ("pass", "fail", "skip")
+            f"| {c} | {summary[c]['pass']} | "
+            + " | ".join(str(summary[c][k]) for k in CLASSES)
+            + f" | {summary[c]['skip']} |"
+            for c in columns
         ),
         "",
         "| row | " + " | ".join(columns) + " |",
         "|---|" + "---|" * len(columns),
         *(
-            f"| {row} | " + " | ".join(MARK[cells.get(c, "skip")] for c in columns) + " |"
-            for row, cells in rows.items()
+            f"| {row} | " + " | ".join(mark(row, c, data, classes) for c in columns) + " |"
+            for row in rows
         ),
     ]
     (RESULTS / "matrix.md").write_text("\n".join(lines) + "\n")
@@ -161,17 +276,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", choices=list(SHIPPED))
     parser.add_argument(
+        "--wire",
+        action="append",
+        choices=["http", "stdio", "http-2025", "stdio-2025"],
+        help="with --only: play only these wires again, keep the client's others",
+    )
+    parser.add_argument(
         "--again", action="store_true", help="write matrix.md again from matrix.json, no play"
     )
     args = parser.parse_args()
     if args.again:
         data = json.loads((RESULTS / "matrix.json").read_text())
     elif args.only and (RESULTS / "matrix.json").exists():
-        data = merged(json.loads((RESULTS / "matrix.json").read_text()), collect(args.only))
+        old = json.loads((RESULTS / "matrix.json").read_text())
+        data = merged(old, collect(args.only, args.wire), args.wire)
     else:
         data = collect(args.only or list(SHIPPED))
     lines = write(data)
-    print("\n".join(lines[: 10 + len(data["clients"])]))
+    table = next(i for i, line in enumerate(lines) if line.startswith("| row |"))
+    print("\n".join(lines[:table]))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,14 @@
   server can give and what to expect from it.
 - ``freshcache watch URL URI ...`` prints live status lines until Ctrl-C.
 - ``freshcache read URL URI`` prints one result (text only when fresh).
+- ``freshcache list URL`` prints the URIs a server lists.
 - ``freshcache serve [DIR]`` serves the seed resources, or a folder's files, to try it on.
+
+Exit status, every command: 0 done (fresh, passed), 1 a finding or a result that is
+not fresh, 2 unusable input (one ``freshcache: ...`` line, or argparse's usage and one
+error line), 70 a bug in freshcache (one line; ``-vv`` shows the traceback). Stopped by
+a signal, any command exits 128 + its number: Ctrl-C (SIGINT) 130, SIGTERM 143, after
+saying what it did (``serve``: "stopped"); a reader that went away (``| head``) 141.
 
 argparse (standard library) is enough for this surface; no CLI framework is pulled in.
 """
@@ -18,22 +25,32 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeAlias
-
-import anyio
+from typing import TYPE_CHECKING, Any, TypeAlias
+from urllib.parse import urlsplit
 
 from . import __version__
-from ._cache import FreshCache
-from ._core import ReadResult
 from ._errors import FreshCacheError
 
+if TYPE_CHECKING:  # imported by the commands that use them: a Ctrl-C while Python is
+    # still importing then ends in `main`, with one line, not a traceback
+    import anyio
+
+    from ._cache import FreshCache
+    from ._core import ReadResult
+
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
+EXIT_BUG = 70
+"""An exception freshcache did not expect (sysexits' EX_SOFTWARE): one line, not a
+traceback (``-vv`` shows it)."""
+EXIT_INTERRUPTED = 128 + signal.SIGINT
+"""130: what a shell reports for a program Ctrl-C stopped; every command exits so."""
 
 
 def cmd_acceptance(args: argparse.Namespace) -> int:
@@ -53,7 +70,7 @@ def cmd_acceptance(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- servers
 
 
-def _source(target: list[str], timeout: float) -> Any:
+def _source(target: list[str], timeout: float, max_frame_bytes: int | None = None) -> Any:
     """An `HttpSource` for a URL, a `StdioSource` for ``-- COMMAND ...``."""
     if not target:
         raise FreshCacheError("name a server: a URL (http://...) or -- COMMAND ARGS...")
@@ -76,9 +93,30 @@ def _source(target: list[str], timeout: float) -> Any:
             f"{url!r} is neither an http(s) URL nor '-- COMMAND': "
             "try http://127.0.0.1:8000/mcp or -- python -m my_server"
         )
+    _check_url(url)
     from ._http import HttpSource
 
-    return HttpSource(url, timeout=timeout)
+    if max_frame_bytes is None:
+        return HttpSource(url, timeout=timeout)
+    return HttpSource(url, timeout=timeout, max_frame_bytes=max_frame_bytes)
+
+
+def _check_url(url: str) -> None:
+    """A URL httpx could not even try: one line now, not an error from deep inside."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # ValueError when it is not a number or out of range
+    except ValueError as exc:
+        raise FreshCacheError(
+            f"{url!r} is not a usable URL ({exc}): the port is a number 1-65535, as in "
+            "http://127.0.0.1:8000/mcp"
+        ) from None
+    if not parts.hostname:
+        raise FreshCacheError(f"{url!r} names no host: try http://127.0.0.1:8000/mcp")
+    if port == 0:
+        raise FreshCacheError(f"{url!r}: port 0 is no server's port (1-65535)")
+    if any(c.isspace() or ord(c) < 32 for c in url):
+        raise FreshCacheError(f"{url!r} has spaces or control characters: percent-encode them")
 
 
 def _split_target(args: argparse.Namespace) -> tuple[list[str], list[str]]:
@@ -99,19 +137,29 @@ def _line(result: ReadResult, now: float) -> str:
 def cmd_read(args: argparse.Namespace) -> int:
     """read one resource once
 
-    Print one result: the state on stderr, the text on stdout only when fresh. Exit
-    0 when fresh, 1 otherwise. A stdio server: URI -- COMMAND ...
+    Print one result: the state on stderr, the text on stdout only when fresh; a blob
+    (binary contents) is described by its MIME type and size, and --output FILE writes
+    its bytes. Exit 0 when fresh, 1 otherwise. A stdio server: URI -- COMMAND ...
     """
+    from ._cache import FreshCache
+
     target, uris = _split_target(args)
     if len(uris) != 1:
         raise FreshCacheError("read takes one URI: freshcache read URL URI (or URI -- COMMAND)")
+    output = None if args.output is None else Path(args.output)
+    if output is not None and (output.is_dir() or not output.parent.is_dir()):
+        problem = "is a folder" if output.is_dir() else f"no folder {output.parent}"
+        raise FreshCacheError(f"cannot write to --output {output}: {problem}")
 
     async def run() -> ReadResult:
-        source = _source(target, args.timeout)
+        source = _source(target, args.timeout, args.max_frame_bytes)
         async with FreshCache(source, listen=False, read_timeout=args.timeout) as cache:
             return await cache.read(uris[0])
 
-    result = anyio.run(run)
+    result = anyio_run(run)
+    blobs = _blobs(result)
+    if output is not None and result.state == "fresh":
+        _write_output(output, result)
     if args.json:
         body = {
             "uri": result.uri,
@@ -121,16 +169,113 @@ def cmd_read(args: argparse.Namespace) -> int:
             "fetched_at": result.fetched_at,
             "server_read": result.server_read,
             "text": result.text,
+            "contents": [_content_json(item) for item in result.contents],
             "detail": result.detail,
         }
         print(json.dumps(body, indent=2))
     else:
         print(_line(result, time.time()), file=sys.stderr)
-        if result.state == "fresh" and result.text is not None:
+        if result.state == "fresh" and output is not None:
+            print(f"  written to {output}", file=sys.stderr)
+        elif result.state == "fresh" and result.text is not None:
             print(result.text, end="" if result.text.endswith("\n") else "\n")
         elif result.detail:
             print(f"  {result.detail}", file=sys.stderr)
+        for mime, size in blobs:
+            print(
+                f"  a blob: {mime or 'no MIME type'}, {size} bytes"
+                + ("" if output is not None else " (--output FILE writes its bytes)"),
+                file=sys.stderr,
+            )
     return EXIT_OK if result.state == "fresh" else EXIT_FAILED
+
+
+def _blobs(result: ReadResult) -> list[tuple[str | None, int]]:
+    """(MIME type, size in bytes) of every blob item in ``result``."""
+    return [
+        (item.mime_type, len(_decoded(item.blob)))
+        for item in result.contents
+        if item.blob is not None
+    ]
+
+
+def _decoded(blob: str) -> bytes:
+    import base64
+    import binascii
+
+    try:
+        return base64.b64decode(blob)
+    except (binascii.Error, ValueError):
+        raise FreshCacheError("the server sent a blob that is not Base64") from None
+
+
+def _content_json(item: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"uri": item.uri, "mimeType": item.mime_type}
+    if item.blob is not None:
+        body.update(type="blob", bytes=len(_decoded(item.blob)))
+    else:
+        body.update(type="text", bytes=len((item.text or "").encode()))
+    return body
+
+
+def _write_output(output: Path, result: ReadResult) -> None:
+    """The contents' bytes (every item's, in order) into ``output``."""
+    data = b"".join(
+        _decoded(item.blob) if item.blob is not None else (item.text or "").encode()
+        for item in result.contents
+    )
+    try:
+        output.write_bytes(data)
+    except OSError as exc:
+        raise FreshCacheError(f"cannot write to --output {output}: {exc.strerror}") from None
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """the URIs a server lists
+
+    Walk every page of resources/list and print one URI a line (its name and MIME type
+    after a tab), exactly as a read takes it: a file:// URI is percent-encoded (a
+    space is %20). Exit 0 when the list was read, 1 otherwise. A stdio server:
+    -- COMMAND ...
+    """
+    from ._cache import FreshCache
+
+    target = ["--", *args.command_line] if args.command_line is not None else args.target[:1]
+    if args.command_line is None and len(args.target) > 1:
+        raise FreshCacheError("list takes one URL: freshcache list URL (or -- COMMAND)")
+
+    async def run() -> Any:
+        source = _source(target, args.timeout, args.max_frame_bytes)
+        async with FreshCache(source, listen=False, read_timeout=args.timeout) as cache:
+            return await cache.list_resources()
+
+    listed = anyio_run(run)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "state": listed.state,
+                    "reason": listed.reason,
+                    "detail": listed.detail,
+                    "resources": [
+                        {"uri": r.uri, "name": r.name, "mimeType": r.mime_type}
+                        for r in listed.resources
+                    ],
+                },
+                indent=2,
+            )
+        )
+    elif listed.state == "fresh":
+        for resource in listed.resources:
+            extra = [x for x in (resource.name, resource.mime_type) if x]
+            print("\t".join([resource.uri, *extra]))
+        print(f"{len(listed.resources)} resource(s)", file=sys.stderr)
+    else:
+        reason = f" ({listed.reason})" if listed.reason else ""
+        print(f"list: {listed.state}{reason}", file=sys.stderr)
+        if listed.detail:
+            print(f"  {listed.detail}", file=sys.stderr)
+    return EXIT_OK if listed.state == "fresh" else EXIT_FAILED
 
 
 ANSWERED = frozenset({"fresh", "stale", "denied", "not_found"})
@@ -144,10 +289,15 @@ def cmd_watch(args: argparse.Namespace) -> int:
     version changes, until Ctrl-C. Exit 1 when the server never answered. A stdio
     server: URI ... -- COMMAND ...
     """
+    import anyio
+
+    from ._cache import FreshCache
+
     target, uris = _split_target(args)
     if not uris:
         raise FreshCacheError("watch needs at least one URI: freshcache watch URL URI [URI ...]")
     answered = False
+    stopped_by: list[int] = []
 
     async def look(cache: FreshCache, last: dict[str, tuple[object, ...]]) -> None:
         nonlocal answered
@@ -160,12 +310,12 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 print(f"{time.strftime('%H:%M:%S')} {_line(result, time.time())}", flush=True)
 
     async def run() -> None:
-        source = _source(target, args.timeout)
+        source = _source(target, args.timeout, args.max_frame_bytes)
         async with (
             FreshCache(source, select=uris, read_timeout=args.timeout) as cache,
             anyio.create_task_group() as tg,
         ):
-            tg.start_soon(_stop_on_signal, tg.cancel_scope)
+            tg.start_soon(_stop_on_signal, tg.cancel_scope, stopped_by)
             last: dict[str, tuple[object, ...]] = {}
             stream = None
             with anyio.move_on_after(args.duration if args.duration else math.inf):
@@ -177,19 +327,31 @@ def cmd_watch(args: argparse.Namespace) -> int:
                     await anyio.sleep(args.interval)
             tg.cancel_scope.cancel()
 
-    anyio.run(run)
+    anyio_run(run)
     if not answered:
         print("freshcache: the server never answered MCP", file=sys.stderr)
-        return EXIT_FAILED
-    return EXIT_OK
+    if stopped_by:
+        return 128 + stopped_by[0]  # the one rule for a signal, whatever was heard
+    return EXIT_OK if answered else EXIT_FAILED
 
 
-async def _stop_on_signal(scope: anyio.CancelScope) -> None:
-    """Ctrl-C (or SIGTERM) ends a long-running command normally, not as an error."""
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for _ in signals:
+async def _stop_on_signal(scope: anyio.CancelScope, stopped_by: list[int]) -> None:
+    """Ctrl-C (or SIGTERM) ends a long-running command cleanly (its last lines said,
+    the server let go); ``stopped_by`` gets the signal for the exit status."""
+    from anyio import open_signal_receiver
+
+    with open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            stopped_by.append(int(signum))
             scope.cancel()
             return
+
+
+def anyio_run(function: Callable[[], Any]) -> Any:
+    """``anyio.run`` (imported here: see the imports at the top)."""
+    import anyio
+
+    return anyio.run(function)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -200,9 +362,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     spoke MCP and every check passed, 1 for a finding (unreachable, no
     acknowledgment, no update after --trigger), 2 when a URL does not answer MCP.
     """
+    import anyio
+
     from ._doctor import doctor
 
-    return int(anyio.run(doctor, args, lambda target: _source(target, args.timeout)))
+    def source(target: list[str]) -> Any:
+        return _source(target, args.timeout, args.max_frame_bytes)
+
+    return int(anyio.run(doctor, args, source))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -210,18 +377,30 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     A real MCP server (2026-07-28, or --revision 2025-11-25) to try freshcache on,
     on 127.0.0.1. Without DIR: the seed resources (guide://shipping/approval,
-    .../returns, .../rates, .../holidays). With DIR: every file under it (hidden
-    ones left out) as file:// + its absolute path; editing, adding or deleting a
-    file notifies listening clients. Ctrl-C stops.
+    .../returns, .../rates, .../holidays). With DIR: every regular file under it
+    (hidden ones left out) whose real path is inside DIR, named by its file:// URI
+    (the absolute path, percent-encoded: a space is %20; freshcache list URL prints
+    them); symlinks leading out of DIR, FIFOs, sockets and devices are skipped with
+    one line, and so are files over --max-file-bytes. Editing, adding or deleting a
+    file notifies listening clients. Ctrl-C stops (exit 130).
     """
+    import anyio
+
     from .acceptance._serve import serve_http, serve_stdio
 
     root = None if args.dir is None else Path(args.dir)
+    limit = args.max_file_bytes
     if args.stdio:
-        anyio.run(lambda: serve_stdio(root, poll=args.poll, revision=args.revision))
+        signum = anyio.run(
+            lambda: serve_stdio(root, poll=args.poll, revision=args.revision, max_bytes=limit)
+        )
     else:
-        anyio.run(lambda: serve_http(root, args.port, poll=args.poll, revision=args.revision))
-    return EXIT_OK
+        signum = anyio.run(
+            lambda: serve_http(
+                root, args.port, poll=args.poll, revision=args.revision, max_bytes=limit
+            )
+        )
+    return 128 + int(signum)
 
 
 def _seconds(text: str) -> float:
@@ -249,6 +428,17 @@ def _number(text: str) -> float:
     return value
 
 
+def _bytes(text: str) -> int:
+    """An argparse type: a size in bytes, 256 or more (``4MiB`` and ``512k`` work too)."""
+    match = re.fullmatch(r"\s*(\d+)\s*([kmg]?)(i?b)?\s*", text.lower())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size in bytes (e.g. 8388608 or 8MiB)")
+    value: int = int(match[1]) * 1024 ** " kmg".index(match[2] or " ")
+    if value < 256:
+        raise argparse.ArgumentTypeError(f"{text!r} is under 256 bytes")
+    return value
+
+
 def _port(text: str) -> int:
     if not text.isdecimal() or int(text) > 65535:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535)")
@@ -269,7 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also show what the cache logs (-v: errors, warnings, recoveries; -vv: debug)",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_acceptance, _doctor, _watch, _read, _serve):
+    for add in (_acceptance, _doctor, _watch, _read, _list, _serve):
         add(commands)
     return parser
 
@@ -300,6 +490,18 @@ def _server_and_uris(command: argparse.ArgumentParser, uris: str) -> None:
     )
     command.add_argument(
         "--timeout", type=_seconds, default=5.0, help="read deadline in seconds (default 5)"
+    )
+    _frame_option(command)
+
+
+def _frame_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--max-frame-bytes",
+        type=_bytes,
+        metavar="BYTES",
+        help="the largest HTTP answer or SSE frame taken in (HttpSource's max_frame_bytes, "
+        "default 4MiB; e.g. 16MiB): a bigger answer is refused as malformed, so a "
+        "resource that big is never fresh until this is raised",
     )
 
 
@@ -357,7 +559,10 @@ def _doctor(commands: Commands) -> None:
     doctor = _command(commands, cmd_doctor)
     doctor.add_argument("target", nargs="*", metavar="URL", help="or: -- COMMAND ARGS ...")
     doctor.add_argument(
-        "--uri", action="append", help="resource to test (default: the first listed)"
+        "--uri",
+        action="append",
+        help="a resource to test (repeatable; default: the first three listed); one "
+        "that is not found or denied is a finding",
     )
     doctor.add_argument(
         "--timeout", type=_seconds, default=10.0, help="seconds per step (default 10)"
@@ -366,8 +571,9 @@ def _doctor(commands: Commands) -> None:
         "--trigger",
         metavar="SHELL_COMMAND",
         help="a command that changes a tested resource; doctor times the notification "
-        "from the command's start",
+        "from the command's start (a trigger that fails is reported at once)",
     )
+    _frame_option(doctor)
 
 
 def _watch(commands: Commands) -> None:
@@ -388,6 +594,21 @@ def _read(commands: Commands) -> None:
     read = _command(commands, cmd_read)
     _server_and_uris(read, "URI")
     read.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    read.add_argument(
+        "--output",
+        metavar="FILE",
+        help="write the contents' bytes (a blob decoded, or the text) to FILE when fresh",
+    )
+
+
+def _list(commands: Commands) -> None:
+    listing = _command(commands, cmd_list)
+    listing.add_argument("target", nargs="*", metavar="URL", help="or: -- COMMAND ARGS ...")
+    listing.add_argument(
+        "--timeout", type=_seconds, default=5.0, help="deadline in seconds (default 5)"
+    )
+    listing.add_argument("--json", action="store_true", help="print the list as JSON")
+    _frame_option(listing)
 
 
 def _serve(commands: Commands) -> None:
@@ -411,6 +632,14 @@ def _serve(commands: Commands) -> None:
         default="2026-07-28",
         help="the MCP revision to speak, only that one (default 2026-07-28; 2025-11-25: "
         "initialize, sessions, resources/subscribe, as SDK 1.x servers do)",
+    )
+    serve.add_argument(
+        "--max-file-bytes",
+        type=_bytes,
+        default=1024 * 1024,
+        metavar="BYTES",
+        help="skip files larger than this, unread (default 1MiB, e.g. 8MiB); a client "
+        "takes answers up to its own limit (freshcache: --max-frame-bytes, 4MiB)",
     )
 
 
@@ -466,17 +695,7 @@ def _main(argv: Sequence[str] | None) -> int:
         words, command_line = words[:at], words[at + 1 :]
     parser = build_parser()
     args = parser.parse_args(words)
-    # Every command says in its own lines what happened (a state, a finding, one
-    # "freshcache: ..." error); the cache's log would say it a second time (a server
-    # that cannot be used is logged at ERROR, then raised), so it shows only with -v.
-    logging.basicConfig(
-        format="%(name)s: %(message)s",
-        level=logging.DEBUG
-        if args.verbose > 1
-        else logging.INFO
-        if args.verbose
-        else logging.CRITICAL + 1,
-    )
+    _logging(args.verbose)
     args.command_line = command_line
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
     if handler is None:
@@ -484,15 +703,52 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_UNUSABLE
     try:
         return handler(args)
-    except Exception as exc:
-        error = _user_error(exc)
-        if error is None:
-            raise
+    except BaseException as exc:
+        return _failed(exc, args.verbose)
+
+
+def _logging(verbose: int) -> None:
+    """Every command says in its own lines what happened (a state, a finding, one
+    "freshcache: ..." error); the cache's log would say it a second time (a server that
+    cannot be used is logged at ERROR, then raised), so it shows only with -v. -vv is
+    freshcache's own debug (``freshcache.*``: requests, invalidations, re-listens);
+    the libraries under it (httpx, httpcore) stay at INFO unless -vvv."""
+    logging.basicConfig(
+        format="%(name)s: %(message)s",
+        level=logging.DEBUG if verbose > 2 else logging.INFO if verbose else logging.CRITICAL + 1,
+    )
+    if verbose > 1:
+        logging.getLogger("freshcache").setLevel(logging.DEBUG)
+
+
+def _failed(exc: BaseException, verbose: int) -> int:
+    """The exit status, and one line, for a command that raised."""
+    leaves = _leaves(exc)
+    if leaves and all(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
+        print("freshcache: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if isinstance(exc, (SystemExit, GeneratorExit)) or any(
+        isinstance(leaf, BrokenPipeError) for leaf in leaves
+    ):
+        raise exc  # `main` ends a broken pipe quietly; SystemExit is an exit status
+    error = _user_error(exc)
+    if error is not None:
         print(f"freshcache: {error}", file=sys.stderr)
         return EXIT_UNUSABLE
-    except KeyboardInterrupt:
+    if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
         print("freshcache: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    first = leaves[0] if leaves else exc
+    print(
+        f"freshcache: unexpected {type(first).__name__}: {first} (a bug in freshcache: "
+        "please report it; -vv shows the traceback)",
+        file=sys.stderr,
+    )
+    if verbose > 1:
+        import traceback
+
+        traceback.print_exception(exc)
+    return EXIT_BUG
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,8 +6,13 @@ what its acknowledgment honours and, with ``--trigger``, how long from the trigg
 start until the notification arrives.
 
 Exit status (the worst over every server named): 0 when the server spoke MCP and
-every check passed, 1 for a finding (unreachable, no acknowledgment, no update after
-the trigger, a failed trigger), 2 when the URL does not answer MCP.
+every check passed, 1 for a finding (unreachable, a tested resource not found or
+denied, no acknowledgment, no update after the trigger, a failed trigger), 2 when the
+URL does not answer MCP.
+
+On 2025-11-25 there is no ``subscriptions/listen``: what doctor checks there is a
+``resources/subscribe`` per tested resource on a live notification channel, and it
+says so in those words.
 """
 
 from __future__ import annotations
@@ -97,11 +102,12 @@ async def _check(source: Any, args: argparse.Namespace, say: Say) -> int:
     findings: list[str] = []
     _revision(info, say, advice)
     _capabilities(info, say, advice)
-    uris = await _list_and_read(source, list(args.uri or []), say, advice)
+    uris = await _list_and_read(source, list(args.uri or []), say, advice, findings)
+    legacy = info.protocol_version != PROTOCOL_VERSION
     if info.listen is False:
         say("listen      not offered")
     elif uris or info.list_changed:
-        await _listen(source, frozenset(uris), args, say, advice, findings)
+        await _listen(source, frozenset(uris), args, say, advice, findings, legacy=legacy)
     for line in advice:
         say(f"advice      {line}")
     for line in findings:
@@ -142,8 +148,12 @@ def _capabilities(info: ServerInfo, say: Say, advice: list[str]) -> None:
         say("listChanged no: a resource list is trusted for its ttlMs only")
 
 
-async def _list_and_read(source: Any, uris: list[str], say: Say, advice: list[str]) -> list[str]:
-    """The first list page and a few reads: what ``ttlMs``/``cacheScope`` they carry."""
+async def _list_and_read(
+    source: Any, uris: list[str], say: Say, advice: list[str], findings: list[str]
+) -> list[str]:
+    """The first list page and a few reads (the ``--uri`` ones, else the first three
+    listed): what ``ttlMs``/``cacheScope`` they carry; one not found or denied is a
+    finding (a model relying on it would get no text)."""
     page = await source.list_resources(None, None)
     if isinstance(page, ListReply):
         say(
@@ -172,6 +182,14 @@ async def _list_and_read(source: Any, uris: list[str], say: Say, advice: list[st
                 )
         else:
             say(f"read        {uri}: {reply.kind} ({reply.detail})")
+            if reply.kind in ("not_found", "denied"):
+                what = "does not exist" if reply.kind == "not_found" else "is denied to doctor"
+                findings.append(
+                    f"{uri} {what} ({reply.kind}): check the URI (freshcache list URL "
+                    "prints what the server lists)"
+                    if reply.kind == "not_found"
+                    else f"{uri} {what} ({reply.kind}): doctor sends no credentials"
+                )
     return uris
 
 
@@ -182,7 +200,11 @@ async def _listen(
     say: Say,
     advice: list[str],
     findings: list[str],
+    *,
+    legacy: bool = False,
 ) -> None:
+    """Open a subscription and wait for its acknowledgment (2026-07-28), or for the
+    ``resources/subscribe`` of each tested URI on a live channel (2025-11-25)."""
     started = time.perf_counter()
     async with aclosing(source.listen(uris, True)) as events:
         acked: ListenAcknowledged | None = None
@@ -199,37 +221,58 @@ async def _listen(
                     )
                     return
                 if isinstance(event, (StreamLost, StreamClosed)):
-                    say(f"listen      ended before an acknowledgment: {_event_detail(event)}")
+                    what = "the channel ended" if legacy else "ended"
+                    say(f"listen      {what} before an acknowledgment: {_event_detail(event)}")
                     findings.append("the listen stream ended before it was acknowledged")
                     return
         if acked is None:
-            say(f"listen      no acknowledgment within {args.timeout:g} s")
+            what = "no subscription took effect" if legacy else "no acknowledgment"
+            say(f"listen      {what} within {args.timeout:g} s")
             findings.append(
-                f"no acknowledgment within {args.timeout:g} s: selected resources count as "
+                f"{what} within {args.timeout:g} s: selected resources count as "
                 "uncovered and are read before every use"
             )
             return
-        say(
-            f"listen      acknowledged in {1000 * (time.perf_counter() - started):.0f} ms: "
-            f"resourcesListChanged={acked.list_changed}, "
-            f"resourceSubscriptions={sorted(acked.resource_uris)}"
-        )
-        _judge_ack(acked, uris, advice)
+        took = f"{1000 * (time.perf_counter() - started):.0f} ms"
+        if legacy:
+            # 2025-11-25 has no listen: what was checked is a resources/subscribe per
+            # URI, each counted once the notification channel (GET stream, stdout) is live.
+            say(
+                f"subscribe   on the live notification channel in {took}: "
+                f"resources/subscribe accepted for {sorted(acked.resource_uris)}"
+            )
+        else:
+            say(
+                f"listen      acknowledged in {took}: "
+                f"resourcesListChanged={acked.list_changed}, "
+                f"resourceSubscriptions={sorted(acked.resource_uris)}"
+            )
+        _judge_ack(acked, uris, advice, legacy=legacy)
         if args.trigger:
             await _trigger(events, args, say, findings)
 
 
-def _judge_ack(acked: ListenAcknowledged, uris: frozenset[str], advice: list[str]) -> None:
+def _judge_ack(
+    acked: ListenAcknowledged, uris: frozenset[str], advice: list[str], *, legacy: bool = False
+) -> None:
+    """Advice from what the acknowledgment (2025-11-25: the subscribes) covered."""
     if uris and not acked.resource_uris:
         advice.append(
-            "this server never acknowledges resource subscriptions: "
-            "selected resources will be read before every use"
+            (
+                "this server refused every resources/subscribe"
+                if legacy
+                else "this server never acknowledges resource subscriptions"
+            )
+            + ": selected resources will be read before every use"
         )
     else:
         left_out = sorted(uris - acked.resource_uris)
         if left_out:
+            what = (
+                "resources/subscribe was refused for" if legacy else "the acknowledgment leaves out"
+            )
             advice.append(
-                "the acknowledgment leaves out "
+                f"{what} "
                 + ", ".join(left_out)
                 + ": those are read from the server before every use"
             )
@@ -238,14 +281,19 @@ def _judge_ack(acked: ListenAcknowledged, uris: frozenset[str], advice: list[str
 
 
 async def _trigger(events: Any, args: argparse.Namespace, say: Say, findings: list[str]) -> None:
-    """Run the trigger and time, from its start, the first change notification."""
+    """Run the trigger and time, from its start, the first change notification; a
+    trigger that exits with a failure ends the wait at once (nothing it did can be
+    relied on to come)."""
     exit_code: list[int] = []
     trigger_done = anyio.Event()
+    waiting = anyio.CancelScope(deadline=anyio.current_time() + args.timeout)
 
     async def run_trigger() -> None:
         done = await anyio.run_process(args.trigger, check=False)  # a str runs in a shell
         exit_code.append(done.returncode)
         trigger_done.set()
+        if done.returncode != 0:
+            waiting.cancel()
 
     arrived: str | None = None
     ended = False
@@ -253,7 +301,7 @@ async def _trigger(events: Any, args: argparse.Namespace, say: Say, findings: li
     async with anyio.create_task_group() as tg:
         started = time.perf_counter()
         tg.start_soon(run_trigger)
-        with anyio.move_on_after(args.timeout):
+        with waiting:
             async for event in events:
                 if isinstance(event, ResourceUpdated):
                     arrived = f"update      {event.uri}"
@@ -271,13 +319,16 @@ async def _trigger(events: Any, args: argparse.Namespace, say: Say, findings: li
         with anyio.move_on_after(args.timeout):
             await trigger_done.wait()
         tg.cancel_scope.cancel()
+    failed = bool(exit_code) and exit_code[0] != 0
     if not exit_code:
         say(f"trigger     still running {args.timeout:g} s after the update wait: stopped")
-    elif exit_code[0] != 0:
+    elif failed:
         say(f"trigger     exited with {exit_code[0]}")
         findings.append(f"the trigger command failed (exit {exit_code[0]})")
     if arrived is not None:
         say(f"{arrived} arrived {elapsed:.0f} ms after the trigger started")
+    elif failed:
+        say("update      not waited for: the trigger failed")
     elif not ended:
         say(f"update      none within {args.timeout:g} s of the trigger's start")
         findings.append(

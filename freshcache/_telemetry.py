@@ -19,6 +19,7 @@ puts them there).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -30,6 +31,10 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from ._core import Invalidation, ReadResult, RequestFailed
+
+log = logging.getLogger("freshcache.telemetry")
+"""Debug lines for what the spans record (``freshcache -vv`` shows them): requests,
+invalidations, fresh again, re-listens. Never on the hit path."""
 
 SCOPE = "freshcache"
 
@@ -174,6 +179,7 @@ class Telemetry:
         }
         if uri is not None:
             attributes[MCP_RESOURCE_URI] = uri
+        log.debug("request %s%s", method, "" if uri is None else f" {uri}")
         started = time.perf_counter()
         error: str | None = None
         with self._tracer.start_as_current_span(
@@ -200,6 +206,7 @@ class Telemetry:
 
     def request_failed(self, span: Span, failure: RequestFailed) -> None:
         """Mark a request span as failed with freshcache's failure kind as ``error.type``."""
+        log.debug("request failed: %s (%s)", failure.kind, failure.detail)
         span.set_attribute(ERROR_TYPE, failure.kind)
         if failure.code is not None:
             span.set_attribute(RPC_RESPONSE_STATUS_CODE, str(failure.code))
@@ -250,6 +257,9 @@ class Telemetry:
     # -- events on the listen span and metrics ---------------------------------------
 
     def invalidated(self, event: Invalidation, now: float) -> None:
+        log.debug(
+            "invalidated %s: %s%s", event.uri, event.cause, "" if event.trusted else " (untrusted)"
+        )
         self._invalidations.add(1, {CAUSE: event.cause, TRUSTED: event.trusted})
         if event.uri not in self._invalidated_at:
             if len(self._invalidated_at) >= _MAX_TIMED_INVALIDATIONS:
@@ -270,12 +280,15 @@ class Telemetry:
     def fresh_again(self, uri: str, now: float) -> None:
         since = self._invalidated_at.pop(uri, None)
         if since is not None:
+            log.debug("fresh again: %s, %.1f ms after its invalidation", uri, 1000 * (now - since))
             self._to_fresh.record(max(0.0, now - since), {MCP_RESOURCE_URI: uri})
 
     def server_read(self, cause: str) -> None:
+        log.debug("server read (%s)", cause)
         self._server_reads.add(1, {CAUSE: cause})
 
     def relisten(self, outcome: str) -> None:
+        log.debug("re-listen: %s", outcome)
         self._relistens.add(1, {"freshcache.outcome": outcome})
 
     @contextmanager

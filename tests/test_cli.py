@@ -6,9 +6,11 @@ HTTP and stdio, and ``python -m http.server`` for a URL that is not MCP.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -152,7 +154,7 @@ def test_serve_without_a_folder_serves_the_seed_and_stops_cleanly_on_ctrl_c(tmp_
         assert done.stdout == SEED_TEXT + "\n"
     finally:
         code = server.stop(signal.SIGINT)
-    assert code == 0
+    assert code == 130  # 128 + SIGINT, as every command stopped by Ctrl-C
     assert "seed resources" in server.output()
     assert server.output().rstrip().endswith("freshcache serve: stopped")
     assert "Traceback" not in server.err.read_text()
@@ -203,7 +205,7 @@ def test_serve_notifies_an_edit_a_new_file_and_a_deleted_file(tmp_path, folder, 
         assert f"{uri}: not_found" in gone.stderr
         server.wait_for_output(f"deleted {uri}")
     finally:
-        assert server.stop() == 0
+        assert server.stop() == 130
 
 
 @pytest.mark.parametrize("poll", [False, True], ids=["watchfiles", "polling"])
@@ -230,7 +232,7 @@ def test_serve_keeps_serving_a_folder_deleted_and_made_again_and_watches_the_new
         assert f"update      {uri} arrived" in edit.stdout
         assert run_cli("read", server.url, uri).stdout == "v2\n"
     finally:
-        assert server.stop() == 0
+        assert server.stop() == 130
     assert "Traceback" not in server.err.read_text()
 
 
@@ -255,8 +257,12 @@ def test_serve_speaks_2025_11_25_and_doctor_names_the_revision(tmp_path):
         assert doctor.returncode == 0, doctor.stdout + doctor.stderr
         assert "revision    2025-11-25" in doctor.stdout
         assert "subscribe   yes" in doctor.stdout
+        # 2025-11-25 has no listen: doctor says what it checked, a subscribe per URI
+        assert "subscribe   on the live notification channel in " in doctor.stdout
+        assert f"resources/subscribe accepted for ['{APPROVAL}'" in doctor.stdout
+        assert "listen      acknowledged" not in doctor.stdout
     finally:
-        assert server.stop(signal.SIGINT) == 0
+        assert server.stop(signal.SIGINT) == 130
     over_stdio = run_cli("doctor", "--", *serve_stdio("--revision", "2025-11-25"))
     assert over_stdio.returncode == 0, over_stdio.stdout + over_stdio.stderr
     assert "revision    2025-11-25" in over_stdio.stdout
@@ -406,3 +412,334 @@ def test_a_reader_that_stops_early_ends_the_command_quietly_with_141():
                 process.kill()
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
     assert code == 141, err
+
+
+# ------------------------------------------------------------------ serve DIR, hardened
+
+
+def test_serve_never_serves_outside_its_folder_and_a_fifo_never_freezes_the_watcher(tmp_path, folder):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("the secret")
+    (folder / "leak.txt").symlink_to(outside / "secret.txt")
+    (folder / "host").symlink_to("/etc/hostname")
+    os.mkfifo(folder / "pipe")  # at start: serve must still list the folder and listen
+    server = start_serve(tmp_path, str(folder))
+    policy = folder / "policy.md"
+    uri = policy.resolve().as_uri()
+    try:
+        listed = run_cli("list", server.url)
+        assert listed.returncode == 0, listed.stderr
+        assert [line.split("\t")[0] for line in listed.stdout.splitlines()] == [
+            uri,
+            (folder / "sub" / "rates.json").resolve().as_uri(),
+        ]
+        leak = run_cli("read", server.url, (folder / "leak.txt").resolve().as_uri())
+        assert leak.returncode == 1 and leak.stdout == "", leak.stdout
+        assert "not_found" in leak.stderr
+        for name in ("leak.txt", "host", "pipe"):
+            assert server.output().count(f"skipped {folder.resolve() / name}: ") == 1, server.output()
+        assert "outside" in server.output() and "not a regular file (a FIFO)" in server.output()
+
+        os.mkfifo(folder / "later")  # while serving: the watcher must go on
+        server.wait_for_output(f"skipped {folder.resolve() / 'later'}: not a regular file")
+        edit = run_cli("doctor", server.url, "--uri", uri, "--trigger", python_writes(policy, "v2"))
+        assert edit.returncode == 0, edit.stdout + edit.stderr
+        assert f"update      {uri} arrived" in edit.stdout
+        assert run_cli("read", server.url, uri).stdout == "v2\n"
+    finally:
+        code = server.stop(signal.SIGINT)
+    assert code == 130
+    assert "Traceback" not in server.err.read_text()
+
+
+def test_serve_skips_a_file_over_max_file_bytes_naming_the_option(tmp_path, folder):
+    (folder / "big.bin").write_bytes(b"\0" * 4096)
+    server = start_serve(tmp_path, str(folder), "--max-file-bytes", "1k")
+    try:
+        server.wait_for_output(
+            f"skipped {folder.resolve() / 'big.bin'}: 4096 bytes, over the 1024-byte limit "
+            "(freshcache serve --max-file-bytes N raises it)"
+        )
+        assert "big.bin" not in run_cli("list", server.url).stdout
+    finally:
+        server.stop()
+
+
+def test_list_prints_the_percent_encoded_uris_that_read_takes(tmp_path, folder):
+    odd = folder / "my notes é.md"
+    odd.write_text("spaced")
+    server = start_serve(tmp_path, str(folder))
+    try:
+        listed = run_cli("list", server.url)
+        assert listed.returncode == 0, listed.stderr
+        uris = [line.split("\t")[0] for line in listed.stdout.splitlines()]
+        assert odd.resolve().as_uri() in uris
+        assert any(u.endswith("/my%20notes%20%C3%A9.md") for u in uris), uris
+        assert run_cli("read", server.url, odd.resolve().as_uri()).stdout == "spaced\n"
+        as_json = run_cli("list", server.url, "--json")
+        assert odd.resolve().as_uri() in as_json.stdout and '"state": "fresh"' in as_json.stdout
+    finally:
+        server.stop()
+
+
+def test_read_of_a_blob_says_its_type_and_size_and_output_writes_its_bytes(tmp_path, folder):
+    image = folder / "dot.png"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n\xff\x00")
+    server = start_serve(tmp_path, str(folder))
+    uri = image.resolve().as_uri()
+    try:
+        shown = run_cli("read", server.url, uri)
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout == ""
+        assert "a blob: image/png, 10 bytes (--output FILE writes its bytes)" in shown.stderr
+        as_json = run_cli("read", server.url, uri, "--json")
+        assert '"type": "blob"' in as_json.stdout and '"bytes": 10' in as_json.stdout
+        assert '"mimeType": "image/png"' in as_json.stdout
+        written = run_cli("read", server.url, uri, "--output", str(tmp_path / "copy.png"))
+        assert written.returncode == 0, written.stderr
+        assert (tmp_path / "copy.png").read_bytes() == image.read_bytes()
+        assert f"written to {tmp_path / 'copy.png'}" in written.stderr
+    finally:
+        server.stop()
+
+
+# ------------------------------------------------------------------ doctor's findings
+
+
+def test_doctor_finds_a_tested_uri_that_is_not_found_or_denied(sdk_server):
+    sdk_server.control("deny", uri=APPROVAL)
+    done = run_cli("doctor", sdk_server.url, "--uri", "guide://nope", "--uri", APPROVAL)
+    assert done.returncode == 1, done.stdout
+    assert "finding     guide://nope does not exist (not_found)" in done.stdout
+    assert f"finding     {APPROVAL} is denied to doctor (denied)" in done.stdout
+    assert "advice      none" not in done.stdout
+
+
+def test_doctor_help_says_which_resources_it_tests():
+    done = run_cli("doctor", "--help")
+    assert "default: the first three listed" in " ".join(done.stdout.split())
+
+
+def test_doctor_reports_a_failed_trigger_at_once_not_after_the_timeout(served, folder):
+    uri = (folder / "policy.md").resolve().as_uri()
+    # With --timeout 600 a doctor that waited for an update after the trigger failed
+    # would outlive run_cli's own deadline.
+    done = run_cli(
+        "doctor", served.url, "--uri", uri, "--timeout", "600", "--trigger", "exit 3", timeout=120
+    )
+    assert done.returncode == 1, done.stdout
+    assert "trigger     exited with 3" in done.stdout
+    assert "update      not waited for: the trigger failed" in done.stdout
+    assert "finding     the trigger command failed (exit 3)" in done.stdout
+
+
+# ------------------------------------------------------------------ no traceback, ever
+
+BAD_URLS = [
+    "http://127.0.0.1:99999/mcp",
+    "http://127.0.0.1:abc/mcp",
+    "http://127.0.0.1:-1/mcp",
+    "http://127.0.0.1:0/mcp",
+    "http://",
+    "http://[::1/mcp",
+    "http://exa mple.com/mcp",
+    "HTTP://127.0.0.1:8000/mcp",
+    "127.0.0.1:8000/mcp",
+    "",
+]
+BAD_URIS = ["", "not a uri", "guide://a\x01b", "file:///%zz", "x" * 5000, "-"]
+
+
+def _bad_inputs(url: str) -> list[list[str]]:
+    """Every command fed malformed URLs, ports, URIs and options (``url``: a live server)."""
+    cases: list[list[str]] = []
+    for bad in BAD_URLS:
+        cases += [
+            ["read", bad, APPROVAL, "--timeout", "1"],
+            ["watch", bad, APPROVAL, "--duration", "0.5", "--timeout", "1"],
+            ["doctor", bad, "--timeout", "1"],
+            ["list", bad, "--timeout", "1"],
+        ]
+    for uri in BAD_URIS:
+        cases += [
+            ["read", url, uri, "--timeout", "2"],
+            ["watch", url, uri, "--duration", "0.5", "--timeout", "2"],
+            ["doctor", url, "--uri", uri, "--timeout", "2"],
+        ]
+    options = [
+        ["read", url, APPROVAL, "--timeout", "1e999"],
+        ["read", url, APPROVAL, "--timeout", "-0"],
+        ["read", url, APPROVAL, "--max-frame-bytes", "12"],
+        ["read", url, APPROVAL, "--max-frame-bytes", "lots"],
+        ["read", url, APPROVAL, "--output", "/no/such/folder/file"],
+        ["read", url, APPROVAL, "--output", "/"],
+        ["watch", url, APPROVAL, "--interval", "inf"],
+        ["list", url, url],
+        ["doctor", url, "--trigger"],
+        ["serve", "--port", "-1"],
+        ["serve", "--port", "99999"],
+        ["serve", "--max-file-bytes", "1"],
+        ["serve", "/no/such/folder"],
+        ["serve", __file__],
+        ["acceptance", "/no/such/table.md"],
+        ["acceptance", "--only", "no-such-row", "--wire", "core"],
+        ["acceptance", "--junit", "/no/such/folder/j.xml", "--wire", "core"],
+        ["acceptance", "--client", "nosuch"],
+        ["acceptance", "--client-cmd", ""],
+        ["acceptance", "--client-cmd", "/no/such/driver"],
+        ["read", url],
+        ["--no-such-option"],
+    ]
+    return cases + options
+
+
+def test_no_command_prints_a_traceback_whatever_the_input(served):
+    # Exit 0 is right for some (a watch that heard the server answer not_found); 70,
+    # an exception freshcache did not expect, and a traceback never are.
+    failures = []
+    for argv in _bad_inputs(served.url):
+        done = run_cli(*argv, timeout=120)
+        said = done.stdout + done.stderr
+        if done.returncode not in (0, 1, 2) or "Traceback" in said or "unexpected" in said:
+            failures.append(f"{argv!r}: exit {done.returncode}: {said[-300:]!r}")
+    assert not failures, "\n".join(failures)
+
+
+def test_an_out_of_range_port_is_a_usage_error_in_one_line():
+    for command in (["read", "http://127.0.0.1:99999/mcp", APPROVAL], ["doctor", "http://127.0.0.1:99999/mcp"]):
+        done = run_cli(*command)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert done.stderr.splitlines() == [
+            "freshcache: 'http://127.0.0.1:99999/mcp' is not a usable URL (Port out of range "
+            "0-65535): the port is a number 1-65535, as in http://127.0.0.1:8000/mcp"
+        ]
+        assert done.stdout == ""
+
+
+def test_a_misspelled_alias_in_a_table_is_a_table_error_at_its_line(tmp_path):
+    table = tmp_path / "mine.md"
+    table.write_text(
+        "| id | source | steps | expect |\n|---|---|---|---|\n"
+        "| mine-1 | a test | read selectd | fresh v1 |\n"
+    )
+    done = run_cli("acceptance", str(table))
+    assert done.returncode == 2
+    assert (
+        f"{table}:3: steps: 'selectd' is neither an alias (selected, other, extra) nor a URI "
+        "with a scheme (guide://..., file:///...)"
+    ) in done.stderr
+
+
+def test_vv_shows_freshcaches_own_debug_lines(served, folder):
+    uri = (folder / "policy.md").resolve().as_uri()
+    done = run_cli("-vv", "read", served.url, uri)
+    assert done.returncode == 0, done.stderr
+    assert f"freshcache.telemetry: request resources/read {uri}" in done.stderr
+    assert "freshcache.telemetry: server read" in done.stderr
+    quiet = run_cli("read", served.url, uri)
+    assert "freshcache.telemetry" not in quiet.stderr
+
+
+# ------------------------------------------------------------------ Ctrl-C: one rule
+
+
+def test_ctrl_c_during_start_up_is_one_line_and_exit_130(tmp_path):
+    # A server that accepts the connection and never answers: doctor is inside its
+    # start-up (discovery) when Ctrl-C comes, and it is known to be there once the
+    # connection was accepted.
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
+        process = subprocess.Popen(
+            [sys.executable, "-m", "freshcache._cli", "doctor", url, "--timeout", "300"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        try:
+            listener.settimeout(60)
+            connection, _ = listener.accept()
+            process.send_signal(signal.SIGINT)
+            out, err = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=10)
+        connection.close()
+    assert process.returncode == 130, out + err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.strip().splitlines()[-1] == "freshcache: interrupted"
+
+
+def test_watch_stopped_by_ctrl_c_exits_130_like_every_command(served, folder):
+    uri = (folder / "policy.md").resolve().as_uri()
+    out = folder.parent / "watch.out"
+    with out.open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "freshcache._cli", "watch", served.url, uri],
+            stdout=sink, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    try:
+        until_sync(lambda: f"{uri}: fresh" in out.read_text(), 60.0)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    assert process.returncode == 130
+    assert b"Traceback" not in err
+
+
+# ------------------------------------------------------------------ a driver that breaks
+
+
+def _driver(tmp_path: Path, after_hello: str) -> str:
+    script = tmp_path / "driver.py"
+    script.write_text(
+        "import json, sys, time\n"
+        "for line in sys.stdin:\n"
+        "    m = json.loads(line)\n"
+        "    if m['op'] == 'hello':\n"
+        "        print(json.dumps({'id': m['id'], 'protocol': 1, 'client': 'broken 1'}), flush=True)\n"
+        f"    else:\n        {after_hello}\n"
+    )
+    return f"{sys.executable} {script}"
+
+
+def test_a_driver_that_exits_gets_a_verdict_per_case_and_the_run_its_summary(tmp_path):
+    ids = ["seed-2", "seed-4", "seed-5", "seed-6", "seed-9"]
+    done = run_cli(
+        "acceptance", "--client-cmd", _driver(tmp_path, "sys.exit(3)"), "--wire", "http",
+        *[arg for row in ids for arg in ("--only", row)],
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "RuntimeError" not in done.stdout + done.stderr
+    summary = done.stdout.split("5 failed:")[1]  # each failed case once, with its lines
+    assert summary.count("    - the driver exited with status 3 during 'open'") == 3
+    assert summary.count("    - not played: the driver failed the last 3 cases") == 2
+    assert summary.count("    class     no state") == 5
+    assert "http:broken: 0/5 passed; failed: 5 no state" in done.stdout
+    assert "0 passed, 5 failed" in done.stdout
+
+
+def test_a_driver_that_hangs_is_stopped_and_the_case_says_so(tmp_path):
+    done = run_cli(
+        "acceptance", "--client-cmd", _driver(tmp_path, "time.sleep(3600)"), "--wire", "http",
+        "--only", "seed-2", timeout=300,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "the driver gave no answer to 'open' within" in done.stdout
+    assert "1 failed" in done.stdout and "Traceback" not in done.stderr
+
+
+def test_the_json_report_gives_each_failure_its_class(tmp_path):
+    done = run_cli(
+        "acceptance", "--client-cmd", _driver(tmp_path, "sys.exit(3)"), "--wire", "http",
+        "--only", "seed-2", "--only", "seed-4", "--json",
+    )
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert [f["class"] for f in report["failures"]] == ["no state", "no state"]
+    assert report["summary"]["classes"]["no state"] == 2
+    assert report["summary"]["classes"]["old text"] == 0

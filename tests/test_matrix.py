@@ -7,7 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from benchmarks import matrix
+from freshcache.acceptance._verdicts import classify, hands_out_text
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 
@@ -52,6 +55,24 @@ def test_replaying_one_client_replaces_its_columns_and_keeps_the_others():
     assert data["why"]["seed-1"] == {"freshcache http": "why pass", "mcp http": "why pass"}
 
 
+def test_replaying_some_wires_of_a_client_keeps_its_other_wires():
+    old = report(
+        "2026-11-01",
+        {"mcp": "mcp 2.3.0 (played 2026-10-01)"},
+        {"seed-1": {"mcp http": "fail", "mcp http-2025": "skip"}, "seed-2": {"mcp http": "pass"}},
+    )
+    new = report("2026-12-01", {"mcp": "mcp 2.3.0"}, {"seed-1": {"mcp http-2025": "pass"}})
+
+    data = matrix.merged(old, new, ["http-2025"])
+
+    assert data["rows"] == {
+        "seed-1": {"mcp http": "fail", "mcp http-2025": "pass"},
+        "seed-2": {"mcp http": "pass"},
+    }
+    assert data["columns"] == ["mcp http", "mcp http-2025"]
+    assert data["clients"]["mcp"] == "mcp 2.3.0 (http-2025 played 2026-12-01; http played 2026-10-01)"
+
+
 def test_an_older_matrix_json_without_columns_is_merged_by_its_summary():
     old = report(
         "2026-11-01", {"freshcache": "freshcache 0.1.0"}, {"seed-1": {"freshcache http": "pass"}}
@@ -65,9 +86,79 @@ def test_an_older_matrix_json_without_columns_is_merged_by_its_summary():
 def test_the_committed_matrix_is_drawn_from_its_json():
     data = json.loads((RESULTS / "matrix.json").read_text())
     columns, _ = matrix.played_columns(data)
+    classes = matrix.classified(data)
     md = (RESULTS / "matrix.md").read_text()
     assert columns, "the matrix has no column"
-    for row, cells in data["rows"].items():
+    for row in data["rows"]:
         line = next(line for line in md.splitlines() if line.startswith(f"| {row} |"))
         marks = [cell.strip() for cell in line.strip().strip("|").split("|")][1:]
-        assert marks == [matrix.MARK[cells.get(c, "skip")] for c in columns], row
+        assert marks == [matrix.mark(row, c, data, classes) for c in columns], row
+
+
+def test_every_failed_cell_of_the_committed_matrix_has_a_class():
+    data = json.loads((RESULTS / "matrix.json").read_text())
+    classes = matrix.classified(data)
+    unclassified = [
+        (row, column, data["why"][row][column])
+        for row, cells in data["rows"].items()
+        for column, value in cells.items()
+        if value == "fail" and column not in classes.get(row, {})
+    ]
+    assert unclassified == []
+
+
+def test_newer_text_than_the_row_expects_is_a_cost_never_old_text():
+    data = json.loads((RESULTS / "matrix.json").read_text())
+    classes = matrix.classified(data)
+    newer = ("ack-omits-only-that-uri", "no-listen-unselected-ttl", "select-dropped-uri-ttl-only")
+    failed = [(row, c) for row in newer for c, v in data["rows"][row].items() if v == "fail"]
+    assert failed, "the rows no longer fail anywhere: pick others"
+    assert {classes[row][c] for row, c in failed} == {"extra reads"}
+
+
+@pytest.mark.parametrize(
+    ("failures", "observed", "malformed", "verdict"),
+    [
+        (["cited v1, expected fresh v2"], "cited v1", False, "old text"),
+        (["cited v2, expected fresh v1", "server_read is True, expected False"], "cited v2", False, "extra reads"),
+        (["cited v1 where the row expects denied"], "cited v1", False, "old text"),
+        (["cited v1 as current, expected stale v1"], "cited v1", False, "old text"),
+        (["state is fresh, expected awaiting_fresh_source"], "fresh v1", False, "old text"),
+        (["text is 'guide://x @ v1', expected version v2"], "fresh v1", False, "old text"),
+        (["text is 'guide://x @ v3', expected version v2"], "fresh v3", False, "extra reads"),
+        (["the server answered 1 reads, expected 2"], "cited v1", False, "unproven"),
+        (["server_read is False, expected True"], "cited v1", False, "unproven"),
+        (["server_read is False, expected True"], "withheld (down)", False, "no state"),
+        (
+            ["server_read is True, expected False", "the server answered 1 reads, expected 2"],
+            "cited v2", False, "extra reads",
+        ),
+        (["the server answered 3 reads, expected 1"], "cited v1", False, "extra reads"),
+        (["the server answered 2 reads, expected at most 1"], "cited v1", False, "extra reads"),
+        (["cited v1 where the row expects awaiting_fresh_source"], "cited v1", True, "strictness"),
+        (["0 untrusted messages counted, expected at least 1"], "fresh v1", False, "strictness"),
+        (["withheld, expected fresh v2"], "withheld (error)", False, "no state"),
+        (["state is awaiting_fresh_source, expected fresh"], "awaiting_fresh_source", False, "no state"),
+        (["reason is timeout, expected unreachable"], "awaiting_fresh_source", False, "no state"),
+        (["crashed: DriverError: boom"], "-", False, "no state"),
+        (["the driver gave no answer to 'open' within 40 s"], "-", False, "no state"),
+        (["the case did not finish within 40s"], "-", False, "no state"),
+        (["guide://shipping/rates present in the list"], "list of 2", False, "old text"),
+        (["the engine tracks 9 URIs, expected at most 4"], "fresh v1", False, "extra reads"),
+        (
+            ["the server answered 3 reads, expected 1", "cited v1, expected fresh v2"],
+            "cited v1", False, "old text",
+        ),
+    ],
+    ids=[
+        "older-text", "newer-text", "text-where-denied", "stale-as-current", "fresh-where-awaiting",
+        "state-older-text", "state-newer-text", "fewer-reads", "no-read-with-text",
+        "no-read-no-text", "own-read-after-every-change", "more-reads", "at-most",
+        "malformed-accepted", "untrusted-not-counted", "withheld-where-fresh", "wrong-state",
+        "wrong-reason", "crash", "driver-hang", "case-timeout", "old-list", "bookkeeping",
+        "worst-wins",
+    ],
+)
+def test_each_failure_is_classed_as_a_broken_promise_or_a_cost(failures, observed, malformed, verdict):
+    got = classify(failures, malformed_answer=malformed, handed_text=hands_out_text(observed))
+    assert got == verdict

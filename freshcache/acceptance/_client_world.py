@@ -321,7 +321,13 @@ class ClientHttpWorld(ClientWorld):
                 self.server, keepalive_interval=0.1, revision=revision_of(self.revision)
             )
         )
-        await self.open_client(setup, transport="http", url=self.http.url)
+        try:
+            await self.open_client(setup, transport="http", url=self.http.url)
+        except BaseException:
+            # `stop` is not called for a world that did not start: the server's task
+            # group must be left here, in the task that entered it.
+            await self._stack.aclose()
+            raise
 
     async def stop(self) -> None:
         self.server.release_reads()
@@ -437,7 +443,11 @@ class ClientStdioWorld(ClientWorld):
             "--revision",
             self.revision,
         ]
-        await self.open_client(setup, transport="stdio", command=command)
+        try:
+            await self.open_client(setup, transport="stdio", command=command)
+        except BaseException:
+            await self.stop()  # not called for a world that did not start
+            raise
 
     async def stop(self) -> None:
         import shutil

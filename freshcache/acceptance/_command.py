@@ -26,6 +26,7 @@ from ._driver import DriverError, DriverProcess, Hello
 from ._format import Case, load_cases
 from ._junit import timeline_lines, write_junit
 from ._runner import CaseReport, EngineWorld, World, expected_text, fleet_unplayable, play
+from ._verdicts import CLASSES, Verdict, classify, hands_out_text, malformed
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
 
@@ -226,7 +227,9 @@ class _Printer:
             for line in timeline_lines(report):
                 print(f"        {line}", file=self.out)
 
-    def failures(self, results: Sequence[tuple[str, CaseReport]]) -> None:
+    def failures(
+        self, results: Sequence[tuple[str, CaseReport]], classes: dict[int, Verdict | None]
+    ) -> None:
         failed = [(wire, r) for wire, r in results if not r.passed]
         if not failed:
             return
@@ -237,6 +240,7 @@ class _Printer:
             print(f"    actual    {report.actual}", file=self.out)
             for failure in report.failures:
                 print(f"    - {failure}", file=self.out)
+            print(f"    class     {classes.get(id(report)) or 'unclassified'}", file=self.out)
         print(file=self.out)
 
 
@@ -260,14 +264,50 @@ def _client_players(driver: DriverProcess, hello: Hello, wire: str) -> list[tupl
     if wire in ("stdio-2025", "all"):
         makers.append(lambda: ClientStdioWorld(driver, hello, revision="2025-11-25"))
     players: list[tuple[str, Player]] = []
+    broken: list[str] = []
+    """Why the driver failed the cases just played, one entry per case in a row."""
+
+    async def in_world(case: Case, make: Callable[[], World]) -> CaseReport:
+        if len(broken) >= DRIVER_STRIKES:
+            # A driver that exits or hangs on every case would cost each case its
+            # deadline; the rest get this verdict and the run ends with its summary.
+            why = f"not played: the driver failed the last {len(broken)} cases ({broken[-1]})"
+            return CaseReport(case.id, case.where, False, expected_text(case), "-", [why])
+        try:
+            await driver.ensure_started()  # again, if a row made it exit
+        except DriverError as exc:
+            report = CaseReport(case.id, case.where, False, expected_text(case), "-", [str(exc)])
+        else:
+            driver.unanswered = None
+            report = await play(case, make())
+            if driver.unanswered is not None and not report.passed:
+                # The case ran out of time waiting on the driver: say so, and stop the
+                # driver so that the next case does not wait on it too.
+                op, waited = driver.unanswered
+                await driver.kill()
+                report.failures[:] = [f"the driver gave no answer to {op!r} within {waited:.0f} s"]
+        # The driver's own words are the verdict ("the driver exited with status 3
+        # during 'open'"), not a crash of the harness.
+        report.failures[:] = [f.removeprefix("crashed: DriverError: ") for f in report.failures]
+        failed = [f for f in report.failures if f.startswith(("the driver ", "not played: "))]
+        if failed:
+            broken.append(failed[0])
+        else:
+            broken.clear()
+        return report
+
     for make in makers:
 
-        async def in_world(case: Case, make: Callable[[], World] = make) -> CaseReport:
-            await driver.ensure_started()  # again, if a row made it exit
-            return await play(case, make())
+        async def in_this_world(case: Case, make: Callable[[], World] = make) -> CaseReport:
+            return await in_world(case, make)
 
-        players.append((make().name, in_world))
+        players.append((make().name, in_this_world))
     return players
+
+
+DRIVER_STRIKES = 3
+"""Cases in a row the driver may fail (exit, hang, break the protocol) before the rest
+are given that verdict without being played."""
 
 
 async def _run_all(
@@ -326,7 +366,7 @@ def _driver_argv(args: argparse.Namespace) -> list[str] | int | None:
         return argv
     if name is None:
         return None
-    from .drivers import SHIPPED, Unavailable, command_for
+    from .drivers import SHIPPED, Unavailable, command_for, prepare
 
     if name not in SHIPPED:
         print(
@@ -336,21 +376,48 @@ def _driver_argv(args: argparse.Namespace) -> list[str] | int | None:
         )
         return EXIT_UNUSABLE
     try:
+        prepare(name, lambda line: print(f"freshcache: {line}", file=sys.stderr, flush=True))
         return command_for(name)
     except Unavailable as exc:
         print(f"freshcache: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE
 
 
-def _failure_json(wire: str, report: CaseReport) -> dict[str, Any]:
+def _failure_json(wire: str, report: CaseReport, verdict: Verdict | None) -> dict[str, Any]:
     return {
         "id": report.id,
         "wire": wire,
         "where": report.where,
+        "class": verdict,
         "expected": report.expected,
         "actual": report.actual,
         "failures": report.failures,
     }
+
+
+def failure_classes(
+    cases: Sequence[Case], results: Sequence[tuple[str, CaseReport]]
+) -> dict[int, Verdict | None]:
+    """Each failed report's class (`freshcache.acceptance._verdicts`), by ``id(report)``."""
+    by_id = {case.id: case for case in cases}
+    classes: dict[int, Verdict | None] = {}
+    for _, report in results:
+        if report.passed:
+            continue
+        case = by_id.get(report.id)
+        classes[id(report)] = classify(
+            report.failures,
+            malformed_answer=case is not None and malformed(case),
+            handed_text=hands_out_text(report.observed),
+        )
+    return classes
+
+
+def _class_counts(reports: Sequence[CaseReport], classes: dict[int, Verdict | None]) -> str:
+    """``3 old text, 20 extra reads``: the failed reports by class, most serious first."""
+    found = [classes.get(id(r)) for r in reports if not r.passed]
+    counts = [(c, found.count(c)) for c in (*CLASSES, None)]
+    return ", ".join(f"{n} {c or 'unclassified'}" for c, n in counts if n)
 
 
 def _fleet_store(
@@ -413,9 +480,7 @@ def run(args: argparse.Namespace) -> int:
         played: list[str] = []
         with ExitStack() as stack:
             fleet = None if driver_argv is not None else _fleet_store(stack, args, cases)
-            results = anyio.run(
-                _run_all, cases, args.wire, printer, fleet, driver_argv, played
-            )
+            results = anyio.run(_run_all, cases, args.wire, printer, fleet, driver_argv, played)
     except DriverError as exc:
         print(f"freshcache: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE
@@ -423,6 +488,7 @@ def run(args: argparse.Namespace) -> int:
     passed = sum(1 for _, r in results if r.passed and not r.skipped)
     skipped = sum(1 for _, r in results if r.skipped)
     failed = sum(1 for _, r in results if not r.passed)
+    classes = failure_classes(cases, results)
     if junit is not None:
         try:
             write_junit(junit, results, elapsed)
@@ -440,12 +506,21 @@ def run(args: argparse.Namespace) -> int:
             "client_version": played[0] if played else None,
             "tables": {"origin": tables.origin, "files": list(played_files(cases))},
             "junit": None if junit is None else str(junit),
-            "cases": [{"wire": wire, **r.as_json()} for wire, r in results],
-            "failures": [_failure_json(wire, r) for wire, r in results if not r.passed],
+            "cases": [
+                {"wire": wire, **r.as_json(), "class": classes.get(id(r))} for wire, r in results
+            ],
+            "failures": [
+                _failure_json(wire, r, classes.get(id(r))) for wire, r in results if not r.passed
+            ],
             "summary": {
                 "passed": passed,
                 "failed": failed,
                 "skipped": skipped,
+                "classes": {
+                    c: sum(1 for v in classes.values() if v == c)
+                    for c in (*CLASSES, None)
+                    if c is not None or None in classes.values()
+                },
                 "seconds": round(elapsed, 3),
             },
         }
@@ -454,7 +529,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         assert printer is not None
         print()
-        printer.failures(results)
+        printer.failures(results, classes)
         for wire in dict.fromkeys(w for w, _ in results):
             mine = [r for w, r in results if w == wire]
             ok = sum(1 for r in mine if r.passed and not r.skipped)
@@ -462,8 +537,11 @@ def run(args: argparse.Namespace) -> int:
             print(
                 f", {sum(1 for r in mine if r.skipped)} not playable"
                 if any(r.skipped for r in mine)
-                else ""
+                else "",
+                end="",
             )
+            by_class = _class_counts(mine, classes)
+            print(f"; failed: {by_class}" if by_class else "")
         print(f"({elapsed:.1f}s)")
         line = f"{passed} passed, {failed} failed"
         if skipped:

@@ -80,6 +80,9 @@ class DriverProcess:
         self._next_id = 0
         self._tg: anyio.abc.TaskGroup | None = None
         self._lock = anyio.Lock()
+        self.unanswered: tuple[str, float] | None = None
+        """The request a deadline outside `request` gave up waiting on, and for how
+        long it had waited (a driver that hangs); cleared by the caller."""
 
     async def __aenter__(self) -> DriverProcess:
         self._tg = anyio.create_task_group()
@@ -149,17 +152,47 @@ class DriverProcess:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             self._waiting.pop(request_id, None)
             raise DriverError(f"the driver stopped taking requests ({op})") from exc
-        with anyio.move_on_after(wait):
-            await event.wait()
-        self._waiting.pop(request_id, None)
+        sent = anyio.current_time()
+        try:
+            with anyio.move_on_after(wait):
+                await event.wait()
+        except anyio.get_cancelled_exc_class():
+            if not slot and not event.is_set() and self.unanswered is None:
+                self.unanswered = (op, anyio.current_time() - sent)
+            raise
+        finally:
+            self._waiting.pop(request_id, None)
         if not slot:
             if event.is_set():
-                raise DriverError(f"the driver exited during {op!r}")
-            raise DriverError(f"the driver did not answer {op!r} within {wait:.0f}s")
+                status = await self._exit_status(process)
+                raise DriverError(
+                    f"the driver exited with status {status} during {op!r} (its stderr: {self.log})"
+                )
+            # A driver that hangs is stopped, so that the next case starts it again
+            # instead of waiting on it once more.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            raise DriverError(f"the driver gave no answer to {op!r} within {wait:g} s")
         answer: dict[str, Any] = slot[0]
         if "protocol_error" in answer:
             raise DriverError(f"the driver refused {op!r}: {answer['protocol_error']}")
         return answer
+
+    async def kill(self) -> None:
+        """Stop a driver that hangs; the next `ensure_started` starts it again."""
+        process = self._process
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            with anyio.CancelScope(shield=True), anyio.move_on_after(10.0):
+                await process.wait()
+
+    @staticmethod
+    async def _exit_status(process: anyio.abc.Process) -> str:
+        """The exit status of a driver whose output ended (``?`` if it lingers)."""
+        with anyio.move_on_after(5.0):
+            await process.wait()
+        return "?" if process.returncode is None else str(process.returncode)
 
     async def _stop(self) -> None:
         process, self._process = self._process, None

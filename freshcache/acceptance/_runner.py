@@ -746,6 +746,10 @@ def _compared(
                 return "(nothing observed)"
             text: str | None = getattr(last, "text", None)
             version = None if text is None else _label(getattr(last, "uri", ""), text)
+            if isinstance(last, Said) or last.state in ("cited", "withheld"):
+                # A client without states: what it handed over, in the words its
+                # failure line uses ("cited v1"), never a state's reason it has not.
+                return "withheld" if version is None else f"cited {version}"
             return _state_phrase(expect, last.state, version, last.reason)
         case "server_read" | "no_server_read":
             if last is None:

@@ -1,11 +1,18 @@
 """``freshcache serve``: a real MCP server (2026-07-28, or only 2025-11-25) to try freshcache on.
 
 With no folder it serves the seed resources (``guide://shipping/approval`` ...), the
-ones the README's snippets read. With a folder, every file under it (hidden files and
-folders left out) is a resource named ``file://`` + its absolute path, with a MIME type
-guessed from its name; an edit sends ``notifications/resources/updated`` for the file,
-a new or a deleted file also ``notifications/resources/list_changed``. A folder
-deleted is served empty until one is made in its place, which is then served and watched.
+ones the README's snippets read. With a folder, every regular file under it (hidden files
+and folders left out) is a resource named by its ``file://`` URI (the absolute path,
+percent-encoded: ``my notes.md`` is ``my%20notes.md``), with a MIME type guessed from
+its name; an edit sends ``notifications/resources/updated`` for the file, a new or a
+deleted file also ``notifications/resources/list_changed``. A folder deleted is served
+empty until one is made in its place, which is then served and watched.
+
+Nothing outside the folder is served and nothing blocks the watcher: a symlink whose
+target lies outside the folder, a FIFO, a socket or a device is skipped with one line
+(said once), and every file is opened without blocking and checked to be a regular file
+before a byte is read. A file over ``max_bytes`` is skipped with a line naming
+``--max-file-bytes``, without being read.
 
 The wire is the reference server's (`ReferenceHttpServer` / `StdioReferenceServer`
 around `ReferenceProtocol`): whatever revisions it speaks, ``serve`` speaks. Changes
@@ -24,7 +31,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from stat import S_ISDIR
+from stat import S_ISBLK, S_ISCHR, S_ISDIR, S_ISFIFO, S_ISREG, S_ISSOCK
 from typing import TextIO
 
 import anyio
@@ -50,6 +57,12 @@ def seed_reference() -> ReferenceServer:
     for uri, text in SEED.items():
         server.set(uri, text)
     return server
+
+
+MAX_FILE_BYTES = 1024 * 1024
+"""The largest file ``serve`` serves by default (``--max-file-bytes`` raises it): an
+answer must fit the client's own frame limit too (freshcache: ``max_frame_bytes``,
+4 MiB; a blob's Base64 is a third bigger than the file)."""
 
 
 Stamp = tuple[int, int]
@@ -78,7 +91,11 @@ class Folder:
     root: Path
     server: ReferenceServer
     say: Callable[[str], None] = lambda line: None
+    max_bytes: int = MAX_FILE_BYTES
+    """Files larger than this are skipped, unread (`MAX_FILE_BYTES`)."""
     stamps: dict[Path, Stamp] = field(default_factory=dict)
+    skipped: dict[Path, tuple[Stamp, str]] = field(default_factory=dict)
+    """Paths not served, with the stamp they had and why (each said once)."""
     identity: Identity | None = None
     """The folder at ``root`` when last looked at; ``None`` while there is none."""
 
@@ -89,24 +106,40 @@ class Folder:
     def look(self) -> list[Change]:
         """What changed on disk since the last look (reads only the files that did)."""
         now: dict[Path, Stamp] = {}
+        skipped: dict[Path, tuple[Stamp, str]] = {}
         changes: list[Change] = []
         for path in _files(self.root):
             try:
                 stat = path.stat()
             except OSError:
-                continue  # went away while we looked: the next look says so
+                continue  # went away while we looked (or a dangling link): not served
             stamp = (stat.st_mtime_ns, stat.st_size)
-            now[path] = stamp
+            before_skip = self.skipped.get(path)
+            if before_skip is not None and before_skip[0] == stamp:
+                skipped[path] = before_skip  # unchanged since it was skipped
+                continue
             before = self.stamps.get(path)
-            if before != stamp:
-                change = _load(path, "new" if before is None else "updated")
-                if change is None:
-                    del now[path]  # unreadable now: try again next time
-                else:
-                    changes.append(change)
+            if before == stamp:
+                now[path] = stamp
+                continue
+            try:
+                change = _load(
+                    path, "new" if before is None else "updated", self.root, self.max_bytes
+                )
+            except Skipped as why:
+                skipped[path] = (stamp, str(why))
+                if before_skip is None or before_skip[1] != str(why):
+                    self.say(f"skipped {path}: {why}")
+                continue
+            if change is not None:
+                now[path] = stamp
+                changes.append(change)
+            # else: unreadable now, try again next time (a file served before stays
+            # listed as deleted below until it can be read again)
         for path in self.stamps.keys() - now.keys():
             changes.append(Change("deleted", path.as_uri()))
         self.stamps = now
+        self.skipped = skipped
         return changes
 
     def apply(self, changes: list[Change], *, notify: bool = True) -> None:
@@ -137,7 +170,9 @@ class Folder:
         elif identity is not None and self.identity is None:
             self.say(f"{self.root} is back")
         self.identity = identity
-        self.apply(await anyio.to_thread.run_sync(self.look))
+        # The look never blocks (`_open_regular`); abandoning it on cancel keeps Ctrl-C
+        # prompt even on a slow disk.
+        self.apply(await anyio.to_thread.run_sync(self.look, abandon_on_cancel=True))
 
     async def follow(self, *, poll: bool = False) -> None:
         """Apply every change until cancelled. A folder deleted (or replaced) keeps being
@@ -163,15 +198,78 @@ class Folder:
 
 def _files(root: Path) -> list[Path]:
     found: list[Path] = []
+    # os.walk does not descend into symlinked folders (followlinks=False): a link to a
+    # folder outside root is never walked; one inside is walked under its real name.
     for folder, dirs, names in os.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         found.extend(Path(folder, n) for n in sorted(names) if not n.startswith("."))
     return found
 
 
-def _load(path: Path, what: str) -> Change | None:
+class Skipped(Exception):
+    """A path under the folder that is not served, and why (said once per path)."""
+
+
+def _open_regular(path: Path, root: Path, max_bytes: int) -> bytes:
+    """The bytes of ``path`` if it is a regular file inside ``root`` and at most
+    ``max_bytes`` long; `Skipped` with the reason otherwise. Never blocks: the file is
+    opened with ``O_NONBLOCK`` (a FIFO without a writer opens at once) and checked with
+    ``fstat`` before a byte is read, so a path swapped for a FIFO after a ``stat`` is
+    caught too."""
+    real = Path(os.path.realpath(path))
+    if real != root and root not in real.parents:
+        raise Skipped(f"a symlink to {real}, outside {root}")
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    fd = os.open(path, flags)
     try:
-        data = path.read_bytes()
+        stat = os.fstat(fd)
+        checked = os.stat(real)
+        if (stat.st_dev, stat.st_ino) != (checked.st_dev, checked.st_ino):
+            # Swapped (for a link out of root, say) between the check and the open:
+            # not this file; the next look checks it again.
+            raise OSError(f"{path} changed while it was opened")
+        if not S_ISREG(stat.st_mode):
+            raise Skipped(f"not a regular file ({_kind(stat.st_mode)})")
+        if stat.st_size > max_bytes:
+            raise Skipped(
+                f"{stat.st_size} bytes, over the {max_bytes}-byte limit "
+                "(freshcache serve --max-file-bytes N raises it)"
+            )
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := os.read(fd, 1 << 16):
+            size += len(chunk)
+            if size > max_bytes:  # it grew while being read
+                raise Skipped(
+                    f"over the {max_bytes}-byte limit "
+                    "(freshcache serve --max-file-bytes N raises it)"
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (S_ISFIFO, "a FIFO"),
+        (S_ISSOCK, "a socket"),
+        (S_ISCHR, "a character device"),
+        (S_ISBLK, "a block device"),
+        (S_ISDIR, "a folder"),
+    ):
+        if test(mode):
+            return name
+    return "not a file"
+
+
+def _load(path: Path, what: str, root: Path, max_bytes: int) -> Change | None:
+    """The change that serves ``path``'s contents now (`Skipped`: never served);
+    ``None`` when it cannot be read at the moment (try again at the next look)."""
+    try:
+        data = _open_regular(path, root, max_bytes)
+    except Skipped:
+        raise
     except OSError:
         return None
     mime = mimetypes.guess_type(path.name)[0]
@@ -206,13 +304,15 @@ def _watchfiles() -> Callable[[Path], AsyncIterator[Collection[object]]] | None:
     return watch
 
 
-def folder_reference(root: Path, say: Callable[[str], None]) -> Folder:
+def folder_reference(
+    root: Path, say: Callable[[str], None], max_bytes: int = MAX_FILE_BYTES
+) -> Folder:
     """A reference server holding the files under ``root`` (`ConfigurationError` if
     it is not a folder)."""
     if not root.is_dir():
         what = "does not exist" if not root.exists() else "is not a folder"
         raise ConfigurationError(f"{root} {what}: give a folder whose files to serve")
-    folder = Folder(root, ReferenceServer(), say)
+    folder = Folder(root, ReferenceServer(), say, max_bytes)
     folder.apply(folder.look(), notify=False)
     return folder
 
@@ -230,10 +330,12 @@ def check_port(port: int) -> None:
             ) from None
 
 
-async def _until_stopped() -> None:
+async def _until_stopped() -> int:
+    """The signal (SIGINT or SIGTERM) that asked the server to stop."""
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for _ in signals:
-            return
+        async for signum in signals:
+            return int(signum)
+    raise AssertionError("a signal receiver never ends")  # pragma: no cover
 
 
 def _what(server: ReferenceServer, folder: Folder | None) -> str:
@@ -251,13 +353,19 @@ def _printer(stream: TextIO) -> Callable[[str], None]:
 
 
 async def serve_http(
-    root: Path | None, port: int, *, poll: bool = False, revision: str = "2026-07-28"
-) -> None:
-    """Serve over Streamable HTTP on 127.0.0.1 until SIGINT or SIGTERM."""
+    root: Path | None,
+    port: int,
+    *,
+    poll: bool = False,
+    revision: str = "2026-07-28",
+    max_bytes: int = MAX_FILE_BYTES,
+) -> int:
+    """Serve over Streamable HTTP on 127.0.0.1 until SIGINT or SIGTERM; returns that
+    signal's number."""
     from ._http_server import ReferenceHttpServer
 
     say = _printer(sys.stdout)
-    folder = None if root is None else folder_reference(root, say)
+    folder = None if root is None else folder_reference(root, say, max_bytes)
     server = seed_reference() if folder is None else folder.server
     if port:
         check_port(port)
@@ -272,19 +380,25 @@ async def serve_http(
         say(f"{http.url} ({what}; Ctrl-C stops)")
         if folder is not None:
             tg.start_soon(lambda: folder.follow(poll=poll))
-        await _until_stopped()
+        signum = await _until_stopped()
         tg.cancel_scope.cancel()
     say("stopped")
+    return signum
 
 
 async def serve_stdio(
-    root: Path | None, *, poll: bool = False, revision: str = "2026-07-28"
-) -> None:
-    """Serve on stdin/stdout until stdin ends (or SIGINT/SIGTERM); notes on stderr."""
+    root: Path | None,
+    *,
+    poll: bool = False,
+    revision: str = "2026-07-28",
+    max_bytes: int = MAX_FILE_BYTES,
+) -> int:
+    """Serve on stdin/stdout until stdin ends (the process exits 0) or SIGINT/SIGTERM
+    (returns that signal's number); notes on stderr."""
     from ._stdio_server import StdioReferenceServer
 
     say = _printer(sys.stderr)
-    folder = None if root is None else folder_reference(root, say)
+    folder = None if root is None else folder_reference(root, say, max_bytes)
     server = seed_reference() if folder is None else folder.server
     stdio = StdioReferenceServer(server, None, revision)
     async with anyio.create_task_group() as tg:
@@ -293,5 +407,6 @@ async def serve_stdio(
         tg.start_soon(lambda: stdio.run(None, control=False))
         if folder is not None:
             tg.start_soon(lambda: folder.follow(poll=poll))
-        await _until_stopped()
+        signum = await _until_stopped()
         tg.cancel_scope.cancel()
+    return signum

@@ -22,9 +22,20 @@ ALIASES = {
 }
 
 
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
 def resolve(word: str) -> str:
-    """An alias or a literal URI."""
-    return ALIASES.get(word, word)
+    """An alias or a literal URI; a bare word that is neither (``selectd``) is a
+    mistake in the table, reported at its line, not a URI that fails later."""
+    if word in ALIASES:
+        return ALIASES[word]
+    if not _SCHEME.match(word):
+        raise ValueError(
+            f"{word!r} is neither an alias ({', '.join(ALIASES)}) nor a URI with a "
+            "scheme (guide://..., file:///...)"
+        )
+    return word
 
 
 def text_for(uri: str, version: str) -> str:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,8 +59,41 @@ def command_for(name: str) -> list[str]:
     if node is None:
         raise Unavailable("the typescript driver needs Node.js (no 'node' on PATH)")
     script = HERE / "typescript" / "driver.mjs"
-    if not (HERE / "typescript" / "node_modules" / "@modelcontextprotocol" / "client").is_dir():
+    if not _typescript_sdk_installed():
         raise Unavailable(
             f"the typescript driver needs its SDK installed: npm ci --prefix {HERE / 'typescript'}"
         )
     return [node, str(script)]
+
+
+def _typescript_sdk_installed() -> bool:
+    return (HERE / "typescript" / "node_modules" / "@modelcontextprotocol" / "client").is_dir()
+
+
+def prepare(name: str, say: Callable[[str], None]) -> None:
+    """Make the shipped driver ``name`` runnable where only a step of ours is missing:
+    the TypeScript SDK is installed from the driver's lock file on first use (it lives
+    next to the driver, inside the installed package, so a reinstall of freshcache
+    removes it and the next use installs it again). ``say`` gets one line first.
+    Raises `Unavailable` when the install fails; does nothing when Node or npm is
+    missing (`command_for` says so)."""
+    if name != "typescript" or _typescript_sdk_installed():
+        return
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        return
+    folder = HERE / "typescript"
+    say(f"installing the TypeScript SDK for --client typescript, once: npm ci --prefix {folder}")
+    try:
+        done = subprocess.run(
+            [npm, "ci", "--silent", "--no-audit", "--no-fund", "--prefix", str(folder)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise Unavailable(f"npm ci --prefix {folder} did not finish: {exc}") from None
+    if done.returncode != 0:
+        tail = " ".join(done.stderr.split())[-200:]
+        raise Unavailable(f"npm ci --prefix {folder} failed (exit {done.returncode}): {tail}")

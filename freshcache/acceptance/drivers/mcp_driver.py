@@ -4,14 +4,18 @@ Thin on purpose: reads go through ``Client.read_resource`` (the SDK's cache serv
 hit within the server's ``ttlMs`` and is evicted by the change events of
 ``Client.listen``), lists through ``Client.list_resources``; the driver keeps one
 ``listen`` open for the selection and opens it again when the SDK reports it lost,
-as the SDK's docs say. The SDK has no freshness states, so a read answers its text or
-its error. Run: ``python -m freshcache.acceptance.drivers.mcp_driver``.
+as the SDK's docs say. On a 2025-11-25 server (the SDK negotiates down by itself) there
+is no listen: the driver subscribes each selected URI with ``Client.subscribe_resource``,
+the SDK's 2025 way, and the SDK's cache evicts on the ``resources/updated`` the session
+hears. The SDK has no freshness states, so a read answers its text or its error. Run:
+``python -m freshcache.acceptance.drivers.mcp_driver``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -63,8 +67,12 @@ class McpSession(OnVirtualClock):
         self.tg.start_soon(self._listen, uris, self._listening)
 
     async def _listen(self, uris: list[str], scope: anyio.CancelScope) -> None:
-        """Keep one ``listen`` open for ``uris``: the SDK evicts on its events."""
+        """Keep one ``listen`` open for ``uris``: the SDK evicts on its events (on
+        2025-11-25: one ``resources/subscribe`` per URI instead)."""
         with scope:
+            if self.client.protocol_version != "2026-07-28":
+                await self._subscribe(uris)
+                return
             while True:
                 try:
                     async with self.client.listen(
@@ -76,6 +84,12 @@ class McpSession(OnVirtualClock):
                     pass
                 await anyio.sleep(0.05)
 
+    async def _subscribe(self, uris: list[str]) -> None:
+        for uri in uris:
+            with warnings.catch_warnings(), contextlib.suppress(Exception):
+                warnings.simplefilter("ignore")  # deprecated as of 2026-07-28, meant for 2025
+                await self.client.subscribe_resource(uri)
+
 
 class McpDriver:
     def hello(self) -> dict[str, Any]:
@@ -86,6 +100,7 @@ class McpDriver:
             policies=["share_public"],
             listens=True,
             store_entries=True,
+            revisions=("2026-07-28", "2025-11-25"),  # Client negotiates 2025-11-25 down
         )
 
     @asynccontextmanager
