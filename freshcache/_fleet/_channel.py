@@ -26,8 +26,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("freshcache.fleet")
 
-_QUIET_WAIT = 3600.0
-"""Seconds one wait for a channel message may last; nothing is done when it ends."""
 
 
 class ChangeChannel:
@@ -74,12 +72,16 @@ class ChangeChannel:
             self.usable = True
             worker.store_answered()
             log.debug("fleet worker %s on the channel at %d", worker.id, self.seq)
+            # Sleep until a message comes (quiet at rest), but no longer than half a
+            # lease: each wait begins with redis-py's health check (a PING once the
+            # connection was quiet for `health_check_interval`), so a half-open
+            # subscription is found and fails closed within about a lease, as a store
+            # that stops answering is. Not ``timeout=None``: redis-py before 8 bounds
+            # that by the socket timeout and reports it as a broken channel.
+            quiet_wait = worker.config.lease / 2
             while True:
-                # Sleep until a message comes (an idle cache is quiet at rest): a
-                # long wait, not ``timeout=None``, which redis-py before 8 bounds by the
-                # socket timeout and reports as a broken channel.
                 message = await pubsub.get_message(
-                    ignore_subscribe_messages=True, timeout=_QUIET_WAIT
+                    ignore_subscribe_messages=True, timeout=quiet_wait
                 )
                 if message is not None and message["type"] == "message":
                     self.dispatch(json.loads(message["data"]))

@@ -104,6 +104,8 @@ class FleetWorker:
             config.url,
             socket_timeout=config.op_timeout,
             socket_connect_timeout=config.op_timeout,
+            # The channel's subscription checks its connection this often when quiet.
+            health_check_interval=config.lease / 2,
             decode_responses=True,
         )
         self.shared = SharedStore(self.redis, config.namespace, server_id)
