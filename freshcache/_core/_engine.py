@@ -556,7 +556,49 @@ class _ReadRules(_Bookkeeping):
         return decisions
 
 
-class FreshnessEngine(_ReadRules):
+class _Judgements(_ReadRules):
+    """Decisions other modules used to make on their own (DESIGN §2 invariants 12, 13).
+
+    Kept apart from the transition rules above: whether the server can be used at all,
+    whether a shared copy may serve a principal, whether a snapshot is still true. The
+    middleware, the fleet and `context()` ask these and carry out the answer.
+    """
+
+    _unusable: str | None = None
+
+    # ------------------------------------------------------------------ an unusable server
+
+    @property
+    def unusable(self) -> str | None:
+        """Why the server cannot be used (no protocol version in common ...), else ``None``."""
+        return self._unusable
+
+    def server_unusable(self, detail: str) -> None:
+        """Discovery (or any request) showed the server cannot be used: from now on
+        nothing is fresh, whatever replies land (no fresh read after the error)."""
+        self._unusable = detail or "the server cannot be used"
+        for table in self.hit_tables.values():
+            table.clear()
+
+    def lookup(self, uri: str, partition: Partition) -> ReadResult | None:
+        if self._unusable is not None:
+            return None
+        return super().lookup(uri, partition)
+
+    def finish_read(
+        self, ticket: ReadTicket, reply: ReadReply | RequestFailed
+    ) -> ReadResult | None:
+        result = super().finish_read(ticket, reply)
+        if self._unusable is not None and result is not None and result.state == FRESH:
+            for table in self.hit_tables.values():
+                table.clear()
+            return problem_result(
+                ticket.uri, AWAITING_FRESH_SOURCE, "server_error", detail=self._unusable
+            )
+        return result
+
+
+class FreshnessEngine(_Judgements):
     """Freshness bookkeeping for one server, many URIs and partitions."""
 
     # ------------------------------------------------------------------ selection
