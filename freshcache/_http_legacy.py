@@ -47,6 +47,7 @@ from ._core import (
     StreamLost,
     UntrustedMessage,
 )
+from ._core._backlog import overflowed
 from ._errors import ProtocolError
 from ._protocol import ForSubscription, IdKey, Ignored, Unclaimed, Untrusted, id_key
 from ._source import ServerInfo
@@ -103,6 +104,8 @@ class LegacyHttp:
         """Sessions initialized so far (introspection, tests)."""
         self.channels = 0
         """GET streams opened so far."""
+        self.overflows = 0
+        """Subscriptions ended because their consumer fell ``max_backlog`` messages behind."""
 
     # ------------------------------------------------------------------ the session
 
@@ -279,7 +282,7 @@ class LegacyHttp:
                         )
                 ack = self._protocol.acknowledge(sid)
                 if ack is not None and self._live and not inbox.put(ack):
-                    inbox.put(StreamLost(sid, "the client could not keep up"), final=True)
+                    inbox.put(overflowed(sid, inbox.limit), final=True)
             while not ended:
                 item = await inbox.get()
                 event = item.event if isinstance(item, _Carried) else item
@@ -434,12 +437,23 @@ class LegacyHttp:
                 self._taken()
 
     def _deliver(self, sid: str | int | None, event: StreamEvent) -> None:
-        inbox = self._inboxes.get(id_key(sid)) if sid is not None else None
+        key = id_key(sid) if sid is not None else None
+        inbox = self._inboxes.get(key) if key is not None else None
         if inbox is None:
-            inbox = next(iter(self._inboxes.values()), None)
-        if inbox is None or not inbox.put(_Carried(event)):
-            if inbox is not None:
-                log.warning("%s: a subscription could not keep up", self._source.identity)
+            key, inbox = next(iter(self._inboxes.items()), (None, None))
+        if inbox is None:
+            self._taken()
+        elif not inbox.put(_Carried(event)):
+            # A dropped hint would leave its URI fresh: the subscription is lost instead
+            # (`freshcache._core._backlog`), as on stdio.
+            self.overflows += 1
+            owner = (
+                sid
+                if sid is not None
+                else next((s for s in self._protocol.open_subscriptions if id_key(s) == key), None)
+            )
+            inbox.put(overflowed(owner, inbox.limit), final=True)
+            log.warning("%s: a subscription could not keep up; ended it", self._source.identity)
             self._taken()
 
     def _taken(self) -> None:

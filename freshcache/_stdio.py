@@ -90,6 +90,7 @@ from ._core import (
     StreamLost,
     UntrustedMessage,
 )
+from ._core._backlog import overflowed
 from ._core._backoff import BackoffSettings
 from ._errors import ConfigurationError, ProtocolError
 from ._protocol import (
@@ -803,7 +804,7 @@ class StdioSource:
             self.protocol.subscribed(uri, isinstance(answer, Response))
         ack = self.protocol.acknowledge(sid)
         if ack is not None and conn.alive and not inbox.put(ack):
-            inbox.put(StreamLost(sid, "the consumer fell behind"), final=True)
+            inbox.put(overflowed(sid, inbox.limit), final=True)
 
     async def _unsubscribe(self, conn: _Connection, sid: str) -> None:
         gone = self.protocol.legacy_close(sid)
@@ -1127,10 +1128,7 @@ class _Supervisor:
                     # (safe: a loss invalidates and re-listens), and tell the server.
                     self.counters.overflows += 1
                     conn.demux.close_subscription(sid)
-                    inbox.put(
-                        StreamLost(sid, f"the consumer fell {inbox.limit} messages behind"),
-                        final=True,
-                    )
+                    inbox.put(overflowed(sid, inbox.limit), final=True)
                     log.warning(
                         "subscription %r fell %d messages behind; ended it", sid, inbox.limit
                     )
