@@ -48,10 +48,12 @@ from ._core import (
     UntrustedMessage,
 )
 from ._core._backlog import overflowed
+from ._core._subscribe_order import SUBSCRIBE, UNSUBSCRIBE
 from ._errors import ProtocolError
 from ._protocol import ForSubscription, IdKey, Ignored, Unclaimed, Untrusted, id_key
 from ._source import ServerInfo
 from ._sse import SseComment, SseEnd, SseEvent, SseOversized, SseSilent, StreamStats, read_stream
+from ._subscribing import InOrder
 from ._wire import (
     LEGACY_VERSION,
     PROTOCOL_VERSION,
@@ -104,6 +106,8 @@ class LegacyHttp:
         """Sessions initialized so far (introspection, tests)."""
         self.channels = 0
         """GET streams opened so far."""
+        self._in_order = InOrder()
+        """2025 subscribe/unsubscribe, one at a time per URI, in the order recorded."""
         self.overflows = 0
         """Subscriptions ended because their consumer fell ``max_backlog`` messages behind."""
 
@@ -265,24 +269,19 @@ class LegacyHttp:
         inbox = Inbox[StreamEvent | _Carried](self._max_backlog)
         self._inboxes[key] = inbox
         to_subscribe = self._protocol.legacy_listen(sid, uris, list_changed)
+        assert session is not None
         ended = False
         try:
             if await self._channel_live():
                 for uri in to_subscribe:
-                    outcome, _ = await self._source._call(
-                        "resources/subscribe", {"uri": uri}, None, []
+                    await self._in_order.send(
+                        session, uri, SUBSCRIBE, self._subscribe, self._source.timeout
                     )
-                    self._protocol.subscribed(uri, not isinstance(outcome, RequestFailed))
-                    if isinstance(outcome, RequestFailed):
-                        log.info(
-                            "%s: resources/subscribe %s refused: %s",
-                            self._source.identity,
-                            uri,
-                            outcome.detail,
-                        )
                 ack = self._protocol.acknowledge(sid)
                 if ack is not None and self._live and not inbox.put(ack):
                     inbox.put(overflowed(sid, inbox.limit), final=True)
+            else:
+                self._in_order.abandon(session, to_subscribe, SUBSCRIBE)
             while not ended:
                 item = await inbox.get()
                 event = item.event if isinstance(item, _Carried) else item
@@ -294,13 +293,35 @@ class LegacyHttp:
             self._inboxes.pop(key, None)
             await self._close(sid)
 
+    async def _subscribe(self, uri: str) -> bool | None:
+        outcome, _ = await self._source._call("resources/subscribe", {"uri": uri}, None, [])
+        if isinstance(outcome, RequestFailed):
+            log.info(
+                "%s: resources/subscribe %s refused: %s",
+                self._source.identity,
+                uri,
+                outcome.detail,
+            )
+        return _answered(outcome)
+
+    async def _unsubscribe(self, uri: str) -> bool | None:
+        outcome, _ = await self._source._call("resources/unsubscribe", {"uri": uri}, None, [])
+        return _answered(outcome)
+
     async def _close(self, sid: str) -> None:
         gone = self._protocol.legacy_close(sid)
+        session = self._protocol.legacy
+        if session is None:
+            return
         if not self._live:
+            self._in_order.abandon(session, gone, UNSUBSCRIBE)
             return
         with anyio.move_on_after(self._source.timeout, shield=True):
             for uri in gone:
-                await self._source._call("resources/unsubscribe", {"uri": uri}, None, [])
+                await self._in_order.send(
+                    session, uri, UNSUBSCRIBE, self._unsubscribe, self._source.timeout
+                )
+        self._in_order.abandon(session, gone, UNSUBSCRIBE)  # what the deadline cut off
         if not self._inboxes:
             await self._end_channel("no subscription is open")
 
@@ -462,6 +483,14 @@ class LegacyHttp:
         stats = self._channel_stats.get(session.session_id or "") if session else None
         if stats is not None:
             stats.frames += 1
+
+
+def _answered(outcome: object) -> bool | None:
+    """How a subscribe/unsubscribe was answered, for the ledger: ``None`` when it was not
+    (the server may still act on it)."""
+    if isinstance(outcome, RequestFailed):
+        return None if outcome.kind in ("timeout", "unreachable") else False
+    return True
 
 
 def _both(declined: _Answer, exc: ProtocolError) -> str:

@@ -12,11 +12,16 @@ import pytest
 
 from freshcache import FreshCache, HttpSource, UnsupportedVersionError
 from freshcache._core import ListenAcknowledged, ResourceUpdated, StreamEvent, StreamLost
-from freshcache.acceptance._http_server import ReferenceHttpServer
+from freshcache._core._backoff import BackoffSettings
+from freshcache._core._subscribe_order import SUBSCRIBE, UNSUBSCRIBE, SubscribeLedger
+from freshcache.acceptance._http_server import RecordedRequest, ReferenceHttpServer
 from tests.polling import until
 from tests.test_http_source import Script, U, reference, rpc_error, serving
 
 pytestmark = pytest.mark.anyio
+
+OTHER = "guide://shipping/rates"
+FAST = BackoffSettings(base=0.005, cap=0.02, quick_death=0.0)
 
 
 # ---------------------------------------------------------------- 5: -32022 on discover
@@ -71,3 +76,94 @@ async def test_the_2025_get_stream_ends_when_its_consumer_falls_behind():
         await source.aclose()
     assert isinstance(events[-1], StreamLost) and "fell 3 messages behind" in events[-1].detail
     assert sum(isinstance(e, ResourceUpdated) for e in events) == 3
+
+
+# ---------------------------------------------------------------- 1: 2025 subscribe order
+
+
+class SlowUnsubscribe:
+    """A 2025 server hook: ``resources/unsubscribe`` is handled ``delay`` s late, so a
+    subscribe sent meanwhile would be overtaken by it on the server."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.unsubscribes = 0
+        self.handled = 0
+
+    async def __call__(self, request: RecordedRequest) -> None:
+        message = request.message if isinstance(request.message, dict) else {}
+        if message.get("method") == "resources/unsubscribe":
+            self.unsubscribes += 1
+            await anyio.sleep(self.delay)
+            self.handled += 1
+        return None
+
+
+@pytest.mark.wire
+async def test_2025_http_resubscribe_while_the_unsubscribe_is_pending_stays_true():
+    """Defect 1: select U, X, U again quickly against a server that finishes the
+    unsubscribe last; a change of U must still reach the cache (no old text as fresh)."""
+    server = reference()
+    slow = SlowUnsubscribe(0.3)
+    async with (
+        ReferenceHttpServer(server, revision="2025-11-25", hook=slow) as http,
+        httpx.AsyncClient(trust_env=False) as client,
+    ):
+        source = HttpSource(http.url, client=client, timeout=5.0, idle_timeout=5.0)
+        async with FreshCache(source, select=[U], read_timeout=5.0, backoff=FAST) as cache:
+            await until(lambda: cache.engine.covered == {U})
+            assert (await cache.read(U)).text == "v1"
+            cache.select([OTHER])
+            await until(lambda: slow.unsubscribes == 1)
+            cache.select([U])
+            await until(lambda: slow.handled == 1 and cache.engine.covered == {U})
+            server.set(U, "v2", notify=True)
+            await until(lambda: cache.status(U).text == "v2")
+    methods = [
+        (r.message.get("method"), r.message.get("params", {}).get("uri"))
+        for r in http.requests
+        if isinstance(r.message, dict) and "subscribe" in str(r.message.get("method"))
+    ]
+    methods = [m for m in methods if m[1] == U]
+    # The subscribe went out after the unsubscribe was answered, in that order.
+    assert methods[:3] == [
+        ("resources/subscribe", U),
+        ("resources/unsubscribe", U),
+        ("resources/subscribe", U),
+    ]
+
+
+def test_ledger_covers_only_after_the_last_request_was_answered_in_order():
+    ledger = SubscribeLedger()
+    (sub,) = ledger.record([U], SUBSCRIBE)
+    assert ledger.next_op(U, SUBSCRIBE) is sub and not ledger.covers(U)
+    ledger.settle(sub, True)
+    assert ledger.covers(U)
+    (unsub,) = ledger.record([U], UNSUBSCRIBE)
+    (again,) = ledger.record([U], SUBSCRIBE)
+    assert not ledger.covers(U)
+    assert ledger.next_op(U, UNSUBSCRIBE) is unsub and ledger.next_op(U, SUBSCRIBE) is again
+    assert not ledger.may_send(again)  # waits for the unsubscribe's answer
+    ledger.settle(unsub, True)
+    assert ledger.may_send(again) and not ledger.covers(U)
+    ledger.settle(again, True)
+    assert ledger.covers(U)
+
+
+def test_ledger_an_unanswered_request_leaves_the_uri_uncovered_until_the_channel_ends():
+    ledger = SubscribeLedger()
+    (unsub,) = ledger.record([U], UNSUBSCRIBE)
+    (sub,) = ledger.record([U], SUBSCRIBE)
+    ledger.settle(sub, True)  # answered before the unsubscribe: order unknown
+    ledger.settle(unsub, True)
+    assert not ledger.covers(U)
+    ledger.ended()
+    (fresh,) = ledger.record([U], SUBSCRIBE)
+    ledger.settle(unsub, True)  # an answer from the old channel changes nothing
+    ledger.settle(fresh, True)
+    assert ledger.covers(U)
+    (lost,) = ledger.record([U], UNSUBSCRIBE)
+    ledger.settle(lost, None)
+    (back,) = ledger.record([U], SUBSCRIBE)
+    ledger.settle(back, True)
+    assert not ledger.covers(U)
