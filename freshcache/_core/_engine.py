@@ -71,6 +71,7 @@ from dataclasses import dataclass, replace
 from typing_extensions import assert_never
 
 from ._coverage import Coverage
+from ._denials import Denials
 from ._entries import PUBLIC, Entry, EntryKey, Partition, Store
 from ._events import (
     ChangesMissed,
@@ -191,6 +192,8 @@ class _Bookkeeping:
         self._listen_supported: bool | None = None
         self._lists = ListPages(store, server_id, self.policy)
         self._on_invalidation = on_invalidation
+        self._denials = Denials()
+        """Principals refused per URI, until their own read succeeds (`_Judgements`)."""
 
     # ------------------------------------------------------------------ internals
 
@@ -583,19 +586,60 @@ class _Judgements(_ReadRules):
     def lookup(self, uri: str, partition: Partition) -> ReadResult | None:
         if self._unusable is not None:
             return None
+        if partition != PUBLIC and not self.may_share(uri, partition, "public"):
+            return self._hits.fresh(uri, partition, self.clock())  # its own copy only
         return super().lookup(uri, partition)
 
     def finish_read(
         self, ticket: ReadTicket, reply: ReadReply | RequestFailed
     ) -> ReadResult | None:
+        uri, partition = ticket.uri, ticket.partition
+        if isinstance(reply, ReadReply) and reply.shared_copy and self.denied(uri, partition):
+            # Defence in depth (the fleet asks `may_share` before it hands one over): a
+            # shared copy never ends a denial.
+            reply = RequestFailed("denied", "refused before; a shared copy is not its own read")
         result = super().finish_read(ticket, reply)
+        if isinstance(reply, RequestFailed) and reply.kind == "denied":
+            self._denials.note(uri, partition)
+        elif result is not None and result.state == FRESH and isinstance(reply, ReadReply):
+            if reply.shared_copy:
+                result = replace(result, server_read=False)  # another's read, not this call's
+            else:
+                self._denials.cleared(uri, partition)  # its own read succeeded
         if self._unusable is not None and result is not None and result.state == FRESH:
             for table in self.hit_tables.values():
                 table.clear()
-            return problem_result(
-                ticket.uri, AWAITING_FRESH_SOURCE, "server_error", detail=self._unusable
-            )
+            return problem_result(uri, AWAITING_FRESH_SOURCE, "server_error", detail=self._unusable)
         return result
+
+    # ------------------------------------------------------------------ sharing
+
+    def may_share(
+        self,
+        uri: str,
+        partition: Partition,
+        scope: str,
+        *,
+        bound: bool = False,
+        denied_elsewhere: bool = False,
+    ) -> bool:
+        """Whether a copy that is not ``partition``'s own read may serve it: the shared
+        public copy (``scope`` ``public``), or an entry found in a shared store under
+        ``partition``'s key (``scope`` ``private``: only if ``bound`` to that principal
+        and scope, a keyed check the store made). Never while a denial of ``partition``
+        for ``uri`` stands, here (`Denials`) or anywhere in the fleet
+        (``denied_elsewhere``): only that principal's own successful read ends it."""
+        if self._unusable is not None or denied_elsewhere:
+            return False
+        if partition != PUBLIC and (uri, partition) in self._denials:
+            return False
+        if scope == "public":
+            return self.policy.share_public
+        return bound
+
+    def denied(self, uri: str, partition: Partition) -> bool:
+        """Whether the latest own server read of ``uri`` by ``partition`` was refused."""
+        return (uri, partition) in self._denials
 
 
 class FreshnessEngine(_Judgements):

@@ -65,6 +65,8 @@ class FleetCounters:
 
     store_replies: int = 0
     """Reads answered from the shared store (no server read)."""
+    refused_copies: int = 0
+    """Shared copies the engine would not let serve the principal (denied, unbound)."""
     fills: int = 0
     fenced_writes: int = 0
     """Fills the generation fence refused (the URI changed while they were read)."""
@@ -106,7 +108,7 @@ class FleetWorker:
             socket_connect_timeout=config.op_timeout,
             decode_responses=True,
         )
-        self.shared = SharedStore(self.redis, config.namespace, server_id)
+        self.shared = SharedStore(self.redis, config.namespace, server_id, config.binding_key)
         self.counters = FleetCounters()
         self.telemetry = FleetTelemetry(self.id, meter_provider)
         self.bound: Binding | None = None
