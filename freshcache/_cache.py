@@ -151,7 +151,9 @@ class FreshCache:
             carry_out=self._carry_out,
             enabled=listen,
         )
-        self._changes = ChangeFeed(self.status, lambda: self.engine.selected)
+        self._changes = ChangeFeed(
+            self.status, lambda: self.engine.selected, self.engine.remembers
+        )
         self._flights = ReadFlights(
             source=source,
             engine=self.engine,

@@ -31,6 +31,9 @@ from typing_extensions import Self
 from ._core import FRESH, ReadResult
 from ._core._model import Reason, State
 
+_MIN_BOUND = 2048
+"""Records the feed keeps before it first asks the engine what it still remembers."""
+
 __all__ = ["ChangeFeed", "ChangesDropped", "Context", "StateChange", "StateChanges"]
 
 
@@ -176,12 +179,19 @@ class ChangeFeed:
     """Fans state changes out to `StateChanges` subscribers; idle while there are none."""
 
     def __init__(
-        self, status: Callable[[str], ReadResult], known: Callable[[], Iterable[str]]
+        self,
+        status: Callable[[str], ReadResult],
+        known: Callable[[], Iterable[str]],
+        remembers: Callable[[str], bool] = lambda uri: True,
     ) -> None:
         self._status = status
         self._known = known
+        self._remembers = remembers
+        """The engine's answer to "is this URI still remembered?" (`FreshnessEngine.
+        remembers`): the feed forgets what the engine forgot, so it is bounded alike."""
         self._subscribers: set[StateChanges] = set()
         self._last: dict[str, tuple[State, str | None]] = {}
+        self._bound = _MIN_BOUND
         self.active = False
         """Whether anyone listens: the cache checks this before doing any work."""
         self._closed = False
@@ -218,6 +228,8 @@ class ChangeFeed:
         if before == now:
             return
         self._last[result.uri] = now
+        if len(self._last) > self._bound:
+            self._forget()
         change = StateChange(
             uri=result.uri,
             old_state=None if before is None else before[0],
@@ -228,6 +240,12 @@ class ChangeFeed:
         )
         for subscriber in tuple(self._subscribers):
             subscriber._put(change)
+
+    def _forget(self) -> None:
+        """Drop what the engine no longer remembers (amortized: the bound doubles with
+        what is kept). A URI seen again after that reports ``old_state`` ``None``."""
+        self._last = {uri: seen for uri, seen in self._last.items() if self._remembers(uri)}
+        self._bound = max(_MIN_BOUND, 2 * len(self._last))
 
     def close(self) -> None:
         """The cache is closing: every iteration ends."""

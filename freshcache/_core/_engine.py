@@ -637,6 +637,13 @@ class _Judgements(_ReadRules):
             return self.policy.share_public
         return bound
 
+    # ------------------------------------------------------------------ bounded mirrors
+
+    def remembers(self, uri: str) -> bool:
+        """Whether the engine still keeps a record of ``uri`` (invariant 10): what mirrors
+        its bookkeeping (the `changes()` feed) may keep too; the rest they drop."""
+        return uri in self._uris
+
     def denied(self, uri: str, partition: Partition) -> bool:
         """Whether the latest own server read of ``uri`` by ``partition`` was refused."""
         return (uri, partition) in self._denials
