@@ -310,7 +310,10 @@ class FreshCache:
         """
         if isinstance(uris, str):
             raise ConfigurationError(f"context() takes a list of URIs, got the string {uris!r}")
-        return await read_all(self.read, uris, timeout, principal)
+        deadline = self.read_timeout if timeout is None else timeout
+        _check_timeout("timeout", deadline)
+        partition = self.principal if principal is None else principal
+        return await read_all(self.read, uris, deadline, principal, self.engine, partition)
 
     def changes(self, *, max_pending: int = 256) -> StateChanges:
         """Subscribe to state changes of URIs (`StateChange`), as the default principal sees them.

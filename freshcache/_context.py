@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import html
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import anyio
 from typing_extensions import Self
@@ -72,24 +73,58 @@ class Context:
         return "\n\n".join(parts)
 
 
+class SnapshotJudge(Protocol):
+    """What `read_all` asks the engine (`FreshnessEngine.snapshot_mark` / ``_changed``)."""
+
+    def snapshot_mark(self, uri: str) -> int | None: ...
+
+    def snapshot_changed(self, marks: Mapping[str, int | None]) -> list[str]: ...
+
+    def status(self, uri: str, partition: str | None = None) -> ReadResult: ...
+
+
 async def read_all(
     read: Callable[..., Awaitable[ReadResult]],
     uris: Iterable[str],
-    timeout: float | None,
+    timeout: float,
     principal: str | None,
+    judge: SnapshotJudge,
+    partition: str | None,
 ) -> Context:
-    """Read ``uris`` at once through ``read`` (single flight, one deadline each); a URI
-    asked for twice is read once; results keep the order asked in."""
+    """Read ``uris`` at once through ``read`` (single flight), all within ``timeout``; a
+    URI asked for twice is read once; results keep the order asked in.
+
+    Every text in the `Context` is fresh at the moment it is returned (invariant 13):
+    each result is marked with its URI's generation the moment it is handed out, and
+    the engine checks every mark at once (`SnapshotJudge.snapshot_changed`). A URI that
+    changed while others were read is read again within the deadline; one still
+    changed at the end is withheld with its state now."""
     wanted = list(dict.fromkeys(uris))
-    results: list[ReadResult | None] = [None] * len(wanted)
+    results: dict[str, ReadResult] = {}
+    marks: dict[str, int | None] = {}
+    deadline = anyio.current_time() + timeout
 
-    async def one(index: int, uri: str) -> None:
-        results[index] = await read(uri, timeout=timeout, principal=principal)
+    async def one(uri: str) -> None:
+        remaining = max(0.0, deadline - anyio.current_time())
+        result = await read(uri, timeout=remaining, principal=principal)
+        results[uri] = result  # no await between the result and its mark
+        marks[uri] = judge.snapshot_mark(uri)
 
-    async with anyio.create_task_group() as tg:
-        for index, uri in enumerate(wanted):
-            tg.start_soon(one, index, uri)
-    return split_results([r for r in results if r is not None])
+    async def read_each(batch: Iterable[str]) -> None:
+        async with anyio.create_task_group() as tg:
+            for uri in batch:
+                tg.start_soon(one, uri)
+
+    def changed() -> list[str]:
+        fresh = {uri: marks[uri] for uri in wanted if results[uri].state == FRESH}
+        return judge.snapshot_changed(fresh)
+
+    await read_each(wanted)
+    while (again := changed()) and anyio.current_time() < deadline:
+        await read_each(again)
+    for uri in changed():  # the one check, with nothing awaited before the return
+        results[uri] = judge.status(uri, partition)
+    return split_results([results[uri] for uri in wanted])
 
 
 def split_results(results: list[ReadResult]) -> Context:

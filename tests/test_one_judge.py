@@ -10,7 +10,7 @@ import anyio
 import httpx
 import pytest
 
-from freshcache import FreshCache, HttpSource, UnsupportedVersionError
+from freshcache import Context, FreshCache, HttpSource, UnsupportedVersionError
 from freshcache._core import ListenAcknowledged, ResourceUpdated, StreamEvent, StreamLost
 from freshcache._core._backoff import BackoffSettings
 from freshcache._core._subscribe_order import SUBSCRIBE, UNSUBSCRIBE, SubscribeLedger
@@ -192,3 +192,57 @@ async def test_the_changes_feed_forgets_what_the_engine_forgot():
             assert (await cache.read(uri)).state == "fresh"
         assert cache.engine.tracked_uris <= 20
         assert len(cache._changes._last) <= 2 * 2048
+
+
+# ---------------------------------------------------------------- 2: context() snapshots
+
+
+class SlowFor(ReferenceServer):
+    """Reads of a URI with a gate wait until that gate is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gates: dict[str, anyio.Event] = {}
+        self.waiting: dict[str, int] = {}
+
+    async def read(self, uri: str, principal: str | None = None):  # type: ignore[no-untyped-def]
+        gate = self.gates.get(uri)
+        if gate is not None:
+            self.waiting[uri] = self.waiting.get(uri, 0) + 1
+            await gate.wait()
+        return await super().read(uri, principal)
+
+
+@pytest.mark.parametrize("reread", ["held", "answers"])
+async def test_context_never_hands_out_a_text_that_changed_while_others_were_read(reread):
+    """Defect 2: U is a fresh hit at once, OTHER's read is slow; meanwhile U changes
+    and the stream says so. The Context carries U as v2 (read again within the
+    deadline) or withholds it with its state; never v1 under ``fresh``."""
+    server = SlowFor()
+    server.set(U, "v1")
+    server.set(OTHER, "r1")
+    async with FreshCache(InMemorySource(server), select=[U], read_timeout=5.0) as cache:
+        await until(lambda: cache.status(U).text == "v1")
+        server.gates[OTHER] = anyio.Event()
+        got: list[Context] = []
+        async with anyio.create_task_group() as tg:
+
+            async def step() -> None:
+                got.append(await cache.context([U, OTHER], timeout=1.0))
+
+            tg.start_soon(step)
+            await until(lambda: server.waiting.get(OTHER) == 1)
+            if reread == "held":
+                server.gates[U] = anyio.Event()  # U's re-read does not answer in time
+            server.set(U, "v2", notify=True)
+            await until(lambda: cache.status(U).state != "fresh" or cache.status(U).text == "v2")
+            server.gates.pop(OTHER).set()
+        (context,) = got
+        for gate in server.gates.values():
+            gate.set()
+    texts = {r.uri: r.text for r in context.fresh}
+    assert texts[OTHER] == "r1"
+    if reread == "held":
+        assert [(r.uri, r.state) for r in context.withheld] == [(U, "awaiting_fresh_source")]
+    else:
+        assert texts[U] == "v2" and context.ok

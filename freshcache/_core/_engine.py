@@ -65,7 +65,7 @@ selection; coverage and the selection are counts and sets, never rebuilt per cal
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from typing_extensions import assert_never
@@ -636,6 +636,20 @@ class _Judgements(_ReadRules):
         if scope == "public":
             return self.policy.share_public
         return bound
+
+    # ------------------------------------------------------------------ snapshots
+
+    def snapshot_mark(self, uri: str) -> int | None:
+        """``uri``'s generation now, taken the moment a read hands out its result: what
+        `snapshot_changed` compares a snapshot's parts against (invariant 13)."""
+        state = self._uris.get(uri)
+        return None if state is None else state.generation
+
+    def snapshot_changed(self, marks: Mapping[str, int | None]) -> list[str]:
+        """The one generation check of a snapshot (a `Context`, ...): URIs among
+        ``marks`` invalidated since their mark, i.e. whose text may not be handed out
+        with the rest. Everything else is fresh at this moment, together."""
+        return [uri for uri, mark in marks.items() if self.snapshot_mark(uri) != mark]
 
     # ------------------------------------------------------------------ bounded mirrors
 
