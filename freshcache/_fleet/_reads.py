@@ -62,7 +62,7 @@ class SharedReads:
                     denied_elsewhere=peeked.denied,
                 ):
                     worker.counters.refused_copies += 1
-                    return await self._direct(inner, uri, partition)
+                    return await self._direct(inner, uri, partition, marked=peeked.denied)
                 worker.counters.store_replies += 1
                 return peeked.reply
             if peeked.locked:
@@ -75,24 +75,32 @@ class SharedReads:
             delay = min(0.05, delay * 1.5)
 
     async def _direct(
-        self, inner: Source, uri: str, partition: Partition
+        self, inner: Source, uri: str, partition: Partition, *, marked: bool = False
     ) -> ReadReply | RequestFailed:
         self.worker.counters.direct_reads += 1
-        return await self._own_read(inner, uri, partition)
+        return await self._own_read(inner, uri, partition, marked=marked)
 
     async def _own_read(
-        self, inner: Source, uri: str, partition: Partition
+        self, inner: Source, uri: str, partition: Partition, *, marked: bool = False
     ) -> ReadReply | RequestFailed:
-        """A server read by this principal; a denial (or its end) is told to the fleet."""
+        """A server read by this principal; a denial (or its end: ``marked``, or denied
+        here) is told to the fleet while the store answers."""
         reply = await inner.read_resource(uri, partition)
+        worker = self.worker
         denied = isinstance(reply, RequestFailed) and reply.kind == "denied"
-        if denied or (isinstance(reply, ReadReply) and reply.from_server is True):
-            worker = self.worker
+        ended = (
+            isinstance(reply, ReadReply)
+            and reply.from_server is True
+            and (
+                marked or (worker.bound is not None and worker.bound.engine.denied(uri, partition))
+            )
+        )
+        if (denied or ended) and worker.channel.usable:
             try:
                 with anyio.fail_after(worker.config.op_timeout):
                     if denied:
                         await worker.shared.deny(uri, partition)
-                    elif worker.bound is not None and worker.bound.engine.denied(uri, partition):
+                    else:
                         await worker.shared.allow(uri, partition)
             except anyio.get_cancelled_exc_class():
                 raise
