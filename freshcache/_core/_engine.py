@@ -568,6 +568,8 @@ class _Judgements(_ReadRules):
     """
 
     _unusable: str | None = None
+    denied_elsewhere: Callable[[str, Partition], bool] | None = None
+    """Set by a fleet: whether another worker announced a denial of (URI, partition)."""
 
     # ------------------------------------------------------------------ an unusable server
 
@@ -632,6 +634,9 @@ class _Judgements(_ReadRules):
         if self._unusable is not None or denied_elsewhere:
             return False
         if partition != PUBLIC and (uri, partition) in self._denials:
+            return False
+        elsewhere = self.denied_elsewhere
+        if elsewhere is not None and partition != PUBLIC and elsewhere(uri, partition):
             return False
         if scope == "public":
             return self.policy.share_public

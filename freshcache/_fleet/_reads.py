@@ -99,9 +99,9 @@ class SharedReads:
             try:
                 with anyio.fail_after(worker.config.op_timeout):
                     if denied:
-                        await worker.shared.deny(uri, partition)
+                        await worker.shared.deny(uri, partition, worker.id)
                     else:
-                        await worker.shared.allow(uri, partition)
+                        await worker.shared.allow(uri, partition, worker.id)
             except anyio.get_cancelled_exc_class():
                 raise
             except Exception as exc:

@@ -74,6 +74,20 @@ end
 return out
 """
 
+# KEYS: seq, denial marker; ARGV: channel, origin, kind ('denied' | 'allowed'), uri,
+# partition tag, marker expiry (ms). The marker and its announcement, atomically.
+DENY = """
+if ARGV[3] == 'denied' then
+  redis.call('SET', KEYS[2], '1', 'PX', ARGV[6])
+else
+  if redis.call('DEL', KEYS[2]) == 0 then return 0 end
+end
+local s = redis.call('INCR', KEYS[1])
+redis.call('PUBLISH', ARGV[1], cjson.encode({s = s, k = ARGV[3], o = ARGV[2], u = ARGV[4],
+  p = ARGV[5]}))
+return s
+"""
+
 # KEYS: seq, live; ARGV: channel, origin, kind ('live' | 'down'), payload, px, term.
 ANNOUNCE = """
 local s = redis.call('INCR', KEYS[1])
@@ -155,6 +169,7 @@ class SharedStore:
         self._announce = redis.register_script(ANNOUNCE)
         self._renew = redis.register_script(RENEW)
         self._release = redis.register_script(RELEASE)
+        self._deny = redis.register_script(DENY)
 
     # ------------------------------------------------------------------ keys
 
@@ -211,14 +226,22 @@ class SharedStore:
         public_copy = reply is not None and bool(int(in_public))
         return Peeked(epoch, generation, reply, bool(got), bound, public_copy, bool(int(denied)))
 
-    async def deny(self, uri: str, partition: Partition) -> None:
+    async def deny(self, uri: str, partition: Partition, origin: str) -> None:
         """``partition``'s own server read of ``uri`` was refused: fleet-wide, no shared
-        copy serves it until one of its reads succeeds (`allow`)."""
-        await self.redis.set(self.denial_key(uri, partition), "1", px=_GENERATION_TTL_MS)
+        copy serves it until one of its reads succeeds (`allow`). Marked in the store
+        (`PEEK` reports it) and announced on the channel (every worker's engine hears
+        of it before it serves its local public copy)."""
+        await self._denial(uri, partition, origin, "denied")
 
-    async def allow(self, uri: str, partition: Partition) -> None:
+    async def allow(self, uri: str, partition: Partition, origin: str) -> None:
         """``partition``'s own server read of ``uri`` succeeded: its denial is over."""
-        await self.redis.delete(self.denial_key(uri, partition))
+        await self._denial(uri, partition, origin, "allowed")
+
+    async def _denial(self, uri: str, partition: Partition, origin: str, kind: str) -> None:
+        await self._deny(
+            keys=[self.seq_key, self.denial_key(uri, partition)],
+            args=[self.channel, origin, kind, uri, partition_tag(partition), _GENERATION_TTL_MS],
+        )
 
     async def fill(
         self,

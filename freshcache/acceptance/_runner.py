@@ -926,6 +926,12 @@ def apply_to_reference(
             server.denied_principals.get(uri, set()).discard(who or principal)
         case ServerChange(what="invalidate_cursors"):
             server.cursor_epoch += 1
+        case ServerChange(what="share_publicly", uri=uri):
+            server.resources[uri].cache_scope = "public"
+        case ServerChange(what="hold_unsubscribes"):
+            server.hold_unsubscribes()
+        case ServerChange(what="release_unsubscribes"):
+            server.release_unsubscribes()
         case ServerChange(what="list_hint"):
             server.list_hints += 1
         case ServerChange(what="fall_silent"):

@@ -150,6 +150,9 @@ class ServerChange:
         "hold_acks",
         "release_acks",
         "expire_session",
+        "hold_unsubscribes",
+        "release_unsubscribes",
+        "share_publicly",
     ]
     uri: str = ""
     principal: str | None = None
@@ -276,6 +279,10 @@ _rule(rf"server unlists {_URI}")(lambda m: ServerChange("hide", resolve(m[1])))
 _rule(rf"server denies {_URI}(?: to (\w+))?")(lambda m: ServerChange("deny", resolve(m[1]), m[2]))
 _rule(rf"server allows {_URI}(?: to (\w+))?")(lambda m: ServerChange("allow", resolve(m[1]), m[2]))
 _rule(r"server invalidates cursors")(lambda m: ServerChange("invalidate_cursors"))
+_rule(rf"server shares {_URI} publicly")(lambda m: ServerChange("share_publicly", resolve(m[1])))
+# 2025-11-25: unsubscribes the server finishes after a later subscribe (issue 22)
+_rule(r"hold unsubscribes")(lambda m: ServerChange("hold_unsubscribes"))
+_rule(r"release unsubscribes")(lambda m: ServerChange("release_unsubscribes"))
 
 # notifications
 _rule(rf"notify updated {_URI}(?: x(\d+))?")(
