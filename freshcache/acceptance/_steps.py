@@ -167,7 +167,14 @@ class FleetChange:
     restart without persistence leaves), ``messages_lost`` (the channel skips sequence
     numbers, as when the store drops a slow subscriber's messages)."""
 
-    what: Literal["listener_dies", "store_down", "store_up", "store_restarts", "messages_lost"]
+    what: Literal[
+        "listener_dies", "store_down", "store_up", "store_restarts", "messages_lost", "entry_copied"
+    ]
+    uri: str = ""
+    principal: str | None = None
+    to: str | None = None
+    """``entry_copied``: a process that can write the store copies ``principal``'s entry
+    of ``uri`` under ``to``'s key (issue 22: entries are bound to their principal)."""
 
 
 def fleet_size(steps: tuple[object, ...]) -> int | None:
@@ -377,6 +384,9 @@ _rule(r"the fleet store goes down")(lambda m: FleetChange("store_down"))
 _rule(r"the fleet store comes back")(lambda m: FleetChange("store_up"))
 _rule(r"the fleet store restarts empty")(lambda m: FleetChange("store_restarts"))
 _rule(r"fleet messages are lost")(lambda m: FleetChange("messages_lost"))
+_rule(rf"a store writer copies {_URI}'s entry from (\w+) to (\w+)")(
+    lambda m: FleetChange("entry_copied", resolve(m[1]), m[2], m[3])
+)
 
 
 def parse_step(text: str) -> Step | Given:
