@@ -4,13 +4,15 @@
 
 from __future__ import annotations
 
+import sys
 from contextlib import aclosing
+from pathlib import Path
 
 import anyio
 import httpx
 import pytest
 
-from freshcache import Context, FreshCache, HttpSource, UnsupportedVersionError
+from freshcache import Context, FreshCache, HttpSource, StdioSource, UnsupportedVersionError
 from freshcache._core import ListenAcknowledged, ResourceUpdated, StreamEvent, StreamLost
 from freshcache._core._backoff import BackoffSettings
 from freshcache._core._subscribe_order import SUBSCRIBE, UNSUBSCRIBE, SubscribeLedger
@@ -23,6 +25,7 @@ from tests.test_http_source import Script, U, reference, rpc_error, serving
 pytestmark = pytest.mark.anyio
 
 OTHER = "guide://shipping/rates"
+SCRIPTS = Path(__file__).parent / "fixtures" / "stdio_scripts.py"
 FAST = BackoffSettings(base=0.005, cap=0.02, quick_death=0.0)
 
 
@@ -246,3 +249,13 @@ async def test_context_never_hands_out_a_text_that_changed_while_others_were_rea
         assert [(r.uri, r.state) for r in context.withheld] == [(U, "awaiting_fresh_source")]
     else:
         assert texts[U] == "v2" and context.ok
+
+
+@pytest.mark.wire
+async def test_minus_32022_without_data_on_discover_over_stdio_is_the_same_error():
+    """Defect 5 on stdio: the same documented error, never a fresh read after it."""
+    source = StdioSource([sys.executable, str(SCRIPTS), "discover-refused"], timeout=5.0)
+    with pytest.raises(UnsupportedVersionError):
+        async with FreshCache(source, select=[U], read_timeout=3.0) as cache:
+            await cache.read(U)
+    assert cache.engine.unusable is not None and cache.status(U).state != "fresh"
