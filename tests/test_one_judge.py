@@ -259,3 +259,18 @@ async def test_minus_32022_without_data_on_discover_over_stdio_is_the_same_error
         async with FreshCache(source, select=[U], read_timeout=3.0) as cache:
             await cache.read(U)
     assert cache.engine.unusable is not None and cache.status(U).state != "fresh"
+
+
+@pytest.mark.wire
+async def test_2025_stdio_resubscribe_while_the_unsubscribe_is_pending_stays_true():
+    """Defect 1 on stdio, against a 2025 server that handles requests concurrently and
+    finishes the unsubscribe after the re-subscribe: the change of U must still come."""
+    source = StdioSource([sys.executable, str(SCRIPTS), "2025-late-unsubscribe"], timeout=5.0)
+    async with FreshCache(source, select=[U], read_timeout=5.0, backoff=FAST) as cache:
+        await until(lambda: cache.engine.covered == {U})
+        assert (await cache.read(U)).text == "v1"
+        cache.select([OTHER])
+        await until(lambda: cache.engine.covered == {OTHER})
+        await anyio.sleep(0.2)  # (setup, not a verdict: the unsubscribe of U is under way)
+        cache.select([U])
+        await until(lambda: cache.status(U).text == "v2")

@@ -188,7 +188,7 @@ class StdioProcessWorld(World):
             return (
                 "the stdio world settles once the process has answered every request: a "
                 "held unsubscribe never lets it (the ledger's rule is the same code as on "
-                "HTTP: tests/test_properties_judge.py)"
+                "HTTP; tests/test_one_judge.py plays it over stdio)"
             )
         others = {
             step.principal
