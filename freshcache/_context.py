@@ -2,7 +2,8 @@
 
 `FreshCache.context` reads a step's URIs at once and splits the answers: the ``fresh``
 ones go in the prompt, every other one is *withheld* with its state and reason (the
-prompt names it, never quotes an old copy). `FreshCache.changes` hands out
+prompt names it, never quotes an old copy). The split is one snapshot, judged by the
+engine as a whole when it is handed out (`read_all`, invariant 13). `FreshCache.changes` hands out
 `StateChange` items for agents that re-inject context when a resource changes.
 
 **What changes cost.** Nothing while nobody iterates: the cache asks

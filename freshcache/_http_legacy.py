@@ -15,10 +15,13 @@ shared by every virtual subscription (`listen`) open at once (a selection change
 a new one before the old closes: `freshcache._core._streams`). A background task
 (`BackgroundTask`) reads it: a task of one listen would be cancelled, and the stream
 cut, whenever that listen is closed. Each listen subscribes what its URIs still need
-once the stream is live, then yields its acknowledgment: a URI is covered once its
-subscribe succeeded *and* the channel is live. When the stream ends, every open listen
-ends with `StreamLost` and the session is given up: the next listen initializes a new
-one, subscribes again, and the engine re-reads (invariant 4). A ``Last-Event-ID``
+once the stream is live (each request once the ones before it for the same URI were
+answered: `freshcache._subscribing.InOrder`), then yields its acknowledgment: a URI is
+covered once its subscribe succeeded, in order, *and* the channel is live. A hint that
+does not fit a listen's inbox ends that listen (`freshcache._core._backlog`). When the
+stream ends, every open listen ends with `StreamLost` and the session is given up: the
+next listen initializes a new one, subscribes again, and the engine re-reads
+(invariant 4). A ``Last-Event-ID``
 resumption is never attempted: it could not replace the re-read.
 """
 

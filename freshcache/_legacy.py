@@ -10,6 +10,11 @@ the HTTP session id, what the server offers, and which URIs a successful
 ``resources/subscribe`` covers on the current channel. `freshcache._protocol`
 (`Revision2025`, `ClientProtocol`) drives it; transports never read these rules.
 
+What a subscribe covers is not decided here: `LegacySession.ledger` (the core's
+`SubscribeLedger`) records every subscribe/unsubscribe in the order decided and counts
+a URI covered only once the last of them was answered with success, in order; the
+transports send them through `freshcache._subscribing.InOrder`, one at a time per URI.
+
 Why a URI counts as covered only while the channel lives: 2025 has no acknowledgment
 and no ``Last-Event-ID``-proof of what a reconnect missed, so when the GET stream (or
 the stdio process) goes, every subscription is treated as gone: re-subscribe on the
