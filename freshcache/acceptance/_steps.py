@@ -197,13 +197,16 @@ class Observe:
     """The client looks: ``read`` (may do I/O), ``status`` (no I/O), ``list``,
     ``background`` (a read that is left running; observed with ``await background``)."""
 
-    how: Literal["read", "status", "list", "background", "await_background"]
+    how: Literal["read", "status", "list", "background", "await_background", "context"]
     uri: str = ""
     principal: str | None = None
     timeout: float | None = None
     """A ``read`` with its own deadline (seconds) instead of the cache's default."""
     worker: int | None = None
     """In a fleet row: which worker looks (1 is the first listener); else the cache."""
+    also: tuple[str, ...] = ()
+    """``context``: the other URIs of the `FreshCache.context` call, left running like a
+    background read; ``await background`` observes ``uri``'s part of the Context."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,6 +358,9 @@ _rule(rf"read {_URI}(?: as (\w+))?")(lambda m: Observe("read", resolve(m[1]), m[
 _rule(rf"status {_URI}(?: as (\w+))?")(lambda m: Observe("status", resolve(m[1]), m[2]))
 _rule(rf"read {_URI} in background")(lambda m: Observe("background", resolve(m[1])))
 _rule(r"await background")(lambda m: Observe("await_background"))
+_rule(rf"context {_URI} and {_URI} in background")(
+    lambda m: Observe("context", resolve(m[1]), also=(resolve(m[2]),))
+)
 _rule(r"list")(lambda m: Observe("list"))
 _rule(r"select (.+)")(lambda m: Select(tuple(resolve(w) for w in m[1].replace(",", " ").split())))
 # acknowledgments and bookkeeping (invariants 4, 10)
