@@ -46,7 +46,7 @@ from ._core import (
 from ._core._backoff import BackoffSettings
 from ._core._hits import NO_HITS
 from ._core._streams import ListenSupervisor
-from ._errors import ConfigurationError, FreshCacheError
+from ._errors import ConfigurationError, FreshCacheError, UnsupportedVersionError
 from ._flights import ReadFlights
 from ._listening import StreamDriver
 from ._listing import walk_list
@@ -151,7 +151,9 @@ class FreshCache:
             carry_out=self._carry_out,
             enabled=listen,
         )
-        self._changes = ChangeFeed(self.status, lambda: self.engine.selected)
+        self._changes = ChangeFeed(
+            self.status, lambda: self.engine.selected, self.engine.remembers
+        )
         self._flights = ReadFlights(
             source=source,
             engine=self.engine,
@@ -167,6 +169,9 @@ class FreshCache:
         self.server_info: ServerInfo | None = None
         self._unusable: FreshCacheError | None = None
         """Set when discovery showed the server cannot be used (raised at each read)."""
+        self._discovered = anyio.Event()
+        """Set once the first discovery settled (a read handed out before it could be
+        from a server that discovery then shows unusable)."""
         self._entered = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -197,6 +202,10 @@ class FreshCache:
         self._changes.close()
         tg.cancel_scope.cancel()
         try:
+            if exc is not None and not isinstance(exc, anyio.get_cancelled_exc_class()):
+                # The body's own error goes out as it is (a documented FreshCacheError),
+                # never wrapped in the task group's ExceptionGroup.
+                exc_type, exc, tb = None, None, None
             await tg.__aexit__(exc_type, exc, tb)
         finally:
             self._tg = None
@@ -268,9 +277,15 @@ class FreshCache:
                 flight = self._flights.get(key) or self._flights.launch_now(uri, partition)
                 await flight.done.wait()
                 if flight.error is not None:
+                    if isinstance(flight.error, UnsupportedVersionError):
+                        self._unusable_now(flight.error)  # no version in common: for good
                     raise flight.error
                 result, ticket = flight.result, flight.ticket
                 assert result is not None
+                if result.contents and not self._discovered.is_set():
+                    await self._discovered.wait()  # (within the deadline)
+                if self._unusable is not None:
+                    raise self._unusable  # the engine no longer hands anything out
                 # An invalidation may have landed between the reply and this wake-up:
                 # text from before it must not be handed out (invariant 1).
                 if result.contents and (ticket is None or not self.engine.is_current(ticket)):
@@ -295,7 +310,10 @@ class FreshCache:
         """
         if isinstance(uris, str):
             raise ConfigurationError(f"context() takes a list of URIs, got the string {uris!r}")
-        return await read_all(self.read, uris, timeout, principal)
+        deadline = self.read_timeout if timeout is None else timeout
+        _check_timeout("timeout", deadline)
+        partition = self.principal if principal is None else principal
+        return await read_all(self.read, uris, deadline, principal, self.engine, partition)
 
     def changes(self, *, max_pending: int = 256) -> StateChanges:
         """Subscribe to state changes of URIs (`StateChange`), as the default principal sees them.
@@ -401,7 +419,19 @@ class FreshCache:
         if self._fleet is not None:  # fleet hook: hints heard here go to every worker
             self._fleet.heard_locally(event)
 
+    def _unusable_now(self, exc: FreshCacheError) -> None:
+        """A configuration problem: the engine hands nothing out from now on."""
+        if self._unusable is None:
+            self._unusable = exc
+        self.engine.server_unusable(str(exc))
+
     async def _discover(self) -> ServerInfo | None:
+        try:
+            return await self._discover_once()
+        finally:
+            self._discovered.set()
+
+    async def _discover_once(self) -> ServerInfo | None:
         try:
             with anyio.fail_after(self.ack_timeout), self.telemetry.request("server/discover"):
                 info = await self.source.start()
@@ -416,7 +446,7 @@ class FreshCache:
             # A configuration problem (no version in common, not an MCP endpoint): no
             # read can work. The caller hears of it at the next read, not as a crash.
             log.error("server %s cannot be used: %s", self.source.identity, exc)
-            self._unusable = exc
+            self._unusable_now(exc)
             info = ServerInfo(reachable=True, listen=False, detail=str(exc))
         except Exception as exc:
             log.warning("server %s discovery failed: %r", self.source.identity, exc)

@@ -2,7 +2,8 @@
 
 `FreshCache.context` reads a step's URIs at once and splits the answers: the ``fresh``
 ones go in the prompt, every other one is *withheld* with its state and reason (the
-prompt names it, never quotes an old copy). `FreshCache.changes` hands out
+prompt names it, never quotes an old copy). The split is one snapshot, judged by the
+engine as a whole when it is handed out (`read_all`, invariant 13). `FreshCache.changes` hands out
 `StateChange` items for agents that re-inject context when a resource changes.
 
 **What changes cost.** Nothing while nobody iterates: the cache asks
@@ -22,14 +23,18 @@ from __future__ import annotations
 
 import html
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import anyio
 from typing_extensions import Self
 
 from ._core import FRESH, ReadResult
 from ._core._model import Reason, State
+
+_MIN_BOUND = 2048
+"""Records the feed keeps before it first asks the engine what it still remembers."""
 
 __all__ = ["ChangeFeed", "ChangesDropped", "Context", "StateChange", "StateChanges"]
 
@@ -69,24 +74,58 @@ class Context:
         return "\n\n".join(parts)
 
 
+class SnapshotJudge(Protocol):
+    """What `read_all` asks the engine (`FreshnessEngine.snapshot_mark` / ``_changed``)."""
+
+    def snapshot_mark(self, uri: str) -> int | None: ...
+
+    def snapshot_changed(self, marks: Mapping[str, int | None]) -> list[str]: ...
+
+    def status(self, uri: str, partition: str | None = None) -> ReadResult: ...
+
+
 async def read_all(
     read: Callable[..., Awaitable[ReadResult]],
     uris: Iterable[str],
-    timeout: float | None,
+    timeout: float,
     principal: str | None,
+    judge: SnapshotJudge,
+    partition: str | None,
 ) -> Context:
-    """Read ``uris`` at once through ``read`` (single flight, one deadline each); a URI
-    asked for twice is read once; results keep the order asked in."""
+    """Read ``uris`` at once through ``read`` (single flight), all within ``timeout``; a
+    URI asked for twice is read once; results keep the order asked in.
+
+    Every text in the `Context` is fresh at the moment it is returned (invariant 13):
+    each result is marked with its URI's generation the moment it is handed out, and
+    the engine checks every mark at once (`SnapshotJudge.snapshot_changed`). A URI that
+    changed while others were read is read again within the deadline; one still
+    changed at the end is withheld with its state now."""
     wanted = list(dict.fromkeys(uris))
-    results: list[ReadResult | None] = [None] * len(wanted)
+    results: dict[str, ReadResult] = {}
+    marks: dict[str, int | None] = {}
+    deadline = anyio.current_time() + timeout
 
-    async def one(index: int, uri: str) -> None:
-        results[index] = await read(uri, timeout=timeout, principal=principal)
+    async def one(uri: str) -> None:
+        remaining = max(0.0, deadline - anyio.current_time())
+        result = await read(uri, timeout=remaining, principal=principal)
+        results[uri] = result  # no await between the result and its mark
+        marks[uri] = judge.snapshot_mark(uri)
 
-    async with anyio.create_task_group() as tg:
-        for index, uri in enumerate(wanted):
-            tg.start_soon(one, index, uri)
-    return split_results([r for r in results if r is not None])
+    async def read_each(batch: Iterable[str]) -> None:
+        async with anyio.create_task_group() as tg:
+            for uri in batch:
+                tg.start_soon(one, uri)
+
+    def changed() -> list[str]:
+        fresh = {uri: marks[uri] for uri in wanted if results[uri].state == FRESH}
+        return judge.snapshot_changed(fresh)
+
+    await read_each(wanted)
+    while (again := changed()) and anyio.current_time() < deadline:
+        await read_each(again)
+    for uri in changed():  # the one check, with nothing awaited before the return
+        results[uri] = judge.status(uri, partition)
+    return split_results([results[uri] for uri in wanted])
 
 
 def split_results(results: list[ReadResult]) -> Context:
@@ -176,12 +215,19 @@ class ChangeFeed:
     """Fans state changes out to `StateChanges` subscribers; idle while there are none."""
 
     def __init__(
-        self, status: Callable[[str], ReadResult], known: Callable[[], Iterable[str]]
+        self,
+        status: Callable[[str], ReadResult],
+        known: Callable[[], Iterable[str]],
+        remembers: Callable[[str], bool] = lambda uri: True,
     ) -> None:
         self._status = status
         self._known = known
+        self._remembers = remembers
+        """The engine's answer to "is this URI still remembered?" (`FreshnessEngine.
+        remembers`): the feed forgets what the engine forgot, so it is bounded alike."""
         self._subscribers: set[StateChanges] = set()
         self._last: dict[str, tuple[State, str | None]] = {}
+        self._bound = _MIN_BOUND
         self.active = False
         """Whether anyone listens: the cache checks this before doing any work."""
         self._closed = False
@@ -218,6 +264,8 @@ class ChangeFeed:
         if before == now:
             return
         self._last[result.uri] = now
+        if len(self._last) > self._bound:
+            self._forget()
         change = StateChange(
             uri=result.uri,
             old_state=None if before is None else before[0],
@@ -228,6 +276,12 @@ class ChangeFeed:
         )
         for subscriber in tuple(self._subscribers):
             subscriber._put(change)
+
+    def _forget(self) -> None:
+        """Drop what the engine no longer remembers (amortized: the bound doubles with
+        what is kept). A URI seen again after that reports ``old_state`` ``None``."""
+        self._last = {uri: seen for uri, seen in self._last.items() if self._remembers(uri)}
+        self._bound = max(_MIN_BOUND, 2 * len(self._last))
 
     def close(self) -> None:
         """The cache is closing: every iteration ends."""

@@ -15,10 +15,13 @@ shared by every virtual subscription (`listen`) open at once (a selection change
 a new one before the old closes: `freshcache._core._streams`). A background task
 (`BackgroundTask`) reads it: a task of one listen would be cancelled, and the stream
 cut, whenever that listen is closed. Each listen subscribes what its URIs still need
-once the stream is live, then yields its acknowledgment: a URI is covered once its
-subscribe succeeded *and* the channel is live. When the stream ends, every open listen
-ends with `StreamLost` and the session is given up: the next listen initializes a new
-one, subscribes again, and the engine re-reads (invariant 4). A ``Last-Event-ID``
+once the stream is live (each request once the ones before it for the same URI were
+answered: `freshcache._subscribing.InOrder`), then yields its acknowledgment: a URI is
+covered once its subscribe succeeded, in order, *and* the channel is live. A hint that
+does not fit a listen's inbox ends that listen (`freshcache._core._backlog`). When the
+stream ends, every open listen ends with `StreamLost` and the session is given up: the
+next listen initializes a new one, subscribes again, and the engine re-reads
+(invariant 4). A ``Last-Event-ID``
 resumption is never attempted: it could not replace the re-read.
 """
 
@@ -47,6 +50,8 @@ from ._core import (
     StreamLost,
     UntrustedMessage,
 )
+from ._core._backlog import overflowed
+from ._core._subscribe_order import SUBSCRIBE, UNSUBSCRIBE
 from ._errors import ProtocolError
 from ._protocol import (
     Answer,
@@ -79,6 +84,7 @@ from ._sse import (
     StreamStats,
     read_stream,
 )
+from ._subscribing import InOrder
 from ._wire import Message
 
 log = logging.getLogger("freshcache.http")
@@ -143,6 +149,10 @@ class LegacyHttp:
         """Sessions initialized so far (introspection, tests)."""
         self.channels = 0
         """GET streams opened so far."""
+        self._in_order = InOrder()
+        """2025 subscribe/unsubscribe, one at a time per URI, in the order recorded."""
+        self.overflows = 0
+        """Subscriptions ended because their consumer fell ``max_backlog`` messages behind."""
 
     # ------------------------------------------------------------------ the session
 
@@ -272,22 +282,20 @@ class LegacyHttp:
         inbox = Inbox[StreamEvent | _Carried](self._max_backlog)
         self._inboxes[key] = inbox
         to_subscribe = self._protocol.legacy_listen(sid, uris, list_changed)
+        session = self._protocol.legacy
+        assert session is not None
         ended = False
         try:
             if await self._channel_live():
                 for uri in to_subscribe:
-                    outcome = await self._link.call("resources/subscribe", {"uri": uri})
-                    self._protocol.subscribed(uri, not isinstance(outcome, RequestFailed))
-                    if isinstance(outcome, RequestFailed):
-                        log.info(
-                            "%s: resources/subscribe %s refused: %s",
-                            self._link.identity,
-                            uri,
-                            outcome.detail,
-                        )
+                    await self._in_order.send(
+                        session, uri, SUBSCRIBE, self._subscribe, self._link.timeout
+                    )
                 ack = self._protocol.acknowledge(sid)
                 if ack is not None and self._live and not inbox.put(ack):
-                    inbox.put(StreamLost(sid, "the client could not keep up"), final=True)
+                    inbox.put(overflowed(sid, inbox.limit), final=True)
+            else:
+                self._in_order.abandon(session, to_subscribe, SUBSCRIBE)
             while not ended:
                 item = await inbox.get()
                 event = item.event if isinstance(item, _Carried) else item
@@ -299,13 +307,35 @@ class LegacyHttp:
             self._inboxes.pop(key, None)
             await self._close(sid)
 
+    async def _subscribe(self, uri: str) -> bool | None:
+        outcome = await self._link.call("resources/subscribe", {"uri": uri})
+        if isinstance(outcome, RequestFailed):
+            log.info(
+                "%s: resources/subscribe %s refused: %s",
+                self._link.identity,
+                uri,
+                outcome.detail,
+            )
+        return _answered(outcome)
+
+    async def _unsubscribe(self, uri: str) -> bool | None:
+        outcome = await self._link.call("resources/unsubscribe", {"uri": uri})
+        return _answered(outcome)
+
     async def _close(self, sid: str) -> None:
         gone = self._protocol.legacy_close(sid)
+        session = self._protocol.legacy
+        if session is None:
+            return
         if not self._live:
+            self._in_order.abandon(session, gone, UNSUBSCRIBE)
             return
         with anyio.move_on_after(self._link.timeout, shield=True):
             for uri in gone:
-                await self._link.call("resources/unsubscribe", {"uri": uri})
+                await self._in_order.send(
+                    session, uri, UNSUBSCRIBE, self._unsubscribe, self._link.timeout
+                )
+        self._in_order.abandon(session, gone, UNSUBSCRIBE)  # what the deadline cut off
         if not self._inboxes:
             await self._end_channel("no subscription is open")
 
@@ -435,12 +465,23 @@ class LegacyHttp:
                 self._taken()
 
     def _deliver(self, sid: str | int | None, event: StreamEvent) -> None:
-        inbox = self._inboxes.get(id_key(sid)) if sid is not None else None
+        key = id_key(sid) if sid is not None else None
+        inbox = self._inboxes.get(key) if key is not None else None
         if inbox is None:
-            inbox = next(iter(self._inboxes.values()), None)
-        if inbox is None or not inbox.put(_Carried(event)):
-            if inbox is not None:
-                log.warning("%s: a subscription could not keep up", self._link.identity)
+            key, inbox = next(iter(self._inboxes.items()), (None, None))
+        if inbox is None:
+            self._taken()
+        elif not inbox.put(_Carried(event)):
+            # A dropped hint would leave its URI fresh: the subscription is lost instead
+            # (`freshcache._core._backlog`), as on stdio.
+            self.overflows += 1
+            owner = (
+                sid
+                if sid is not None
+                else next((s for s in self._protocol.open_subscriptions if id_key(s) == key), None)
+            )
+            inbox.put(overflowed(owner, inbox.limit), final=True)
+            log.warning("%s: a subscription could not keep up; ended it", self._link.identity)
             self._taken()
 
     def _taken(self) -> None:
@@ -449,6 +490,14 @@ class LegacyHttp:
         stats = self._channel_stats.get(session.session_id or "") if session else None
         if stats is not None:
             stats.frames += 1
+
+
+def _answered(outcome: object) -> bool | None:
+    """How a subscribe/unsubscribe was answered, for the ledger: ``None`` when it was not
+    (the server may still act on it)."""
+    if isinstance(outcome, RequestFailed):
+        return None if outcome.kind in ("timeout", "unreachable") else False
+    return True
 
 
 def _json(message: dict[str, Any]) -> bytes:

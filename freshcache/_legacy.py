@@ -10,6 +10,11 @@ the HTTP session id, what the server offers, and which URIs a successful
 ``resources/subscribe`` covers on the current channel. `freshcache._protocol`
 (`Revision2025`, `ClientProtocol`) drives it; transports never read these rules.
 
+What a subscribe covers is not decided here: `LegacySession.ledger` (the core's
+`SubscribeLedger`) records every subscribe/unsubscribe in the order decided and counts
+a URI covered only once the last of them was answered with success, in order; the
+transports send them through `freshcache._subscribing.InOrder`, one at a time per URI.
+
 Why a URI counts as covered only while the channel lives: 2025 has no acknowledgment
 and no ``Last-Event-ID``-proof of what a reconnect missed, so when the GET stream (or
 the stdio process) goes, every subscription is treated as gone: re-subscribe on the
@@ -22,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._core._subscribe_order import SUBSCRIBE, UNSUBSCRIBE, SubscribeLedger
 from ._errors import UnsupportedVersionError
 from ._source import ServerInfo
 from ._wire import LEGACY_VERSION, LEGACY_VERSIONS, PROTOCOL_VERSION
@@ -40,8 +46,15 @@ class LegacySession:
     subscribe: bool = False
     """``capabilities.resources.subscribe``: without it no URI is ever covered."""
     list_changed: bool = False
-    subscribed: set[str] = field(default_factory=set)
-    """URIs whose ``resources/subscribe`` succeeded on the current channel."""
+    ledger: SubscribeLedger = field(default_factory=SubscribeLedger)
+    """Subscribe/unsubscribe requests on the current channel, in the order recorded:
+    what they cover is the engine core's rule (`freshcache._core._subscribe_order`)."""
+
+    @property
+    def subscribed(self) -> frozenset[str]:
+        """URIs a successful ``resources/subscribe`` covers on the current channel, all
+        requests for them answered in the order sent."""
+        return self.ledger.covered
 
     def accept(self, server: str, result: Mapping[str, Any]) -> ServerInfo:
         """Take an ``initialize`` result: the version, capabilities and who answered.
@@ -91,26 +104,30 @@ class LegacySession:
 
     def ended(self) -> None:
         """The channel (GET stream, process) or the session is gone: nothing is covered."""
-        self.subscribed.clear()
+        self.ledger.ended()
 
     def expired(self) -> None:
         """The server forgot the session (HTTP 404): initialize again before anything."""
         self.session_id = None
         self.initialized = False
-        self.subscribed.clear()
+        self.ledger.ended()
 
     def to_subscribe(self, uris: Iterable[str]) -> list[str]:
         """URIs among ``uris`` that still need a ``resources/subscribe`` (none when the
-        server offers no subscriptions: they stay uncovered, read before use)."""
+        server offers no subscriptions: they stay uncovered, read before use); recorded
+        as about to be sent, after any request for them still unanswered."""
         if not self.subscribe:
             return []
-        return sorted(set(uris) - self.subscribed)
+        needed = sorted(uri for uri in set(uris) if not self.ledger.wants(uri))
+        self.ledger.record(needed, SUBSCRIBE)
+        return needed
 
     def to_unsubscribe(self, still_wanted: Iterable[str]) -> list[str]:
-        """Subscribed URIs no open subscription wants any more; no longer counted as
-        subscribed from now on (an unsubscribe that fails changes nothing for freshness)."""
-        gone = sorted(self.subscribed - set(still_wanted))
-        self.subscribed.difference_update(gone)
+        """Subscribed (or subscribing) URIs no open subscription wants any more; not
+        covered from now on, recorded as about to be sent (an unsubscribe that fails
+        changes nothing for freshness)."""
+        gone = sorted(self.ledger.wanted - set(still_wanted))
+        self.ledger.record(gone, UNSUBSCRIBE)
         return gone
 
 

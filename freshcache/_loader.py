@@ -79,6 +79,7 @@ from ._core import (
     StreamLost,
     UntrustedMessage,
 )
+from ._core._backlog import overflowed
 from ._errors import ConfigurationError
 from ._source import PROTOCOL_VERSION, ServerInfo
 
@@ -294,7 +295,7 @@ class LoaderSource:
             while True:
                 while not inbox.items:
                     if inbox.overflowed:
-                        yield StreamLost(sid, f"more than {_MAX_PENDING} changes waiting")
+                        yield overflowed(sid, _MAX_PENDING)
                         return
                     await inbox.wake.wait()
                     inbox.wake = anyio.Event()

@@ -445,8 +445,8 @@ class ClientProtocol:
     def subscribed(self, uri: str, ok: bool) -> None:
         """A ``resources/subscribe`` for ``uri`` succeeded (``ok``) or failed."""
         session = self.legacy
-        if session is not None and ok:
-            session.subscribed.add(uri)
+        if session is not None:
+            session.ledger.settle_oldest(uri, "subscribe", ok)
 
     def acknowledge(self, subscription_id: RequestId) -> ListenAcknowledged | None:
         """The acknowledgment of a virtual subscription: what a successful subscribe

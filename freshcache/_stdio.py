@@ -90,7 +90,9 @@ from ._core import (
     StreamLost,
     UntrustedMessage,
 )
+from ._core._backlog import overflowed
 from ._core._backoff import BackoffSettings
+from ._core._subscribe_order import SUBSCRIBE, UNSUBSCRIBE
 from ._errors import ConfigurationError, ProtocolError
 from ._protocol import (
     Answer,
@@ -107,6 +109,7 @@ from ._protocol import (
     id_key,
 )
 from ._source import ServerInfo
+from ._subscribing import Call, InOrder
 from ._telemetry import annotate_request
 from ._wire import (
     ClientIdentity,
@@ -539,6 +542,7 @@ class StdioSource:
         self.timeout = float(timeout)
         self.max_line_bytes = max_line_bytes
         self.max_backlog = max_backlog
+        self._in_order = InOrder()
         self.shutdown_timeout = float(shutdown_timeout)
         self.denial = denial if denial is not None else DenialRules()
         self.client = identity if identity is not None else ClientIdentity()
@@ -774,20 +778,36 @@ class StdioSource:
         self.protocol.open_subscription(sid, uris, list_changed)
         with contextlib.suppress(ProtocolError):  # then the subscribes fail: uncovered
             await self._initialize(conn, HANDSHAKE_TIMEOUT)
+        session = self.protocol.legacy
         for uri in self.protocol.legacy_listen(sid, uris, list_changed):
-            answer = await self._call("resources/subscribe", {"uri": uri}, self.timeout)
-            self.protocol.subscribed(uri, isinstance(answer, Response))
+            assert session is not None  # (in the order recorded: freshcache._subscribing)
+            await self._in_order.send(
+                session, uri, SUBSCRIBE, self._legacy_call("resources/subscribe"), self.timeout
+            )
         ack = self.protocol.acknowledge(sid)
         if ack is not None and conn.alive and not inbox.put(ack):
-            inbox.put(StreamLost(sid, "the consumer fell behind"), final=True)
+            inbox.put(overflowed(sid, inbox.limit), final=True)
 
     async def _unsubscribe(self, conn: _Connection, sid: str) -> None:
         gone = self.protocol.legacy_close(sid)
-        if not conn.alive:
+        session = self.protocol.legacy
+        if session is None:
             return
-        with anyio.move_on_after(self.timeout, shield=True):
-            for uri in gone:
-                await self._call("resources/unsubscribe", {"uri": uri}, self.timeout)
+        if conn.alive:
+            call = self._legacy_call("resources/unsubscribe")
+            with anyio.move_on_after(self.timeout, shield=True):
+                for uri in gone:
+                    await self._in_order.send(session, uri, UNSUBSCRIBE, call, self.timeout)
+        self._in_order.abandon(session, gone, UNSUBSCRIBE)  # not sent, or cut off
+
+    def _legacy_call(self, method: str) -> Call:
+        async def call(uri: str) -> bool | None:
+            answer = await self._call(method, {"uri": uri}, self.timeout)
+            if isinstance(answer, RequestFailed):
+                return None if answer.kind in ("timeout", "unreachable") else False
+            return isinstance(answer, Response)
+
+        return call
 
     async def aclose(self) -> None:
         """Stop the server: close its stdin, wait, then SIGTERM, then SIGKILL (each
@@ -1105,10 +1125,7 @@ class _Supervisor:
                     # (safe: a loss invalidates and re-listens), and tell the server.
                     self.counters.overflows += 1
                     conn.demux.close_subscription(sid)
-                    inbox.put(
-                        StreamLost(sid, f"the consumer fell {inbox.limit} messages behind"),
-                        final=True,
-                    )
+                    inbox.put(overflowed(sid, inbox.limit), final=True)
                     log.warning(
                         "subscription %r fell %d messages behind; ended it", sid, inbox.limit
                     )

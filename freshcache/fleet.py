@@ -16,7 +16,8 @@ unless the policy shares them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ._errors import ConfigurationError, MissingDependencyError
@@ -48,6 +49,22 @@ class Fleet:
     server directly (it never waits longer, and never serves what it cannot prove)."""
     covered_entry_ttl: float = 300.0
     """Store expiry of an entry with ``ttlMs`` 0 while a fleet stream covers it."""
+    key: str | bytes | None = field(default=None, repr=False)
+    """The secret that binds each shared entry to its principal and scope (an HMAC in
+    the entry, checked on every read: an entry found under another principal's key is
+    refused). Give every worker the same secret, one the store never holds (from your
+    secret manager). By default it is derived from ``namespace``: that catches entries
+    copied under another key by mistake or by a process that does not know freshcache,
+    not a writer that does (docs/architecture.md, "What the fleet trusts")."""
+
+    @property
+    def binding_key(self) -> bytes:
+        """The HMAC key of entry bindings (``key``, or derived from ``namespace``)."""
+        if isinstance(self.key, bytes):
+            return self.key
+        if isinstance(self.key, str):
+            return self.key.encode()
+        return hashlib.sha256(f"freshcache-fleet\x1f{self.namespace}".encode()).digest()
 
     def __post_init__(self) -> None:
         if not isinstance(self.url, str) or "://" not in self.url:
@@ -58,6 +75,8 @@ class Fleet:
             raise ConfigurationError(
                 f"Fleet namespace must be a non-empty string without ':', got {self.namespace!r}"
             )
+        if self.key is not None and (not isinstance(self.key, (str, bytes)) or not self.key):
+            raise ConfigurationError("Fleet key must be a non-empty str or bytes secret")
         for name in ("lease", "selection_ttl", "fill_lock", "op_timeout", "covered_entry_ttl"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value > 0:

@@ -9,17 +9,23 @@ import pytest
 from freshcache.acceptance._core_world import CoreWorld, play_core
 from freshcache.acceptance._runner import Setup
 from freshcache.acceptance._steps import ServerChange
-from tests.table_rows import CASES, check_engine_level_report, check_engine_level_skips
+from tests.table_rows import (
+    CACHE_ONLY,
+    CASES,
+    WIRE_ONLY,
+    check_engine_level_report,
+    check_engine_level_skips,
+)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_row_passes_on_the_bare_engine(case):
     report = play_core(case)
-    check_engine_level_report(case, report)
+    check_engine_level_report(case, report, WIRE_ONLY | CACHE_ONLY)
 
 
 def test_the_bare_engine_skips_only_the_wire_only_rows_and_says_why():
-    check_engine_level_skips(CoreWorld().unplayable)
+    check_engine_level_skips(CoreWorld().unplayable, also=CACHE_ONLY)
 
 
 def test_the_bare_engine_world_runs_no_event_loop_and_never_sleeps(monkeypatch):

@@ -95,6 +95,8 @@ class LoaderWorld(EngineWorld):
                     return "a change feed that ends is over: URIs are read before use from then on"
                 case Given(what="acks_held") | ServerChange(what="hold_acks" | "release_acks"):
                     return "a user's change feed has no acknowledgment to hold back"
+                case ServerChange(what="share_publicly"):
+                    return "a loader serves one principal: nothing is shared across principals"
         return None
 
     async def load(self, uri: str) -> Loaded:

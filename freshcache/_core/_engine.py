@@ -65,12 +65,13 @@ selection; coverage and the selection are counts and sets, never rebuilt per cal
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from typing_extensions import assert_never
 
 from ._coverage import Coverage
+from ._denials import Denials
 from ._entries import PUBLIC, Entry, EntryKey, Partition, Store
 from ._events import (
     ChangesMissed,
@@ -191,6 +192,8 @@ class _Bookkeeping:
         self._listen_supported: bool | None = None
         self._lists = ListPages(store, server_id, self.policy)
         self._on_invalidation = on_invalidation
+        self._denials = Denials()
+        """Principals refused per URI, until their own read succeeds (`_Judgements`)."""
 
     # ------------------------------------------------------------------ internals
 
@@ -556,7 +559,116 @@ class _ReadRules(_Bookkeeping):
         return decisions
 
 
-class FreshnessEngine(_ReadRules):
+class _Judgements(_ReadRules):
+    """Decisions other modules used to make on their own (DESIGN §2 invariants 12, 13).
+
+    Kept apart from the transition rules above: whether the server can be used at all,
+    whether a shared copy may serve a principal, whether a snapshot is still true. The
+    middleware, the fleet and `context()` ask these and carry out the answer.
+    """
+
+    _unusable: str | None = None
+    denied_elsewhere: Callable[[str, Partition], bool] | None = None
+    """Set by a fleet: whether another worker announced a denial of (URI, partition)."""
+
+    # ------------------------------------------------------------------ an unusable server
+
+    @property
+    def unusable(self) -> str | None:
+        """Why the server cannot be used (no protocol version in common ...), else ``None``."""
+        return self._unusable
+
+    def server_unusable(self, detail: str) -> None:
+        """Discovery (or any request) showed the server cannot be used: from now on
+        nothing is fresh, whatever replies land (no fresh read after the error)."""
+        self._unusable = detail or "the server cannot be used"
+        for table in self.hit_tables.values():
+            table.clear()
+
+    def lookup(self, uri: str, partition: Partition) -> ReadResult | None:
+        if self._unusable is not None:
+            return None
+        if partition != PUBLIC and not self.may_share(uri, partition, "public"):
+            return self._hits.fresh(uri, partition, self.clock())  # its own copy only
+        return super().lookup(uri, partition)
+
+    def finish_read(
+        self, ticket: ReadTicket, reply: ReadReply | RequestFailed
+    ) -> ReadResult | None:
+        uri, partition = ticket.uri, ticket.partition
+        if isinstance(reply, ReadReply) and reply.shared_copy and self.denied(uri, partition):
+            # Defence in depth (the fleet asks `may_share` before it hands one over): a
+            # shared copy never ends a denial.
+            reply = RequestFailed("denied", "refused before; a shared copy is not its own read")
+        result = super().finish_read(ticket, reply)
+        if isinstance(reply, RequestFailed) and reply.kind == "denied":
+            self._denials.note(uri, partition)
+        elif result is not None and result.state == FRESH and isinstance(reply, ReadReply):
+            if reply.shared_copy:
+                result = replace(result, server_read=False)  # another's read, not this call's
+            else:
+                self._denials.cleared(uri, partition)  # its own read succeeded
+        if self._unusable is not None and result is not None and result.state == FRESH:
+            for table in self.hit_tables.values():
+                table.clear()
+            return problem_result(uri, AWAITING_FRESH_SOURCE, "server_error", detail=self._unusable)
+        return result
+
+    # ------------------------------------------------------------------ sharing
+
+    def may_share(
+        self,
+        uri: str,
+        partition: Partition,
+        scope: str,
+        *,
+        bound: bool = False,
+        denied_elsewhere: bool = False,
+    ) -> bool:
+        """Whether a copy that is not ``partition``'s own read may serve it: the shared
+        public copy (``scope`` ``public``), or an entry found in a shared store under
+        ``partition``'s key (``scope`` ``private``: only if ``bound`` to that principal
+        and scope, a keyed check the store made). Never while a denial of ``partition``
+        for ``uri`` stands, here (`Denials`) or anywhere in the fleet
+        (``denied_elsewhere``): only that principal's own successful read ends it."""
+        if self._unusable is not None or denied_elsewhere:
+            return False
+        if partition != PUBLIC and (uri, partition) in self._denials:
+            return False
+        elsewhere = self.denied_elsewhere
+        if elsewhere is not None and partition != PUBLIC and elsewhere(uri, partition):
+            return False
+        if scope == "public":
+            return self.policy.share_public
+        return bound
+
+    # ------------------------------------------------------------------ snapshots
+
+    def snapshot_mark(self, uri: str) -> int | None:
+        """``uri``'s generation now, taken the moment a read hands out its result: what
+        `snapshot_changed` compares a snapshot's parts against (invariant 13)."""
+        state = self._uris.get(uri)
+        return None if state is None else state.generation
+
+    def snapshot_changed(self, marks: Mapping[str, int | None]) -> list[str]:
+        """The one generation check of a snapshot (a `Context`, ...): URIs among
+        ``marks`` invalidated since their mark, i.e. whose text may not be handed out
+        with the rest. Everything else is fresh at this moment, together."""
+        return [uri for uri, mark in marks.items() if self.snapshot_mark(uri) != mark]
+
+    # ------------------------------------------------------------------ bounded mirrors
+
+    def remembers(self, uri: str) -> bool:
+        """Whether the engine still keeps a record of ``uri`` (invariant 10): what mirrors
+        its bookkeeping (the `changes()` feed) may keep too; the rest they drop."""
+        return uri in self._uris
+
+    def denied(self, uri: str, partition: Partition) -> bool:
+        """Whether the latest own server read of ``uri`` by ``partition`` was refused."""
+        return (uri, partition) in self._denials
+
+
+class FreshnessEngine(_Judgements):
     """Freshness bookkeeping for one server, many URIs and partitions."""
 
     # ------------------------------------------------------------------ selection

@@ -39,6 +39,10 @@ class ReadReply:
     """The revision has no caching hints (2025-11-25): no ``ttlMs``/``cacheScope`` was
     ever possible. Counts as ``ttlMs`` 0 and private, except that a selected URI a live
     subscription covers stays fresh until notified (`Policy.hintless_ttl` for others)."""
+    shared_copy: bool = False
+    """A copy another principal's or worker's server read put in a shared store (the
+    fleet's): not this principal's own read. Served only where the engine says so
+    (`FreshnessEngine.may_share`); it never ends a denial."""
     hints: tuple[StreamEvent, ...] = ()
     """Change hints that arrived on this request's own answer (e.g. a
     ``resources/updated`` in the SSE answer before the result). The middleware feeds

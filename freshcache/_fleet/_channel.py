@@ -111,6 +111,9 @@ class ChangeChannel:
             return
         if message["o"] == worker.id:
             return  # our own publication: our engine already took it in
+        if kind in ("denied", "allowed"):
+            worker.denials.heard(message["u"], str(message["p"]), denied=kind == "denied")
+            return
         self._apply_remote(message["u"])
         sent_at = message.get("t")
         if sent_at is not None:

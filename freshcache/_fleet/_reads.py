@@ -52,6 +52,17 @@ class SharedReads:
             if peeked is None:
                 return await self._direct(inner, uri, partition)
             if peeked.reply is not None:
+                # The engine alone decides whether this shared copy may serve the
+                # principal (its scope, its binding, any denial here or fleet-wide).
+                if not bound.engine.may_share(
+                    uri,
+                    partition,
+                    "public" if peeked.public else "private",
+                    bound=peeked.bound,
+                    denied_elsewhere=peeked.denied,
+                ):
+                    worker.counters.refused_copies += 1
+                    return await self._direct(inner, uri, partition, marked=peeked.denied)
                 worker.counters.store_replies += 1
                 return peeked.reply
             if peeked.locked:
@@ -64,10 +75,38 @@ class SharedReads:
             delay = min(0.05, delay * 1.5)
 
     async def _direct(
-        self, inner: Source, uri: str, partition: Partition
+        self, inner: Source, uri: str, partition: Partition, *, marked: bool = False
     ) -> ReadReply | RequestFailed:
         self.worker.counters.direct_reads += 1
-        return await inner.read_resource(uri, partition)
+        return await self._own_read(inner, uri, partition, marked=marked)
+
+    async def _own_read(
+        self, inner: Source, uri: str, partition: Partition, *, marked: bool = False
+    ) -> ReadReply | RequestFailed:
+        """A server read by this principal; a denial (or its end: ``marked``, or denied
+        here) is told to the fleet while the store answers."""
+        reply = await inner.read_resource(uri, partition)
+        worker = self.worker
+        denied = isinstance(reply, RequestFailed) and reply.kind == "denied"
+        ended = (
+            isinstance(reply, ReadReply)
+            and reply.from_server is True
+            and (
+                marked or (worker.bound is not None and worker.bound.engine.denied(uri, partition))
+            )
+        )
+        if (denied or ended) and worker.channel.usable:
+            try:
+                with anyio.fail_after(worker.config.op_timeout):
+                    if denied:
+                        await worker.shared.deny(uri, partition, worker.id)
+                    else:
+                        await worker.shared.allow(uri, partition, worker.id)
+            except anyio.get_cancelled_exc_class():
+                raise
+            except Exception as exc:
+                log.debug("fleet denial marker failed: %r", exc)
+        return reply
 
     async def _peek(self, uri: str, partition: Partition, bound: Binding) -> Peeked | None:
         config = self.worker.config
@@ -92,7 +131,7 @@ class SharedReads:
         self, inner: Source, uri: str, partition: Partition, fence: Peeked, bound: Binding
     ) -> ReadReply | RequestFailed:
         worker = self.worker
-        reply = await inner.read_resource(uri, partition)
+        reply = await self._own_read(inner, uri, partition)
         try:
             with anyio.fail_after(worker.config.op_timeout):
                 expiry = self._expiry_ms(reply, bound)

@@ -19,6 +19,7 @@ none (or a new one), so no fill read before the restart can land after it.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import secrets
 from dataclasses import dataclass
@@ -35,14 +36,16 @@ local gen = redis.call('GET', KEYS[2]) or '0'
 local entry = redis.call('GET', KEYS[3])
 local key = KEYS[3]
 if (not entry) and KEYS[4] ~= KEYS[3] then entry = redis.call('GET', KEYS[4]); key = KEYS[4] end
-if entry then return {epoch, gen, entry, redis.call('PTTL', key), 0} end
+local denied = redis.call('EXISTS', KEYS[5])
+local public = (key == KEYS[4] and KEYS[4] ~= KEYS[3]) and 1 or 0
+if entry then return {epoch, gen, entry, redis.call('PTTL', key), 0, public, denied} end
 local got = 0
 if ARGV[2] ~= '' then
   if redis.call('SET', ARGV[2] .. epoch .. ':' .. gen, ARGV[3], 'NX', 'PX', ARGV[4]) then
     got = 1
   end
 end
-return {epoch, gen, false, 0, got}
+return {epoch, gen, false, 0, got, 0, denied}
 """
 
 FILL = """
@@ -69,6 +72,20 @@ for i = 1, (#KEYS - 1) / 2 do
   out[i] = g
 end
 return out
+"""
+
+# KEYS: seq, denial marker; ARGV: channel, origin, kind ('denied' | 'allowed'), uri,
+# partition tag, marker expiry (ms). The marker and its announcement, atomically.
+DENY = """
+if ARGV[3] == 'denied' then
+  redis.call('SET', KEYS[2], '1', 'PX', ARGV[6])
+else
+  if redis.call('DEL', KEYS[2]) == 0 then return 0 end
+end
+local s = redis.call('INCR', KEYS[1])
+redis.call('PUBLISH', ARGV[1], cjson.encode({s = s, k = ARGV[3], o = ARGV[2], u = ARGV[4],
+  p = ARGV[5]}))
+return s
 """
 
 # KEYS: seq, live; ARGV: channel, origin, kind ('live' | 'down'), payload, px, term.
@@ -115,15 +132,30 @@ class Peeked:
     epoch: str
     generation: str
     reply: ReadReply | None
+    """The current entry as a reply (a shared copy): the engine decides whether it may
+    serve the principal (`FreshnessEngine.may_share`)."""
     locked: bool
     """This worker now holds the single-flight lock of (uri, partition, generation)."""
+    bound: bool = False
+    """The entry's binding (its keyed HMAC) names the key it was found under: this
+    partition (or the public one) and its scope. An entry copied under another key is
+    not bound."""
+    public: bool = False
+    """The entry was found under the public key (the shared public copy)."""
+    denied: bool = False
+    """Some worker's own server read for this principal was refused, and none of its
+    reads has succeeded since (the fleet-wide denial)."""
 
 
 class SharedStore:
     """The keys and scripts of one server's share of the fleet."""
 
-    def __init__(self, redis: Redis, namespace: str, server_id: str) -> None:
+    def __init__(
+        self, redis: Redis, namespace: str, server_id: str, key: bytes | None = None
+    ) -> None:
         self.redis = redis
+        self._key = key if key is not None else hashlib.sha256(namespace.encode()).digest()
+        self._server_id = server_id
         self.prefix = f"{namespace}:{_digest('s', server_id)}"
         self.channel = f"{self.prefix}:changes"
         self.seq_key = f"{self.prefix}:seq"
@@ -137,6 +169,7 @@ class SharedStore:
         self._announce = redis.register_script(ANNOUNCE)
         self._renew = redis.register_script(RENEW)
         self._release = redis.register_script(RELEASE)
+        self._deny = redis.register_script(DENY)
 
     # ------------------------------------------------------------------ keys
 
@@ -145,6 +178,14 @@ class SharedStore:
 
     def entry_key(self, uri: str, partition: str) -> str:
         return f"{self._uri(uri)}:e:{partition}"
+
+    def denial_key(self, uri: str, partition: Partition) -> str:
+        return f"{self._uri(uri)}:d:{partition_tag(partition)}"
+
+    def binding(self, uri: str, where: str, scope: str, epoch: str, generation: str) -> str:
+        """The keyed HMAC that ties an entry to the key it is stored under (`Fleet.key`)."""
+        message = "\x1f".join((self._server_id, uri, where, scope, epoch, generation))
+        return hmac.new(self._key, message.encode(), hashlib.sha256).hexdigest()
 
     def selection_key(self, worker: str) -> str:
         return f"{self.prefix}:sel:{worker}"
@@ -159,22 +200,48 @@ class SharedStore:
         own = self.entry_key(uri, partition_tag(partition))
         public = self.entry_key(uri, "public") if share_public else own
         lock_base = f"{base}:lock:{partition_tag(partition)}:" if lock_for else ""
-        epoch, generation, raw, pttl, got = await self._peek(
-            keys=[self.epoch_key, f"{base}:g", own, public],
+        epoch, generation, raw, pttl, got, in_public, denied = await self._peek(
+            keys=[self.epoch_key, f"{base}:g", own, public, self.denial_key(uri, partition)],
             args=[secrets.token_hex(8), lock_base, lock_for, lock_ms],
         )
-        reply = None
+        epoch, generation = str(epoch), str(generation)
+        reply, bound = None, False
         if raw:
             entry = json.loads(raw)
-            if entry["epoch"] == epoch and entry["generation"] == generation:
+            if entry.get("epoch") == epoch and entry.get("generation") == generation:
+                scope = entry.get("scope") or "private"
+                where = "public" if int(in_public) else partition_tag(partition)
+                expected = self.binding(uri, where, scope, epoch, generation)
+                bound = (where != "public" or scope == "public") and hmac.compare_digest(
+                    str(entry.get("bind", "")), expected
+                )
                 ttl_ms = float(entry["ttl_ms"] or 0)
                 reply = ReadReply(
                     contents=tuple(map(ResourceContents.from_mcp, entry["contents"])),
                     ttl_ms=min(ttl_ms, float(pttl)) if ttl_ms > 0 else ttl_ms,
                     cache_scope=entry["scope"],
                     from_server=True,
+                    shared_copy=True,
                 )
-        return Peeked(str(epoch), str(generation), reply, bool(got))
+        public_copy = reply is not None and bool(int(in_public))
+        return Peeked(epoch, generation, reply, bool(got), bound, public_copy, bool(int(denied)))
+
+    async def deny(self, uri: str, partition: Partition, origin: str) -> None:
+        """``partition``'s own server read of ``uri`` was refused: fleet-wide, no shared
+        copy serves it until one of its reads succeeds (`allow`). Marked in the store
+        (`PEEK` reports it) and announced on the channel (every worker's engine hears
+        of it before it serves its local public copy)."""
+        await self._denial(uri, partition, origin, "denied")
+
+    async def allow(self, uri: str, partition: Partition, origin: str) -> None:
+        """``partition``'s own server read of ``uri`` succeeded: its denial is over."""
+        await self._denial(uri, partition, origin, "allowed")
+
+    async def _denial(self, uri: str, partition: Partition, origin: str, kind: str) -> None:
+        await self._deny(
+            keys=[self.seq_key, self.denial_key(uri, partition)],
+            args=[self.channel, origin, kind, uri, partition_tag(partition), _GENERATION_TTL_MS],
+        )
 
     async def fill(
         self,
@@ -187,15 +254,19 @@ class SharedStore:
         expiry_ms: int,
     ) -> bool:
         """Store ``reply`` if the fence still holds; ``False``: fenced off."""
+        where = "public" if public else partition_tag(partition)
         entry = {
             "epoch": fence.epoch,
             "generation": fence.generation,
             "ttl_ms": reply.ttl_ms,
             "scope": reply.cache_scope,
             "contents": [item.to_mcp() for item in reply.contents],
+            "bind": self.binding(
+                uri, where, reply.cache_scope or "private", fence.epoch, fence.generation
+            ),
         }
         base = self._uri(uri)
-        key = self.entry_key(uri, "public" if public else partition_tag(partition))
+        key = self.entry_key(uri, where)
         written = await self._fill(
             keys=[self.epoch_key, f"{base}:g", key, f"{base}:entries"],
             args=[fence.epoch, fence.generation, json.dumps(entry), expiry_ms],

@@ -46,6 +46,7 @@ from .._core import (
     StreamEvent,
     StreamLost,
 )
+from .._core._denials import LIMIT as DENIALS_LIMIT
 from .._source import Source, SourceWrapper
 from ..fleet import Fleet
 from ._channel import ChangeChannel
@@ -53,7 +54,7 @@ from ._follow import FollowerStreams
 from ._lease import ListenerLease
 from ._outbox import HintOutbox
 from ._reads import SharedReads
-from ._store import SharedStore
+from ._store import SharedStore, partition_tag
 from ._telemetry import FleetTelemetry
 
 log = logging.getLogger("freshcache.fleet")
@@ -65,6 +66,8 @@ class FleetCounters:
 
     store_replies: int = 0
     """Reads answered from the shared store (no server read)."""
+    refused_copies: int = 0
+    """Shared copies the engine would not let serve the principal (denied, unbound)."""
     fills: int = 0
     fenced_writes: int = 0
     """Fills the generation fence refused (the URI changed while they were read)."""
@@ -92,6 +95,26 @@ class Binding:
     selected: Callable[[], frozenset[str]] = field(default=frozenset)
 
 
+class RemoteDenials:
+    """Denials other workers announced on the channel, by (URI, partition tag): the
+    engine asks (`FreshnessEngine.denied_elsewhere`) before it lets a shared copy serve
+    a principal. Bounded like the engine's own (`freshcache._core._denials.LIMIT`)."""
+
+    def __init__(self, limit: int = DENIALS_LIMIT) -> None:
+        self._denied: dict[tuple[str, str], None] = {}
+        self._limit = limit
+
+    def heard(self, uri: str, tag: str, *, denied: bool) -> None:
+        self._denied.pop((uri, tag), None)
+        if denied:
+            self._denied[(uri, tag)] = None
+            while len(self._denied) > self._limit:
+                del self._denied[next(iter(self._denied))]
+
+    def __call__(self, uri: str, partition: Partition) -> bool:
+        return bool(self._denied) and (uri, partition_tag(partition)) in self._denied
+
+
 class FleetWorker:
     """The fleet side of one `FreshCache` (see the module docstring)."""
 
@@ -108,7 +131,7 @@ class FleetWorker:
             health_check_interval=config.lease / 2,
             decode_responses=True,
         )
-        self.shared = SharedStore(self.redis, config.namespace, server_id)
+        self.shared = SharedStore(self.redis, config.namespace, server_id, config.binding_key)
         self.counters = FleetCounters()
         self.telemetry = FleetTelemetry(self.id, meter_provider)
         self.bound: Binding | None = None
@@ -117,6 +140,7 @@ class FleetWorker:
         self.lease = ListenerLease(self)
         self.followers = FollowerStreams(self)
         self.reads = SharedReads(self)
+        self.denials = RemoteDenials()
         self.outbox = HintOutbox(self)
         self._ready = anyio.Event()
         self._answered_at = -float("inf")
@@ -148,6 +172,7 @@ class FleetWorker:
             max_ttl_ms=policy.max_ttl * 1000.0,
             selected=lambda: engine.selected,
         )
+        engine.denied_elsewhere = self.denials
 
     def wrap(self, source: Source) -> FleetSource:
         return FleetSource(source, self)

@@ -64,6 +64,8 @@ def client_unplayable(case: Case, hello: Hello, transport: str) -> str | None:
         match step:
             case Observe(how="status") if "status" not in hello.ops:
                 return "the row looks without I/O (status); the client offers no such look"
+            case Observe(how="context"):
+                return "the row reads an agent step's snapshot (freshcache's context())"
             case Observe(principal=who) if who is not None and not hello.principals:
                 return f"the row reads as principal {who}; the client serves one principal"
             case TimePasses() if "advance" not in hello.ops:

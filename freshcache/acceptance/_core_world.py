@@ -183,6 +183,8 @@ class CoreWorld:
         return self.server.reads
 
     def unplayable(self, case: Case) -> str | None:
+        if any(isinstance(s, Observe) and s.how == "context" for s in case.row.steps):
+            return "no FreshCache at the bare-engine level: context() is the cache's"
         return engine_unplayable(case)
 
     # ------------------------------------------------------------------ decisions

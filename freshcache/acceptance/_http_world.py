@@ -290,7 +290,8 @@ class HttpWorld(LoopbackHttpWorld):
             taken = self.frame_counter.frames
             return f"GET streams: {http.channel_frames_written} frames written, {taken} taken in"
         for sid, stream in list(source.streams.items()):
-            if not stream.acknowledged and not server.acks_held:
+            held = server.acks_held or server.unsubscribes_held  # (a subscribe waits for it)
+            if not stream.acknowledged and not held:
                 return f"stream {sid} waits for its acknowledgment"
             written = http.frames_written.get(sid, 0)
             if written > stream.frames:

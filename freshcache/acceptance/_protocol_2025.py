@@ -179,6 +179,7 @@ class Protocol2025:
                 if not server.listen_supported:
                     return Reply(error(request_id, METHOD_NOT_FOUND, "Method not found"))
                 if method == "resources/unsubscribe":
+                    await server.unsubscribes_released()
                     self._unsubscribe(session, uri)
                     return Reply(_result(request_id, {}))
                 return await self._subscribe(request_id, session, uri)

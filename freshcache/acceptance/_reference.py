@@ -158,6 +158,8 @@ class ReferenceServer:
     """Listens still to answer with ``-32022`` (naming the version asked for) before one
     is served: a wire answer, played by the 2026 protocol handler."""
     acks_held: bool = False
+    _unsubscribes_released: anyio.Event | None = None
+    """Set while 2025 ``resources/unsubscribe`` requests are held (`hold_unsubscribes`)."""
     """While true, the acknowledgment of every new listen waits for `release_acks`."""
     held_acks: set[str | int] = field(default_factory=set)
     """Subscription ids of the listens whose acknowledgment is held."""
@@ -365,6 +367,29 @@ class ReferenceServer:
             if self._acks_released is None:
                 self._acks_released = anyio.Event()
             await self._acks_released.wait()
+
+    def hold_unsubscribes(self) -> None:
+        """Handle no 2025-11-25 ``resources/unsubscribe`` until `release_unsubscribes`: a
+        server that finishes them after a later subscribe for the same URI."""
+        if self._unsubscribes_released is None:
+            self._unsubscribes_released = anyio.Event()
+
+    @property
+    def unsubscribes_held(self) -> bool:
+        """Whether 2025 unsubscribes are held (a subscribe after one waits for it)."""
+        return self._unsubscribes_released is not None
+
+    async def unsubscribes_released(self) -> None:
+        """Return once unsubscribes are no longer held."""
+        held = self._unsubscribes_released
+        if held is not None:
+            await held.wait()
+
+    def release_unsubscribes(self) -> None:
+        """Handle the held unsubscribes now (after whatever was answered meanwhile)."""
+        held, self._unsubscribes_released = self._unsubscribes_released, None
+        if held is not None:
+            held.set()
 
     def release_acks(self) -> None:
         """Acknowledge the listens that wait, and every new one at once again."""

@@ -238,6 +238,13 @@ class World(abc.ABC):
     ) -> ReadResult | Said:
         return await self.cache_for(worker).read(uri, principal=principal, timeout=timeout)
 
+    async def context(
+        self, uri: str, also: Sequence[str], *, worker: int | None = None
+    ) -> ReadResult | Said:
+        """``uri``'s part of one `FreshCache.context` call for ``uri`` and ``also``."""
+        context = await self.cache_for(worker).context([uri, *also], timeout=30.0)
+        return next(r for r in (*context.fresh, *context.withheld) if r.uri == uri)
+
     async def status(
         self, uri: str, *, principal: str | None = None, worker: int | None = None
     ) -> ReadResult | Said:
@@ -523,6 +530,14 @@ async def _do(
                 background.append(await world.read(uri, timeout=30.0, worker=worker))
 
             tg.start_soon(read_later)
+            await world.settle()
+            return last
+        case Observe(how="context", uri=uri, also=also, worker=worker):
+
+            async def context_later() -> None:
+                background.append(await world.context(uri, also, worker=worker))
+
+            tg.start_soon(context_later)
             await world.settle()
             return last
         case Observe(how="await_background"):
@@ -932,6 +947,12 @@ def apply_to_reference(
             server.denied_principals.get(uri, set()).discard(who or principal)
         case ServerChange(what="invalidate_cursors"):
             server.cursor_epoch += 1
+        case ServerChange(what="share_publicly", uri=uri):
+            server.resources[uri].cache_scope = "public"
+        case ServerChange(what="hold_unsubscribes"):
+            server.hold_unsubscribes()
+        case ServerChange(what="release_unsubscribes"):
+            server.release_unsubscribes()
         case ServerChange(what="list_hint"):
             server.list_hints += 1
         case ServerChange(what="listen_version_refused"):

@@ -183,6 +183,26 @@ class StdioProcessWorld(World):
                 "stdio has no keep-alives (SSE comment lines are HTTP's); a mute process is "
                 "noticed when it exits"
             )
+        legacy = getattr(self, "revision", "2026-07-28") != "2026-07-28"
+        if legacy and any(step == ServerChange("hold_unsubscribes") for step in case.row.steps):
+            return (
+                "the stdio world settles once the process has answered every request: a "
+                "held unsubscribe never lets it (the ledger's rule is the same code as on "
+                "HTTP; tests/test_one_judge.py plays it over stdio)"
+            )
+        others = {
+            step.principal
+            for step in case.row.steps
+            if isinstance(step, ServerChange)
+            and step.what in ("deny", "allow")
+            and step.principal is not None
+        }
+        lifted = any(isinstance(s, ServerChange) and s.what == "allow" for s in case.row.steps)
+        if others and (lifted or any(e.state == "denied" for e in case.row.expect)):
+            return (
+                f"a stdio process has one authorization context: {', '.join(sorted(others))} "
+                "cannot be denied while another principal is served"
+            )
         return None
 
     # ------------------------------------------------------------------ life

@@ -164,6 +164,9 @@ class ServerChange:
         "release_acks",
         "expire_session",
         "listen_version_refused",
+        "hold_unsubscribes",
+        "release_unsubscribes",
+        "share_publicly",
     ]
     uri: str = ""
     principal: str | None = None
@@ -178,7 +181,14 @@ class FleetChange:
     restart without persistence leaves), ``messages_lost`` (the channel skips sequence
     numbers, as when the store drops a slow subscriber's messages)."""
 
-    what: Literal["listener_dies", "store_down", "store_up", "store_restarts", "messages_lost"]
+    what: Literal[
+        "listener_dies", "store_down", "store_up", "store_restarts", "messages_lost", "entry_copied"
+    ]
+    uri: str = ""
+    principal: str | None = None
+    to: str | None = None
+    """``entry_copied``: a process that can write the store copies ``principal``'s entry
+    of ``uri`` under ``to``'s key (issue 22: entries are bound to their principal)."""
 
 
 def fleet_size(steps: tuple[object, ...]) -> int | None:
@@ -201,13 +211,16 @@ class Observe:
     """The client looks: ``read`` (may do I/O), ``status`` (no I/O), ``list``,
     ``background`` (a read that is left running; observed with ``await background``)."""
 
-    how: Literal["read", "status", "list", "background", "await_background"]
+    how: Literal["read", "status", "list", "background", "await_background", "context"]
     uri: str = ""
     principal: str | None = None
     timeout: float | None = None
     """A ``read`` with its own deadline (seconds) instead of the cache's default."""
     worker: int | None = None
     """In a fleet row: which worker looks (1 is the first listener); else the cache."""
+    also: tuple[str, ...] = ()
+    """``context``: the other URIs of the `FreshCache.context` call, left running like a
+    background read; ``await background`` observes ``uri``'s part of the Context."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +303,10 @@ _rule(rf"server unlists {_URI}")(lambda m: ServerChange("hide", resolve(m[1])))
 _rule(rf"server denies {_URI}(?: to (\w+))?")(lambda m: ServerChange("deny", resolve(m[1]), m[2]))
 _rule(rf"server allows {_URI}(?: to (\w+))?")(lambda m: ServerChange("allow", resolve(m[1]), m[2]))
 _rule(r"server invalidates cursors")(lambda m: ServerChange("invalidate_cursors"))
+_rule(rf"server shares {_URI} publicly")(lambda m: ServerChange("share_publicly", resolve(m[1])))
+# 2025-11-25: unsubscribes the server finishes after a later subscribe (issue 22)
+_rule(r"hold unsubscribes")(lambda m: ServerChange("hold_unsubscribes"))
+_rule(r"release unsubscribes")(lambda m: ServerChange("release_unsubscribes"))
 
 # notifications
 _rule(rf"notify updated {_URI}(?: x(\d+))?")(
@@ -358,6 +375,9 @@ _rule(rf"read {_URI}(?: as (\w+))?")(lambda m: Observe("read", resolve(m[1]), m[
 _rule(rf"status {_URI}(?: as (\w+))?")(lambda m: Observe("status", resolve(m[1]), m[2]))
 _rule(rf"read {_URI} in background")(lambda m: Observe("background", resolve(m[1])))
 _rule(r"await background")(lambda m: Observe("await_background"))
+_rule(rf"context {_URI} and {_URI} in background")(
+    lambda m: Observe("context", resolve(m[1]), also=(resolve(m[2]),))
+)
 _rule(r"list")(lambda m: Observe("list"))
 _rule(r"select (.+)")(lambda m: Select(tuple(resolve(w) for w in m[1].replace(",", " ").split())))
 # acknowledgments and bookkeeping (invariants 4, 10)
@@ -387,6 +407,9 @@ _rule(r"the fleet store goes down")(lambda m: FleetChange("store_down"))
 _rule(r"the fleet store comes back")(lambda m: FleetChange("store_up"))
 _rule(r"the fleet store restarts empty")(lambda m: FleetChange("store_restarts"))
 _rule(r"fleet messages are lost")(lambda m: FleetChange("messages_lost"))
+_rule(rf"a store writer copies {_URI}'s entry from (\w+) to (\w+)")(
+    lambda m: FleetChange("entry_copied", resolve(m[1]), m[2], m[3])
+)
 
 
 def parse_step(text: str) -> Step | Given:
