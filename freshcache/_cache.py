@@ -44,7 +44,7 @@ from ._core import (
     StreamEvent,
 )
 from ._core._backoff import BackoffSettings
-from ._core._hits import NO_HITS
+from ._core._hits import NO_HITS, row_result
 from ._core._streams import ListenSupervisor
 from ._errors import ConfigurationError, FreshCacheError
 from ._flights import ReadFlights
@@ -206,35 +206,64 @@ class FreshCache:
 
     # ------------------------------------------------------------------ reads
 
-    async def read(
-        self, uri: str, *, timeout: float | None = None, principal: str | None = None
-    ) -> ReadResult:
-        """Hand out ``uri``: fresh text, or an explicit state saying why not.
+    if TYPE_CHECKING:
 
-        Does whatever server read the rules require and waits for it up to
-        ``timeout`` seconds (default: ``read_timeout``); after that it returns
-        ``awaiting_fresh_source`` (``timeout``) and the read goes on in the background.
-        """
-        # The hit path: one table lookup and one clock read, for every partition.
-        hit = (self._hits if principal is None else self._hit_tables.get(principal, NO_HITS)).get(
-            uri
-        )
-        if hit is not None and self._clock() < hit[0]:
-            return hit[1]
-        return await self._read_miss(uri, principal, timeout)
+        async def read(
+            self, uri: str, *, timeout: float | None = None, principal: str | None = None
+        ) -> ReadResult:
+            """Hand out ``uri``: fresh text, or an explicit state saying why not.
+
+            Does whatever server read the rules require and waits for it up to
+            ``timeout`` seconds (default: ``read_timeout``); after that it returns
+            ``awaiting_fresh_source`` (``timeout``) and the read goes on in the background.
+            """
+            ...
+
+    else:
+
+        async def read(self, uri, timeout=None, principal=None):
+            """Hand out ``uri``: fresh text, or an explicit state saying why not.
+
+            Does whatever server read the rules require and waits for it up to
+            ``timeout`` seconds (default: ``read_timeout``); after that it returns
+            ``awaiting_fresh_source`` (``timeout``) and the read goes on in the background.
+            """
+            # The hit path (DESIGN §8). Its options are keyword-only for type checkers
+            # (above); at run time they are plain defaults, because CPython fills
+            # keyword-only defaults from a dict on every call, a third of an awaited
+            # dict lookup's cost. A row without a time bound is the result itself and
+            # reads no clock; a ``ttlMs`` row is compared against the clock every time
+            # (`_core._hits` says why no timer can stand in for that compare).
+            if principal is None:
+                try:
+                    hit = self._hits[uri]
+                except KeyError:
+                    return await self._read_miss(uri, principal, timeout)
+            else:
+                hit = self._hit_tables.get(principal, NO_HITS).get(uri)
+                if hit is None:
+                    return await self._read_miss(uri, principal, timeout)
+            if hit.__class__ is ReadResult:
+                return hit
+            if self._clock() < hit[0]:
+                return hit[1]
+            return await self._read_miss(uri, principal, timeout)
 
     async def _read_counting_hits(
         self, uri: str, *, timeout: float | None = None, principal: str | None = None
     ) -> ReadResult:
         """`read` when a meter is configured: fresh hits are counted too."""
-        hit = (self._hits if principal is None else self._hit_tables.get(principal, NO_HITS)).get(
-            uri
+        hit = row_result(
+            (self._hits if principal is None else self._hit_tables.get(principal, NO_HITS)).get(
+                uri
+            ),
+            self._clock(),
         )
-        if hit is not None and self._clock() < hit[0]:
+        if hit is not None:
             self._counts.hits += 1
             if self.telemetry.trace_hits:
-                self.telemetry.traced_hit(hit[1], self._wall_clock())
-            return hit[1]
+                self.telemetry.traced_hit(hit, self._wall_clock())
+            return hit
         return await self._read_miss(uri, principal, timeout)
 
     async def _read_miss(
