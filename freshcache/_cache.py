@@ -295,7 +295,7 @@ class FreshCache:
         with anyio.move_on_after(deadline):
             while True:
                 flight = self._flights.get(key) or self._flights.launch_now(uri, partition)
-                await flight.done.wait()
+                await flight.wait()
                 if flight.error is not None:
                     raise flight.error
                 result, ticket = flight.result, flight.ticket
