@@ -245,8 +245,8 @@ class FreshCache:
                     return await self._read_miss(uri, principal, timeout)
             if hit.__class__ is ReadResult:
                 return hit
-            if self._clock() < hit[0]:
-                return hit[1]
+            if self._clock() < hit.expires_at:
+                return hit.value
             return await self._read_miss(uri, principal, timeout)
 
     async def _read_counting_hits(

@@ -10,28 +10,28 @@ A row has one of two shapes, and which one is the whole of the hit's time rule:
   stays fresh until an *event* — a notification, a stream loss, coverage ending — and
   every such event removes or replaces the row before it returns). A hit on it reads
   no clock: one lookup and a type check.
-- ``(fresh until, result)``: an entry bounded by ``ttlMs``. A hit compares against the
-  clock, every time. Why not remove such rows with a timer at the deadline and skip
-  the clock: a timer runs on the event loop, and a hit never yields to it. A task that
-  blocks the loop (a synchronous call in async code) and then reads would be handed a
-  row whose deadline passed while its timer waited behind that very task; a margin
-  before the deadline only moves the problem. The clock compare is the only check
-  that holds however late the loop is, so a time-bounded row always pays for it.
+- the stored `Entry`: an entry bounded by ``ttlMs``; a hit compares its
+  ``expires_at`` against the clock, every time. Why not remove such rows with a timer
+  at the deadline and skip the clock: a timer runs on the event loop, and a hit never
+  yields to it. A task that blocks the loop (a synchronous call in async code) and
+  then reads would be handed a row whose deadline passed while its timer waited
+  behind that very task; a margin before the deadline only moves the problem. The
+  clock compare is the only check that holds however late the loop is, so a
+  time-bounded row always pays for it.
 """
 
 from __future__ import annotations
 
-from ._entries import Partition
+from ._entries import Entry, Partition
 from ._model import ReadResult
 
-Hit = ReadResult | tuple[float, ReadResult]
-"""A row of a partition's hit table: the result (no time bound) or (fresh until, result)."""
+Hit = ReadResult | Entry
+"""A row of a partition's hit table: the result (no time bound), or the stored entry
+(fresh while the clock is before its ``expires_at``; its value is a `ReadResult`)."""
 HitTable = dict[str, Hit]
 
 NO_HITS: HitTable = {}
 """Stands for the table of a partition that has none yet; never written to."""
-
-_INF = float("inf")
 
 
 def row_result(hit: Hit | None, now: float) -> ReadResult | None:
@@ -40,8 +40,10 @@ def row_result(hit: Hit | None, now: float) -> ReadResult | None:
         return None
     if isinstance(hit, ReadResult):
         return hit  # no time bound
-    until, result = hit
-    return result if now < until else None
+    if now < hit.expires_at:
+        assert isinstance(hit.value, ReadResult)
+        return hit.value
+    return None
 
 
 class HitTables:
@@ -60,8 +62,9 @@ class HitTables:
     def fresh(self, uri: str, partition: Partition, now: float) -> ReadResult | None:
         return row_result(self.tables.get(partition, NO_HITS).get(uri), now)
 
-    def put(self, uri: str, partition: Partition, until: float, result: ReadResult) -> None:
-        self.table(partition)[uri] = result if until == _INF else (until, result)
+    def put(self, uri: str, partition: Partition, row: Hit) -> None:
+        assert isinstance(row, ReadResult) or isinstance(row.value, ReadResult)
+        self.table(partition)[uri] = row
 
     def pop(self, uri: str, partition: Partition) -> None:
         table = self.tables.get(partition)
