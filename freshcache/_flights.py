@@ -216,9 +216,9 @@ class ReadFlights:
                     await self._fly(key[0], key[1], flight, cause)
                 if self._telemetry.live():
                     return  # traced: a task per burst, each in its decision's context
-                woken = anyio.Event()
-                self._idle.append(woken)
-                await woken.wait()
+                wake = anyio.Event()
+                self._idle.append(wake)
+                await wake.wait()
         finally:
             self._background_running -= 1
 
