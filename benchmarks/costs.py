@@ -21,7 +21,10 @@ machine's load average is printed beside it (2 shared cores: wall-clock is noise
   doing the same (``handle`` + ``begin_read`` + ``finish_read``).
 - **notifications end to end at N selected**: ``resources/updated`` for URIs never
   read, through the stream into the engine; against ``engine.handle`` of the same events.
-- **fleet** (``--fleet``, needs Valkey): see `fleet_rows`.
+- **fleet** (``--fleet``, needs Valkey and the SDK fixture server): ``resources/updated``
+  on the server until every one of ``--workers`` fleet worker processes no longer
+  hands out the old text (median and p99), beside a raw Valkey publish reaching as many
+  plain redis-py subscriber processes, on the same Valkey, halves interleaved.
 
 Writes ``benchmarks/results/costs.json``.
 """
@@ -339,6 +342,149 @@ async def pipeline_rows(rounds: int, selected: int) -> dict[str, Any]:
     return {name: statistics.median(values) for name, values in seen.items()}
 
 
+# ---------------------------------------------------------------------- fleet
+
+SUBSCRIBER = """
+import asyncio, sys, time
+import redis.asyncio as redis
+
+async def main(url, channel):
+    client = redis.from_url(url)
+    pubsub = client.pubsub()
+    await pubsub.subscribe(channel)
+    print("ready", flush=True)
+    while True:
+        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+        if message is not None and message["type"] == "message":
+            print(message["data"].decode(), time.time(), flush=True)
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+def p50_p99(seconds: list[float]) -> tuple[float, float]:
+    ordered = sorted(seconds)
+    return (
+        statistics.median(ordered) * 1e3,
+        ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1e3,
+    )
+
+
+def raw_pubsub(valkey_url: str, workers: int, samples: int) -> list[float]:
+    """Publish → received by every one of ``workers`` subscriber processes (seconds)."""
+    import queue
+    import subprocess
+    import threading
+
+    import redis
+
+    channel = "costs-floor"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", SUBSCRIBER, valkey_url, channel],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(workers)
+    ]
+    lines: queue.Queue[tuple[int, str]] = queue.Queue()
+
+    def pump(n: int, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put((n, line))
+
+    for n, proc in enumerate(procs):
+        threading.Thread(target=pump, args=(n, proc), daemon=True).start()
+    try:
+        ready = 0
+        while ready < workers:
+            ready += lines.get(timeout=60)[1].startswith("ready")
+        client = redis.Redis.from_url(valkey_url)
+        took = []
+        for i in range(samples):
+            sent = time.time()
+            client.publish(channel, str(i))
+            got: dict[int, float] = {}
+            while len(got) < workers:
+                n, line = lines.get(timeout=30)
+                tag, at = line.split()
+                if tag == str(i):
+                    got[n] = float(at)
+            took.append(max(got.values()) - sent)
+            time.sleep(0.005)
+        client.close()
+        return took
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def fleet_not_fresh(valkey_url: str, workers: int, samples: int) -> list[float]:
+    """``resources/updated`` on the server → every fleet worker not fresh (seconds)."""
+    import httpx
+
+    from benchmarks.fleet import URI as FLEET_URI
+    from benchmarks.fleet import Worker, text_of, wait
+    from tests.conftest import start_sdk_server, stop_process
+
+    sdk = start_sdk_server()
+    crew: list[Worker] = []
+    try:
+        control = httpx.Client(timeout=10.0)  # one client for every change
+        control.post(sdk.control_url, json={"op": "set", "uri": FLEET_URI, "text": "v0"})
+        crew = [Worker(sdk.url, valkey_url) for _ in range(workers)]
+        wait(lambda: all(text_of(w) == "v0" for w in crew), "every worker at v0", crew, 180)
+        took = []
+        for i in range(1, samples + 1):
+            mark = [len(w.drain()) for w in crew]
+            sent = time.time()
+            control.post(
+                sdk.control_url,
+                json={"op": "set", "uri": FLEET_URI, "text": f"v{i}", "notify": True},
+            )
+            wait(lambda i=i: all(text_of(w) == f"v{i}" for w in crew), f"at v{i}", crew)
+            firsts = []
+            for w, m in zip(crew, mark, strict=True):
+                gone = [x for x in w.seen[m:] if "state" in x and x["text"] != f"v{i - 1}"]
+                firsts.append(gone[0]["at"] if gone else sent)
+            took.append(max(firsts) - sent)
+        control.close()
+        return took
+    finally:
+        for w in crew:
+            if w.proc.poll() is None:
+                w.proc.kill()
+            w.proc.wait()
+        stop_process(sdk.process)
+
+
+def fleet_rows(workers: int, samples: int) -> dict[str, float]:
+    """The raw Valkey pub/sub floor and the fleet, on one Valkey, rounds interleaved."""
+    from tests.valkey_support import Valkey
+
+    valkey = Valkey()
+    valkey.start()
+    try:
+        floor: list[float] = []
+        fleet: list[float] = []
+        for _ in range(2):  # interleaved halves: a busy spell weighs on both
+            floor += raw_pubsub(valkey.url, workers, samples // 2)
+            fleet += fleet_not_fresh(valkey.url, workers, samples // 2)
+    finally:
+        valkey.stop()
+    floor_p50, floor_p99 = p50_p99(floor)
+    fleet_p50, fleet_p99 = p50_p99(fleet)
+    return {
+        "floor_p50_ms": floor_p50,
+        "floor_p99_ms": floor_p99,
+        "fleet_p50_ms": fleet_p50,
+        "fleet_p99_ms": fleet_p99,
+        "samples": len(fleet),
+    }
+
+
 # ---------------------------------------------------------------------- report
 
 
@@ -455,6 +601,20 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
             higher_is_better=True,
         )
     )
+    if args.fleet:
+        fleet = fleet_rows(args.workers, args.fleet_samples)
+        for which in ("p50", "p99"):
+            rows.append(
+                row(
+                    f"fleet updated -> {args.workers} workers not fresh, {which}",
+                    "raw Valkey pub/sub",
+                    fleet[f"floor_{which}_ms"],
+                    "fleet=",
+                    fleet[f"fleet_{which}_ms"],
+                    "ms",
+                )
+            )
+            rows[-1]["samples"] = fleet["samples"]
     return rows
 
 
@@ -465,6 +625,9 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--selected", type=int, default=10_000)
     parser.add_argument("--label", default="")
+    parser.add_argument("--fleet", action="store_true", help="also the fleet rows (Valkey)")
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--fleet-samples", type=int, default=200)
     parser.add_argument(
         "--json", type=Path, default=Path(__file__).parent / "results" / "costs.json"
     )
