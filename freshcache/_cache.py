@@ -44,7 +44,7 @@ from ._core import (
     StreamEvent,
 )
 from ._core._backoff import BackoffSettings
-from ._core._hits import NO_HITS, row_result
+from ._core._hits import NO_HITS
 from ._core._streams import ListenSupervisor
 from ._errors import ConfigurationError, FreshCacheError
 from ._flights import ReadFlights
@@ -249,21 +249,21 @@ class FreshCache:
                 return hit.value
             return await self._read_miss(uri, principal, timeout)
 
-    async def _read_counting_hits(
-        self, uri: str, *, timeout: float | None = None, principal: str | None = None
+    async def _read_counting_hits(  # type: ignore[no-untyped-def]
+        self, uri, timeout=None, principal=None
     ) -> ReadResult:
-        """`read` when a meter is configured: fresh hits are counted too."""
-        hit = row_result(
-            (self._hits if principal is None else self._hit_tables.get(principal, NO_HITS)).get(
-                uri
-            ),
-            self._clock(),
-        )
+        """`read` when a meter is configured: fresh hits are counted too (and traced
+        with ``trace_hits``). Plain defaults at run time, as `read` has."""
+        table = self._hits if principal is None else self._hit_tables.get(principal, NO_HITS)
+        hit: Any = table.get(uri)  # a `Hit` row (see `read`), then its result
         if hit is not None:
-            self._counts.hits += 1
-            if self.telemetry.trace_hits:
-                self.telemetry.traced_hit(hit, self._wall_clock())
-            return hit
+            if hit.__class__ is not ReadResult:
+                hit = hit.value if self._clock() < hit.expires_at else None
+            if hit is not None:
+                self._counts.hits += 1
+                if self.telemetry.trace_hits:
+                    self.telemetry.traced_hit(hit, self._wall_clock())
+                return hit  # type: ignore[no-any-return]
         return await self._read_miss(uri, principal, timeout)
 
     async def _read_miss(

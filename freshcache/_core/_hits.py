@@ -60,7 +60,10 @@ class HitTables:
         return table
 
     def fresh(self, uri: str, partition: Partition, now: float) -> ReadResult | None:
-        return row_result(self.tables.get(partition, NO_HITS).get(uri), now)
+        hit = self.tables.get(partition, NO_HITS).get(uri)
+        if hit is None or isinstance(hit, ReadResult):
+            return hit  # none, or no time bound
+        return hit.value if now < hit.expires_at and isinstance(hit.value, ReadResult) else None
 
     def put(self, uri: str, partition: Partition, row: Hit) -> None:
         assert isinstance(row, ReadResult) or isinstance(row.value, ReadResult)
