@@ -33,6 +33,7 @@ SCRIPTS: list[tuple[str, list[str], list[str]]] = [
     ("http_stream.py", [], ["--updates", "500", "--restarts", "2"]),
     ("flood_stdio.py", [], ["--updates", "5000", "--repeats", "1"]),
     ("scale.py", [], ["--quick"]),
+    ("costs.py", [], ["--entries", "20000", "--selected", "2000"]),
 ]
 
 
@@ -83,6 +84,7 @@ def main() -> int:
             "http_stream",
             "flood_stdio",
             "scale",
+            "costs",
         )
     }
     (RESULTS / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -1,7 +1,8 @@
 """`FreshCache`: ties a source, the engine and the store together (DESIGN §4, "middleware").
 
-The fresh-hit path is one dict lookup and one clock read. Everything else lives
-here: single flight (one server read per URI and principal however many callers
+The fresh-hit path is one dict lookup, plus one clock compare when the row has a
+``ttlMs`` bound (a subscription-backed row has none: `_core._hits`). Everything else
+lives here: single flight (one server read per URI and principal however many callers
 wait), per-call deadlines (the read goes on in the background after the caller gave
 up), carrying out the engine's decisions, and the listen supervisor that keeps one
 subscription stream open, re-listens with backoff after a loss and swaps streams
@@ -277,6 +278,14 @@ class FreshCache:
 
     def status(self, uri: str, *, principal: str | None = None) -> ReadResult:
         """What `read` would hand out right now, without any I/O."""
+        # A fresh row answers as a hit does (the engine wrote it); the rest is judged.
+        table = self._hits if principal is None else self._hit_tables.get(principal, NO_HITS)
+        hit: Any = table.get(uri)
+        if hit is not None:
+            if hit.__class__ is ReadResult:
+                return hit
+            if self._clock() < hit.expires_at:
+                return hit.value  # type: ignore[no-any-return]
         return self.engine.status(uri, self.principal if principal is None else principal)
 
     async def _read_slow(self, uri: str, partition: Partition, timeout: float | None) -> ReadResult:

@@ -179,7 +179,7 @@ class _Bookkeeping:
         self.hit_tables = self._hits.tables
         """Partition -> its hit table (see `HitTables`)."""
         self.hits: HitTable = self._hits.table(default_partition)
-        """The default partition's hit table: bare URI -> (fresh until, result)."""
+        """The default partition's hit table: bare URI -> its row (see `Hit`)."""
         self._store = store
         self._store.set_eviction_listener(self._evicted)
         self._uris = UriRecords()

@@ -61,9 +61,10 @@ class HitTables:
 
     def fresh(self, uri: str, partition: Partition, now: float) -> ReadResult | None:
         hit = self.tables.get(partition, NO_HITS).get(uri)
-        if hit is None or isinstance(hit, ReadResult):
+        if hit is None or hit.__class__ is ReadResult:
             return hit  # none, or no time bound
-        return hit.value if now < hit.expires_at and isinstance(hit.value, ReadResult) else None
+        # An entry row's value is a ReadResult (`put` checks it).
+        return hit.value if now < hit.expires_at else None  # type: ignore[union-attr,return-value]
 
     def put(self, uri: str, partition: Partition, row: Hit) -> None:
         assert isinstance(row, ReadResult) or isinstance(row.value, ReadResult)
