@@ -342,13 +342,24 @@ def costs_chart(after: dict[str, Any], before: dict[str, Any] | None) -> str:
             continue
         old = earlier.get(r["what"])
         if old is not None:
-            bars.append(Bar(f"{r['what']}, before", old["ratio_to_floor"], True, "x"))
-        bars.append(Bar(r["what"], r["ratio_to_floor"], False, "x"))
+            bars.append(_ratio_bar(f"{r['what']}, before", old["ratio_to_floor"], True))
+        bars.append(_ratio_bar(r["what"], r["ratio_to_floor"], False))
     load_note = (after.get("load_average") or {}).get("before", "?")
     subtitle = f"benchmarks/costs.py, CPU time, interleaved; load average {load_note}"
     if traced is not None:
         subtitle += f"; traced hit {traced['ratio_to_floor']:.0f}x the untraced one"
     return bar_chart("Each cost as a multiple of its floor", subtitle, "x the floor", bars)
+
+
+_RATIO_CAP = 10.0
+"""Ratios beyond this are drawn at it, their figure named (a 70 µs thread hop beside
+a 44 ns dict lookup would flatten every other bar)."""
+
+
+def _ratio_bar(label: str, ratio: float, anchor: bool) -> Bar:
+    if ratio > _RATIO_CAP:
+        return Bar(label, _RATIO_CAP, anchor, f"x: off this scale, {ratio:,.0f}x")
+    return Bar(label, ratio, anchor, "x")
 
 
 def load(path: Path) -> Any:
