@@ -190,9 +190,12 @@ class ReadFlights:
             return
         self._queued[key] = cause
         traced = self._telemetry.live()
-        if self._idle and not traced:
+        room = self._background_running < self.max_background
+        if self._idle and (not traced or not room):
+            # (Traced with no room left: an idle re-reader from before a provider was
+            # installed takes it, with its old context, and then retires.)
             self._idle.popleft().set()
-        elif self._background_running < self.max_background:
+        elif room:
             self._background_running += 1
             # Started from the decision's context, with this read first: its request
             # span is a child of the listen span whose notification caused it.

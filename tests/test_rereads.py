@@ -54,3 +54,17 @@ async def test_a_burst_of_re_reads_runs_on_at_most_the_cap_of_tasks_and_sleeps_a
         await anyio.wait_all_tasks_blocked()  # at rest: the re-readers sleep
         assert server.reads == reads
         assert flights._background_running == len(flights._idle) <= 4
+
+
+async def test_re_reads_still_run_when_a_tracer_shows_up_while_re_readers_sleep():
+    server = ReferenceServer()
+    server.set(U, "v1", ttl_ms=60_000)
+    async with FreshCache(InMemorySource(server), select=[U], max_concurrent_reads=1) as cache:
+        await until(lambda: cache.status(U).text == "v1" and not cache.pending_reads)
+        server.set(U, "v2", notify=True)
+        await until(lambda: cache.status(U).text == "v2")
+        await anyio.wait_all_tasks_blocked()
+        assert len(cache._flights._idle) == 1  # the one re-reader sleeps, holding the cap
+        cache.telemetry._live = True  # as when an SDK provider is installed later
+        server.set(U, "v3", notify=True)
+        await until(lambda: cache.status(U).text == "v3")
