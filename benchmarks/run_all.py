@@ -34,6 +34,7 @@ SCRIPTS: list[tuple[str, list[str], list[str]]] = [
     ("flood_stdio.py", [], ["--updates", "5000", "--repeats", "1"]),
     ("scale.py", [], ["--quick"]),
     ("idle.py", [], ["--seconds", "2"]),
+    ("costs.py", [], ["--entries", "20000", "--selected", "2000"]),
 ]
 
 
@@ -85,6 +86,7 @@ def main() -> int:
             "flood_stdio",
             "scale",
             "idle",
+            "costs",
         )
     }
     (RESULTS / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -1,7 +1,8 @@
 """`FreshCache`: ties a source, the engine and the store together (DESIGN §4, "middleware").
 
-The fresh-hit path is one dict lookup and one clock read. Everything else lives
-here: single flight (one server read per URI and principal however many callers
+The fresh-hit path is one dict lookup, plus one clock compare when the row has a
+``ttlMs`` bound (a subscription-backed row has none: `_core._hits`). Everything else
+lives here: single flight (one server read per URI and principal however many callers
 wait), per-call deadlines (the read goes on in the background after the caller gave
 up), carrying out the engine's decisions, and the listen supervisor that keeps one
 subscription stream open, re-listens with backoff after a loss and swaps streams
@@ -215,35 +216,64 @@ class FreshCache:
 
     # ------------------------------------------------------------------ reads
 
-    async def read(
-        self, uri: str, *, timeout: float | None = None, principal: str | None = None
-    ) -> ReadResult:
-        """Hand out ``uri``: fresh text, or an explicit state saying why not.
+    if TYPE_CHECKING:
 
-        Does whatever server read the rules require and waits for it up to
-        ``timeout`` seconds (default: ``read_timeout``); after that it returns
-        ``awaiting_fresh_source`` (``timeout``) and the read goes on in the background.
-        """
-        # The hit path: one table lookup and one clock read, for every partition.
-        hit = (self._hits if principal is None else self._hit_tables.get(principal, NO_HITS)).get(
-            uri
-        )
-        if hit is not None and self._clock() < hit[0]:
-            return hit[1]
-        return await self._read_miss(uri, principal, timeout)
+        async def read(
+            self, uri: str, *, timeout: float | None = None, principal: str | None = None
+        ) -> ReadResult:
+            """Hand out ``uri``: fresh text, or an explicit state saying why not.
 
-    async def _read_counting_hits(
-        self, uri: str, *, timeout: float | None = None, principal: str | None = None
+            Does whatever server read the rules require and waits for it up to
+            ``timeout`` seconds (default: ``read_timeout``); after that it returns
+            ``awaiting_fresh_source`` (``timeout``) and the read goes on in the background.
+            """
+            ...
+
+    else:
+
+        async def read(self, uri, timeout=None, principal=None):
+            """Hand out ``uri``: fresh text, or an explicit state saying why not.
+
+            Does whatever server read the rules require and waits for it up to
+            ``timeout`` seconds (default: ``read_timeout``); after that it returns
+            ``awaiting_fresh_source`` (``timeout``) and the read goes on in the background.
+            """
+            # The hit path (DESIGN §8). Its options are keyword-only for type checkers
+            # (above); at run time they are plain defaults, because CPython fills
+            # keyword-only defaults from a dict on every call, a third of an awaited
+            # dict lookup's cost. A row without a time bound is the result itself and
+            # reads no clock; a ``ttlMs`` row is compared against the clock every time
+            # (`_core._hits` says why no timer can stand in for that compare).
+            if principal is None:
+                try:
+                    hit = self._hits[uri]
+                except KeyError:
+                    return await self._read_miss(uri, principal, timeout)
+            else:
+                hit = self._hit_tables.get(principal, NO_HITS).get(uri)
+                if hit is None:
+                    return await self._read_miss(uri, principal, timeout)
+            if hit.__class__ is ReadResult:
+                return hit
+            if self._clock() < hit.expires_at:
+                return hit.value
+            return await self._read_miss(uri, principal, timeout)
+
+    async def _read_counting_hits(  # type: ignore[no-untyped-def]
+        self, uri, timeout=None, principal=None
     ) -> ReadResult:
-        """`read` when a meter is configured: fresh hits are counted too."""
-        hit = (self._hits if principal is None else self._hit_tables.get(principal, NO_HITS)).get(
-            uri
-        )
-        if hit is not None and self._clock() < hit[0]:
-            self._counts.hits += 1
-            if self.telemetry.trace_hits:
-                self.telemetry.traced_hit(hit[1], self._wall_clock())
-            return hit[1]
+        """`read` when a meter is configured: fresh hits are counted too (and traced
+        with ``trace_hits``). Plain defaults at run time, as `read` has."""
+        table = self._hits if principal is None else self._hit_tables.get(principal, NO_HITS)
+        hit: Any = table.get(uri)  # a `Hit` row (see `read`), then its result
+        if hit is not None:
+            if hit.__class__ is not ReadResult:
+                hit = hit.value if self._clock() < hit.expires_at else None
+            if hit is not None:
+                self._counts.hits += 1
+                if self.telemetry.trace_hits:
+                    self.telemetry.traced_hit(hit, self._wall_clock())
+                return hit  # type: ignore[no-any-return]
         return await self._read_miss(uri, principal, timeout)
 
     async def _read_miss(
@@ -257,6 +287,14 @@ class FreshCache:
 
     def status(self, uri: str, *, principal: str | None = None) -> ReadResult:
         """What `read` would hand out right now, without any I/O."""
+        # A fresh row answers as a hit does (the engine wrote it); the rest is judged.
+        table = self._hits if principal is None else self._hit_tables.get(principal, NO_HITS)
+        hit: Any = table.get(uri)
+        if hit is not None:
+            if hit.__class__ is ReadResult:
+                return hit
+            if self._clock() < hit.expires_at:
+                return hit.value  # type: ignore[no-any-return]
         return self.engine.status(uri, self.principal if principal is None else principal)
 
     async def _read_slow(self, uri: str, partition: Partition, timeout: float | None) -> ReadResult:
@@ -275,7 +313,7 @@ class FreshCache:
         with anyio.move_on_after(deadline):
             while True:
                 flight = self._flights.get(key) or self._flights.launch_now(uri, partition)
-                await flight.done.wait()
+                await flight.wait()
                 if flight.error is not None:
                     if isinstance(flight.error, UnsupportedVersionError):
                         self._unusable_now(flight.error)  # no version in common: for good

@@ -10,6 +10,7 @@ caller's own read never waits behind them (DESIGN §6).
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -39,7 +40,6 @@ log = logging.getLogger("freshcache")
 class _Flight:
     """One server read that every concurrent caller of the same URI shares."""
 
-    done: anyio.Event
     background: bool = False
     """Started by a decision (notification, ack), not by a caller: counts against
     ``max_concurrent_reads``."""
@@ -47,6 +47,23 @@ class _Flight:
     result: ReadResult | None = None
     error: ProtocolError | None = None
     """A configuration problem the source raised: every caller waiting gets it."""
+    reread_wanted: str | None = None
+    """The cause of a background read the engine decided on while this one flew."""
+    finished: bool = False
+    _done: anyio.Event | None = None
+    """Made by the first caller who waits: most background re-reads have none."""
+
+    async def wait(self) -> None:
+        """Until the flight's result is set."""
+        if not self.finished:
+            if self._done is None:
+                self._done = anyio.Event()
+            await self._done.wait()
+
+    def finish(self) -> None:
+        self.finished = True
+        if self._done is not None:
+            self._done.set()
 
 
 class ReadFlights:
@@ -74,6 +91,9 @@ class ReadFlights:
         self._queued: dict[tuple[str, Partition], str] = {}
         """Background reads waiting for a place, in order, with their cause."""
         self._background_running = 0
+        """Re-reader tasks, busy or idle (at most `max_background`)."""
+        self._idle: deque[anyio.Event] = deque()
+        """Idle re-readers, each asleep on its own event."""
 
     def __len__(self) -> int:
         return len(self._flights)
@@ -83,27 +103,25 @@ class ReadFlights:
 
     def launch_now(self, uri: str, partition: Partition) -> _Flight:
         """A caller's own read: sent at once, ahead of queued background reads."""
-        self._queued.pop((uri, partition), None)
-        return self._launch(uri, partition, "read", background=False)
-
-    def _launch(self, uri: str, partition: Partition, cause: str, *, background: bool) -> _Flight:
         assert self.tg is not None
-        flight = _Flight(done=anyio.Event(), background=background)
-        if background:
-            self._background_running += 1
-        self._flights[(uri, partition)] = flight
+        self._queued.pop((uri, partition), None)
+        flight = self._flights[(uri, partition)] = _Flight()
         # The task inherits the current context: its request span is a child of the
-        # caller's read span, or of the listen span for re-reads a notification caused.
-        self.tg.start_soon(self._fly, uri, partition, flight, cause)
+        # caller's read span.
+        self.tg.start_soon(self._fly_soon, uri, partition, flight)
         return flight
+
+    async def _fly_soon(self, uri: str, partition: Partition, flight: _Flight) -> None:
+        # Let notifications already queued land first: a burst of invalidations
+        # then costs one read sent after the last of them, not one read each.
+        await anyio.lowlevel.checkpoint()
+        await self._fly(uri, partition, flight, "read")
 
     async def _fly(self, uri: str, partition: Partition, flight: _Flight, cause: str) -> None:
         result: ReadResult | None = None
         unjudged: ReadTicket | None = None
+        gave_up = False
         try:
-            # Let notifications already queued land first: a burst of invalidations
-            # then costs one read sent after the last of them, not one read each.
-            await anyio.lowlevel.checkpoint()
             for _ in range(self._engine.policy.max_rereads):
                 ticket = unjudged = self._engine.begin_read(uri, partition)
                 flight.ticket = ticket
@@ -126,6 +144,7 @@ class ReadFlights:
                     break
                 cause = "superseded"
             if result is None:
+                gave_up = True
                 result = problem_result(
                     uri,
                     AWAITING_FRESH_SOURCE,
@@ -141,29 +160,70 @@ class ReadFlights:
             flight.result = result
             if self._flights.get((uri, partition)) is flight:
                 del self._flights[(uri, partition)]
-            flight.done.set()
+            flight.finish()
             if self._on_settled is not None:
                 self._on_settled(partition, result)
-            if flight.background:
-                self._background_running -= 1
-                self._start_queued()
+            if gave_up and flight.reread_wanted is not None:
+                # The invalidation that overtook the last attempt asked for a re-read
+                # this flight can no longer give: queue it, or nothing would follow it.
+                self.schedule(uri, partition, flight.reread_wanted)
 
     def schedule(self, uri: str, partition: Partition, cause: str) -> None:
-        """A background read the engine decided on: now, or when a place frees up."""
-        key = (uri, partition)
-        if key in self._flights or key in self._queued or self.tg is None:
-            return
-        if self._background_running < self.max_background:
-            self._launch(uri, partition, cause, background=True)
-        else:
-            self._queued[key] = cause
+        """A background read the engine decided on: queued, and carried out in order
+        by at most `max_background` re-reader tasks.
 
-    def _start_queued(self) -> None:
-        while self._queued and self._background_running < self.max_background:
-            key = next(iter(self._queued))
-            cause = self._queued.pop(key)
-            if key not in self._flights and self.tg is not None:
-                self._launch(key[0], key[1], cause, background=True)
+        A burst of re-reads (a reconnect, a notification per selected URI) costs at
+        most ``max_background`` tasks, not one task per read: each re-reader takes the
+        next queued read when its last one is judged. Untraced, an idle re-reader
+        sleeps until a read is queued for it (one is woken per read): notifications
+        that trickle in one per event-loop turn reuse the same few tasks, and at rest
+        they do nothing. Traced, a re-reader starts in the context of the decision
+        that caused its first read (so the request span has the right parent) and
+        ends when the queue is empty.
+        """
+        key = (uri, partition)
+        flying = self._flights.get(key)
+        if flying is not None:
+            flying.reread_wanted = cause  # it re-reads itself if this overtakes it
+            return
+        if key in self._queued or self.tg is None:
+            return
+        self._queued[key] = cause
+        traced = self._telemetry.live()
+        room = self._background_running < self.max_background
+        if self._idle and (not traced or not room):
+            # (Traced with no room left: an idle re-reader from before a provider was
+            # installed takes it, with its old context, and then retires.)
+            self._idle.popleft().set()
+        elif room:
+            self._background_running += 1
+            # Started from the decision's context, with this read first: its request
+            # span is a child of the listen span whose notification caused it.
+            self.tg.start_soon(self._reread_queued, key if traced else None)
+
+    async def _reread_queued(self, first: tuple[str, Partition] | None) -> None:
+        try:
+            while True:
+                while self._queued:
+                    key = first if first in self._queued else next(iter(self._queued))
+                    first = None
+                    cause = self._queued.pop(key)
+                    flying = self._flights.get(key)
+                    if flying is not None:  # a caller's own read is under way
+                        flying.reread_wanted = cause
+                        continue
+                    flight = self._flights[key] = _Flight(background=True)
+                    # Let notifications already queued land first (see `_fly_soon`):
+                    # the flight is registered, so they mark it instead of queueing.
+                    await anyio.lowlevel.checkpoint()
+                    await self._fly(key[0], key[1], flight, cause)
+                if self._telemetry.live():
+                    return  # traced: a task per burst, each in its decision's context
+                wake = anyio.Event()
+                self._idle.append(wake)
+                await wake.wait()
+        finally:
+            self._background_running -= 1
 
     async def _read(self, uri: str, partition: Partition) -> ReadReply | RequestFailed:
         try:

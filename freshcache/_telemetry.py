@@ -22,12 +22,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import metrics, trace
 from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.metrics import _internal as _metrics_api
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from ._core import Invalidation, ReadResult, RequestFailed
@@ -109,6 +110,7 @@ class Telemetry:
         self.metering = meter_provider is not None or _global_meter_provider_set()
         """Whether anyone reads the metrics: fresh hits are counted only then."""
         self.protocol_version = protocol_version
+        self._live = tracer_provider is not None or meter_provider is not None
         self._tracer = trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
         meter = metrics.get_meter(SCOPE, meter_provider=meter_provider)
         self.counts = _Counts()
@@ -147,6 +149,24 @@ class Telemetry:
         )
         self._invalidated_at: dict[str, float] = {}
 
+    def live(self) -> bool:
+        """Whether anything records spans or metrics: a provider was given, or an SDK
+        provider is installed globally (asked at call time, until one shows up).
+
+        With neither, every span and instrument of the API is a no-op that still costs
+        a context attach, a generator and a few calls per server read; the re-read
+        path takes the quiet way instead (`request`, `invalidated`, `fresh_again`).
+        A provider installed later is seen at the next call, as the API's proxies do.
+        Debug logging of ``freshcache.telemetry`` counts as recording too.
+        """
+        if not self._live and (
+            _global_tracer_provider_set()
+            or _global_meter_provider_set()
+            or log.isEnabledFor(logging.DEBUG)  # `-vv`: the debug lines come from here
+        ):
+            self._live = True
+        return self._live
+
     # -- store gauges ----------------------------------------------------------
 
     def watch_store(self, entries: Any, bytes_held: Any) -> None:
@@ -170,9 +190,14 @@ class Telemetry:
 
     # -- spans -------------------------------------------------------------------
 
-    @contextmanager
-    def request(self, method: str, *, uri: str | None = None) -> Iterator[Span]:
+    def request(self, method: str, *, uri: str | None = None) -> AbstractContextManager[Span]:
         """A CLIENT span around one MCP request, with the duration metric."""
+        if not self.live():
+            return _QUIET
+        return self._request(method, uri)
+
+    @contextmanager
+    def _request(self, method: str, uri: str | None) -> Iterator[Span]:
         attributes: dict[str, Any] = {
             MCP_METHOD_NAME: method,
             MCP_PROTOCOL_VERSION: self.protocol_version,
@@ -212,9 +237,14 @@ class Telemetry:
             span.set_attribute(RPC_RESPONSE_STATUS_CODE, str(failure.code))
         span.set_status(Status(StatusCode.ERROR, failure.detail[:200] or failure.kind))
 
-    @contextmanager
-    def read_span(self, uri: str) -> Iterator[Span]:
+    def read_span(self, uri: str) -> AbstractContextManager[Span]:
         """An INTERNAL span around a read that was not a plain fresh hit."""
+        if not self.live():
+            return _QUIET
+        return self._read_span(uri)
+
+    @contextmanager
+    def _read_span(self, uri: str) -> Iterator[Span]:
         with self._tracer.start_as_current_span(
             READ_SPAN, attributes={MCP_RESOURCE_URI: uri}
         ) as span:
@@ -260,6 +290,8 @@ class Telemetry:
         log.debug(
             "invalidated %s: %s%s", event.uri, event.cause, "" if event.trusted else " (untrusted)"
         )
+        if not self.live():
+            return
         self._invalidations.add(1, {CAUSE: event.cause, TRUSTED: event.trusted})
         if event.uri not in self._invalidated_at:
             if len(self._invalidated_at) >= _MAX_TIMED_INVALIDATIONS:
@@ -278,6 +310,8 @@ class Telemetry:
             span.add_event("freshcache.invalidated", attrs)
 
     def fresh_again(self, uri: str, now: float) -> None:
+        if not self.live():
+            return
         since = self._invalidated_at.pop(uri, None)
         if since is not None:
             log.debug("fresh again: %s, %.1f ms after its invalidation", uri, 1000 * (now - since))
@@ -285,6 +319,8 @@ class Telemetry:
 
     def server_read(self, cause: str) -> None:
         log.debug("server read (%s)", cause)
+        if not self.live():
+            return
         self._server_reads.add(1, {CAUSE: cause})
 
     def relisten(self, outcome: str) -> None:
@@ -331,9 +367,50 @@ _MAX_TIMED_INVALIDATIONS = 4096
 """URIs whose invalidation-to-fresh time is being measured at once, at most."""
 
 
+class _QuietSpan:
+    """What `Telemetry.request` and `read_span` hand out when nothing records: the
+    API's non-recording span, with no context attached (nothing could read it)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> Span:
+        return trace.INVALID_SPAN
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+_QUIET = _QuietSpan()
+
+
+def _global_tracer_provider_set() -> bool:
+    """Whether a tracer provider was installed globally (not the API's proxy).
+
+    Asked on every server read while nothing records, so it reads the API's module
+    global (`trace.get_tracer_provider` looks the environment up on every call); an
+    environment-configured provider is loaded into it by the first `get_tracer`,
+    which `Telemetry` makes at construction. Without that global (another API
+    version), the public call answers.
+    """
+    provider = getattr(trace, "_TRACER_PROVIDER", _ASK)
+    if provider is None:
+        return False
+    if provider is _ASK:
+        provider = trace.get_tracer_provider()
+    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
+
+_ASK = object()
+
+
 def _global_meter_provider_set() -> bool:
-    """Whether an SDK meter provider was installed globally (not the API's proxy)."""
-    provider = metrics.get_meter_provider()
+    """Whether an SDK meter provider was installed globally (not the API's proxy);
+    read like `_global_tracer_provider_set`."""
+    provider = getattr(_metrics_api, "_METER_PROVIDER", _ASK)
+    if provider is None:
+        return False
+    if provider is _ASK:
+        provider = metrics.get_meter_provider()
     return not isinstance(provider, metrics.NoOpMeterProvider) and (
         type(provider).__name__ != "_ProxyMeterProvider"
     )

@@ -5,9 +5,10 @@ asyncio); every method hands its work to that loop and waits for the answer, so 
 results are exactly `FreshCache`'s. The one exception is a fresh hit: `read` looks it
 up in the calling thread (the hit tables are plain dicts whose rows the loop thread
 replaces whole, so a lookup sees an old row or a new one, never half of one), and only
-a miss crosses to the loop. Any number of threads may call it at once: reads
-of the same URI still share one server read. ``close()`` (or leaving the ``with``
-block) stops the subscription stream, closes the source and ends the thread.
+a miss crosses to the loop; `status` of a fresh URI is answered the same way. Any
+number of threads may call it at once: reads of the same URI still share one server
+read. ``close()`` (or leaving the ``with`` block) stops the subscription stream, closes
+the source and ends the thread.
 
     from freshcache import LoaderSource
     from freshcache.sync import SyncFreshCache
@@ -35,7 +36,7 @@ from typing_extensions import Self
 from ._cache import FreshCache, ListResult
 from ._context import Context
 from ._core import ReadResult
-from ._core._hits import NO_HITS
+from ._core._hits import NO_HITS, row_result
 from ._errors import FreshCacheError
 from ._source import ServerInfo, Source
 
@@ -110,12 +111,15 @@ class SyncFreshCache:
     ) -> ReadResult:
         """`FreshCache.read`: fresh text, or an explicit state saying why not."""
         if self._hits_in_thread and not self._closed:
-            hit = (
-                self._hits if principal is None else self._hit_tables.get(principal, NO_HITS)
-            ).get(uri)
-            if hit is not None and self._clock() < hit[0]:
-                return hit[1]
+            hit = self._hit(uri, principal)
+            if hit is not None:
+                return hit
         return self._run(partial(self._cache.read, uri, timeout=timeout, principal=principal))
+
+    def _hit(self, uri: str, principal: str | None) -> ReadResult | None:
+        """A fresh row looked up in the calling thread (see the module docstring)."""
+        table = self._hits if principal is None else self._hit_tables.get(principal, NO_HITS)
+        return row_result(table.get(uri), self._clock())
 
     def context(
         self, uris: Iterable[str], *, timeout: float | None = None, principal: str | None = None
@@ -126,6 +130,12 @@ class SyncFreshCache:
 
     def status(self, uri: str, *, principal: str | None = None) -> ReadResult:
         """`FreshCache.status`: what `read` would hand out now, without I/O."""
+        # A fresh row answers in the calling thread, as a hit does; anything else is
+        # judged on the loop thread, which owns the engine's records.
+        if not self._closed:
+            hit = self._hit(uri, principal)
+            if hit is not None:
+                return hit
         return self._call(partial(self._cache.status, uri, principal=principal))
 
     def list_resources(

@@ -16,8 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 CHARTS = ROOT / "docs" / "charts"
 SVG = "{http://www.w3.org/2000/svg}"
-COMMITTED = ["scale", "hit_path"] + (["fleet"] if (RESULTS / "fleet.json").is_file() else [])
-"""The charts drawn from committed results (fleet's once `benchmarks/fleet.py` has run)."""
+COMMITTED = ["scale", "hit_path"] + [
+    name for name in ("fleet", "costs") if (RESULTS / f"{name}.json").is_file()
+]
+"""The charts drawn from committed results (fleet's and costs' once their scripts ran)."""
 
 
 def charts(results: Path, out: Path) -> subprocess.CompletedProcess[str]:

@@ -180,7 +180,7 @@ class _Bookkeeping:
         self.hit_tables = self._hits.tables
         """Partition -> its hit table (see `HitTables`)."""
         self.hits: HitTable = self._hits.table(default_partition)
-        """The default partition's hit table: bare URI -> (fresh until, result)."""
+        """The default partition's hit table: bare URI -> its row (see `Hit`)."""
         self._store = store
         self._store.set_eviction_listener(self._evicted)
         self._uris = UriRecords()
@@ -257,12 +257,12 @@ class _Bookkeeping:
         assert isinstance(entry.value, ReadResult)
         if self._uncovered_strict(uri, state):
             return
-        until = entry.expires_at
         backed = self.policy.subscription_backed or entry.hintless
         if backed and state.selected and self._subs.covers(uri):
             # Fresh until notified: 2025 reads have no TTL, the subscription vouches.
-            until = _INF
-        self._hits.put(uri, partition, until, entry.value)
+            self._hits.put(uri, partition, entry.value)  # no time bound: no clock on a hit
+        else:
+            self._hits.put(uri, partition, entry)  # fresh until entry.expires_at
 
     def _unindex(self, uri: str, state: UriRecord) -> None:
         for part in state.partitions:
@@ -445,7 +445,12 @@ class _ReadRules(_Bookkeeping):
         scope = reply.cache_scope or "private"
         stored_partition = PUBLIC if scope == "public" and self.policy.share_public else partition
         cached = fresh_result(
-            uri, contents, fetched_at=fetched_at, server_read=False, version=handed.version
+            uri,
+            contents,
+            fetched_at=fetched_at,
+            server_read=False,
+            version=handed.version,
+            text=handed.text,
         )
         ttl = self.policy.ttl_seconds(reply.ttl_ms)
         if reply.hintless and not state.selected:

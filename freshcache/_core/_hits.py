@@ -1,22 +1,49 @@
-"""The hit tables: what the fast path consults (DESIGN §6).
+"""The hit tables: what the fast path consults (DESIGN §8).
 
-One dict per partition, keyed by the bare URI, holding ``(fresh until, result)`` for
-entries whose generation is current and that the rules let be served without a
-server read. A hit is one dict lookup and one clock comparison, for every partition;
-rows are replaced whole, so a reader in another thread sees an old row or a new one.
+One dict per partition, keyed by the bare URI, holding a row for each entry whose
+generation is current and that the rules let be served without a server read.
+Rows are replaced whole, so a reader in another thread sees an old row or a new one.
+
+A row has one of two shapes, and which one is the whole of the hit's time rule:
+
+- the `ReadResult` itself: an entry with **no time bound** (subscription-backed: it
+  stays fresh until an *event* — a notification, a stream loss, coverage ending — and
+  every such event removes or replaces the row before it returns). A hit on it reads
+  no clock: one lookup and a type check.
+- the stored `Entry`: an entry bounded by ``ttlMs``; a hit compares its
+  ``expires_at`` against the clock, every time. Why not remove such rows with a timer
+  at the deadline and skip the clock: a timer runs on the event loop, and a hit never
+  yields to it. A task that blocks the loop (a synchronous call in async code) and
+  then reads would be handed a row whose deadline passed while its timer waited
+  behind that very task; a margin before the deadline only moves the problem. The
+  clock compare is the only check that holds however late the loop is, so a
+  time-bounded row always pays for it.
 """
 
 from __future__ import annotations
 
-from ._entries import Partition
+from ._entries import Entry, Partition
 from ._model import ReadResult
 
-Hit = tuple[float, ReadResult]
-"""(fresh until, result) in a partition's hit table."""
+Hit = ReadResult | Entry
+"""A row of a partition's hit table: the result (no time bound), or the stored entry
+(fresh while the clock is before its ``expires_at``; its value is a `ReadResult`)."""
 HitTable = dict[str, Hit]
 
 NO_HITS: HitTable = {}
 """Stands for the table of a partition that has none yet; never written to."""
+
+
+def row_result(hit: Hit | None, now: float) -> ReadResult | None:
+    """The result a row hands out at ``now`` (monotonic), or ``None``."""
+    if hit is None:
+        return None
+    if isinstance(hit, ReadResult):
+        return hit  # no time bound
+    if now < hit.expires_at:
+        assert isinstance(hit.value, ReadResult)
+        return hit.value
+    return None
 
 
 class HitTables:
@@ -34,10 +61,14 @@ class HitTables:
 
     def fresh(self, uri: str, partition: Partition, now: float) -> ReadResult | None:
         hit = self.tables.get(partition, NO_HITS).get(uri)
-        return hit[1] if hit is not None and now < hit[0] else None
+        if hit is None or hit.__class__ is ReadResult:
+            return hit  # none, or no time bound
+        # An entry row's value is a ReadResult (`put` checks it).
+        return hit.value if now < hit.expires_at else None  # type: ignore[union-attr,return-value]
 
-    def put(self, uri: str, partition: Partition, until: float, result: ReadResult) -> None:
-        self.table(partition)[uri] = (until, result)
+    def put(self, uri: str, partition: Partition, row: Hit) -> None:
+        assert isinstance(row, ReadResult) or isinstance(row.value, ReadResult)
+        self.table(partition)[uri] = row
 
     def pop(self, uri: str, partition: Partition) -> None:
         table = self.tables.get(partition)

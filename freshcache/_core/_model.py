@@ -87,11 +87,29 @@ class ResourceContents:
 
 
 def version_of(contents: Sequence[ResourceContents]) -> str:
-    """A short digest of the contents, so that "v1" and "v2" are observable."""
-    canonical = json.dumps(
-        [item.to_mcp() for item in contents], sort_keys=True, separators=(",", ":")
-    )
-    return hashlib.blake2b(canonical.encode(), digest_size=8).hexdigest()
+    """A short digest of the contents, so that "v1" and "v2" are observable.
+
+    Every field of every item goes in, each length-prefixed (so no two different
+    contents share an encoding); annotations and ``_meta`` go in as canonical JSON,
+    when present. One hash per reply, and no JSON document built for the text.
+    """
+    digest = hashlib.blake2b(digest_size=8)
+    for item in contents:
+        digest.update(_canonical(item))
+    return digest.hexdigest()
+
+
+def _canonical(item: ResourceContents) -> bytes:
+    parts = []
+    for field_ in (item.uri, item.mime_type, item.text, item.blob):
+        parts.append("-" if field_ is None else f"{len(field_)}:{field_}")
+    if item.annotations is not None or item.meta is not None:
+        extra = [
+            None if item.annotations is None else dict(item.annotations),
+            None if item.meta is None else dict(item.meta),
+        ]
+        parts.append(json.dumps(extra, sort_keys=True, separators=(",", ":")))
+    return "".join(parts).encode("utf-8", "surrogatepass")
 
 
 def text_of(contents: Sequence[ResourceContents]) -> str | None:
@@ -140,13 +158,14 @@ def fresh_result(
     fetched_at: float,
     server_read: bool,
     version: str | None = None,
+    text: str | None = None,
 ) -> ReadResult:
-    """Build a ``fresh`` result (computing version and text once)."""
+    """Build a ``fresh`` result (version and text computed unless given)."""
     return ReadResult(
         state=FRESH,
         uri=uri,
         contents=contents,
-        text=text_of(contents),
+        text=text if text is not None else text_of(contents),
         version=version if version is not None else version_of(contents),
         fetched_at=fetched_at,
         server_read=server_read,

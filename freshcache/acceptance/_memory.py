@@ -24,6 +24,9 @@ from .._core import (
 from .._source import PROTOCOL_VERSION, ServerInfo
 from ._reference import ReferenceServer, push_event
 
+_BATCH = 64
+"""Messages one receive hands on at most (a transport's chunk)."""
+
 
 class InMemorySource:
     """A `Source` that calls a `ReferenceServer` in the same process."""
@@ -81,11 +84,23 @@ class InMemorySource:
         _, receive = registered
         try:
             async with receive:
-                async for push in receive:
-                    event = push_event(sid, push)
-                    yield event
-                    if isinstance(event, StreamClosed | StreamLost):
-                        return
+                while True:
+                    try:
+                        pushes = [await receive.receive()]
+                    except anyio.EndOfStream:
+                        break
+                    # What is already buffered comes with it, as one read of a real
+                    # transport hands out every message of its chunk (bounded).
+                    while len(pushes) < _BATCH:
+                        try:
+                            pushes.append(receive.receive_nowait())
+                        except (anyio.WouldBlock, anyio.EndOfStream):
+                            break
+                    for push in pushes:
+                        event = push_event(sid, push)
+                        yield event
+                        if isinstance(event, StreamClosed | StreamLost):
+                            return
             yield StreamLost(sid, "stream ended")
         finally:
             server.unsubscribe(sid)

@@ -1,0 +1,666 @@
+"""Every row of issue 25's table in one run: each cost beside its floor, as a ratio.
+
+    python benchmarks/costs.py [--rounds 3] [--selected 10000] [--fleet] [--json PATH]
+
+One process, one event loop, against the in-memory reference server (`ReferenceServer`
+behind `InMemorySource`). Every figure is CPU time (``time.process_time``), the variants
+of a row interleaved round by round, the median of ``--rounds`` rounds, and the
+machine's load average is printed beside it (2 shared cores: wall-clock is noise):
+
+- **fresh hit** ``await cache.read(uri)`` against an awaited dict lookup: for a covered
+  selected URI the subscription vouches for (no time bound: the hit reads no clock) and
+  for a URI within its ``ttlMs`` (the hit compares against the clock); the traced hit
+  (``trace_hits=True``, an SDK tracer) against the untraced one with the same SDK.
+- **status** ``cache.status(uri)`` of a fresh URI against a dict lookup, for
+  `FreshCache` and for `SyncFreshCache` (which answered every status on its loop thread).
+- **bookkeeping per cached URI**: tracemalloc bytes per entry of the engine with its
+  `MemoryStore` (100k entries, 32-byte texts), beside a ``cachetools.TTLCache``
+  holding the same strings; the strings themselves are in neither figure.
+- **re-reads end to end**: ``resources/updated`` for every one of N selected URIs,
+  published on the live stream, until every re-read landed; against the engine alone
+  doing the same (``handle`` + ``begin_read`` + ``finish_read``).
+- **notifications end to end at N selected**: ``resources/updated`` for URIs never
+  read, through the stream into the engine; against ``engine.handle`` of the same events.
+- **fleet** (``--fleet``, needs Valkey and the SDK fixture server): ``resources/updated``
+  on the server until every one of ``--workers`` fleet worker processes no longer
+  hands out the old text (median and p99), beside a raw Valkey publish reaching as many
+  plain redis-py subscriber processes, on the same Valkey, halves interleaved.
+
+Writes ``benchmarks/results/costs.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+from cachetools import TTLCache
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from freshcache import FreshCache, MemoryStore, Policy  # noqa: E402
+from freshcache._core import (  # noqa: E402
+    FreshnessEngine,
+    ListenAcknowledged,
+    ListenStarted,
+    ReadReply,
+    ReadResource,
+    ResourceContents,
+    ResourceUpdated,
+)
+from freshcache.acceptance import InMemorySource, ReferenceServer  # noqa: E402
+from freshcache.sync import SyncFreshCache  # noqa: E402
+
+HOUR_MS = 3_600_000
+URI = "guide://shipping/approval"
+TEXT = "text of a resource, 32 bytes..."
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def uri_of(n: int) -> str:
+    return f"guide://costs/{n:07d}"
+
+
+# ---------------------------------------------------------------------- per-call rows
+
+
+def cpu_ns(fn: Callable[[], object], loops: int) -> float:
+    started = time.process_time()
+    for _ in range(loops):
+        fn()
+    return (time.process_time() - started) / loops * 1e9
+
+
+async def cpu_ns_async(fn: Callable[[], Awaitable[object]], loops: int) -> float:
+    started = time.process_time()
+    for _ in range(loops):
+        await fn()
+    return (time.process_time() - started) / loops * 1e9
+
+
+async def interleaved(
+    variants: dict[str, Callable[[], Any]], rounds: int, loops: int
+) -> dict[str, float]:
+    """Median ns per call of each variant, one repeat of each in turn per round."""
+    seen: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            probe = fn()
+            if asyncio.iscoroutine(probe):
+                await probe
+                seen[name].append(await cpu_ns_async(fn, loops))
+            else:
+                seen[name].append(cpu_ns(fn, loops))
+    return {name: statistics.median(values) for name, values in seen.items()}
+
+
+def sdk_providers() -> dict[str, Any] | None:
+    try:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import (
+            BatchSpanProcessor,
+            SpanExporter,
+            SpanExportResult,
+        )
+    except ImportError:  # the SDK is a test extra
+        return None
+
+    class Discard(SpanExporter):
+        def export(self, spans: object) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(Discard()))
+    return {"tracer_provider": tracer_provider, "meter_provider": MeterProvider()}
+
+
+async def live_and_fresh(cache: FreshCache, uris: list[str]) -> None:
+    deadline = time.monotonic() + 120
+    while (
+        cache.stream_status != "live"
+        or cache.pending_reads
+        or any(cache.status(u).state != "fresh" for u in uris)
+    ):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not fresh: {[(u, cache.status(u).reason) for u in uris][:3]}")
+        await anyio.sleep(0.002)
+
+
+async def hit_rows(rounds: int, loops: int) -> dict[str, Any]:
+    plain = {URI: "v1"}
+
+    async def dict_get(uri: str) -> str:
+        return plain[uri]
+
+    def awaited_dict() -> Awaitable[str]:  # called as the reads are: through a lambda
+        return dict_get(URI)
+
+    server = ReferenceServer()
+    server.set(URI, "v1", ttl_ms=HOUR_MS)
+    sdk = sdk_providers()
+    async with AsyncExitStack() as stack:
+        backed = await stack.enter_async_context(
+            FreshCache(
+                InMemorySource(server), select=[URI], policy=Policy(subscription_backed=True)
+            )
+        )
+        timed = await stack.enter_async_context(FreshCache(InMemorySource(server), listen=False))
+        await live_and_fresh(backed, [URI])
+        assert (await timed.read(URI)).state == "fresh"
+        variants: dict[str, Callable[[], Any]] = {
+            "awaited_dict": awaited_dict,
+            "hit_subscription_backed": lambda: backed.read(URI),
+            "hit_within_ttl": lambda: timed.read(URI),
+        }
+        if sdk is not None:
+            for name, options in (
+                ("hit_sdk_untraced", sdk),
+                ("hit_sdk_traced", {**sdk, "trace_hits": True}),
+            ):
+                cache = await stack.enter_async_context(
+                    FreshCache(InMemorySource(server), listen=False, **options)
+                )
+                assert (await cache.read(URI)).state == "fresh"
+                variants[name] = lambda c=cache: c.read(URI)
+        reads = server.reads
+        ns = await interleaved(variants, rounds, loops)
+        assert server.reads == reads, "the hit rows must measure hits only"
+    return ns
+
+
+async def status_rows(rounds: int, loops: int) -> dict[str, Any]:
+    plain = {URI: "v1"}
+    server = ReferenceServer()
+    server.set(URI, "v1", ttl_ms=HOUR_MS)
+    with SyncFreshCache(InMemorySource(server), listen=False) as sync_cache:
+        assert sync_cache.read(URI).state == "fresh"
+        async with FreshCache(InMemorySource(server), listen=False) as cache:
+            assert (await cache.read(URI)).state == "fresh"
+            return await interleaved(
+                {
+                    "dict_lookup": lambda: plain.get(URI),
+                    "status": lambda: cache.status(URI),
+                    "sync_status": lambda: sync_cache.status(URI),
+                },
+                rounds,
+                loops,
+            )
+
+
+# ---------------------------------------------------------------------- bookkeeping
+
+
+def bytes_per_entry(entries: int) -> dict[str, float]:
+    data = [
+        (f"guide://bench/{n:08d}", f"text of resource {n:08d} ......"[:32]) for n in range(entries)
+    ]
+
+    def fill_engine() -> object:
+        engine = FreshnessEngine(store=MemoryStore(max_entries=entries + 1, max_bytes=1 << 40))
+        for uri, text in data:
+            ticket = engine.begin_read(uri, None)
+            reply = ReadReply((ResourceContents(uri, text=text),), ttl_ms=HOUR_MS)
+            engine.finish_read(ticket, reply)
+        assert len(engine.hits) == entries
+        return engine
+
+    def fill_ttlcache() -> object:
+        cache: TTLCache[str, str] = TTLCache(maxsize=entries + 1, ttl=3600)
+        for uri, text in data:
+            cache[uri] = text
+        return cache
+
+    out = {}
+    for name, fill in (("ttlcache", fill_ttlcache), ("freshcache", fill_engine)):
+        gc.collect()
+        objects = len(gc.get_objects())
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        held = fill()
+        gc.collect()
+        after = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        out[f"{name}_bytes"] = (after - before) / entries
+        out[f"{name}_gc_objects"] = (len(gc.get_objects()) - objects) / entries
+        del held
+    return out
+
+
+# ---------------------------------------------------------------------- pipelines
+
+
+def acknowledged_engine(uris: list[str]) -> tuple[FreshnessEngine, str]:
+    engine = FreshnessEngine(store=MemoryStore(max_entries=2 * len(uris) + 1000, max_bytes=1 << 40))
+    engine.select(uris)
+    sid = "listen-1"
+    engine.handle(ListenStarted(sid, frozenset(uris), True))
+    for decision in engine.handle(ListenAcknowledged(sid, frozenset(uris), True)):
+        if isinstance(decision, ReadResource):
+            ticket = engine.begin_read(decision.uri, None)
+            engine.finish_read(ticket, reply_of(decision.uri))
+    return engine, sid
+
+
+def reply_of(uri: str) -> ReadReply:
+    return ReadReply((ResourceContents(uri, text=TEXT, mime_type="text/plain"),), ttl_ms=HOUR_MS)
+
+
+def engine_rereads(engine: FreshnessEngine, sid: str, uris: list[str]) -> float:
+    """CPU seconds of the engine alone re-reading every URI after a notification."""
+    started = time.process_time()
+    for uri in uris:
+        for decision in engine.handle(ResourceUpdated(uri, sid)):
+            if isinstance(decision, ReadResource):
+                ticket = engine.begin_read(decision.uri, None)
+                engine.finish_read(ticket, reply_of(decision.uri))
+    return time.process_time() - started
+
+
+def engine_notifications(engine: FreshnessEngine, sid: str, events: list[str]) -> float:
+    started = time.process_time()
+    for uri in events:
+        engine.handle(ResourceUpdated(uri, sid))
+    return time.process_time() - started
+
+
+async def published(
+    cache: FreshCache, server: ReferenceServer, uris: list[str], *, raw: bool, rereads: bool
+) -> float:
+    """CPU seconds from publishing ``resources/updated`` for ``uris`` until the cache took
+    them all in (and, with ``rereads``, every re-read landed)."""
+    counters = cache.engine.counters
+    target_reads = counters.server_reads + (len(uris) if rereads else 0)
+    batch = 2_000  # the reference server's stream buffer holds 10,000
+    base = counters.notifications
+    started = time.process_time()
+    for first in range(0, len(uris), batch):
+        chunk = uris[first : first + batch]
+        for uri in chunk:
+            server.notify_updated(uri, raw=raw)
+        while counters.notifications < base + first + len(chunk):
+            await anyio.lowlevel.checkpoint()
+    while rereads and (counters.server_reads < target_reads or cache.pending_reads):
+        await anyio.lowlevel.checkpoint()
+    took = time.process_time() - started
+    if cache.stream_status != "live":
+        raise RuntimeError("the stream was lost while publishing change events")
+    return took
+
+
+async def pipeline_rows(rounds: int, selected: int) -> dict[str, Any]:
+    uris = [uri_of(n) for n in range(selected)]
+    never_read = [f"guide://never-read/{n:07d}" for n in range(selected)]
+    server = ReferenceServer()
+    for uri in uris:
+        server.set(uri, TEXT, ttl_ms=HOUR_MS, mime_type="text/plain")
+    engine, sid = acknowledged_engine(uris)
+    store = MemoryStore(max_entries=2 * selected + 1000, max_bytes=1 << 40)
+    seen: dict[str, list[float]] = {
+        "engine_rereads_per_s": [],
+        "rereads_per_s": [],
+        "engine_notifications_per_s": [],
+        "notifications_per_s": [],
+    }
+    async with FreshCache(
+        InMemorySource(server), select=uris, store=store, read_timeout=600.0
+    ) as cache:
+        await live_and_fresh(cache, uris)
+        for _ in range(rounds):
+            gc.collect()
+            seen["engine_rereads_per_s"].append(selected / engine_rereads(engine, sid, uris))
+            gc.collect()
+            took = await published(cache, server, uris, raw=False, rereads=True)
+            seen["rereads_per_s"].append(selected / took)
+            assert all(cache.status(u).state == "fresh" for u in uris)
+            gc.collect()
+            seen["engine_notifications_per_s"].append(
+                selected / engine_notifications(engine, sid, never_read)
+            )
+            gc.collect()
+            took = await published(cache, server, never_read, raw=True, rereads=False)
+            seen["notifications_per_s"].append(selected / took)
+    return {name: statistics.median(values) for name, values in seen.items()}
+
+
+# ---------------------------------------------------------------------- fleet
+
+SUBSCRIBER = """
+import asyncio, sys, time
+import redis.asyncio as redis
+
+async def main(url, channel):
+    client = redis.from_url(url)
+    pubsub = client.pubsub()
+    await pubsub.subscribe(channel)
+    print("ready", flush=True)
+    while True:
+        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+        if message is not None and message["type"] == "message":
+            print(message["data"].decode(), time.time(), flush=True)
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+def p50_p99(seconds: list[float]) -> tuple[float, float]:
+    ordered = sorted(seconds)
+    return (
+        statistics.median(ordered) * 1e3,
+        ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1e3,
+    )
+
+
+def raw_pubsub(valkey_url: str, workers: int, samples: int) -> list[float]:
+    """Publish → received by every one of ``workers`` subscriber processes (seconds)."""
+    import queue
+    import subprocess
+    import threading
+
+    import redis
+
+    channel = "costs-floor"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", SUBSCRIBER, valkey_url, channel],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(workers)
+    ]
+    lines: queue.Queue[tuple[int, str]] = queue.Queue()
+
+    def pump(n: int, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put((n, line))
+
+    for n, proc in enumerate(procs):
+        threading.Thread(target=pump, args=(n, proc), daemon=True).start()
+    try:
+        ready = 0
+        while ready < workers:
+            ready += lines.get(timeout=60)[1].startswith("ready")
+        client = redis.Redis.from_url(valkey_url)
+        took = []
+        for i in range(samples):
+            sent = time.time()
+            client.publish(channel, str(i))
+            got: dict[int, float] = {}
+            while len(got) < workers:
+                n, line = lines.get(timeout=30)
+                tag, at = line.split()
+                if tag == str(i):
+                    got[n] = float(at)
+            took.append(max(got.values()) - sent)
+            time.sleep(0.005)
+        client.close()
+        return took
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def fleet_not_fresh(valkey_url: str, workers: int, samples: int) -> list[float]:
+    """``resources/updated`` on the server → every fleet worker not fresh (seconds)."""
+    import httpx
+
+    from benchmarks.fleet import URI as FLEET_URI
+    from benchmarks.fleet import Worker, text_of, wait
+    from tests.conftest import start_sdk_server, stop_process
+
+    sdk = start_sdk_server()
+    crew: list[Worker] = []
+    try:
+        control = httpx.Client(timeout=10.0)  # one client for every change
+        control.post(sdk.control_url, json={"op": "set", "uri": FLEET_URI, "text": "v0"})
+        crew = [Worker(sdk.url, valkey_url) for _ in range(workers)]
+        wait(lambda: all(text_of(w) == "v0" for w in crew), "every worker at v0", crew, 180)
+        took = []
+        for i in range(1, samples + 1):
+            mark = [len(w.drain()) for w in crew]
+            sent = time.time()
+            control.post(
+                sdk.control_url,
+                json={"op": "set", "uri": FLEET_URI, "text": f"v{i}", "notify": True},
+            )
+            wait(lambda i=i: all(text_of(w) == f"v{i}" for w in crew), f"at v{i}", crew)
+            firsts = []
+            for w, m in zip(crew, mark, strict=True):
+                gone = [x for x in w.seen[m:] if "state" in x and x["text"] != f"v{i - 1}"]
+                firsts.append(gone[0]["at"] if gone else sent)
+            took.append(max(firsts) - sent)
+        control.close()
+        return took
+    finally:
+        for w in crew:
+            if w.proc.poll() is None:
+                w.proc.kill()
+            w.proc.wait()
+        stop_process(sdk.process)
+
+
+def fleet_rows(workers: int, samples: int) -> dict[str, float]:
+    """The raw Valkey pub/sub floor and the fleet, on one Valkey, rounds interleaved."""
+    from tests.valkey_support import Valkey
+
+    valkey = Valkey()
+    valkey.start()
+    try:
+        floor: list[float] = []
+        fleet: list[float] = []
+        for _ in range(2):  # interleaved halves: a busy spell weighs on both
+            floor += raw_pubsub(valkey.url, workers, samples // 2)
+            fleet += fleet_not_fresh(valkey.url, workers, samples // 2)
+    finally:
+        valkey.stop()
+    floor_p50, floor_p99 = p50_p99(floor)
+    fleet_p50, fleet_p99 = p50_p99(fleet)
+    return {
+        "floor_p50_ms": floor_p50,
+        "floor_p99_ms": floor_p99,
+        "fleet_p50_ms": fleet_p50,
+        "fleet_p99_ms": fleet_p99,
+        "samples": len(fleet),
+    }
+
+
+# ---------------------------------------------------------------------- report
+
+
+def row(
+    what: str,
+    floor_name: str,
+    floor: float,
+    name: str,
+    value: float,
+    unit: str,
+    higher_is_better: bool = False,
+) -> dict[str, Any]:
+    ratio = floor / value if higher_is_better else value / floor
+    return {
+        "what": what,
+        "floor": floor_name,
+        "floor_value": round(floor, 1),
+        "freshcache": name,
+        "value": round(value, 1),
+        "unit": unit,
+        "ratio_to_floor": round(ratio, 3),
+    }
+
+
+async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    hits = await hit_rows(args.rounds, args.loops)
+    for name in ("hit_subscription_backed", "hit_within_ttl"):
+        rows.append(
+            row(
+                f"fresh hit ({name[4:].replace('_', ' ')})",
+                "awaited dict",
+                hits["awaited_dict"],
+                name,
+                hits[name],
+                "ns",
+            )
+        )
+    if "hit_sdk_traced" in hits:
+        rows.append(
+            row(
+                "traced hit vs untraced (SDK installed)",
+                "untraced hit",
+                hits["hit_sdk_untraced"],
+                "trace_hits=True",
+                hits["hit_sdk_traced"],
+                "ns",
+            )
+        )
+        rows.append(
+            row(
+                "untraced hit, SDK installed (hits counted)",
+                "awaited dict",
+                hits["awaited_dict"],
+                "hit_sdk_untraced",
+                hits["hit_sdk_untraced"],
+                "ns",
+            )
+        )
+    status = await status_rows(args.rounds, args.loops)
+    rows.append(
+        row(
+            "cache.status(uri), fresh",
+            "dict lookup",
+            status["dict_lookup"],
+            "FreshCache.status",
+            status["status"],
+            "ns",
+        )
+    )
+    rows.append(
+        row(
+            "sync cache.status(uri), fresh",
+            "dict lookup",
+            status["dict_lookup"],
+            "SyncFreshCache.status",
+            status["sync_status"],
+            "ns",
+        )
+    )
+    memory = bytes_per_entry(args.entries)
+    rows.append(
+        row(
+            "bookkeeping per cached URI",
+            "cachetools.TTLCache",
+            memory["ttlcache_bytes"],
+            "engine + MemoryStore",
+            memory["freshcache_bytes"],
+            "B",
+        )
+    )
+    rows[-1]["gc_objects_per_uri"] = round(memory["freshcache_gc_objects"], 2)
+    rows[-1]["ttlcache_gc_objects_per_uri"] = round(memory["ttlcache_gc_objects"], 2)
+    pipes = await pipeline_rows(args.rounds, args.selected)
+    rows.append(
+        row(
+            f"re-reads end to end ({args.selected} selected)",
+            "engine alone",
+            pipes["engine_rereads_per_s"],
+            "FreshCache",
+            pipes["rereads_per_s"],
+            "/s",
+            higher_is_better=True,
+        )
+    )
+    rows.append(
+        row(
+            f"notifications end to end ({args.selected} selected)",
+            "engine alone",
+            pipes["engine_notifications_per_s"],
+            "FreshCache",
+            pipes["notifications_per_s"],
+            "/s",
+            higher_is_better=True,
+        )
+    )
+    if args.fleet:
+        fleet = fleet_rows(args.workers, args.fleet_samples)
+        for which in ("p50", "p99"):
+            rows.append(
+                row(
+                    f"fleet updated -> {args.workers} workers not fresh, {which}",
+                    "raw Valkey pub/sub",
+                    fleet[f"floor_{which}_ms"],
+                    "fleet=",
+                    fleet[f"fleet_{which}_ms"],
+                    "ms",
+                )
+            )
+            rows[-1]["samples"] = fleet["samples"]
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--loops", type=int, default=100_000)
+    parser.add_argument("--entries", type=int, default=100_000)
+    parser.add_argument("--selected", type=int, default=10_000)
+    parser.add_argument("--label", default="")
+    parser.add_argument("--fleet", action="store_true", help="also the fleet rows (Valkey)")
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--fleet-samples", type=int, default=200)
+    parser.add_argument(
+        "--json", type=Path, default=Path(__file__).parent / "results" / "costs.json"
+    )
+    args = parser.parse_args()
+    load_before = load()
+    rows = asyncio.run(measure(args))
+    load_after = load()
+    print(
+        f"load average before {load_before}, after {load_after}; CPU time, median of "
+        f"{args.rounds} interleaved rounds; ratio = cost / floor (higher = slower)"
+    )
+    print(f"{'what':<44} {'floor':>12} {'freshcache':>12} {'ratio':>7}")
+    for r in rows:
+        print(
+            f"{r['what']:<44} {r['floor_value']:>10}{r['unit']:>2} "
+            f"{r['value']:>10}{r['unit']:>2} {r['ratio_to_floor']:>6.2f}x"
+        )
+    report = {
+        "benchmark": "costs",
+        "label": args.label,
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+        },
+        "load_average": {"before": load_before, "after": load_after},
+        "rounds": args.rounds,
+        "rows": rows,
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"written to {args.json}")
+
+
+if __name__ == "__main__":
+    main()
