@@ -127,3 +127,22 @@ def test_importing_freshcache_does_not_import_the_sdk_an_otel_sdk_or_the_test_eq
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+LOADED_ON_FIRST_USE = ("httpx", "pydantic", "opentelemetry", "freshcache._cache", "freshcache._wire")
+
+
+def test_importing_freshcache_loads_only_the_core_until_a_transport_or_the_cache_is_asked_for():
+    code = (
+        "import sys, freshcache; "
+        f"early = [m for m in {LOADED_ON_FIRST_USE!r} if m in sys.modules]; "
+        "freshcache.FreshCache; "
+        "late = [m for m in ('httpx', 'freshcache._cache') if m not in sys.modules]; "
+        "print(early, late, freshcache.FreshCache.__module__)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[] [] freshcache"
+
+
+def test_every_public_name_is_listed_by_dir():
+    assert set(freshcache.__all__) <= set(dir(freshcache))
