@@ -35,17 +35,9 @@ from ._format import Case
 from ._http_server import ReferenceHttpServer
 from ._http_world import act_on_http_server, revision_of
 from ._reference import ReferenceServer
-from ._runner import (
-    Said,
-    Setup,
-    VirtualClock,
-    World,
-    apply_to_reference,
-    configure_reference,
-    fleet_unplayable,
-    unplayable_on_2025,
-)
+from ._runner import Said, Setup, VirtualClock, World, fleet_unplayable, unplayable_on_2025
 from ._settle import wait_for
+from ._steering import apply_to_reference, configure_reference
 from ._steps import Given, NextRead, Notify, Observe, ServerChange, ServerSets, TimePasses
 
 ServerStep = ServerSets | Notify | NextRead | ServerChange

@@ -39,15 +39,9 @@ from .._http import HttpSource
 from ._format import Case
 from ._http_server import ReferenceHttpServer, ReplyMode, Revision
 from ._reference import Push, ReferenceServer
-from ._runner import (
-    Setup,
-    VirtualClock,
-    World,
-    apply_to_reference,
-    configure_reference,
-    unplayable_on_2025,
-)
+from ._runner import Setup, VirtualClock, World, unplayable_on_2025
 from ._settle import wait_for
+from ._steering import apply_to_reference, configure_reference
 from ._steps import NextRead, Notify, ServerChange, ServerSets
 
 
