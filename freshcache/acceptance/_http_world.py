@@ -39,7 +39,7 @@ from .._http import HttpSource
 from ._format import Case
 from ._http_server import ReferenceHttpServer, ReplyMode, Revision
 from ._reference import Push, ReferenceServer
-from ._runner import Setup, VirtualClock, World, unplayable_on_2025
+from ._runner import DEADLINE_ROW_SECONDS, Setup, VirtualClock, World, unplayable_on_2025
 from ._settle import wait_for
 from ._steering import apply_to_reference, configure_reference
 from ._steps import NextRead, Notify, ServerChange, ServerSets
@@ -126,7 +126,11 @@ class LoopbackHttpWorld(World):
 
     async def _connect(self, url: str, setup: Setup, *, timeout: float, **options: Any) -> None:
         """Open an `HttpSource` on ``url``, enter the row's cache over it (``options``:
-        more cache arguments) and reach the seed situation."""
+        more cache arguments) and reach the seed situation. A deadline row
+        (`Setup.deadline_row`) gets a short idle deadline: its unanswered read only has
+        to time out."""
+        if setup.deadline_row:
+            self.idle_timeout = min(self.idle_timeout, DEADLINE_ROW_SECONDS)
         # trust_env=False: a proxy from the environment must not sit on loopback traffic.
         client = httpx.AsyncClient(trust_env=False, transport=self.frame_counter)
         self._stack.push_async_callback(client.aclose)
