@@ -190,6 +190,39 @@ def test_the_junit_report_has_a_suite_per_wire_and_a_case_per_row(every_wire):
     assert root.get("skipped") == "2"
 
 
+QUICK = ["core", "engine", "http", "http-2025"]
+"""What the default (``quick``) plays a table without fleet rows on, in order."""
+
+
+def test_the_default_plays_every_row_on_a_network_wire_and_says_what_it_left_out(tmp_path):
+    table = tmp_path / "two.md"
+    table.write_text("# Two\n\n" + HEADER + PASSING + WIRE_ONLY)
+    done = acceptance(str(table))
+    assert done.returncode == 0, done.stdout + done.stderr
+    played = [line.split()[0] for line in done.stdout.splitlines() if line.endswith(" pass")]
+    assert played == ["core", "engine", "http", "http", "http-2025", "http-2025"]
+    assert (
+        "not played: the stdio, stdio-2025 wires (the same rows over a stdio subprocess, on "
+        "both revisions); freshcache acceptance --wire all plays every wire and revision"
+    ) in done.stdout
+    report = json.loads(acceptance("--json", str(table)).stdout)
+    assert report["wire"] == "quick"
+    assert report["not_played"] == ["stdio", "stdio-2025"]
+    assert [c["wire"] for c in report["cases"]] == [w for w in QUICK for _ in range(2)]
+
+
+def test_every_wire_played_at_once_still_reports_wire_by_wire_in_order(every_wire):
+    report, _, _ = every_wire
+    assert [c["wire"] for c in report["cases"]] == [w for w in WIRES for _ in range(4)]
+    assert [c["id"] for c in report["cases"]][:4] == [
+        "mine-passes",
+        "mine-fails",
+        "mine-wire-only",
+        "mine-unnotified",
+    ]
+    assert report["not_played"] == []
+
+
 def test_the_json_report_names_the_tables_and_lists_the_failures(every_wire):
     report, junit, table = every_wire
     assert report["tables"] == {"origin": "given", "files": [str(table)]}
