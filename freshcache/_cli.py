@@ -320,7 +320,7 @@ def _acceptance(commands: Commands) -> None:
         "2025-11-25 (http-2025, stdio-2025), a fleet of workers on Valkey/Redis (fleet: "
         "the fleet rows only); quick (the default): core, engine, http, http-2025 and "
         "fleet at once, every row on a real network wire; all: every wire at once "
-        "(with --client: every client wire, the default)",
+        "(with --client: every client wire, one after the other; the default there)",
     )
     acceptance.add_argument(
         "--fleet",

@@ -1,4 +1,5 @@
-"""Shared fixtures: the official-SDK peer server, started by the tests on loopback."""
+"""Shared fixtures: the official-SDK peer server, started by the tests on loopback; and
+which acceptance rows this run need not play again (``FRESHCACHE_PLAYED_TABLES``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +17,55 @@ from typing import Any
 
 import httpx
 import pytest
+
+PLAYED_TABLES = "FRESHCACHE_PLAYED_TABLES"
+"""The JUnit report (``--junit``) of a ``freshcache acceptance`` run on this checkout
+just before this one (CI's first step, `.ci/run`): a table test marked
+``table_row(WIRE)`` is not collected for a row that run played and passed on WIRE
+(no failure, no skip, no settle that gave up). Unset: every row plays here."""
+
+
+def played_rows(report: Path) -> set[tuple[str, str]]:
+    """(wire, case id) of every row the report says was played and passed cleanly."""
+    try:
+        root = ET.parse(report).getroot()
+    except (OSError, ET.ParseError) as exc:
+        raise pytest.UsageError(f"{PLAYED_TABLES}={report}: not a JUnit report ({exc})") from exc
+    played: set[tuple[str, str]] = set()
+    for suite in root.iter("testsuite"):
+        for case in suite.iter("testcase"):
+            clean = all(case.find(tag) is None for tag in ("failure", "error", "skipped"))
+            if clean and case.find("properties/property[@name='settle_gave_up']") is None:
+                played.add((str(suite.get("name")), str(case.get("name"))))
+    return played
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    report = os.environ.get(PLAYED_TABLES)
+    if not report:
+        return
+    played = played_rows(Path(report))
+    again: list[pytest.Item] = []
+    keep: list[pytest.Item] = []
+    for item in items:
+        marker = item.get_closest_marker("table_row")
+        callspec = getattr(item, "callspec", None)
+        case = None if callspec is None else callspec.params.get("case")
+        wire = None if marker is None else marker.args[0]
+        (again if case is not None and (wire, case.id) in played else keep).append(item)
+    if again:
+        config.hook.pytest_deselected(items=again)
+        items[:] = keep
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    report = os.environ.get(PLAYED_TABLES)
+    if report and not hasattr(config, "workerinput"):
+        terminalreporter.write_line(
+            f"table rows not played again: the {len(played_rows(Path(report)))} rows "
+            f"`freshcache acceptance` played and passed in this run ({PLAYED_TABLES}={report})"
+        )
+
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MCP_SCHEMA = Path(__file__).parent / "data" / "mcp-2026-07-28" / "schema.json"

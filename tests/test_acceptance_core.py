@@ -12,6 +12,7 @@ from freshcache.acceptance._steps import ServerChange
 from tests.table_rows import CASES, check_engine_level_report, check_engine_level_skips
 
 
+@pytest.mark.table_row("core")
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_row_passes_on_the_bare_engine(case):
     report = play_core(case)

@@ -9,6 +9,7 @@ engineer would run it.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -330,3 +331,38 @@ def test_a_row_known_failing_is_skipped_in_junit_with_the_defect():
     assert failure is not None
     assert failure.get("message") == "crashed: X"
     assert "actual:   (not compared)" in (failure.text or "")
+
+
+def test_the_suite_does_not_play_again_the_rows_a_run_of_the_command_passed(tmp_path):
+    # CI's first step writes this report; the suite then skips what it played cleanly.
+    report = tmp_path / "played.xml"
+    report.write_text(
+        '<testsuites><testsuite name="core">'
+        '<testcase name="seed-1"/>'
+        '<testcase name="seed-2"><failure message="no"/></testcase>'
+        '<testcase name="seed-3"><properties><property name="settle_gave_up" value="1"/>'
+        "</properties></testcase>"
+        '</testsuite><testsuite name="engine"><testcase name="seed-4"/></testsuite></testsuites>'
+    )
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"),
+            *("tests/test_acceptance_core.py", "tests/test_acceptance_engine.py"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "FRESHCACHE_PLAYED_TABLES": str(report)},
+        check=False,
+    )
+    collected = done.stdout.splitlines()
+    assert "tests/test_acceptance_core.py::test_row_passes_on_the_bare_engine[seed-1]" not in collected
+    assert "tests/test_acceptance_engine.py::test_row_passes_on_the_engine[asyncio-seed-4]" not in collected
+    for kept in (
+        "tests/test_acceptance_core.py::test_row_passes_on_the_bare_engine[seed-2]",
+        "tests/test_acceptance_core.py::test_row_passes_on_the_bare_engine[seed-3]",
+        "tests/test_acceptance_core.py::test_row_passes_on_the_bare_engine[seed-4]",
+        "tests/test_acceptance_engine.py::test_row_passes_on_the_engine[asyncio-seed-1]",
+    ):
+        assert kept in collected, done.stdout + done.stderr
+    assert "2 deselected" in done.stdout

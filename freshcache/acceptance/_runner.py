@@ -334,6 +334,10 @@ class CaseReport:
     """For a row in `KNOWN_FAILING` that still fails: the defect and how it failed."""
     observed: str = "-"
     """The last observation in full (state, version, reason), compared or not."""
+    settle_gave_up: int = 0
+    """How many of the row's settles hit their deadline (a passing row may still; the
+    test suite's table tests fail such a row, and replay it even after a CI run of the
+    command passed it)."""
     timeline: Timeline | None = None
 
     def as_json(self) -> dict[str, Any]:
@@ -443,7 +447,9 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
             exc = inner[0]
             inner = getattr(exc, "exceptions", None)
         failures = [f"crashed: {type(exc).__name__}: {exc}"]
-    return report(case, last, failures, started, actual, timeline, expect)
+    played = report(case, last, failures, started, actual, timeline, expect)
+    played.settle_gave_up = world.settle_timeouts
+    return played
 
 
 FLEET_ROW = (
