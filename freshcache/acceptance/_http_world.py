@@ -129,10 +129,11 @@ class LoopbackHttpWorld(World):
     async def _connect(self, url: str, setup: Setup, *, timeout: float, **options: Any) -> None:
         """Open an `HttpSource` on ``url``, enter the row's cache over it (``options``:
         more cache arguments) and reach the seed situation. A deadline row
-        (`Setup.deadline_row`) gets a short idle deadline: its unanswered read only has
-        to time out."""
+        (`Setup.deadline_row`) gets a short request deadline: its unanswered read only
+        has to time out. Listen streams keep their idle deadline (a stream is not what
+        such a row times out, and a loaded machine must not lose one)."""
         if setup.deadline_row:
-            self.idle_timeout = min(self.idle_timeout, DEADLINE_ROW_SECONDS)
+            timeout = min(timeout, DEADLINE_ROW_SECONDS)
         # trust_env=False: a proxy from the environment must not sit on loopback traffic.
         client = httpx.AsyncClient(trust_env=False, transport=self.frame_counter)
         self._stack.push_async_callback(client.aclose)
