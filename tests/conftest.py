@@ -138,14 +138,29 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
         process.stderr.close()
 
 
-@pytest.fixture
-def sdk_server() -> Iterator[SdkServer]:
-    """A fresh official-SDK fixture server over HTTP on 127.0.0.1 (one per test)."""
-    server = start_sdk_server()
+@pytest.fixture(scope="module")
+def _module_sdk_server() -> Iterator[list[SdkServer]]:
+    """The module's official-SDK fixture server (in a one-item list: a test that stops it
+    gets a new one for the next test)."""
+    held = [start_sdk_server()]
     try:
-        yield server
+        yield held
     finally:
+        stop_process(held[0].process)
+
+
+@pytest.fixture
+def sdk_server(_module_sdk_server: list[SdkServer]) -> SdkServer:
+    """An official-SDK fixture server over HTTP on 127.0.0.1, in its starting state: one
+    per module (per xdist worker), reset before each test (resources, faults, denials,
+    read counts; open listen streams end), started again if the last test stopped it."""
+    server = _module_sdk_server[0]
+    if server.process.poll() is not None:
         stop_process(server.process)
+        server = _module_sdk_server[0] = start_sdk_server()
+    else:
+        server.control("reset")
+    return server
 
 
 @pytest.fixture(scope="session")
