@@ -157,6 +157,7 @@ __all__ = [
     "__version__",
 ]
 
+
 def _from_freshcache(value: object) -> None:
     # Public classes say where users import them from (as httpx does): `freshcache.X`.
     if isinstance(value, type):

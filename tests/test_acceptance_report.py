@@ -356,8 +356,13 @@ def test_the_suite_does_not_play_again_the_rows_a_run_of_the_command_passed(tmp_
         check=False,
     )
     collected = done.stdout.splitlines()
-    assert "tests/test_acceptance_core.py::test_row_passes_on_the_bare_engine[seed-1]" not in collected
-    assert "tests/test_acceptance_engine.py::test_row_passes_on_the_engine[asyncio-seed-4]" not in collected
+    assert (
+        "tests/test_acceptance_core.py::test_row_passes_on_the_bare_engine[seed-1]" not in collected
+    )
+    assert (
+        "tests/test_acceptance_engine.py::test_row_passes_on_the_engine[asyncio-seed-4]"
+        not in collected
+    )
     for kept in (
         "tests/test_acceptance_core.py::test_row_passes_on_the_bare_engine[seed-2]",
         "tests/test_acceptance_core.py::test_row_passes_on_the_bare_engine[seed-3]",

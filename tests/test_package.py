@@ -129,7 +129,13 @@ def test_importing_freshcache_does_not_import_the_sdk_an_otel_sdk_or_the_test_eq
     assert done.stdout.strip() == "[]"
 
 
-LOADED_ON_FIRST_USE = ("httpx", "pydantic", "opentelemetry", "freshcache._cache", "freshcache._wire")
+LOADED_ON_FIRST_USE = (
+    "httpx",
+    "pydantic",
+    "opentelemetry",
+    "freshcache._cache",
+    "freshcache._wire",
+)
 
 
 def test_importing_freshcache_loads_only_the_core_until_a_transport_or_the_cache_is_asked_for():

@@ -126,9 +126,7 @@ class Setup:
     def for_row(cls, steps: Sequence[Step | Given]) -> Setup:
         """The setup of a row: its ``given`` steps, and whether it is a deadline row."""
         setup = cls.from_givens([s for s in steps if isinstance(s, Given)])
-        setup.deadline_row = any(
-            isinstance(s, NextRead) and s.fault == "timeout" for s in steps
-        )
+        setup.deadline_row = any(isinstance(s, NextRead) and s.fault == "timeout" for s in steps)
         return setup
 
     @classmethod
