@@ -22,8 +22,9 @@ Test doubles for your own tests (`InMemorySource` over a `ReferenceServer` with 
 fault switches, no I/O) live in `freshcache.acceptance`, which this package never imports.
 """
 
-from ._cache import FreshCache, ListResult
-from ._context import ChangesDropped, Context, StateChange, StateChanges
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._core import (
     AWAITING_FRESH_SOURCE,
     DENIED,
@@ -61,14 +62,42 @@ from ._errors import (
     TableError,
     UnsupportedVersionError,
 )
-from ._http import HttpSource
-from ._loader import Loaded, LoaderSource
-from ._mcp_client import McpClientSource
-from ._source import PROTOCOL_VERSION, ServerInfo, Source, SourceWrapper
-from ._stdio import StdioSource
-from ._store import MemoryStore
-from ._wire import ClientIdentity, DenialRules
 from .fleet import Fleet  # imports no redis: attaching a fleet to a cache does
+
+if TYPE_CHECKING:  # loaded on first use (`__getattr__`): httpx, pydantic, the transports
+    from ._cache import FreshCache, ListResult
+    from ._context import ChangesDropped, Context, StateChange, StateChanges
+    from ._http import HttpSource
+    from ._loader import Loaded, LoaderSource
+    from ._mcp_client import McpClientSource
+    from ._source import PROTOCOL_VERSION, ServerInfo, Source, SourceWrapper
+    from ._stdio import StdioSource
+    from ._store import MemoryStore
+    from ._wire import ClientIdentity, DenialRules
+
+_ON_FIRST_USE = {
+    "FreshCache": "._cache",
+    "ListResult": "._cache",
+    "ChangesDropped": "._context",
+    "Context": "._context",
+    "StateChange": "._context",
+    "StateChanges": "._context",
+    "HttpSource": "._http",
+    "Loaded": "._loader",
+    "LoaderSource": "._loader",
+    "McpClientSource": "._mcp_client",
+    "PROTOCOL_VERSION": "._source",
+    "ServerInfo": "._source",
+    "Source": "._source",
+    "SourceWrapper": "._source",
+    "StdioSource": "._stdio",
+    "MemoryStore": "._store",
+    "ClientIdentity": "._wire",
+    "DenialRules": "._wire",
+}
+"""Public names whose modules load when first asked for: ``import freshcache`` stays
+light (the core, the errors, `Fleet`), and the first ``freshcache.FreshCache`` pays for
+the cache, the transports and the wire models."""
 
 __version__ = "0.1.0"
 
@@ -128,9 +157,28 @@ __all__ = [
     "__version__",
 ]
 
-# Public classes say where users import them from (as httpx does): `freshcache.X`.
+
+def _from_freshcache(value: object) -> None:
+    # Public classes say where users import them from (as httpx does): `freshcache.X`.
+    if isinstance(value, type):
+        value.__module__ = __name__
+
+
+def __getattr__(name: str) -> Any:
+    module = _ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    _from_freshcache(value)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
 for _name in __all__:
-    _value = globals()[_name]
-    if isinstance(_value, type):
-        _value.__module__ = __name__
-del _name, _value
+    if _name not in _ON_FIRST_USE:
+        _from_freshcache(globals()[_name])
+del _name

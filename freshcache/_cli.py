@@ -511,13 +511,18 @@ def _acceptance(commands: Commands) -> None:
     acceptance.add_argument("--json", action="store_true", help="print a machine-readable report")
     acceptance.add_argument(
         "--wire",
-        choices=["core", "engine", "http", "stdio", "http-2025", "stdio-2025", "fleet", "all"],
-        default="all",
+        choices=[
+            *("core", "engine", "http", "stdio", "http-2025", "stdio-2025", "fleet"),
+            *("quick", "all"),
+        ],
+        default=None,
         help="where to play the rows: the bare engine on a virtual clock (core), the "
         "cache over an in-memory source (engine), real HTTP on loopback, a stdio "
         "subprocess of the reference server, the same two with the server on MCP "
         "2025-11-25 (http-2025, stdio-2025), a fleet of workers on Valkey/Redis (fleet: "
-        "the fleet rows only), or all of them (default)",
+        "the fleet rows only); quick (the default): core, engine, http, http-2025 and "
+        "fleet at once, every row on a real network wire; all: every wire at once "
+        "(with --client: every client wire, one after the other; the default there)",
     )
     acceptance.add_argument(
         "--fleet",

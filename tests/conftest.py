@@ -1,4 +1,5 @@
-"""Shared fixtures: the official-SDK peer server, started by the tests on loopback."""
+"""Shared fixtures: the official-SDK peer server, started by the tests on loopback; and
+which acceptance rows this run need not play again (``FRESHCACHE_PLAYED_TABLES``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +17,55 @@ from typing import Any
 
 import httpx
 import pytest
+
+PLAYED_TABLES = "FRESHCACHE_PLAYED_TABLES"
+"""The JUnit report (``--junit``) of a ``freshcache acceptance`` run on this checkout
+just before this one (CI's first step, `.ci/run`): a table test marked
+``table_row(WIRE)`` is not collected for a row that run played and passed on WIRE
+(no failure, no skip, no settle that gave up). Unset: every row plays here."""
+
+
+def played_rows(report: Path) -> set[tuple[str, str]]:
+    """(wire, case id) of every row the report says was played and passed cleanly."""
+    try:
+        root = ET.parse(report).getroot()
+    except (OSError, ET.ParseError) as exc:
+        raise pytest.UsageError(f"{PLAYED_TABLES}={report}: not a JUnit report ({exc})") from exc
+    played: set[tuple[str, str]] = set()
+    for suite in root.iter("testsuite"):
+        for case in suite.iter("testcase"):
+            clean = all(case.find(tag) is None for tag in ("failure", "error", "skipped"))
+            if clean and case.find("properties/property[@name='settle_gave_up']") is None:
+                played.add((str(suite.get("name")), str(case.get("name"))))
+    return played
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    report = os.environ.get(PLAYED_TABLES)
+    if not report:
+        return
+    played = played_rows(Path(report))
+    again: list[pytest.Item] = []
+    keep: list[pytest.Item] = []
+    for item in items:
+        marker = item.get_closest_marker("table_row")
+        callspec = getattr(item, "callspec", None)
+        case = None if callspec is None else callspec.params.get("case")
+        wire = None if marker is None else marker.args[0]
+        (again if case is not None and (wire, case.id) in played else keep).append(item)
+    if again:
+        config.hook.pytest_deselected(items=again)
+        items[:] = keep
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    report = os.environ.get(PLAYED_TABLES)
+    if report and not hasattr(config, "workerinput"):
+        terminalreporter.write_line(
+            f"table rows not played again: the {len(played_rows(Path(report)))} rows "
+            f"`freshcache acceptance` played and passed in this run ({PLAYED_TABLES}={report})"
+        )
+
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MCP_SCHEMA = Path(__file__).parent / "data" / "mcp-2026-07-28" / "schema.json"
@@ -87,14 +138,29 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
         process.stderr.close()
 
 
-@pytest.fixture
-def sdk_server() -> Iterator[SdkServer]:
-    """A fresh official-SDK fixture server over HTTP on 127.0.0.1 (one per test)."""
-    server = start_sdk_server()
+@pytest.fixture(scope="module")
+def _module_sdk_server() -> Iterator[list[SdkServer]]:
+    """The module's official-SDK fixture server (in a one-item list: a test that stops it
+    gets a new one for the next test)."""
+    held = [start_sdk_server()]
     try:
-        yield server
+        yield held
     finally:
+        stop_process(held[0].process)
+
+
+@pytest.fixture
+def sdk_server(_module_sdk_server: list[SdkServer]) -> SdkServer:
+    """An official-SDK fixture server over HTTP on 127.0.0.1, in its starting state: one
+    per module (per xdist worker), reset before each test (resources, faults, denials,
+    read counts; open listen streams end), started again if the last test stopped it."""
+    server = _module_sdk_server[0]
+    if server.process.poll() is not None:
         stop_process(server.process)
+        server = _module_sdk_server[0] = start_sdk_server()
+    else:
+        server.control("reset")
+    return server
 
 
 @pytest.fixture(scope="session")

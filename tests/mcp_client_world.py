@@ -49,11 +49,14 @@ HOLD_MS = 60_000
 class McpClientWorld(World):
     """A `FreshCache` over `McpClientSource`, the SDK fixture as the server."""
 
-    def __init__(self, mode: Mode) -> None:
+    def __init__(self, mode: Mode, peer: SdkPeer | None = None) -> None:
+        """``peer``: an HTTP fixture shared by the rows (reset at each start, started
+        again if a row left it down) instead of one started for this row."""
         self.mode = mode
         self.name = f"mcp-client-{mode}"
         self.clock = VirtualClock()  # unused: this world runs on real time
-        self.fixture: SdkPeer | None = None
+        self.shared = peer is not None
+        self.fixture: SdkPeer | None = peer
         self.client: Any = None
         self.texts: dict[str, str] = {}
         self.ttls: dict[str, tuple[int, str]] = {}
@@ -153,9 +156,13 @@ class McpClientWorld(World):
             await self._apply_state()
             source = McpClientSource(self.client)
         else:
-            self.fixture = SdkPeer()
-            await anyio.to_thread.run_sync(self.fixture.start)
+            if self.fixture is None:
+                self.fixture = SdkPeer()
             self._http = httpx.AsyncClient(timeout=10.0)
+            if self.fixture.alive:
+                await self.control("reset")
+            else:
+                await anyio.to_thread.run_sync(self.fixture.start)
             await self._apply_state()
             if self.mode == "http-borrowed":
                 from mcp import Client
@@ -194,7 +201,7 @@ class McpClientWorld(World):
                 http, self._http = self._http, None
                 if http is not None:
                     await http.aclose()
-                if self.fixture is not None:
+                if self.fixture is not None and not self.shared:
                     self.fixture.kill()
                     self.fixture.stop()
 

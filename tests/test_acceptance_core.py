@@ -18,6 +18,7 @@ from tests.table_rows import (
 )
 
 
+@pytest.mark.table_row("core")
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_row_passes_on_the_bare_engine(case):
     report = play_core(case)

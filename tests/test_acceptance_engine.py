@@ -8,6 +8,7 @@ from freshcache.acceptance import EngineWorld, play
 from tests.table_rows import CASES, check_engine_level_report, check_engine_level_skips
 
 
+@pytest.mark.table_row("engine")
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 @pytest.mark.anyio
 async def test_row_passes_on_the_engine(case):

@@ -9,6 +9,7 @@ engineer would run it.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -190,6 +191,39 @@ def test_the_junit_report_has_a_suite_per_wire_and_a_case_per_row(every_wire):
     assert root.get("skipped") == "2"
 
 
+QUICK = ["core", "engine", "http", "http-2025"]
+"""What the default (``quick``) plays a table without fleet rows on, in order."""
+
+
+def test_the_default_plays_every_row_on_a_network_wire_and_says_what_it_left_out(tmp_path):
+    table = tmp_path / "two.md"
+    table.write_text("# Two\n\n" + HEADER + PASSING + WIRE_ONLY)
+    done = acceptance(str(table))
+    assert done.returncode == 0, done.stdout + done.stderr
+    played = [line.split()[0] for line in done.stdout.splitlines() if line.endswith(" pass")]
+    assert played == ["core", "engine", "http", "http", "http-2025", "http-2025"]
+    assert (
+        "not played: the stdio, stdio-2025 wires (the same rows over a stdio subprocess, on "
+        "both revisions); freshcache acceptance --wire all plays every wire and revision"
+    ) in done.stdout
+    report = json.loads(acceptance("--json", str(table)).stdout)
+    assert report["wire"] == "quick"
+    assert report["not_played"] == ["stdio", "stdio-2025"]
+    assert [c["wire"] for c in report["cases"]] == [w for w in QUICK for _ in range(2)]
+
+
+def test_every_wire_played_at_once_still_reports_wire_by_wire_in_order(every_wire):
+    report, _, _ = every_wire
+    assert [c["wire"] for c in report["cases"]] == [w for w in WIRES for _ in range(4)]
+    assert [c["id"] for c in report["cases"]][:4] == [
+        "mine-passes",
+        "mine-fails",
+        "mine-wire-only",
+        "mine-unnotified",
+    ]
+    assert report["not_played"] == []
+
+
 def test_the_json_report_names_the_tables_and_lists_the_failures(every_wire):
     report, junit, table = every_wire
     assert report["tables"] == {"origin": "given", "files": [str(table)]}
@@ -297,3 +331,43 @@ def test_a_row_known_failing_is_skipped_in_junit_with_the_defect():
     assert failure is not None
     assert failure.get("message") == "crashed: X"
     assert "actual:   (not compared)" in (failure.text or "")
+
+
+def test_the_suite_does_not_play_again_the_rows_a_run_of_the_command_passed(tmp_path):
+    # CI's first step writes this report; the suite then skips what it played cleanly.
+    report = tmp_path / "played.xml"
+    report.write_text(
+        '<testsuites><testsuite name="core">'
+        '<testcase name="seed-1"/>'
+        '<testcase name="seed-2"><failure message="no"/></testcase>'
+        '<testcase name="seed-3"><properties><property name="settle_gave_up" value="1"/>'
+        "</properties></testcase>"
+        '</testsuite><testsuite name="engine"><testcase name="seed-4"/></testsuite></testsuites>'
+    )
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"),
+            *("tests/test_acceptance_core.py", "tests/test_acceptance_engine.py"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "FRESHCACHE_PLAYED_TABLES": str(report)},
+        check=False,
+    )
+    collected = done.stdout.splitlines()
+    assert (
+        "tests/test_acceptance_core.py::test_row_passes_on_the_bare_engine[seed-1]" not in collected
+    )
+    assert (
+        "tests/test_acceptance_engine.py::test_row_passes_on_the_engine[asyncio-seed-4]"
+        not in collected
+    )
+    for kept in (
+        "tests/test_acceptance_core.py::test_row_passes_on_the_bare_engine[seed-2]",
+        "tests/test_acceptance_core.py::test_row_passes_on_the_bare_engine[seed-3]",
+        "tests/test_acceptance_core.py::test_row_passes_on_the_bare_engine[seed-4]",
+        "tests/test_acceptance_engine.py::test_row_passes_on_the_engine[asyncio-seed-1]",
+    ):
+        assert kept in collected, done.stdout + done.stderr
+    assert "2 deselected" in done.stdout

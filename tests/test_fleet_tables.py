@@ -50,6 +50,7 @@ def test_the_fleet_table_names_the_issue_rows() -> None:
     assert all(Path(c.where.split(":")[0]).name == "09-fleet.md" for c in FLEET)
 
 
+@pytest.mark.table_row("fleet")
 @pytest.mark.anyio
 @pytest.mark.parametrize("case", FLEET, ids=[c.id for c in FLEET])
 async def test_fleet_row_passes_on_a_fleet_of_workers(case, valkey: Valkey) -> None:

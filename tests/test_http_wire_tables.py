@@ -42,6 +42,7 @@ def sdk_peer() -> Iterator[SdkPeer]:
         peer.stop()
 
 
+@pytest.mark.table_row("http")
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 @pytest.mark.anyio
 async def test_row_passes_over_http(case: Case) -> None:

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ from freshcache.acceptance import load_cases, play
 from tests.conftest import FIXTURES, SdkServer, start_sdk_server, stop_process
 from tests.mcp_client_world import McpClientWorld
 from tests.polling import until
+from tests.sdk_world import SdkPeer
 
 if sys.version_info >= (3, 11):
     from builtins import ExceptionGroup
@@ -86,10 +88,20 @@ PLAYABLE = [
 ]
 
 
+@pytest.fixture(scope="module")
+def sdk_peer() -> Iterator[SdkPeer]:
+    """One HTTP fixture for the module's seed rows; every row resets it."""
+    peer = SdkPeer()
+    try:
+        yield peer
+    finally:
+        peer.stop()
+
+
 @pytest.mark.wire
 @pytest.mark.parametrize(("case", "mode"), PLAYABLE)
-async def test_seed_row_passes_through_the_official_sdk_client(case, mode):
-    world = McpClientWorld(mode)
+async def test_seed_row_passes_through_the_official_sdk_client(case, mode, sdk_peer):
+    world = McpClientWorld(mode, None if mode == "stdio" else sdk_peer)
     report = await play(case, world, step_timeout=15.0)
     assert report.passed, (
         f"{case.where} [{mode}]: expected {report.expected}, got {report.actual}: {report.failures}"

@@ -127,3 +127,58 @@ def test_importing_freshcache_does_not_import_the_sdk_an_otel_sdk_or_the_test_eq
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+LOADED_ON_FIRST_USE = (
+    "httpx",
+    "pydantic",
+    "opentelemetry",
+    "freshcache._cache",
+    "freshcache._wire",
+)
+
+
+def test_importing_freshcache_loads_only_the_core_until_a_transport_or_the_cache_is_asked_for():
+    code = (
+        "import sys, freshcache; "
+        f"early = [m for m in {LOADED_ON_FIRST_USE!r} if m in sys.modules]; "
+        "freshcache.FreshCache; "
+        "late = [m for m in ('freshcache._cache',) if m not in sys.modules]; "
+        "print(early, late, freshcache.FreshCache.__module__)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[] [] freshcache"
+
+
+def test_every_public_name_is_listed_by_dir():
+    assert set(freshcache.__all__) <= set(dir(freshcache))
+
+
+def test_the_stdio_reference_server_imports_none_of_the_client():
+    # It starts once per stdio case: it loads the reference server, the step vocabulary
+    # and the core, never the cache, the transports or the pydantic wire models.
+    heavy = ("freshcache._cache", "freshcache._stdio", "freshcache._wire", "pydantic", "httpx")
+    code = (
+        "import sys, freshcache.acceptance._stdio_server; "
+        f"print([m for m in {heavy!r} if m in sys.modules])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_reference_server_spells_the_spec_names_as_the_client_does():
+    from freshcache import _wire
+    from freshcache.acceptance import _protocol
+
+    for name in (
+        "PROTOCOL_VERSION",
+        "META_PROTOCOL_VERSION",
+        "META_SERVER_INFO",
+        "META_SUBSCRIPTION_ID",
+        "METHOD_NOT_FOUND",
+        "INVALID_PARAMS",
+        "INTERNAL_ERROR",
+        "HEADER_MISMATCH",
+        "UNSUPPORTED_PROTOCOL_VERSION",
+    ):
+        assert getattr(_protocol, name) == getattr(_wire, name), name

@@ -39,6 +39,7 @@ STDIO_UNPLAYABLE = {
 STDIO_CASES = [c for c in CASES if c.id not in STDIO_UNPLAYABLE]
 
 
+@pytest.mark.table_row("stdio")
 @pytest.mark.parametrize("case", STDIO_CASES, ids=[c.id for c in STDIO_CASES])
 async def test_row_passes_over_stdio(case: Case) -> None:
     world = StdioWorld()

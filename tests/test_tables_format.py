@@ -158,13 +158,17 @@ def test_the_json_report_lists_every_case(tmp_path, capsys):
 
 
 def test_only_plays_the_named_cases_and_rejects_unknown_ids(capsys):
-    assert main(["acceptance", "--only", "seed-6"]) == 0
+    assert main(["acceptance", "--only", "seed-6", "--wire", "all"]) == 0
     out = capsys.readouterr().out
     assert "6 passed, 0 failed" in out  # the bare engine, the engine, HTTP and stdio (x2)
     assert "core: 1/1 passed" in out
     assert "stdio: 1/1 passed" in out
     assert "http-2025: 1/1 passed" in out
     assert "stdio-2025: 1/1 passed" in out
+    assert main(["acceptance", "--only", "seed-6"]) == 0  # quick: no stdio
+    out = capsys.readouterr().out
+    assert "4 passed, 0 failed" in out
+    assert "stdio" not in out.split("not played:")[0]
     assert main(["acceptance", "--only", "no-such-case"]) == 2
 
 

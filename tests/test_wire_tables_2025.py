@@ -47,6 +47,7 @@ def _explain(report: CaseReport) -> str:
     return f"{report.where}: expected {report.expected}, got {report.actual}: {report.failures}"
 
 
+@pytest.mark.table_row("http-2025")
 @pytest.mark.parametrize("case", HTTP_CASES, ids=[c.id for c in HTTP_CASES])
 async def test_row_passes_over_http_against_a_2025_server(case: Case) -> None:
     world = HttpWorld(revision=REVISION)
@@ -56,6 +57,7 @@ async def test_row_passes_over_http_against_a_2025_server(case: Case) -> None:
     assert world.settle_timeouts == 0, f"settle gave up waiting on: {world.last_busy}"
 
 
+@pytest.mark.table_row("stdio-2025")
 @pytest.mark.parametrize("case", STDIO_CASES, ids=[c.id for c in STDIO_CASES])
 async def test_row_passes_over_stdio_against_a_2025_server(case: Case) -> None:
     world = StdioWorld(revision=REVISION)

@@ -8,26 +8,57 @@ fault-injecting HTTP and stdio servers (`_http_server`, `_stdio_server`), the wo
 that play rows over them (`_http_world`, `_stdio_world`; `_fleet_world` for the fleet
 rows, on Valkey/Redis through `_store_proxy` relays, `_valkey` starting one) and the command itself
 (`_command`). The library never imports this package; the command line imports it
-when the ``acceptance`` command runs. The HTTP worlds (and h11) load only when asked.
+when the ``acceptance`` command runs. Every name here loads with its module when first
+asked for.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from ._format import Case, CaseRow, load_cases, parse_text, table_files
-from ._memory import InMemorySource
-from ._reference import ReferenceServer
-from ._runner import (
-    CaseReport,
-    EngineWorld,
-    Setup,
-    VirtualClock,
-    World,
-    describe,
-    is_fleet_row,
-    play,
-)
+if TYPE_CHECKING:
+    from ._fleet_world import FleetWorld
+    from ._format import Case, CaseRow, load_cases, parse_text, table_files
+    from ._http_world import HttpWorld
+    from ._memory import InMemorySource
+    from ._protocol import ReferenceProtocol
+    from ._reference import ReferenceServer
+    from ._runner import (
+        CaseReport,
+        EngineWorld,
+        Setup,
+        VirtualClock,
+        World,
+        describe,
+        is_fleet_row,
+        play,
+    )
+    from ._stdio_world import StdioWorld
+
+_WHERE = {
+    "Case": "._format",
+    "CaseRow": "._format",
+    "load_cases": "._format",
+    "parse_text": "._format",
+    "table_files": "._format",
+    "InMemorySource": "._memory",
+    "ReferenceServer": "._reference",
+    "ReferenceProtocol": "._protocol",
+    "CaseReport": "._runner",
+    "EngineWorld": "._runner",
+    "Setup": "._runner",
+    "VirtualClock": "._runner",
+    "World": "._runner",
+    "describe": "._runner",
+    "is_fleet_row": "._runner",
+    "play": "._runner",
+    "HttpWorld": "._http_world",
+    "FleetWorld": "._fleet_world",
+    "StdioWorld": "._stdio_world",
+}
+"""Every name loads with its module on first use: the stdio server process (a
+submodule) then pays for none of the runner, the cache or the HTTP worlds."""
 
 __all__ = [
     "Case",
@@ -53,20 +84,13 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "ReferenceProtocol":
-        from ._protocol import ReferenceProtocol
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'freshcache.acceptance' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
 
-        return ReferenceProtocol
-    if name == "HttpWorld":
-        from ._http_world import HttpWorld
 
-        return HttpWorld
-    if name == "FleetWorld":
-        from ._fleet_world import FleetWorld
-
-        return FleetWorld
-    if name == "StdioWorld":
-        from ._stdio_world import StdioWorld
-
-        return StdioWorld
-    raise AttributeError(f"module 'freshcache.acceptance' has no attribute {name!r}")
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -36,16 +36,16 @@ from ._http_server import ReferenceHttpServer
 from ._http_world import act_on_http_server, revision_of
 from ._reference import ReferenceServer
 from ._runner import (
+    DEADLINE_ROW_SECONDS,
     Said,
     Setup,
     VirtualClock,
     World,
-    apply_to_reference,
-    configure_reference,
     fleet_unplayable,
     unplayable_on_2025,
 )
 from ._settle import wait_for
+from ._steering import apply_to_reference, configure_reference
 from ._steps import Given, NextRead, Notify, Observe, ServerChange, ServerSets, TimePasses
 
 ServerStep = ServerSets | Notify | NextRead | ServerChange
@@ -155,16 +155,18 @@ class ClientWorld(World):
             principal=setup.principal,
             policy=policy,
             store_entries=setup.store_entries,
-            timeouts=self.timeouts(),
+            timeouts=self.timeouts(setup),
             **where,
         )
         self._opened = True
         await self.reach_seed_situation(setup)
 
-    def timeouts(self) -> dict[str, float]:
+    def timeouts(self, setup: Setup) -> dict[str, float]:
         """Hints for the client: how long a read may wait, and when a silent request
-        counts as timed out (the rows' *times out* are requests never answered)."""
-        return {"read": self.read_timeout(), "request": 0.5, "idle": 3.0}
+        counts as timed out (the rows' *times out* are requests never answered; a
+        deadline row gets a short idle deadline, `DEADLINE_ROW_SECONDS`)."""
+        idle = DEADLINE_ROW_SECONDS if setup.deadline_row else 3.0
+        return {"read": self.read_timeout(), "request": 0.5, "idle": idle}
 
     async def close_client(self) -> None:
         if self._opened:

@@ -59,10 +59,8 @@ from ._runner import (
     Observation,
     Setup,
     VirtualClock,
-    apply_to_reference,
     check,
     compared,
-    configure_reference,
     engine_unplayable,
     expected_text,
     fleet_unplayable,
@@ -70,6 +68,7 @@ from ._runner import (
     report,
     step_phrases,
 )
+from ._steering import apply_to_reference, configure_reference
 from ._steps import (
     ALIASES,
     Given,

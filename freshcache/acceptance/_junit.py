@@ -63,6 +63,11 @@ def junit_xml(results: Sequence[tuple[str, CaseReport]], seconds: float) -> ET.E
                         *report.failures,
                     ]
                 )
+            if report.settle_gave_up:
+                properties = ET.SubElement(case, "properties")
+                ET.SubElement(
+                    properties, "property", name="settle_gave_up", value=str(report.settle_gave_up)
+                )
             lines = timeline_lines(report)
             if lines:
                 ET.SubElement(case, "system-out").text = "\n".join(lines)

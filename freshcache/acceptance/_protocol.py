@@ -26,18 +26,20 @@ from .._core import (
     StreamEvent,
     UntrustedMessage,
 )
-from .._wire import (
-    HEADER_MISMATCH,
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    META_PROTOCOL_VERSION,
-    META_SERVER_INFO,
-    META_SUBSCRIPTION_ID,
-    METHOD_NOT_FOUND,
-    PROTOCOL_VERSION,
-    UNSUPPORTED_PROTOCOL_VERSION,
-)
 from ._reference import ReferenceServer, push_event
+
+# The spec's names, spelled here as the reference server's own (not taken from
+# freshcache._wire): the stdio server process then never loads the client's pydantic
+# wire models, and a test checks both spellings agree.
+PROTOCOL_VERSION = "2026-07-28"
+META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+HEADER_MISMATCH = -32020
+UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 DENIED_CODE = -32003
 """The JSON-RPC code the reference server uses for "not allowed" on stdio (HTTP uses 403)."""

@@ -15,14 +15,22 @@ import anyio.lowlevel
 Look = Callable[[], Awaitable[str | None]]
 
 
+LONGEST_PAUSE = 0.02
+"""The longest pause between two looks: a wait that lasts (a deadline a row sits out)
+is looked at 50 times a second, not 500, so waiting worlds leave the CPU to the others
+(several wires play at once in one process)."""
+
+
 async def settle(look: Look, *, limit: float, pause: float, turns: int = 20) -> str | None:
     """Poll ``look`` until it answers ``None`` (nothing busy) or ``limit`` seconds pass.
 
     Before each look the event loop gets ``turns`` checkpoints (background tasks take
-    what was sent to them); between looks the poller pauses ``pause`` seconds. Returns
-    ``None`` when settled, otherwise what the last look still found busy.
+    what was sent to them); between looks the poller pauses ``pause`` seconds at first,
+    half as long again after each busy look, up to `LONGEST_PAUSE`. Returns ``None``
+    when settled, otherwise what the last look still found busy.
     """
     busy: str | None = "not looked at yet"
+    longest = max(pause, LONGEST_PAUSE)
     with anyio.move_on_after(limit):
         while True:
             for _ in range(turns):
@@ -31,6 +39,7 @@ async def settle(look: Look, *, limit: float, pause: float, turns: int = 20) -> 
             if busy is None:
                 return None
             await anyio.sleep(pause)
+            pause = min(pause * 1.5, longest)
     return busy
 
 

@@ -53,10 +53,9 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .._stdio import LineBuffer, OverlongLine
-from .._wire import META_SUBSCRIPTION_ID
 from ._protocol import (
     DENIED_CODE,
+    META_SUBSCRIPTION_ID,
     Accepted,
     CutMidFrame,
     Denied,
@@ -72,7 +71,7 @@ from ._protocol import (
 from ._protocol_2025 import REVISION as LEGACY_REVISION
 from ._protocol_2025 import Protocol2025, ServedSession
 from ._reference import ReferenceServer, Resource
-from ._runner import apply_to_reference
+from ._steering import apply_to_reference
 from ._steps import ALIASES, NextRead, Notify, ServerChange, ServerSets, text_for
 
 EXIT_DOWN = 3
@@ -82,6 +81,31 @@ ServerStep = ServerSets | Notify | NextRead | ServerChange
 _STEP_TYPES: dict[str, type[ServerStep]] = {
     cls.__name__: cls for cls in (ServerSets, Notify, NextRead, ServerChange)
 }
+
+
+class _Lines:
+    """Splits stdin into lines; a line past ``limit`` bytes is skipped whole. (Not the
+    client's `LineBuffer`: this process imports none of the client.)"""
+
+    def __init__(self, limit: int = 64 * 1024 * 1024) -> None:
+        self.limit = limit
+        self._pending = bytearray()
+        self._skipping = False
+
+    def feed(self, data: bytes) -> list[bytes]:
+        *lines, rest = bytes(data).split(b"\n")
+        if lines:
+            lines[0] = bytes(self._pending) + lines[0]
+            if self._skipping:
+                lines.pop(0)
+            self._pending.clear()
+            self._skipping = False
+        if not self._skipping:
+            self._pending += rest
+            if len(self._pending) > self.limit:
+                self._pending.clear()
+                self._skipping = True
+        return [line for line in lines if len(line) <= self.limit]
 
 
 # --------------------------------------------------------------------------- state file
@@ -224,7 +248,7 @@ class StdioReferenceServer:
         self._streams: dict[tuple[bool, str | int], Any] = {}
         self._interleave: tuple[str, int] | None = None
         self._server_requests = 0
-        self._lines = LineBuffer(64 * 1024 * 1024)
+        self._lines = _Lines()
 
     # --- output: one writer, so lines never interleave
 
@@ -327,8 +351,8 @@ class StdioReferenceServer:
             await anyio.sleep(2.0)
             self.exit(0)
 
-    def _take(self, line: bytes | OverlongLine, tg: anyio.abc.TaskGroup) -> None:
-        if isinstance(line, OverlongLine) or not line.strip():
+    def _take(self, line: bytes, tg: anyio.abc.TaskGroup) -> None:
+        if not line.strip():
             return
         try:
             message = json.loads(line)

@@ -50,16 +50,10 @@ from .._source import SourceWrapper
 from .._stdio import StdioSource, StdioStats
 from ._format import Case
 from ._reference import ReferenceServer
-from ._runner import (
-    Setup,
-    VirtualClock,
-    World,
-    apply_to_reference,
-    configure_reference,
-    unplayable_on_2025,
-)
+from ._runner import Setup, VirtualClock, World, unplayable_on_2025
 from ._settle import wait_for
 from ._stdio_server import load_state, save_state, step_to_json
+from ._steering import apply_to_reference, configure_reference
 from ._steps import NextRead, Notify, ServerChange, ServerSets
 
 ServerStep = ServerSets | Notify | NextRead | ServerChange

@@ -1,0 +1,106 @@
+"""How a table step is carried out on a `ReferenceServer` (every world, and the stdio
+server process, steer it through these two).
+
+Kept apart from the runner so that the stdio reference server, started once per stdio
+case, imports only the reference server and the step vocabulary, not the cache.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._reference import ReferenceServer
+from ._steps import ALIASES, NextRead, Notify, ServerChange, ServerSets, text_for, unread_uri
+
+if TYPE_CHECKING:
+    from ._runner import Setup
+
+
+def configure_reference(server: ReferenceServer, setup: Setup) -> None:
+    """Put a `ReferenceServer` in a row's starting situation (every world starts here)."""
+    server.listen_supported = setup.listen
+    server.list_changed_supported = setup.list_changed
+    server.omit_from_ack = set(setup.ack_omits)
+    server.page_size = setup.page_size
+    server.later_pages_ttl_ms = setup.later_pages_ttl_ms
+    if setup.acks_held:
+        server.hold_acks()
+    for alias in ("selected", "other", "extra"):
+        uri = ALIASES[alias]
+        server.set(uri, text_for(uri, "v1"), ttl_ms=setup.ttl_ms, cache_scope=setup.scope)
+
+
+def apply_to_reference(
+    server: ReferenceServer,
+    step: ServerSets | Notify | NextRead | ServerChange,
+    principal: str | None = None,
+) -> None:
+    """Carry out one server-side step on a `ReferenceServer` (``principal``: the cache's)."""
+    match step:
+        case ServerSets(uri=uri, version=version, notify=notify):
+            server.set(uri, text_for(uri, version), notify=notify)
+        case Notify(kind="updated", uri=uri, count=count):
+            for _ in range(count):
+                server.notify_updated(uri, raw=True)
+        case Notify(kind="list_changed"):
+            server.notify_list_changed()
+        case Notify(kind="updated_before_ack", uri=uri):
+            server.early_notifications.append(uri)
+        case Notify(kind="foreign", uri=uri):
+            server.push_raw("foreign_update", uri)
+        case Notify(kind="garbage"):
+            server.push_raw("garbage", "{not json")
+        case NextRead(uri=uri, fault=fault, sticky=True):
+            server.fail_always(uri, fault)
+        case NextRead(uri=uri, fault=fault):
+            assert fault is not None
+            server.fail_next(uri, fault)
+        case ServerChange(what="down"):
+            server.down = True
+            server.drop_streams()
+        case ServerChange(what="up"):
+            server.down = False
+        case ServerChange(what="drop_stream"):
+            server.drop_streams()
+        case ServerChange(what="close_stream"):
+            server.close_streams()
+        case ServerChange(what="expire_session"):
+            server.end_sessions()
+        case ServerChange(what="hold_reads"):
+            server.hold_reads()
+        case ServerChange(what="release_reads"):
+            server.release_reads()
+        case ServerChange(what="remove", uri=uri):
+            server.remove(uri)
+        case ServerChange(what="hide", uri=uri):
+            server.hide(uri)
+        case ServerChange(what="deny", uri=uri, principal=who):
+            server.denied_principals.setdefault(uri, set()).add(who or principal)
+        case ServerChange(what="allow", uri=uri, principal=who):
+            server.denied_principals.get(uri, set()).discard(who or principal)
+        case ServerChange(what="invalidate_cursors"):
+            server.cursor_epoch += 1
+        case ServerChange(what="share_publicly", uri=uri):
+            server.resources[uri].cache_scope = "public"
+        case ServerChange(what="hold_unsubscribes"):
+            server.hold_unsubscribes()
+        case ServerChange(what="release_unsubscribes"):
+            server.release_unsubscribes()
+        case ServerChange(what="list_hint"):
+            server.list_hints += 1
+        case ServerChange(what="listen_version_refused"):
+            server.listen_refusals += 1
+        case ServerChange(what="fall_silent"):
+            # The server forgets its streams without ending them (a process that died
+            # behind a proxy); the wire keeps them open and mute.
+            for sid in list(server.subscribers):
+                server.unsubscribe(sid)
+        case ServerChange(what="hold_acks"):
+            server.hold_acks()
+        case ServerChange(what="release_acks"):
+            server.release_acks()
+        case Notify(kind="updated_unread", count=count):
+            for n in range(count):
+                server.notify_updated(unread_uri(n), raw=True)
+        case _:
+            raise AssertionError(f"unhandled step {step!r}")
