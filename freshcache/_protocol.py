@@ -283,9 +283,11 @@ class Renegotiate:
 
 @dataclass(frozen=True, slots=True)
 class Relisten:
-    """``-32022`` answered a listen with a version both sides speak: the subscription
-    stays open and ``outgoing`` (the same listen, same id, in the new version) is to
-    be sent again, once per listen (a second ``-32022`` ends it with `StreamLost`)."""
+    """``-32022`` answered a listen, before its acknowledgment, with a version both
+    sides speak: the subscription stays open and ``outgoing`` (the same listen, same
+    id, in the new version) is to be sent again, once per listen (a second ``-32022``,
+    or one after the acknowledgment, ends it with `StreamLost`). A transport that
+    cannot send ``outgoing`` ends the subscription with `StreamLost` too."""
 
     subscription_id: RequestId
     outgoing: Outgoing
@@ -605,10 +607,19 @@ class ClientProtocol:
         """What an error answering ``subscriptions/listen`` ``sid`` means, on every wire
         (``where``: the transport's own words on how it came, e.g. the HTTP status):
         ``-32601`` is `ListenUnsupported`; ``-32022`` naming a version both sides speak
-        is `Relisten` in that version, once per listen; anything else (a second
-        ``-32022``, one without a version in common, ``-32020``, any other error) ends
-        the subscription with `StreamLost`."""
+        is `Relisten` in that version, once per listen, but only while the listen is
+        open and not yet acknowledged; anything else (a second ``-32022``, one without
+        a version in common, one after the acknowledgment, ``-32020``, any other error)
+        ends the subscription with `StreamLost`.
+
+        After the acknowledgment the server has stopped listening: sending the listen
+        again in silence would leave its URIs covered while nothing listens (and the
+        new acknowledgment would be refused as a second one), so the stream is lost
+        and everything re-listens and re-reads (invariant 4)."""
         sub = self._subscriptions.get(id_key(sid))
+        late = sub is not None and sub.acknowledged
+        if late:
+            sub = None
         retried = sub is not None and sub.renegotiated
         refused = _listen_refused(
             sid,
@@ -618,7 +629,8 @@ class ClientProtocol:
         )
         if isinstance(refused, Renegotiate):
             if sub is None:
-                return self._final(sid, StreamLost(sid, refused.reason))
+                after = " after its acknowledgment" if late else ""
+                return self._final(sid, StreamLost(sid, f"{refused.reason}{after}"))
             sub.renegotiated = True
             outgoing = self.request(
                 sid,
