@@ -105,8 +105,10 @@ Params = Mapping[str, Any]
 
 _NOT_A_REFUSAL_CODES = frozenset({UNSUPPORTED_PROTOCOL_VERSION, HEADER_MISMATCH, INTERNAL_ERROR})
 """``server/discover`` errors that are 2026 answers or trouble, not "not this revision"."""
-_REVISION_BLIND_STATUS = frozenset({401, 403, 429})
-"""HTTP refusals a server gives whatever revision is asked (credentials, rate limits)."""
+_REVISION_BLIND_STATUS = frozenset({401, 403, 407, 408, 425, 429})
+"""HTTP refusals a server (or a proxy in front of it) gives whatever revision is asked:
+credentials (401, 407 for a proxy), denial (403), a request timeout (408), too early
+(425), rate limits (429)."""
 
 IGNORED_NOTIFICATIONS = frozenset({"notifications/progress", "notifications/message"})
 """Notifications that are not about subscriptions (spec: progress, logging)."""
@@ -396,8 +398,8 @@ class ClientProtocol:
 
     def discover_declined(self, outcome: object, *, status: int | None = None) -> bool:
         """Whether a ``server/discover`` outcome is a refusal that is not a 2026 answer,
-        so negotiation falls back to ``initialize`` (`discover_declined`)."""
-        return discover_declined(outcome, status=status)
+        so negotiation falls back to ``initialize`` (`_is_2025_refusal`)."""
+        return _is_2025_refusal(outcome, status=status)
 
     def initialize(self) -> dict[str, Any]:
         """The ``initialize`` params (offering 2025-11-25); from now on the protocol
@@ -796,15 +798,16 @@ def session_info(
     )
 
 
-def discover_declined(outcome: object, *, status: int | None = None) -> bool:
+def _is_2025_refusal(outcome: object, *, status: int | None = None) -> bool:
     """Whether a ``server/discover`` outcome is a refusal that is not a 2026 answer,
     so negotiation falls back to ``initialize`` (DESIGN §6).
 
     Whatever a server answers that only a 2026 server says, or that says nothing
     about the revision, is not a refusal: a result; ``-32022`` (another 2026
     version: renegotiate) and ``-32020`` (headers and body disagree);
-    ``-32603`` / HTTP 5xx (trouble, not a refusal); HTTP 401/403/429 (credentials
-    and rate limits are asked for whatever the revision). Every other JSON-RPC
+    ``-32603`` / HTTP 5xx (trouble, not a refusal); HTTP 401/403/407/408/425/429
+    (`_REVISION_BLIND_STATUS`: credentials, denial, timeouts and rate limits come
+    whatever the revision). Every other JSON-RPC
     error (``-32600`` "Missing session ID", ``-32601``, ``-32602``, ``-32000``
     "Server not initialized" ...) and every other HTTP 4xx, with or without a
     body, is a server that does not take ``server/discover``: a 2025 one."""
