@@ -28,7 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from freshcache.acceptance._format import load_cases
-from freshcache.acceptance._verdicts import CLASSES, classify, hands_out_text, malformed
+from freshcache.acceptance._verdicts import (
+    CLASSES,
+    classify,
+    hands_out_text,
+    malformed_text,
+    observed_before,
+)
 from freshcache.acceptance.drivers import SHIPPED, Unavailable, command_for
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -129,7 +135,8 @@ def classified(data: dict[str, Any]) -> dict[str, dict[str, str]]:
                 case = cases.get(row)
                 verdict = classify(
                     why.split("; "),
-                    malformed_answer=case is not None and malformed(case),
+                    malformed_answer=case is not None and malformed_text(case),
+                    observed_earlier=case is not None and observed_before(case),
                     handed_text=hands_out_text(why),
                 )
             if verdict is not None:

@@ -37,7 +37,7 @@ from ._core import (
 )
 from ._errors import ProtocolError
 from ._source import ServerInfo
-from ._wire import PROTOCOL_VERSION
+from ._wire import LEGACY_VERSIONS, PROTOCOL_VERSION
 
 EXIT_OK, EXIT_FINDING, EXIT_NOT_MCP = 0, 1, 2
 
@@ -103,7 +103,7 @@ async def _check(source: Any, args: argparse.Namespace, say: Say) -> int:
     _revision(info, say, advice)
     _capabilities(info, say, advice)
     uris = await _list_and_read(source, list(args.uri or []), say, advice, findings)
-    legacy = info.protocol_version != PROTOCOL_VERSION
+    legacy = speaks_2025(info)
     if info.listen is False:
         say("listen      not offered")
     elif uris or info.list_changed:
@@ -115,6 +115,12 @@ async def _check(source: Any, args: argparse.Namespace, say: Say) -> int:
     if not advice and not findings:
         say("advice      none: selected resources are kept fresh by notification")
     return EXIT_FINDING if findings else EXIT_OK
+
+
+def speaks_2025(info: ServerInfo) -> bool:
+    """Whether the session speaks a 2025 revision (its listen is the channel plus
+    ``resources/subscribe``). No revision in common (``None``) is not one."""
+    return info.protocol_version in LEGACY_VERSIONS
 
 
 def _revision(info: ServerInfo, say: Say, advice: list[str]) -> None:

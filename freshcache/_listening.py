@@ -129,11 +129,16 @@ class StreamDriver:
         """Carry out decisions made outside the run loop; wake it only if that matters.
 
         The loop sleeps until the supervisor's next deadline: it is woken when a
-        decision was carried out or that deadline moved, never "just in case" (an
-        idle cache must cost no CPU, DESIGN invariant 15).
+        decision was carried out, that deadline moved, or listening became unsupported
+        (the loop then ends instead of sleeping on as a dead task); never "just in
+        case" (an idle cache must cost no CPU, DESIGN invariant 15).
         """
         self._carry_out_streams(decisions)
-        if decisions or self.supervisor.next_deadline() != self._sleeping_until:
+        if (
+            decisions
+            or self.supervisor.unsupported
+            or self.supervisor.next_deadline() != self._sleeping_until
+        ):
             self._wake.set()
 
     def _carry_out_streams(self, decisions: list[StreamDecision]) -> None:

@@ -105,8 +105,10 @@ Params = Mapping[str, Any]
 
 _NOT_A_REFUSAL_CODES = frozenset({UNSUPPORTED_PROTOCOL_VERSION, HEADER_MISMATCH, INTERNAL_ERROR})
 """``server/discover`` errors that are 2026 answers or trouble, not "not this revision"."""
-_REVISION_BLIND_STATUS = frozenset({401, 403, 429})
-"""HTTP refusals a server gives whatever revision is asked (credentials, rate limits)."""
+_REVISION_BLIND_STATUS = frozenset({401, 403, 407, 408, 425, 429})
+"""HTTP refusals a server (or a proxy in front of it) gives whatever revision is asked:
+credentials (401, 407 for a proxy), denial (403), a request timeout (408), too early
+(425), rate limits (429)."""
 
 IGNORED_NOTIFICATIONS = frozenset({"notifications/progress", "notifications/message"})
 """Notifications that are not about subscriptions (spec: progress, logging)."""
@@ -283,9 +285,11 @@ class Renegotiate:
 
 @dataclass(frozen=True, slots=True)
 class Relisten:
-    """``-32022`` answered a listen with a version both sides speak: the subscription
-    stays open and ``outgoing`` (the same listen, same id, in the new version) is to
-    be sent again, once per listen (a second ``-32022`` ends it with `StreamLost`)."""
+    """``-32022`` answered a listen, before its acknowledgment, with a version both
+    sides speak: the subscription stays open and ``outgoing`` (the same listen, same
+    id, in the new version) is to be sent again, once per listen (a second ``-32022``,
+    or one after the acknowledgment, ends it with `StreamLost`). A transport that
+    cannot send ``outgoing`` ends the subscription with `StreamLost` too."""
 
     subscription_id: RequestId
     outgoing: Outgoing
@@ -394,8 +398,8 @@ class ClientProtocol:
 
     def discover_declined(self, outcome: object, *, status: int | None = None) -> bool:
         """Whether a ``server/discover`` outcome is a refusal that is not a 2026 answer,
-        so negotiation falls back to ``initialize`` (`discover_declined`)."""
-        return discover_declined(outcome, status=status)
+        so negotiation falls back to ``initialize`` (`_is_2025_refusal`)."""
+        return _is_2025_refusal(outcome, status=status)
 
     def initialize(self) -> dict[str, Any]:
         """The ``initialize`` params (offering 2025-11-25); from now on the protocol
@@ -605,10 +609,19 @@ class ClientProtocol:
         """What an error answering ``subscriptions/listen`` ``sid`` means, on every wire
         (``where``: the transport's own words on how it came, e.g. the HTTP status):
         ``-32601`` is `ListenUnsupported`; ``-32022`` naming a version both sides speak
-        is `Relisten` in that version, once per listen; anything else (a second
-        ``-32022``, one without a version in common, ``-32020``, any other error) ends
-        the subscription with `StreamLost`."""
+        is `Relisten` in that version, once per listen, but only while the listen is
+        open and not yet acknowledged; anything else (a second ``-32022``, one without
+        a version in common, one after the acknowledgment, ``-32020``, any other error)
+        ends the subscription with `StreamLost`.
+
+        After the acknowledgment the server has stopped listening: sending the listen
+        again in silence would leave its URIs covered while nothing listens (and the
+        new acknowledgment would be refused as a second one), so the stream is lost
+        and everything re-listens and re-reads (invariant 4)."""
         sub = self._subscriptions.get(id_key(sid))
+        late = sub is not None and sub.acknowledged
+        if late:
+            sub = None
         retried = sub is not None and sub.renegotiated
         refused = _listen_refused(
             sid,
@@ -618,7 +631,8 @@ class ClientProtocol:
         )
         if isinstance(refused, Renegotiate):
             if sub is None:
-                return self._final(sid, StreamLost(sid, refused.reason))
+                after = " after its acknowledgment" if late else ""
+                return self._final(sid, StreamLost(sid, f"{refused.reason}{after}"))
             sub.renegotiated = True
             outgoing = self.request(
                 sid,
@@ -784,15 +798,16 @@ def session_info(
     )
 
 
-def discover_declined(outcome: object, *, status: int | None = None) -> bool:
+def _is_2025_refusal(outcome: object, *, status: int | None = None) -> bool:
     """Whether a ``server/discover`` outcome is a refusal that is not a 2026 answer,
     so negotiation falls back to ``initialize`` (DESIGN §6).
 
     Whatever a server answers that only a 2026 server says, or that says nothing
     about the revision, is not a refusal: a result; ``-32022`` (another 2026
     version: renegotiate) and ``-32020`` (headers and body disagree);
-    ``-32603`` / HTTP 5xx (trouble, not a refusal); HTTP 401/403/429 (credentials
-    and rate limits are asked for whatever the revision). Every other JSON-RPC
+    ``-32603`` / HTTP 5xx (trouble, not a refusal); HTTP 401/403/407/408/425/429
+    (`_REVISION_BLIND_STATUS`: credentials, denial, timeouts and rate limits come
+    whatever the revision). Every other JSON-RPC
     error (``-32600`` "Missing session ID", ``-32601``, ``-32602``, ``-32000``
     "Server not initialized" ...) and every other HTTP 4xx, with or without a
     body, is a server that does not take ``server/discover``: a 2025 one."""

@@ -1107,11 +1107,21 @@ class _Supervisor:
                         waiter.done.set()
                 case HintFor(event=event):
                     self._hold(event)
-                case Relisten(outgoing=outgoing):
+                case Relisten(subscription_id=sid, outgoing=outgoing, reason=reason):
                     # -32022 on a listen: the same listen again, in the new version (as
                     # on HTTP); if the write fails, the connection's end loses it.
                     if conn.tg is not None:
                         conn.tg.start_soon(conn.send_quietly, outgoing.message)
+                        continue
+                    # Nothing can send it: a listen that silently never went out would
+                    # leave the subscription open with nothing listening. It is lost.
+                    conn.demux.close_subscription(sid)
+                    lost = conn.inboxes.get(id_key(sid))
+                    if lost is not None:
+                        lost.put(
+                            StreamLost(sid, f"{reason}; the listen could not be sent again"),
+                            final=True,
+                        )
                 case EventFor(subscription_id=sid, event=event, final=final):
                     item: StreamEvent | _Hint = event
                     if isinstance(event, (ResourceUpdated, ResourceListChanged)):

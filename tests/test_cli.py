@@ -743,3 +743,17 @@ def test_the_json_report_gives_each_failure_its_class(tmp_path):
     assert [f["class"] for f in report["failures"]] == ["no state", "no state"]
     assert report["summary"]["classes"]["no state"] == 2
     assert report["summary"]["classes"]["old text"] == 0
+
+
+@pytest.mark.parametrize(
+    ("version", "legacy"),
+    [("2026-07-28", False), ("2025-11-25", True), ("2025-06-18", True), (None, False)],
+    ids=["2026", "2025-11-25", "2025-06-18", "none-in-common"],
+)
+def test_doctor_speaks_of_the_2025_channel_only_for_a_2025_revision(version, legacy):
+    # No revision in common is not "an older revision": its listen is not the 2025
+    # channel of resources/subscribe.
+    from freshcache._doctor import speaks_2025
+    from freshcache._source import ServerInfo
+
+    assert speaks_2025(ServerInfo(reachable=True, protocol_version=version)) is legacy

@@ -162,3 +162,62 @@ def test_newer_text_than_the_row_expects_is_a_cost_never_old_text():
 def test_each_failure_is_classed_as_a_broken_promise_or_a_cost(failures, observed, malformed, verdict):
     got = classify(failures, malformed_answer=malformed, handed_text=hands_out_text(observed))
     assert got == verdict
+
+
+def _rows(*lines: str) -> dict[str, Any]:
+    from freshcache.acceptance._format import parse_text
+
+    cases, problems = parse_text(
+        "| id | source | steps | expect |\n|---|---|---|---|\n" + "\n".join(lines) + "\n",
+        "inline.md",
+    )
+    assert problems == []
+    return {case.id: case for case in cases}
+
+
+def test_old_text_is_strictness_only_when_a_malformed_answer_carried_it():
+    from freshcache.acceptance._verdicts import malformed_text
+
+    cases = _rows(
+        "| own | t | given not cached; next read of other has ttl as string; read other "
+        "| awaiting_fresh_source (server_error) |",
+        "| elsewhere | t | next read of other has ttl as string; read other; "
+        "server sets selected v2 and notifies; read selected | fresh v2 |",
+        "| newer | t | next read of selected has no contents; server sets selected v2; "
+        "read selected | awaiting_fresh_source (server_error) |",
+        "| frame | t | send malformed frame; read selected | fresh v1; untrusted messages 1 |",
+    )
+    carried = {name: malformed_text(case) for name, case in cases.items()}
+    assert carried == {
+        "own": {"v1"},
+        "elsewhere": set(),  # the malformed answer was other's; selected is observed
+        "newer": {"v1", "v2"},  # due until the next read of selected, whenever it runs
+        "frame": set(),  # a broken frame carries no text
+    }
+    where = "cited v1 where the row expects awaiting_fresh_source"
+    assert classify([where], malformed_answer=carried["own"]) == "strictness"
+    assert classify(["cited v1, expected fresh v2"], malformed_answer=carried["elsewhere"]) == (
+        "old text"
+    )
+    assert classify(["state is fresh, expected awaiting_fresh_source"], malformed_answer=set()) == (
+        "old text"
+    )
+    assert classify(["cited v1, expected fresh v2"], malformed_answer={"v2"}) == "old text"
+    assert classify(["cited v2, expected fresh v3"], malformed_answer={"v2"}) == "strictness"
+
+
+def test_an_own_server_read_excuses_fewer_reads_only_without_an_earlier_observation():
+    from freshcache.acceptance._verdicts import observed_before
+
+    cases = _rows(
+        "| once | t | stream drops; server sets selected v2 and notifies; read selected "
+        "| fresh v2; no server read; server reads 2 |",
+        "| twice | t | read selected; stream drops; server sets selected v2 and notifies; "
+        "read selected | fresh v2; no server read; server reads 3 |",
+    )
+    assert not observed_before(cases["once"]) and observed_before(cases["twice"])
+    lines = ["server_read is True, expected False", "the server answered 2 reads, expected 3"]
+    assert classify(lines, observed_earlier=False) == "extra reads"
+    # The earlier read handed out text the missing read would have proven.
+    assert classify(lines, observed_earlier=True) == "unproven"
+    assert classify(lines, observed_earlier=True, handed_text=False) == "no state"

@@ -19,14 +19,19 @@ PROTOCOL = ("_protocol.py", "_protocol_http.py", "_legacy.py")
 TRANSPORTS = ("_http.py", "_http_legacy.py", "_stdio.py", "_mcp_client.py")
 DOES_IO = {"anyio", "asyncio", "httpx", "h11", "os", "select", "socket", "subprocess", "trio"}
 RULE_NAMES = {
-    # error codes and parsers whose meaning is the protocol's to say
+    # error codes, parsers and judgments whose meaning is the protocol's to say
     "UNSUPPORTED_PROTOCOL_VERSION",
     "HEADER_MISMATCH",
+    "INTERNAL_ERROR",
     "parse_message",
     "renegotiated_version",
-    "answer_hint",
-    "DISCOVER_DECLINED_CODES",
+    "_NOT_A_REFUSAL_CODES",
+    "_REVISION_BLIND_STATUS",
+    "_is_2025_refusal",
+    "_listen_refused",
 }
+"""Each must exist (`test_every_rule_name_exists`): a name that was renamed away would
+make the guard below one that cannot fire."""
 
 
 def _imports(path: Path) -> tuple[set[str], set[str]]:
@@ -48,6 +53,24 @@ def _imports(path: Path) -> tuple[set[str], set[str]]:
 def test_the_protocol_package_imports_nothing_that_does_io(name: str) -> None:
     modules, _ = _imports(PACKAGE / name)
     assert not modules & DOES_IO, f"{name} imports {sorted(modules & DOES_IO)}"
+
+
+def _defined(path: Path) -> set[str]:
+    """The names ``path`` defines at its top level (functions, classes, assignments)."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(), filename=str(path)).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def test_every_rule_name_exists() -> None:
+    defined = set().union(*(_defined(path) for path in PACKAGE.rglob("*.py")))
+    assert not RULE_NAMES - defined, f"no longer defined: {sorted(RULE_NAMES - defined)}"
 
 
 @pytest.mark.parametrize("name", TRANSPORTS, ids=TRANSPORTS)

@@ -23,7 +23,9 @@ def test_a_look_finds_new_changed_and_deleted_files_and_reads_only_changed_ones(
     assert sorted(folder.server.resources) == sorted(
         p.resolve().as_uri() for p in (tmp_path / "a.md", tmp_path / "b.txt")
     )
-    assert folder.server.resources[(tmp_path / "a.md").resolve().as_uri()].mime_type == "text/markdown"
+    assert (
+        folder.server.resources[(tmp_path / "a.md").resolve().as_uri()].mime_type == "text/markdown"
+    )
     assert lines == []  # the first look notifies nobody
     assert folder.look() == []  # nothing changed on disk
 
@@ -165,4 +167,131 @@ def test_a_file_over_the_limit_is_skipped_unread_with_the_option_that_raises_it(
     (tmp_path / "small.txt").write_text("x" * 2000)  # a served file that grew past it
     changes = folder.look()
     assert [c.what for c in changes] == ["deleted"]
-    assert lines[-1].endswith("2000 bytes, over the 1000-byte limit (freshcache serve --max-file-bytes N raises it)")
+    assert lines[-1].endswith(
+        "2000 bytes, over the 1000-byte limit (freshcache serve --max-file-bytes N raises it)"
+    )
+
+
+def test_a_file_swapped_for_a_symlink_out_after_the_inside_check_is_not_read(tmp_path, monkeypatch):
+    # The race: the path is checked inside the folder (realpath), then swapped for a
+    # link to a file outside before it is opened. Opening must not follow the link.
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("secret")
+    page = docs / "page.md"
+    page.write_text("page")
+    folder = folder_reference(docs, lambda line: None)
+    page.write_text("page, edited")
+    os.utime(page, ns=(7, 7))
+    realpath = os.path.realpath
+    target = os.fspath(docs.resolve() / "page.md")
+
+    def swap_after_the_check(path, *args, **kwargs):
+        real = realpath(path, *args, **kwargs)
+        if os.fspath(path) == target and not page.is_symlink():
+            page.unlink()
+            page.symlink_to(secret)
+        return real
+
+    monkeypatch.setattr(os.path, "realpath", swap_after_the_check)
+    changes = folder.look()
+    monkeypatch.undo()
+    assert all("secret" not in (c.text or "") for c in changes), changes
+    assert all("secret" not in r.text for r in folder.server.resources.values())
+    # The next look sees the link out for what it is.
+    assert [(c.what, c.text) for c in folder.look()] == [("deleted", None)]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd (Linux)")
+def test_a_folder_swapped_for_a_symlink_out_after_the_inside_check_is_not_read(
+    tmp_path, monkeypatch
+):
+    # O_NOFOLLOW guards the last part of the path only; a folder on the way swapped for
+    # a link out is caught by where the opened file really is.
+    docs, outside = tmp_path / "docs", tmp_path / "outside"
+    (docs / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "page.md").write_text("secret")
+    (docs / "sub" / "page.md").write_text("page")
+    folder = folder_reference(docs, lambda line: None)
+    (docs / "sub" / "page.md").write_text("page, edited")
+    os.utime(docs / "sub" / "page.md", ns=(7, 7))
+    realpath = os.path.realpath
+
+    def swap_after_the_check(path, *args, **kwargs):
+        real = realpath(path, *args, **kwargs)
+        sub = docs / "sub"
+        if os.fspath(path).endswith("page.md") and not sub.is_symlink():
+            (sub / "page.md").unlink()
+            sub.rmdir()
+            sub.symlink_to(outside, target_is_directory=True)
+        return real
+
+    monkeypatch.setattr(os.path, "realpath", swap_after_the_check)
+    changes = folder.look()
+    monkeypatch.undo()
+    assert all("secret" not in (c.text or "") for c in changes), changes
+    assert all("secret" not in r.text for r in folder.server.resources.values())
+
+
+def test_a_same_size_edit_with_its_mtime_put_back_is_seen(tmp_path):
+    # cp -p, rsync -t, os.utime: the size and the modification time are those of the
+    # old text. The inode change time is not.
+    page = tmp_path / "page.md"
+    page.write_text("aaa")
+    folder = folder_reference(tmp_path, lambda line: None)
+    before = page.stat()
+    page.write_text("bbb")
+    os.utime(page, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert [(c.what, c.text) for c in folder.look()] == [("updated", "bbb")]
+    assert folder.server.resources[page.resolve().as_uri()].text == "aaa"  # not yet applied
+
+
+def test_a_racily_clean_file_is_read_again_and_compared_by_content(tmp_path):
+    # An edit in the same timestamp tick as the read before it leaves every stat field
+    # as it was (git's "racily clean" index entries). Simulated: the stamp taken after
+    # the edit is recorded as if it had been the one seen at the last look.
+    page = tmp_path / "page.md"
+    page.write_text("aaa")
+    folder = folder_reference(tmp_path, lambda line: None)
+    path = next(iter(folder.stamps))
+    page.write_text("bbb")
+    folder.stamps[path] = folder.stamp(path.stat())  # every stat field unchanged
+    assert [(c.what, c.text) for c in folder.look()] == [("updated", "bbb")]
+    assert folder.look() == []  # read again (still racy), the same contents: no change
+
+
+def test_a_file_that_cannot_be_read_for_a_moment_is_not_deleted(tmp_path, monkeypatch):
+    page = tmp_path / "page.md"
+    page.write_text("aaa")
+    folder = folder_reference(tmp_path, lambda line: None)
+    page.write_text("bbbb")
+    real_open = os.open
+
+    def refuse(path, *args, **kwargs):
+        if os.fspath(path).endswith("page.md"):
+            raise OSError(24, "Too many open files")  # EMFILE
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refuse)
+    assert folder.look() == []  # not "deleted": the old text stays until it can be read
+    monkeypatch.undo()
+    assert [(c.what, c.text) for c in folder.look()] == [("updated", "bbbb")]
+
+
+def test_a_path_that_is_not_a_regular_file_is_skipped_without_being_opened(tmp_path, monkeypatch):
+    (tmp_path / "a.md").write_text("one")
+    os.mkfifo(tmp_path / "pipe")
+    opened: list[str] = []
+    real_open = os.open
+
+    def record(path, *args, **kwargs):
+        opened.append(os.fspath(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", record)
+    lines: list[str] = []
+    folder_reference(tmp_path, lines.append)
+    assert not any(p.endswith("pipe") for p in opened), opened
+    assert lines == [f"skipped {tmp_path.resolve() / 'pipe'}: not a regular file (a FIFO)"]

@@ -26,7 +26,14 @@ from ._driver import DriverError, DriverProcess, Hello
 from ._format import Case, load_cases
 from ._junit import timeline_lines, write_junit
 from ._runner import CaseReport, EngineWorld, World, expected_text, fleet_unplayable, play
-from ._verdicts import CLASSES, Verdict, classify, hands_out_text, malformed
+from ._verdicts import (
+    CLASSES,
+    Verdict,
+    classify,
+    hands_out_text,
+    malformed_text,
+    observed_before,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
 
@@ -471,7 +478,8 @@ def failure_classes(
         case = by_id.get(report.id)
         classes[id(report)] = classify(
             report.failures,
-            malformed_answer=case is not None and malformed(case),
+            malformed_answer=case is not None and malformed_text(case),
+            observed_earlier=case is not None and observed_before(case),
             handed_text=hands_out_text(report.observed),
         )
     return classes

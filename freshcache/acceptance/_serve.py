@@ -17,17 +17,23 @@ before a byte is read. A file over ``max_bytes`` is skipped with a line naming
 The wire is the reference server's (`ReferenceHttpServer` / `StdioReferenceServer`
 around `ReferenceProtocol`): whatever revisions it speaks, ``serve`` speaks. Changes
 are seen with ``watchfiles`` when it is installed (``pip install '.[serve]'``), else
-by looking at every file's size and modification time once a second.
+by looking at every file's `Stamp` (size, modification time, inode and its change time)
+once a second; a file modified around the previous look is read again and compared by
+content (`RACY_NS`), and one that cannot be read for a moment is not taken for deleted
+(`READ_RETRIES`).
 """
 
 from __future__ import annotations
 
 import base64
+import errno
+import hashlib
 import mimetypes
 import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,8 +71,26 @@ answer must fit the client's own frame limit too (freshcache: ``max_frame_bytes`
 4 MiB; a blob's Base64 is a third bigger than the file)."""
 
 
-Stamp = tuple[int, int]
-"""What tells a file changed: (modification time in ns, size)."""
+Stamp = tuple[int, int, int, int]
+"""What tells a file changed: (modification time in ns, size, inode, inode change time
+in ns). The inode and its change time catch what the first two miss: a same-size edit
+whose modification time was put back (``cp -p``, ``rsync -t``, ``os.utime``), a file
+replaced by another one (``mv new old``)."""
+
+RACY_NS = 2_000_000_000
+"""How close (ns) to the start of the previous look a file's modification time must be
+for an unchanged stamp not to be trusted (git's "racily clean" rule): an edit in the
+same timestamp tick as the read before it leaves every stat field as it was, so such a
+file is read again and compared by content. Two seconds cover the coarsest clocks in
+use (FAT's two-second modification times) and the kernel's clock lagging the wall
+clock by a tick."""
+
+READ_RETRIES = 3
+"""Looks in a row a served file may fail to be read (``EACCES``, ``EMFILE`` ...) before it
+counts as deleted; until then its last text stays served and it is read again."""
+
+_GONE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})
+"""``stat`` errors that mean the path is not there (a dangling link too), not trouble."""
 
 Identity = tuple[int, int]
 """Which folder a path names: (device, inode); another one after a delete and a mkdir."""
@@ -94,6 +118,12 @@ class Folder:
     max_bytes: int = MAX_FILE_BYTES
     """Files larger than this are skipped, unread (`MAX_FILE_BYTES`)."""
     stamps: dict[Path, Stamp] = field(default_factory=dict)
+    digests: dict[Path, bytes] = field(default_factory=dict)
+    """The SHA-256 of each served file's contents when last read."""
+    failures: dict[Path, int] = field(default_factory=dict)
+    """Served files that could not be read at the last looks, and how many in a row."""
+    looked_at: int | None = None
+    """When the last look started (wall clock, ns); ``None`` before the first."""
     skipped: dict[Path, tuple[Stamp, str]] = field(default_factory=dict)
     """Paths not served, with the stamp they had and why (each said once)."""
     identity: Identity | None = None
@@ -103,43 +133,75 @@ class Folder:
         self.root = self.root.resolve()
         self.identity = _identity(self.root)
 
+    @staticmethod
+    def stamp(stat: os.stat_result) -> Stamp:
+        """The `Stamp` of a file's ``stat``."""
+        return (stat.st_mtime_ns, stat.st_size, stat.st_ino, stat.st_ctime_ns)
+
     def look(self) -> list[Change]:
-        """What changed on disk since the last look (reads only the files that did)."""
+        """What changed on disk since the last look (reads only the files that did, and
+        those too recently modified for their stamp to be trusted: `RACY_NS`)."""
+        started = time.time_ns()
+        racy_since = None if self.looked_at is None else self.looked_at - RACY_NS
         now: dict[Path, Stamp] = {}
+        digests: dict[Path, bytes] = {}
+        failures: dict[Path, int] = {}
         skipped: dict[Path, tuple[Stamp, str]] = {}
         changes: list[Change] = []
+
+        def keep(path: Path) -> None:
+            """``path`` could not be looked at now: a served file stays as it was (its
+            old stamp, so the next look reads it again) for `READ_RETRIES` looks."""
+            before = self.stamps.get(path)
+            failed = self.failures.get(path, 0) + 1
+            if before is not None and failed < READ_RETRIES:
+                now[path], failures[path] = before, failed
+                if path in self.digests:
+                    digests[path] = self.digests[path]
+
         for path in _files(self.root):
             try:
                 stat = path.stat()
-            except OSError:
+            except OSError as exc:
+                if exc.errno not in _GONE:
+                    keep(path)
                 continue  # went away while we looked (or a dangling link): not served
-            stamp = (stat.st_mtime_ns, stat.st_size)
+            stamp = self.stamp(stat)
             before_skip = self.skipped.get(path)
             if before_skip is not None and before_skip[0] == stamp:
                 skipped[path] = before_skip  # unchanged since it was skipped
                 continue
             before = self.stamps.get(path)
-            if before == stamp:
+            racy = racy_since is not None and stat.st_mtime_ns >= racy_since
+            if before == stamp and not racy:
                 now[path] = stamp
+                if path in self.digests:
+                    digests[path] = self.digests[path]
                 continue
             try:
-                change = _load(
-                    path, "new" if before is None else "updated", self.root, self.max_bytes
-                )
+                if not S_ISREG(stat.st_mode):  # not even opened
+                    raise Skipped(f"not a regular file ({_kind(stat.st_mode)})")
+                data = _read(path, self.root, self.max_bytes)
             except Skipped as why:
                 skipped[path] = (stamp, str(why))
                 if before_skip is None or before_skip[1] != str(why):
                     self.say(f"skipped {path}: {why}")
                 continue
-            if change is not None:
-                now[path] = stamp
-                changes.append(change)
-            # else: unreadable now, try again next time (a file served before stays
-            # listed as deleted below until it can be read again)
+            if data is None:
+                keep(path)  # unreadable now: try again next time
+                continue
+            now[path] = stamp
+            digests[path] = digest = hashlib.sha256(data).digest()
+            if before == stamp and digest == self.digests.get(path):
+                continue  # read again only because it was racy: the same contents
+            changes.append(_change(path, "new" if before is None else "updated", data))
         for path in self.stamps.keys() - now.keys():
             changes.append(Change("deleted", path.as_uri()))
         self.stamps = now
+        self.digests = digests
+        self.failures = failures
         self.skipped = skipped
+        self.looked_at = started
         return changes
 
     def apply(self, changes: list[Change], *, notify: bool = True) -> None:
@@ -212,24 +274,33 @@ class Skipped(Exception):
 
 def _open_regular(path: Path, root: Path, max_bytes: int) -> bytes:
     """The bytes of ``path`` if it is a regular file inside ``root`` and at most
-    ``max_bytes`` long; `Skipped` with the reason otherwise. Never blocks: the file is
-    opened with ``O_NONBLOCK`` (a FIFO without a writer opens at once) and checked with
-    ``fstat`` before a byte is read, so a path swapped for a FIFO after a ``stat`` is
-    caught too."""
+    ``max_bytes`` long; `Skipped` with the reason otherwise, `OSError` when it cannot be
+    read now (or was swapped while it was opened: the next look checks it again).
+
+    Never blocks: the file is opened with ``O_NONBLOCK`` (a FIFO without a writer opens
+    at once) and checked with ``fstat`` before a byte is read, so a path swapped for a
+    FIFO after a ``stat`` is caught too. Never leaves ``root``: the path checked inside
+    it (its ``realpath``) is the one opened, with ``O_NOFOLLOW``, so a last part swapped
+    for a symlink after the check fails to open instead of following it; the file
+    opened must be the one ``lstat`` finds there (device and inode); and on Linux, where
+    the open file descriptor really is (``/proc/self/fd``) must be inside ``root``,
+    which catches a folder on the way swapped for a symlink out."""
     real = Path(os.path.realpath(path))
-    if real != root and root not in real.parents:
+    if not _inside(real, root):
         raise Skipped(f"a symlink to {real}, outside {root}")
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-    fd = os.open(path, flags)
+    flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0)
+    flags |= getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(real, flags)
     try:
         stat = os.fstat(fd)
-        checked = os.stat(real)
-        if (stat.st_dev, stat.st_ino) != (checked.st_dev, checked.st_ino):
-            # Swapped (for a link out of root, say) between the check and the open:
-            # not this file; the next look checks it again.
-            raise OSError(f"{path} changed while it was opened")
         if not S_ISREG(stat.st_mode):
             raise Skipped(f"not a regular file ({_kind(stat.st_mode)})")
+        checked = os.lstat(real)
+        if (stat.st_dev, stat.st_ino) != (checked.st_dev, checked.st_ino):
+            raise OSError(f"{path} changed while it was opened")
+        where = _where(fd)
+        if where is not None and not _inside(where, root):
+            raise OSError(f"{path} led out of {root} ({where}) while it was opened")
         if stat.st_size > max_bytes:
             raise Skipped(
                 f"{stat.st_size} bytes, over the {max_bytes}-byte limit "
@@ -250,6 +321,19 @@ def _open_regular(path: Path, root: Path, max_bytes: int) -> bytes:
         os.close(fd)
 
 
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _where(fd: int) -> Path | None:
+    """Where the open ``fd`` really is (Linux: ``/proc/self/fd``); ``None`` where that
+    cannot be asked. What is not a path there (``pipe:[...]``) is inside no folder."""
+    try:
+        return Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return None
+
+
 def _kind(mode: int) -> str:
     for test, name in (
         (S_ISFIFO, "a FIFO"),
@@ -263,15 +347,19 @@ def _kind(mode: int) -> str:
     return "not a file"
 
 
-def _load(path: Path, what: str, root: Path, max_bytes: int) -> Change | None:
-    """The change that serves ``path``'s contents now (`Skipped`: never served);
-    ``None`` when it cannot be read at the moment (try again at the next look)."""
+def _read(path: Path, root: Path, max_bytes: int) -> bytes | None:
+    """``path``'s contents now (`Skipped`: never served); ``None`` when it cannot be read
+    at the moment (try again at the next look)."""
     try:
-        data = _open_regular(path, root, max_bytes)
+        return _open_regular(path, root, max_bytes)
     except Skipped:
         raise
     except OSError:
         return None
+
+
+def _change(path: Path, what: str, data: bytes) -> Change:
+    """The change that serves ``data`` as ``path``'s contents."""
     mime = mimetypes.guess_type(path.name)[0]
     try:
         text = data.decode("utf-8")

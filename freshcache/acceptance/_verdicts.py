@@ -15,8 +15,9 @@ one that only reads the server more often than it must do not look alike:
     meanwhile it would have been old text.
 ``strictness``
     The client accepted a malformed answer (a ``ttlMs`` that is not a number, a read
-    without contents, a broken frame) and handed out its text, or counted fewer
-    untrusted messages than it was sent.
+    without contents) and handed out its text, or counted fewer untrusted messages
+    than it was sent (a broken frame). Old text that is not what a malformed answer
+    carried stays old text (`malformed_text`).
 ``no state``
     Nothing usable where a state was due: an error or nothing instead of text, a
     wrong state or reason without old text, a case that crashed or never finished, a
@@ -32,11 +33,11 @@ A row with several failures takes the most serious class, in the order above.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Literal
 
 from ._format import Case
-from ._steps import NextRead, Notify
+from ._steps import NextRead, Notify, Observe, ServerSets
 
 Verdict = Literal["old text", "unproven", "strictness", "no state", "extra reads"]
 CLASSES: tuple[Verdict, ...] = ("old text", "unproven", "strictness", "no state", "extra reads")
@@ -53,6 +54,45 @@ def malformed(case: Case) -> bool:
         or (isinstance(step, Notify) and step.kind == "garbage")
         for step in case.row.steps
     )
+
+
+def malformed_text(case: Case) -> frozenset[str]:
+    """The version labels of the texts ``case``'s malformed read answers may have
+    carried for the URI its last observation is of: the server's version of that URI
+    while such an answer was due (empty: nothing the row hands out can have come from a
+    malformed answer; a broken frame carries no text)."""
+    steps = case.row.steps
+    last = next(
+        (s for s in reversed(steps) if isinstance(s, Observe) and s.how in _TEXT_OBSERVATIONS),
+        None,
+    )
+    if last is None:
+        return frozenset()
+    version, due, sticky = "v1", False, False
+    carried: set[str] = set()
+    for step in steps:
+        match step:
+            case ServerSets(uri=uri) if uri == last.uri:
+                version = step.version
+                if due:
+                    carried.add(version)
+            case NextRead(uri=uri) if uri == last.uri:
+                due = step.fault in MALFORMED_READS
+                sticky = due and step.sticky
+                if due:
+                    carried.add(version)
+            case Observe(uri=uri, how="read") if uri == last.uri and step is not last:
+                due = sticky  # a one-off fault answered this read
+    return frozenset(carried)
+
+
+_TEXT_OBSERVATIONS = frozenset({"read", "status"})
+
+
+def observed_before(case: Case) -> bool:
+    """Whether ``case`` observes a read (or a status) before its last observation: text
+    handed out then was not proven by the last read going to the server."""
+    return sum(isinstance(s, Observe) and s.how in _TEXT_OBSERVATIONS for s in case.row.steps) > 1
 
 
 _VERSION = re.compile(r"^v(\d+)$")
@@ -94,21 +134,42 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
 _TEXT_STATES = frozenset({"fresh", "stale", "cited"})
 
 
+Malformed = bool | Collection[str]
+"""What a row's malformed answers carried: the version labels of their texts
+(`malformed_text`), or ``True`` / ``False`` for "whatever was handed out" / "nothing"."""
+
+
 def failure_class(
-    failure: str, *, malformed_answer: bool = False, handed_text: bool = True
+    failure: str, *, malformed_answer: Malformed = False, handed_text: bool = True
 ) -> Verdict | None:
     """The class of one failure line (``None``: not a failure line the runner writes,
     e.g. the actual column's own words in a ``why`` of ``matrix.json``);
-    ``handed_text``: whether the client handed out text (or a list) at the end."""
+    ``handed_text``: whether the client handed out text (or a list) at the end;
+    ``malformed_answer``: `Malformed`. Old text is strictness only when it is what a
+    malformed answer carried."""
     for pattern, rule in _RULES:
         found = pattern.search(failure)
         if found is None:
             continue
         verdict = _apply(rule, found, handed_text)
-        if verdict == "old text" and malformed_answer:
+        if verdict == "old text" and _carried(failure, malformed_answer):
             return "strictness"
         return verdict
     return None
+
+
+_CITED = re.compile(r"(?:cited |text is '.* @ )(v\d+)\b")
+
+
+def _carried(failure: str, malformed_answer: Malformed) -> bool:
+    """Whether the text ``failure`` says was handed out is one a malformed answer
+    carried (a line that names no version: whenever one could have)."""
+    if isinstance(malformed_answer, bool):
+        return malformed_answer
+    if not malformed_answer:
+        return False
+    cited = _CITED.search(failure)
+    return cited is None or cited[1] in malformed_answer
 
 
 def _apply(rule: str, found: re.Match[str], handed_text: bool) -> Verdict:
@@ -137,16 +198,23 @@ def _apply(rule: str, found: re.Match[str], handed_text: bool) -> Verdict:
 
 
 def classify(
-    failures: Iterable[str], *, malformed_answer: bool = False, handed_text: bool = True
+    failures: Iterable[str],
+    *,
+    malformed_answer: Malformed = False,
+    handed_text: bool = True,
+    observed_earlier: bool = False,
 ) -> Verdict | None:
     """The most serious class among ``failures`` (``None``: none is a failure line).
 
     Fewer server reads than the row needs is not counted against a client whose own
     final read went to the server (``server_read is True, expected False``): that read
     was sent after every change, so what it handed out was proven; only its cost
-    differs from the row's."""
+    differs from the row's. Unless the row observed text before (``observed_earlier``,
+    `observed_before`): the missing read may be one that text needed."""
     lines = list(failures)
-    own_read = any("server_read is True, expected False" in line for line in lines)
+    own_read = not observed_earlier and any(
+        "server_read is True, expected False" in line for line in lines
+    )
     found = {
         failure_class(line, malformed_answer=malformed_answer, handed_text=handed_text)
         for line in lines
@@ -164,4 +232,14 @@ def hands_out_text(observed: str) -> bool:
     return observed.startswith(("cited", "fresh", "stale", "list of", "listed", "not listed"))
 
 
-__all__ = ["CLASSES", "Verdict", "classify", "failure_class", "hands_out_text", "malformed"]
+__all__ = [
+    "CLASSES",
+    "Malformed",
+    "Verdict",
+    "classify",
+    "failure_class",
+    "hands_out_text",
+    "malformed",
+    "malformed_text",
+    "observed_before",
+]
