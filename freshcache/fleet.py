@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ._errors import ConfigurationError, MissingDependencyError
+from ._fleet._entry_store import ValkeyStore
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
@@ -109,4 +110,4 @@ def attach_fleet(
     return FleetWorker(config, server_id, meter_provider)
 
 
-__all__ = ["Fleet"]
+__all__ = ["Fleet", "ValkeyStore"]
