@@ -116,13 +116,26 @@ return 0
 _GENERATION_TTL_MS = 24 * 3600 * 1000
 
 
-def _digest(*parts: str) -> str:
-    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:24]
+def _digest(*parts: str, key: bytes | None = None) -> str:
+    """A name part: a keyed hash (HMAC-SHA256, 128 bits) of ``parts``. Key names and
+    channel names hold only these, never a URI, a principal or a server's identity:
+    without the fleet's key, a user who can list keys cannot tell whose or which
+    resource a key holds, nor confirm a guess."""
+    message = "\x1f".join(parts).encode()
+    if key is None:
+        return hashlib.sha256(message).hexdigest()[:32]
+    return hmac.new(key, message, hashlib.sha256).hexdigest()[:32]
 
 
-def partition_tag(partition: Partition) -> str:
-    """A partition's part of a key (``None``, the default partition, is its own)."""
-    return "-" if partition is None else _digest("p", partition)
+def name_key(key: bytes) -> bytes:
+    """The key of key names, derived from the fleet's key (apart from entry bindings)."""
+    return hmac.new(key, b"freshcache-fleet key names", hashlib.sha256).digest()
+
+
+def partition_tag(partition: Partition, key: bytes | None = None) -> str:
+    """A partition's part of a key (``None``, the default partition, is its own): keyed
+    with ``key`` (`SharedStore.tag` passes the fleet's name key)."""
+    return "-" if partition is None else _digest("p", partition, key=key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +169,8 @@ class SharedStore:
         self.redis = redis
         self._key = key if key is not None else hashlib.sha256(namespace.encode()).digest()
         self._server_id = server_id
-        self.prefix = f"{namespace}:{_digest('s', server_id)}"
+        self._names = name_key(self._key)
+        self.prefix = f"{namespace}:{_digest('s', server_id, key=self._names)}"
         self.channel = f"{self.prefix}:changes"
         self.seq_key = f"{self.prefix}:seq"
         self.epoch_key = f"{self.prefix}:epoch"
@@ -173,14 +187,18 @@ class SharedStore:
 
     # ------------------------------------------------------------------ keys
 
+    def tag(self, partition: Partition) -> str:
+        """``partition``'s part of key names (and of denial announcements): keyed."""
+        return partition_tag(partition, self._names)
+
     def _uri(self, uri: str) -> str:
-        return f"{self.prefix}:u:{_digest('u', uri)}"
+        return f"{self.prefix}:u:{_digest('u', uri, key=self._names)}"
 
     def entry_key(self, uri: str, partition: str) -> str:
         return f"{self._uri(uri)}:e:{partition}"
 
     def denial_key(self, uri: str, partition: Partition) -> str:
-        return f"{self._uri(uri)}:d:{partition_tag(partition)}"
+        return f"{self._uri(uri)}:d:{self.tag(partition)}"
 
     def binding(self, uri: str, where: str, scope: str, epoch: str, generation: str) -> str:
         """The keyed HMAC that ties an entry to the key it is stored under (`Fleet.key`)."""
@@ -197,9 +215,9 @@ class SharedStore:
     ) -> Peeked:
         """The current entry of ``uri`` for ``partition``, else maybe the fill lock."""
         base = self._uri(uri)
-        own = self.entry_key(uri, partition_tag(partition))
+        own = self.entry_key(uri, self.tag(partition))
         public = self.entry_key(uri, "public") if share_public else own
-        lock_base = f"{base}:lock:{partition_tag(partition)}:" if lock_for else ""
+        lock_base = f"{base}:lock:{self.tag(partition)}:" if lock_for else ""
         epoch, generation, raw, pttl, got, in_public, denied = await self._peek(
             keys=[self.epoch_key, f"{base}:g", own, public, self.denial_key(uri, partition)],
             args=[secrets.token_hex(8), lock_base, lock_for, lock_ms],
@@ -210,7 +228,7 @@ class SharedStore:
             entry = json.loads(raw)
             if entry.get("epoch") == epoch and entry.get("generation") == generation:
                 scope = entry.get("scope") or "private"
-                where = "public" if int(in_public) else partition_tag(partition)
+                where = "public" if int(in_public) else self.tag(partition)
                 expected = self.binding(uri, where, scope, epoch, generation)
                 bound = (where != "public" or scope == "public") and hmac.compare_digest(
                     str(entry.get("bind", "")), expected
@@ -240,7 +258,7 @@ class SharedStore:
     async def _denial(self, uri: str, partition: Partition, origin: str, kind: str) -> None:
         await self._deny(
             keys=[self.seq_key, self.denial_key(uri, partition)],
-            args=[self.channel, origin, kind, uri, partition_tag(partition), _GENERATION_TTL_MS],
+            args=[self.channel, origin, kind, uri, self.tag(partition), _GENERATION_TTL_MS],
         )
 
     async def fill(
@@ -254,7 +272,7 @@ class SharedStore:
         expiry_ms: int,
     ) -> bool:
         """Store ``reply`` if the fence still holds; ``False``: fenced off."""
-        where = "public" if public else partition_tag(partition)
+        where = "public" if public else self.tag(partition)
         entry = {
             "epoch": fence.epoch,
             "generation": fence.generation,
@@ -274,11 +292,11 @@ class SharedStore:
         return bool(written)
 
     async def unlock(self, uri: str, partition: Partition, fence: Peeked, worker: str) -> None:
-        key = f"{self._uri(uri)}:lock:{partition_tag(partition)}:{fence.epoch}:{fence.generation}"
+        key = f"{self._uri(uri)}:lock:{self.tag(partition)}:{fence.epoch}:{fence.generation}"
         await self._release(keys=[key], args=[worker])
 
     async def lock_held(self, uri: str, partition: Partition, fence: Peeked) -> bool:
-        key = f"{self._uri(uri)}:lock:{partition_tag(partition)}:{fence.epoch}:{fence.generation}"
+        key = f"{self._uri(uri)}:lock:{self.tag(partition)}:{fence.epoch}:{fence.generation}"
         return bool(await self.redis.exists(key))
 
     async def invalidate(self, uris: list[str], origin: str, kind: str, sent_at_ms: int) -> None:

@@ -100,9 +100,13 @@ class RemoteDenials:
     engine asks (`FreshnessEngine.denied_elsewhere`) before it lets a shared copy serve
     a principal. Bounded like the engine's own (`freshcache._core._denials.LIMIT`)."""
 
-    def __init__(self, limit: int = DENIALS_LIMIT) -> None:
+    def __init__(
+        self, limit: int = DENIALS_LIMIT, tag: Callable[[Partition], str] = partition_tag
+    ) -> None:
         self._denied: dict[tuple[str, str], None] = {}
         self._limit = limit
+        self._tag = tag
+        """The keyed partition tag the announcements carry (`SharedStore.tag`)."""
 
     def heard(self, uri: str, tag: str, *, denied: bool) -> None:
         self._denied.pop((uri, tag), None)
@@ -112,7 +116,7 @@ class RemoteDenials:
                 del self._denied[next(iter(self._denied))]
 
     def __call__(self, uri: str, partition: Partition) -> bool:
-        return bool(self._denied) and (uri, partition_tag(partition)) in self._denied
+        return bool(self._denied) and (uri, self._tag(partition)) in self._denied
 
 
 class FleetWorker:
@@ -140,7 +144,7 @@ class FleetWorker:
         self.lease = ListenerLease(self)
         self.followers = FollowerStreams(self)
         self.reads = SharedReads(self)
-        self.denials = RemoteDenials()
+        self.denials = RemoteDenials(tag=self.shared.tag)
         self.outbox = HintOutbox(self)
         self._ready = anyio.Event()
         self._answered_at = -float("inf")
