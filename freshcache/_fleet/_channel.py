@@ -103,6 +103,7 @@ class ChangeChannel:
             missed = f"missed fleet messages {self.seq + 1}..{seq - 1}"
             self.seq = seq
             self.fail_closed(missed)
+            worker.reads.expect_proof()  # the store answers: prove it through the fleet
             # the message itself is still applied below
         self.seq = seq
         kind = message["k"]

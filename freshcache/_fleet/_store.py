@@ -40,7 +40,7 @@ local denied = redis.call('EXISTS', KEYS[5])
 local public = (key == KEYS[4] and KEYS[4] ~= KEYS[3]) and 1 or 0
 if entry then return {epoch, gen, entry, redis.call('PTTL', key), 0, public, denied} end
 local got = 0
-if ARGV[2] ~= '' then
+if ARGV[2] ~= '' and (ARGV[5] ~= '1' or redis.call('EXISTS', KEYS[6]) == 1) then
   if redis.call('SET', ARGV[2] .. epoch .. ':' .. gen, ARGV[3], 'NX', 'PX', ARGV[4]) then
     got = 1
   end
@@ -70,6 +70,34 @@ for i = 1, (#KEYS - 1) / 2 do
   redis.call('PUBLISH', ARGV[1], cjson.encode({s = s, k = ARGV[3], o = ARGV[2],
     u = ARGV[5 + i], t = tonumber(ARGV[4])}))
   out[i] = g
+end
+return out
+"""
+
+# A listener's loss, fenced once per listener term: KEYS: seq, then (generation, entry
+# set, the term's marker) per URI; ARGV: channel, origin, sent at (ms), expiry (ms), then
+# (URI, the generation this worker last filled it under, or '') per URI. The first
+# worker to notice the loss of a term bumps every URI it covered; a later one bumps a
+# URI only while its own fill may still be current (the generation it filled under is
+# still the URI's): what it filled while it still believed in the lost term is fenced
+# off, an entry re-proven since under the next term is not thrown away again.
+LOST = """
+local out = {}
+for i = 1, (#KEYS - 1) / 3 do
+  local first = redis.call('SET', KEYS[3 * i + 1], '1', 'NX', 'PX', ARGV[4])
+  local mine = ARGV[4 + 2 * i]
+  if first or (mine ~= '' and (redis.call('GET', KEYS[3 * i - 1]) or '0') == mine) then
+    local g = redis.call('INCR', KEYS[3 * i - 1])
+    redis.call('PEXPIRE', KEYS[3 * i - 1], ARGV[4])
+    for _, k in ipairs(redis.call('SMEMBERS', KEYS[3 * i])) do redis.call('DEL', k) end
+    redis.call('DEL', KEYS[3 * i])
+    local s = redis.call('INCR', KEYS[1])
+    redis.call('PUBLISH', ARGV[1], cjson.encode({s = s, k = 'lost', o = ARGV[2],
+      u = ARGV[3 + 2 * i], t = tonumber(ARGV[3])}))
+    out[i] = g
+  else
+    out[i] = 0
+  end
 end
 return out
 """
@@ -184,6 +212,7 @@ class SharedStore:
         self._renew = redis.register_script(RENEW)
         self._release = redis.register_script(RELEASE)
         self._deny = redis.register_script(DENY)
+        self._lost = redis.register_script(LOST)
 
     # ------------------------------------------------------------------ keys
 
@@ -211,16 +240,33 @@ class SharedStore:
     # ------------------------------------------------------------------ entries
 
     async def peek(
-        self, uri: str, partition: Partition, *, share_public: bool, lock_for: str, lock_ms: int
+        self,
+        uri: str,
+        partition: Partition,
+        *,
+        share_public: bool,
+        lock_for: str,
+        lock_ms: int,
+        need_live: bool = False,
     ) -> Peeked:
-        """The current entry of ``uri`` for ``partition``, else maybe the fill lock."""
+        """The current entry of ``uri`` for ``partition``, else maybe the fill lock.
+        ``need_live``: the lock only while a listener's live stream is announced (a
+        read sent while no listener vouches for the fleet, during a takeover, would be
+        fenced off by the next listener's acknowledgment anyway: wait for that one)."""
         base = self._uri(uri)
         own = self.entry_key(uri, self.tag(partition))
         public = self.entry_key(uri, "public") if share_public else own
         lock_base = f"{base}:lock:{self.tag(partition)}:" if lock_for else ""
         epoch, generation, raw, pttl, got, in_public, denied = await self._peek(
-            keys=[self.epoch_key, f"{base}:g", own, public, self.denial_key(uri, partition)],
-            args=[secrets.token_hex(8), lock_base, lock_for, lock_ms],
+            keys=[
+                self.epoch_key,
+                f"{base}:g",
+                own,
+                public,
+                self.denial_key(uri, partition),
+                self.live_key,
+            ],
+            args=[secrets.token_hex(8), lock_base, lock_for, lock_ms, "1" if need_live else ""],
         )
         epoch, generation = str(epoch), str(generation)
         reply, bound = None, False
@@ -311,6 +357,24 @@ class SharedStore:
             keys=keys,
             args=[self.channel, origin, kind, sent_at_ms, _GENERATION_TTL_MS, *uris],
         )
+
+    async def fence_lost(
+        self, uris: list[str], origin: str, term: str, filled: dict[str, str], sent_at_ms: int
+    ) -> int:
+        """The listener of ``term`` is lost: fence off what it covered, once per term
+        (`LOST`); ``filled``: the generation this worker last filled each URI under.
+        An empty ``term`` (unknown) fences unconditionally. The URIs bumped."""
+        if not uris:
+            return 0
+        marker = _digest("t", term, key=self._names) if term else secrets.token_hex(16)
+        keys = [self.seq_key]
+        args: list[str | int] = [self.channel, origin, sent_at_ms, _GENERATION_TTL_MS]
+        for uri in uris:
+            base = self._uri(uri)
+            keys += [f"{base}:g", f"{base}:entries", f"{base}:lost:{marker}"]
+            args += [uri, filled.get(uri, "")]
+        out = await self._lost(keys=keys, args=args)
+        return sum(1 for g in out if int(g))
 
     # ------------------------------------------------------------------ the listener
 

@@ -73,6 +73,9 @@ class FleetCounters:
     """Fills the generation fence refused (the URI changed while they were read)."""
     fill_waits: int = 0
     """Reads that waited for another worker's fill."""
+    proof_waits: int = 0
+    """Reads that, after a gap or a takeover, waited to be covered again and then took
+    the fleet's path instead of reading the server (`SharedReads.expect_proof`)."""
     direct_reads: int = 0
     """Server reads that bypassed the store (uncovered URI, store down, pending hint)."""
     remote_invalidations: int = 0
