@@ -198,7 +198,9 @@ class SharedStore:
         self._key = key if key is not None else hashlib.sha256(namespace.encode()).digest()
         self._server_id = server_id
         self._names = name_key(self._key)
-        self.prefix = f"{namespace}:{_digest('s', server_id, key=self._names)}"
+        # One hash tag per MCP server: all its keys share one cluster slot (the scripts
+        # touch several of them at once), and a server's keys spread over a cluster.
+        self.prefix = f"{namespace}:{{{_digest('s', server_id, key=self._names)}}}"
         self.channel = f"{self.prefix}:changes"
         self.seq_key = f"{self.prefix}:seq"
         self.epoch_key = f"{self.prefix}:epoch"
@@ -400,6 +402,10 @@ class SharedStore:
     async def lease_holder(self) -> str | None:
         holder = await self.redis.get(self.lease_key)
         return None if holder is None else str(holder)
+
+    async def new_epoch(self) -> None:
+        """A new epoch for this server's keys: no entry nor fill from before is current."""
+        await self.redis.set(self.epoch_key, secrets.token_hex(8))
 
     async def sequence(self) -> int:
         return int(await self.redis.get(self.seq_key) or 0)

@@ -50,6 +50,7 @@ from .._core._denials import LIMIT as DENIALS_LIMIT
 from .._source import Source, SourceWrapper
 from ..fleet import Fleet
 from ._channel import ChangeChannel
+from ._cluster import connect, is_cluster
 from ._follow import FollowerStreams
 from ._lease import ListenerLease
 from ._outbox import HintOutbox
@@ -79,6 +80,8 @@ class FleetCounters:
     direct_reads: int = 0
     """Server reads that bypassed the store (uncovered URI, store down, pending hint)."""
     remote_invalidations: int = 0
+    new_epochs: int = 0
+    """Epochs this worker started on a cluster after a store failure (`new_epoch`)."""
     gaps: int = 0
     channel_losses: int = 0
     lease_changes: int = 0
@@ -130,14 +133,8 @@ class FleetWorker:
     ) -> None:
         self.config = config
         self.id = secrets.token_hex(6)
-        self.redis: Redis = Redis.from_url(
-            config.url,
-            socket_timeout=config.op_timeout,
-            socket_connect_timeout=config.op_timeout,
-            # The channel's subscription checks its connection this often when quiet.
-            health_check_interval=config.lease / 2,
-            decode_responses=True,
-        )
+        self.redis: Redis = connect(config)
+        self.cluster = is_cluster(config.url)
         self.shared = SharedStore(self.redis, config.namespace, server_id, config.binding_key)
         self.counters = FleetCounters()
         self.telemetry = FleetTelemetry(self.id, meter_provider)
@@ -241,6 +238,7 @@ class FleetWorker:
                 log.debug("fleet tick failed: %r", exc)
                 down = isinstance(exc, (RedisConnectionError, ConnectionError))
                 silent_for = anyio.current_time() - self._answered_at
+                self.channel.store_failed = True
                 if self.channel.usable and (down or silent_for > config.lease):
                     self.channel.fail_closed(f"the store did not answer: {exc!r}")
             await anyio.sleep(period)
