@@ -26,7 +26,10 @@ def _until(check: object, what: str, timeout: float = 20.0) -> None:
 
 @dataclass
 class LocalCluster:
+    replicas: bool = False
+    """One replica per primary (``CLUSTER REPLICATE``): a killed primary fails over."""
     nodes: list[LocalStore] = field(default_factory=list)
+    """The primaries, then (with ``replicas``) their replicas in the same order."""
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="fc-cluster-")))
 
     @property
@@ -42,7 +45,7 @@ class LocalCluster:
 
         binary = valkey_binary()
         bus: list[int] = []
-        for i in range(3):
+        for i in range(6 if self.replicas else 3):
             bus.append(free_port())
             node = LocalStore(binary)
             node.extra_args = (
@@ -57,18 +60,27 @@ class LocalCluster:
         clients = [Redis(host="127.0.0.1", port=n.port) for n in self.nodes]
         try:
             for client in clients[1:]:
-                client.execute_command(
-                    "CLUSTER", "MEET", "127.0.0.1", self.nodes[0].port, bus[0]
-                )
-            for client, (low, high) in zip(clients, RANGES, strict=True):
+                client.execute_command("CLUSTER", "MEET", "127.0.0.1", self.nodes[0].port, bus[0])
+            for client, (low, high) in zip(clients, RANGES, strict=False):
                 client.execute_command("CLUSTER", "ADDSLOTSRANGE", low, high)
+            known = f"cluster_known_nodes:{len(clients)}"
 
             def ok() -> bool:
                 infos = [c.execute_command("CLUSTER", "INFO") for c in clients]
                 texts = [i.decode() if isinstance(i, bytes) else str(i) for i in infos]
-                return all("cluster_state:ok" in t and "cluster_known_nodes:3" in t for t in texts)
+                return all("cluster_state:ok" in t and known in t for t in texts)
 
             _until(ok, "cluster_state:ok on every node")
+            if self.replicas:
+                ids = [c.execute_command("CLUSTER", "MYID") for c in clients[:3]]
+                for replica, primary in zip(clients[3:], ids, strict=True):
+                    replica.execute_command("CLUSTER", "REPLICATE", primary)
+
+                def linked() -> bool:
+                    infos = [str(c.info("replication")) for c in clients[3:]]
+                    return all("'master_link_status': 'up'" in i for i in infos)
+
+                _until(linked, "every replica linked to its primary")
         finally:
             for client in clients:
                 client.close()
@@ -77,12 +89,12 @@ class LocalCluster:
         """The node that serves ``key``'s slot."""
         from redis import Redis
 
-        client = Redis(host="127.0.0.1", port=self.live[0].port)
+        client = Redis(host="127.0.0.1", port=self.live[0].port)  # any live node
         try:
             slot = int(client.execute_command("CLUSTER", "KEYSLOT", key))
         finally:
             client.close()
-        for node, (low, high) in zip(self.nodes, RANGES, strict=True):
+        for node, (low, high) in zip(self.nodes, RANGES, strict=False):
             if low <= slot <= high:
                 return node
         raise AssertionError(f"no node serves slot {slot}")
@@ -90,3 +102,20 @@ class LocalCluster:
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()
+
+    def state_ok(self) -> bool:
+        """Every live node says ``cluster_state:ok`` (after a failover, once promoted)."""
+        from redis import Redis
+
+        for node in self.live:
+            client = Redis(host="127.0.0.1", port=node.port)
+            try:
+                info = client.execute_command("CLUSTER", "INFO")
+            except Exception:
+                return False
+            finally:
+                client.close()
+            text = info.decode() if isinstance(info, bytes) else str(info)
+            if "cluster_state:ok" not in text:
+                return False
+        return True
