@@ -204,3 +204,31 @@ def test_a_valkey_store_names_no_uri_and_refuses_entries_it_did_not_sign(
         store.clear()
         store.close()
         raw.close()
+
+
+def test_a_valkey_store_whose_discard_failed_never_serves_that_key(
+    servers: dict[str, Any],
+) -> None:
+    from freshcache._fleet._entry_store import ValkeyStore
+    from tests.valkey_support import start_store
+
+    if "valkey" not in servers:
+        servers["valkey"] = start_store("valkey")
+    store = ValkeyStore(servers["valkey"].url, max_entries=10, max_bytes=1000)
+    try:
+        store.put(key(1), entry(10, generation=1))
+        working = store._discard
+
+        def failing(**_: Any) -> None:
+            raise ConnectionError("the store did not answer")
+
+        store._discard = failing
+        store.discard(key(1))  # not confirmed: the entry may still be there (it is)
+        assert store.get(key(1)) is None  # fail closed: never the possibly old entry
+        store._discard = working
+        store.put(key(1), entry(10, generation=2))
+        got = store.get(key(1))
+        assert got is not None and got.generation == 2
+    finally:
+        store.clear()
+        store.close()
