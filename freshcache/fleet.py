@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ._errors import ConfigurationError, MissingDependencyError
+from ._fleet._entry_store import ValkeyStore
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
@@ -33,7 +34,9 @@ class Fleet:
     """Where the fleet's shared view lives, and its timings (seconds)."""
 
     url: str
-    """``redis://host:port/db`` (or ``rediss://``, ``unix://``) of the Valkey/Redis server."""
+    """``redis://host:port/db`` (or ``rediss://``, ``unix://``, ``valkey://``) of the
+    Valkey/Redis server, or ``valkey+cluster://h1:p1,h2:p2`` (``redis+cluster://``,
+    ``rediss+cluster://``) of a Valkey / Redis Cluster (`freshcache._fleet._cluster`)."""
     namespace: str = "freshcache"
     """Prefix of every key and channel: one per tenant (with its own ACL user)."""
     lease: float = 2.0
@@ -109,4 +112,4 @@ def attach_fleet(
     return FleetWorker(config, server_id, meter_provider)
 
 
-__all__ = ["Fleet"]
+__all__ = ["Fleet", "ValkeyStore"]

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 import pytest
 
 from freshcache import Policy
-from freshcache._fleet._store import partition_tag
 from tests.polling import until
 from tests.test_fleet import URI, Counting, workers
 from tests.valkey_support import Valkey
@@ -77,10 +76,10 @@ async def test_an_entry_copied_under_another_principals_key_is_refused(valkey):
         assert (await one.read(URI, principal="alice")).text == "alice's v1"
         await until(lambda: one.describe()["fleet"]["counters"]["fills"] >= 1)
         shared = one._fleet.shared  # type: ignore[union-attr]
-        raw = await shared.redis.get(shared.entry_key(URI, partition_tag("alice")))
+        raw = await shared.redis.get(shared.entry_key(URI, shared.tag("alice")))
         assert raw is not None
         # A process that can write the store copies alice's entry under bob's key.
-        await shared.redis.set(shared.entry_key(URI, partition_tag("bob")), raw)
+        await shared.redis.set(shared.entry_key(URI, shared.tag("bob")), raw)
         reads = server.server_reads
         bob = await two.read(URI, principal="bob")
         assert bob.server_read and server.server_reads == reads + 1

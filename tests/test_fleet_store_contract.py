@@ -185,3 +185,31 @@ async def test_namespaces_do_not_see_each_others_entries(redis: Any) -> None:
     assert await a.fill(URI, None, fence, reply("a"), public=False, expiry_ms=60_000)
     assert (await peek(b)).reply is None
     assert a.channel != b.channel
+
+
+async def test_a_lost_listener_term_is_fenced_once_and_own_fills_again(redis: Any) -> None:
+    store = shared(redis)
+    fence = await peek(store, "w1")
+    assert await store.fill(URI, None, fence, reply("old"), public=False, expiry_ms=60_000)
+    # The first worker to notice the loss of term t1 fences off what it covered...
+    assert await store.fence_lost([URI], "w2", "t1", {}, 0) == 1
+    assert (await peek(store)).reply is None
+    renewed = await peek(store, "w3")
+    assert await store.fill(URI, None, renewed, reply("new"), public=False, expiry_ms=60_000)
+    # ...a later one does not throw the re-proven entry away again...
+    assert await store.fence_lost([URI], "w4", "t1", {URI: fence.generation}, 0) == 0
+    got = await peek(store)
+    assert got.reply is not None and got.reply.contents[0].text == "new"
+    # ...unless its own fill under the lost term may still be current.
+    assert await store.fence_lost([URI], "w3", "t1", {URI: renewed.generation}, 0) == 1
+    assert (await peek(store)).reply is None
+    # A term nobody knows is fenced every time.
+    assert await store.fence_lost([URI], "w5", "", {}, 0) == 1
+
+
+async def test_the_fill_lock_can_wait_for_a_live_listener(redis: Any) -> None:
+    store = shared(redis)
+    args = {"share_public": False, "lock_ms": 1000, "need_live": True}
+    assert not (await store.peek(URI, None, lock_for="w1", **args)).locked
+    await store.announce("w9", "live", {"term": "t1", "requested": [URI], "covered": [URI]}, 5000)
+    assert (await store.peek(URI, None, lock_for="w1", **args)).locked

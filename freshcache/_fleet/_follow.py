@@ -114,8 +114,9 @@ class FollowerStreams:
                             live = await self._live_now()
             follower.acknowledged = False
             if covered and worker.channel.usable:
+                worker.reads.expect_proof()
                 # Whoever notices a listener's loss fences off what it covered.
-                await worker.attempt(worker.publish(sorted(covered), "lost"))
+                await worker.attempt(worker.reads.fence_lost(sorted(covered), term or ""))
             yield StreamLost(sid, reason)
         finally:
             follower.acknowledged = False

@@ -211,7 +211,7 @@ class ListenerLease:
 
     async def _lost_coverage(self, covered: frozenset[str], reason: str) -> None:
         self._covered = set()
-        await self.worker.publish(sorted(covered), "lost")
+        await self.worker.reads.fence_lost(sorted(covered), self.term)
         await self._announce_down(reason)
 
     async def _announce_down(self, reason: str) -> None:

@@ -8,11 +8,15 @@ fill, up to `Fleet.fill_lock`, then read the server themselves. A fill is writte
 if the generation is still the one peeked before the read was sent; otherwise it is
 *fenced off* (counted, a metric and a span event). Uncovered URIs, a store that does
 not answer and URIs with a hint still to publish are read from the server directly.
+After a sequence gap or a takeover (the store still answering), a read of a selected
+URI first waits, for about a lease, until the worker is covered again (`expect_proof`):
+the gap then costs one server read fleet-wide, not one per worker.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING
 
 import anyio
@@ -32,17 +36,52 @@ class SharedReads:
 
     def __init__(self, worker: FleetWorker) -> None:
         self.worker = worker
+        self._regain_until = -float("inf")
+        self.filled: dict[str, str] = {}
+        """The generation this worker last filled each URI under (`fence_lost`)."""
+
+    async def fence_lost(self, uris: list[str], term: str) -> None:
+        """The listener of ``term`` is lost: fence off what it covered, once per term
+        for the fleet, plus whatever this worker filled that may still be current."""
+        worker = self.worker
+        filled = {uri: self.filled[uri] for uri in uris if uri in self.filled}
+        bumped = await worker.shared.fence_lost(
+            uris, worker.id, term, filled, int(time.time() * 1000)
+        )
+        for uri in uris:
+            self.filled.pop(uri, None)
+        worker.counters.published += bumped
+        worker.store_answered()
+
+    def expect_proof(self) -> None:
+        """The worker lost its proof while the store still answers (a sequence gap, its
+        follower stream ended by a takeover): for about a lease, a read of a selected
+        URI waits for this worker to be on the channel and covered again, then takes
+        the fleet's path (the entry re-proven under the shared generation, or the one
+        fleet-wide read of it), instead of each worker reading the server."""
+        self._regain_until = anyio.current_time() + self.worker.config.lease
+
+    async def _regained(self, uri: str, bound: Binding) -> bool:
+        """Wait (within the window `expect_proof` opened) until the channel vouches for
+        this worker and its stream covers ``uri``; ``False``: read the server."""
+        delay = 0.002
+        while anyio.current_time() < self._regain_until and uri in bound.selected():
+            if self.worker.channel.usable and bound.engine.is_covered(uri):
+                self.worker.counters.proof_waits += 1
+                return True
+            await anyio.sleep(delay)
+            delay = min(0.05, delay * 1.5)
+        return False
 
     async def read(
         self, inner: Source, uri: str, partition: Partition
     ) -> ReadReply | RequestFailed:
         worker = self.worker
         bound = worker.bound
-        if (
-            bound is None
-            or not worker.channel.usable
-            or worker.outbox.pending(uri)
-            or not bound.engine.is_covered(uri)
+        if bound is None or worker.outbox.pending(uri):
+            return await self._direct(inner, uri, partition)
+        if not (worker.channel.usable and bound.engine.is_covered(uri)) and not (
+            await self._regained(uri, bound)
         ):
             return await self._direct(inner, uri, partition)
         deadline = anyio.current_time() + worker.config.fill_lock
@@ -118,6 +157,7 @@ class SharedReads:
                     share_public=bound.share_public,
                     lock_for=self.worker.id,
                     lock_ms=int(config.fill_lock * 1000),
+                    need_live=True,
                 )
         except anyio.get_cancelled_exc_class():
             raise
@@ -141,6 +181,9 @@ class SharedReads:
                         uri, partition, fence, reply, public=public, expiry_ms=expiry
                     ):
                         worker.counters.fills += 1
+                        self.filled[uri] = fence.generation
+                        if len(self.filled) > 4096:
+                            del self.filled[next(iter(self.filled))]
                     else:
                         worker.counters.fenced_writes += 1
                         worker.telemetry.fenced_off(uri, fence.generation)

@@ -40,7 +40,7 @@ local denied = redis.call('EXISTS', KEYS[5])
 local public = (key == KEYS[4] and KEYS[4] ~= KEYS[3]) and 1 or 0
 if entry then return {epoch, gen, entry, redis.call('PTTL', key), 0, public, denied} end
 local got = 0
-if ARGV[2] ~= '' then
+if ARGV[2] ~= '' and (ARGV[5] ~= '1' or redis.call('EXISTS', KEYS[6]) == 1) then
   if redis.call('SET', ARGV[2] .. epoch .. ':' .. gen, ARGV[3], 'NX', 'PX', ARGV[4]) then
     got = 1
   end
@@ -70,6 +70,34 @@ for i = 1, (#KEYS - 1) / 2 do
   redis.call('PUBLISH', ARGV[1], cjson.encode({s = s, k = ARGV[3], o = ARGV[2],
     u = ARGV[5 + i], t = tonumber(ARGV[4])}))
   out[i] = g
+end
+return out
+"""
+
+# A listener's loss, fenced once per listener term: KEYS: seq, then (generation, entry
+# set, the term's marker) per URI; ARGV: channel, origin, sent at (ms), expiry (ms), then
+# (URI, the generation this worker last filled it under, or '') per URI. The first
+# worker to notice the loss of a term bumps every URI it covered; a later one bumps a
+# URI only while its own fill may still be current (the generation it filled under is
+# still the URI's): what it filled while it still believed in the lost term is fenced
+# off, an entry re-proven since under the next term is not thrown away again.
+LOST = """
+local out = {}
+for i = 1, (#KEYS - 1) / 3 do
+  local first = redis.call('SET', KEYS[3 * i + 1], '1', 'NX', 'PX', ARGV[4])
+  local mine = ARGV[4 + 2 * i]
+  if first or (mine ~= '' and (redis.call('GET', KEYS[3 * i - 1]) or '0') == mine) then
+    local g = redis.call('INCR', KEYS[3 * i - 1])
+    redis.call('PEXPIRE', KEYS[3 * i - 1], ARGV[4])
+    for _, k in ipairs(redis.call('SMEMBERS', KEYS[3 * i])) do redis.call('DEL', k) end
+    redis.call('DEL', KEYS[3 * i])
+    local s = redis.call('INCR', KEYS[1])
+    redis.call('PUBLISH', ARGV[1], cjson.encode({s = s, k = 'lost', o = ARGV[2],
+      u = ARGV[3 + 2 * i], t = tonumber(ARGV[3])}))
+    out[i] = g
+  else
+    out[i] = 0
+  end
 end
 return out
 """
@@ -116,13 +144,26 @@ return 0
 _GENERATION_TTL_MS = 24 * 3600 * 1000
 
 
-def _digest(*parts: str) -> str:
-    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:24]
+def _digest(*parts: str, key: bytes | None = None) -> str:
+    """A name part: a keyed hash (HMAC-SHA256, 128 bits) of ``parts``. Key names and
+    channel names hold only these, never a URI, a principal or a server's identity:
+    without the fleet's key, a user who can list keys cannot tell whose or which
+    resource a key holds, nor confirm a guess."""
+    message = "\x1f".join(parts).encode()
+    if key is None:
+        return hashlib.sha256(message).hexdigest()[:32]
+    return hmac.new(key, message, hashlib.sha256).hexdigest()[:32]
 
 
-def partition_tag(partition: Partition) -> str:
-    """A partition's part of a key (``None``, the default partition, is its own)."""
-    return "-" if partition is None else _digest("p", partition)
+def name_key(key: bytes) -> bytes:
+    """The key of key names, derived from the fleet's key (apart from entry bindings)."""
+    return hmac.new(key, b"freshcache-fleet key names", hashlib.sha256).digest()
+
+
+def partition_tag(partition: Partition, key: bytes | None = None) -> str:
+    """A partition's part of a key (``None``, the default partition, is its own): keyed
+    with ``key`` (`SharedStore.tag` passes the fleet's name key)."""
+    return "-" if partition is None else _digest("p", partition, key=key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +197,10 @@ class SharedStore:
         self.redis = redis
         self._key = key if key is not None else hashlib.sha256(namespace.encode()).digest()
         self._server_id = server_id
-        self.prefix = f"{namespace}:{_digest('s', server_id)}"
+        self._names = name_key(self._key)
+        # One hash tag per MCP server: all its keys share one cluster slot (the scripts
+        # touch several of them at once), and a server's keys spread over a cluster.
+        self.prefix = f"{namespace}:{{{_digest('s', server_id, key=self._names)}}}"
         self.channel = f"{self.prefix}:changes"
         self.seq_key = f"{self.prefix}:seq"
         self.epoch_key = f"{self.prefix}:epoch"
@@ -170,17 +214,22 @@ class SharedStore:
         self._renew = redis.register_script(RENEW)
         self._release = redis.register_script(RELEASE)
         self._deny = redis.register_script(DENY)
+        self._lost = redis.register_script(LOST)
 
     # ------------------------------------------------------------------ keys
 
+    def tag(self, partition: Partition) -> str:
+        """``partition``'s part of key names (and of denial announcements): keyed."""
+        return partition_tag(partition, self._names)
+
     def _uri(self, uri: str) -> str:
-        return f"{self.prefix}:u:{_digest('u', uri)}"
+        return f"{self.prefix}:u:{_digest('u', uri, key=self._names)}"
 
     def entry_key(self, uri: str, partition: str) -> str:
         return f"{self._uri(uri)}:e:{partition}"
 
     def denial_key(self, uri: str, partition: Partition) -> str:
-        return f"{self._uri(uri)}:d:{partition_tag(partition)}"
+        return f"{self._uri(uri)}:d:{self.tag(partition)}"
 
     def binding(self, uri: str, where: str, scope: str, epoch: str, generation: str) -> str:
         """The keyed HMAC that ties an entry to the key it is stored under (`Fleet.key`)."""
@@ -193,16 +242,33 @@ class SharedStore:
     # ------------------------------------------------------------------ entries
 
     async def peek(
-        self, uri: str, partition: Partition, *, share_public: bool, lock_for: str, lock_ms: int
+        self,
+        uri: str,
+        partition: Partition,
+        *,
+        share_public: bool,
+        lock_for: str,
+        lock_ms: int,
+        need_live: bool = False,
     ) -> Peeked:
-        """The current entry of ``uri`` for ``partition``, else maybe the fill lock."""
+        """The current entry of ``uri`` for ``partition``, else maybe the fill lock.
+        ``need_live``: the lock only while a listener's live stream is announced (a
+        read sent while no listener vouches for the fleet, during a takeover, would be
+        fenced off by the next listener's acknowledgment anyway: wait for that one)."""
         base = self._uri(uri)
-        own = self.entry_key(uri, partition_tag(partition))
+        own = self.entry_key(uri, self.tag(partition))
         public = self.entry_key(uri, "public") if share_public else own
-        lock_base = f"{base}:lock:{partition_tag(partition)}:" if lock_for else ""
+        lock_base = f"{base}:lock:{self.tag(partition)}:" if lock_for else ""
         epoch, generation, raw, pttl, got, in_public, denied = await self._peek(
-            keys=[self.epoch_key, f"{base}:g", own, public, self.denial_key(uri, partition)],
-            args=[secrets.token_hex(8), lock_base, lock_for, lock_ms],
+            keys=[
+                self.epoch_key,
+                f"{base}:g",
+                own,
+                public,
+                self.denial_key(uri, partition),
+                self.live_key,
+            ],
+            args=[secrets.token_hex(8), lock_base, lock_for, lock_ms, "1" if need_live else ""],
         )
         epoch, generation = str(epoch), str(generation)
         reply, bound = None, False
@@ -210,7 +276,7 @@ class SharedStore:
             entry = json.loads(raw)
             if entry.get("epoch") == epoch and entry.get("generation") == generation:
                 scope = entry.get("scope") or "private"
-                where = "public" if int(in_public) else partition_tag(partition)
+                where = "public" if int(in_public) else self.tag(partition)
                 expected = self.binding(uri, where, scope, epoch, generation)
                 bound = (where != "public" or scope == "public") and hmac.compare_digest(
                     str(entry.get("bind", "")), expected
@@ -240,7 +306,7 @@ class SharedStore:
     async def _denial(self, uri: str, partition: Partition, origin: str, kind: str) -> None:
         await self._deny(
             keys=[self.seq_key, self.denial_key(uri, partition)],
-            args=[self.channel, origin, kind, uri, partition_tag(partition), _GENERATION_TTL_MS],
+            args=[self.channel, origin, kind, uri, self.tag(partition), _GENERATION_TTL_MS],
         )
 
     async def fill(
@@ -254,7 +320,7 @@ class SharedStore:
         expiry_ms: int,
     ) -> bool:
         """Store ``reply`` if the fence still holds; ``False``: fenced off."""
-        where = "public" if public else partition_tag(partition)
+        where = "public" if public else self.tag(partition)
         entry = {
             "epoch": fence.epoch,
             "generation": fence.generation,
@@ -274,11 +340,11 @@ class SharedStore:
         return bool(written)
 
     async def unlock(self, uri: str, partition: Partition, fence: Peeked, worker: str) -> None:
-        key = f"{self._uri(uri)}:lock:{partition_tag(partition)}:{fence.epoch}:{fence.generation}"
+        key = f"{self._uri(uri)}:lock:{self.tag(partition)}:{fence.epoch}:{fence.generation}"
         await self._release(keys=[key], args=[worker])
 
     async def lock_held(self, uri: str, partition: Partition, fence: Peeked) -> bool:
-        key = f"{self._uri(uri)}:lock:{partition_tag(partition)}:{fence.epoch}:{fence.generation}"
+        key = f"{self._uri(uri)}:lock:{self.tag(partition)}:{fence.epoch}:{fence.generation}"
         return bool(await self.redis.exists(key))
 
     async def invalidate(self, uris: list[str], origin: str, kind: str, sent_at_ms: int) -> None:
@@ -293,6 +359,24 @@ class SharedStore:
             keys=keys,
             args=[self.channel, origin, kind, sent_at_ms, _GENERATION_TTL_MS, *uris],
         )
+
+    async def fence_lost(
+        self, uris: list[str], origin: str, term: str, filled: dict[str, str], sent_at_ms: int
+    ) -> int:
+        """The listener of ``term`` is lost: fence off what it covered, once per term
+        (`LOST`); ``filled``: the generation this worker last filled each URI under.
+        An empty ``term`` (unknown) fences unconditionally. The URIs bumped."""
+        if not uris:
+            return 0
+        marker = _digest("t", term, key=self._names) if term else secrets.token_hex(16)
+        keys = [self.seq_key]
+        args: list[str | int] = [self.channel, origin, sent_at_ms, _GENERATION_TTL_MS]
+        for uri in uris:
+            base = self._uri(uri)
+            keys += [f"{base}:g", f"{base}:entries", f"{base}:lost:{marker}"]
+            args += [uri, filled.get(uri, "")]
+        out = await self._lost(keys=keys, args=args)
+        return sum(1 for g in out if int(g))
 
     # ------------------------------------------------------------------ the listener
 
@@ -318,6 +402,10 @@ class SharedStore:
     async def lease_holder(self) -> str | None:
         holder = await self.redis.get(self.lease_key)
         return None if holder is None else str(holder)
+
+    async def new_epoch(self) -> None:
+        """A new epoch for this server's keys: no entry nor fill from before is current."""
+        await self.redis.set(self.epoch_key, secrets.token_hex(8))
 
     async def sequence(self) -> int:
         return int(await self.redis.get(self.seq_key) or 0)

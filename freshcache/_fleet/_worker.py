@@ -50,6 +50,7 @@ from .._core._denials import LIMIT as DENIALS_LIMIT
 from .._source import Source, SourceWrapper
 from ..fleet import Fleet
 from ._channel import ChangeChannel
+from ._cluster import connect, is_cluster
 from ._follow import FollowerStreams
 from ._lease import ListenerLease
 from ._outbox import HintOutbox
@@ -73,9 +74,14 @@ class FleetCounters:
     """Fills the generation fence refused (the URI changed while they were read)."""
     fill_waits: int = 0
     """Reads that waited for another worker's fill."""
+    proof_waits: int = 0
+    """Reads that, after a gap or a takeover, waited to be covered again and then took
+    the fleet's path instead of reading the server (`SharedReads.expect_proof`)."""
     direct_reads: int = 0
     """Server reads that bypassed the store (uncovered URI, store down, pending hint)."""
     remote_invalidations: int = 0
+    new_epochs: int = 0
+    """Epochs this worker started on a cluster after a store failure (`new_epoch`)."""
     gaps: int = 0
     channel_losses: int = 0
     lease_changes: int = 0
@@ -100,9 +106,13 @@ class RemoteDenials:
     engine asks (`FreshnessEngine.denied_elsewhere`) before it lets a shared copy serve
     a principal. Bounded like the engine's own (`freshcache._core._denials.LIMIT`)."""
 
-    def __init__(self, limit: int = DENIALS_LIMIT) -> None:
+    def __init__(
+        self, limit: int = DENIALS_LIMIT, tag: Callable[[Partition], str] = partition_tag
+    ) -> None:
         self._denied: dict[tuple[str, str], None] = {}
         self._limit = limit
+        self._tag = tag
+        """The keyed partition tag the announcements carry (`SharedStore.tag`)."""
 
     def heard(self, uri: str, tag: str, *, denied: bool) -> None:
         self._denied.pop((uri, tag), None)
@@ -112,7 +122,7 @@ class RemoteDenials:
                 del self._denied[next(iter(self._denied))]
 
     def __call__(self, uri: str, partition: Partition) -> bool:
-        return bool(self._denied) and (uri, partition_tag(partition)) in self._denied
+        return bool(self._denied) and (uri, self._tag(partition)) in self._denied
 
 
 class FleetWorker:
@@ -123,14 +133,8 @@ class FleetWorker:
     ) -> None:
         self.config = config
         self.id = secrets.token_hex(6)
-        self.redis: Redis = Redis.from_url(
-            config.url,
-            socket_timeout=config.op_timeout,
-            socket_connect_timeout=config.op_timeout,
-            # The channel's subscription checks its connection this often when quiet.
-            health_check_interval=config.lease / 2,
-            decode_responses=True,
-        )
+        self.redis: Redis = connect(config)
+        self.cluster = is_cluster(config.url)
         self.shared = SharedStore(self.redis, config.namespace, server_id, config.binding_key)
         self.counters = FleetCounters()
         self.telemetry = FleetTelemetry(self.id, meter_provider)
@@ -140,7 +144,7 @@ class FleetWorker:
         self.lease = ListenerLease(self)
         self.followers = FollowerStreams(self)
         self.reads = SharedReads(self)
-        self.denials = RemoteDenials()
+        self.denials = RemoteDenials(tag=self.shared.tag)
         self.outbox = HintOutbox(self)
         self._ready = anyio.Event()
         self._answered_at = -float("inf")
@@ -234,6 +238,7 @@ class FleetWorker:
                 log.debug("fleet tick failed: %r", exc)
                 down = isinstance(exc, (RedisConnectionError, ConnectionError))
                 silent_for = anyio.current_time() - self._answered_at
+                self.channel.store_failed = True
                 if self.channel.usable and (down or silent_for > config.lease):
                     self.channel.fail_closed(f"the store did not answer: {exc!r}")
             await anyio.sleep(period)

@@ -200,14 +200,12 @@ class FleetWorld(World):
                 for relay in self.relays:
                     relay.resume()
             case "entry_copied":
-                from .._fleet._store import partition_tag
-
                 shared = self._fleet_of(self.live_workers()[0]).shared
-                found = shared.entry_key(step.uri, partition_tag(step.principal))
+                found = shared.entry_key(step.uri, shared.tag(step.principal))
                 raw = await self._admin.get(found)
                 if raw is None:
                     raise AssertionError(f"the store holds no entry of {step.principal} to copy")
-                await self._admin.set(shared.entry_key(step.uri, partition_tag(step.to)), raw)
+                await self._admin.set(shared.entry_key(step.uri, shared.tag(step.to)), raw)
             case "messages_lost":
                 shared = self._fleet_of(self.live_workers()[0]).shared
                 seq = await self._admin.incrby(shared.seq_key, 3)

