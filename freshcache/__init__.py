@@ -22,8 +22,6 @@ Test doubles for your own tests (`InMemorySource` over a `ReferenceServer` with 
 fault switches, no I/O) live in `freshcache.acceptance`, which this package never imports.
 """
 
-from ._cache import FreshCache, ListResult
-from ._context import ChangesDropped, Context, StateChange, StateChanges
 from ._core import (
     AWAITING_FRESH_SOURCE,
     DENIED,
@@ -61,13 +59,15 @@ from ._errors import (
     TableError,
     UnsupportedVersionError,
 )
-from ._http import HttpSource
-from ._loader import Loaded, LoaderSource
-from ._mcp_client import McpClientSource
-from ._source import PROTOCOL_VERSION, ServerInfo, Source, SourceWrapper
-from ._stdio import StdioSource
-from ._store import MemoryStore
-from ._wire import ClientIdentity, DenialRules
+from ._middleware._cache import FreshCache, ListResult
+from ._middleware._context import ChangesDropped, Context, StateChange, StateChanges
+from ._middleware._store import MemoryStore
+from ._protocol._wire import ClientIdentity, DenialRules
+from ._sources._http import HttpSource
+from ._sources._loader import Loaded, LoaderSource
+from ._sources._mcp_client import McpClientSource
+from ._sources._source import PROTOCOL_VERSION, ServerInfo, Source, SourceWrapper
+from ._sources._stdio import StdioSource
 from .fleet import Fleet  # imports no redis: attaching a fleet to a cache does
 
 __version__ = "0.1.0"

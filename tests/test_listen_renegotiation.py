@@ -18,8 +18,8 @@ import pytest
 
 from freshcache import StdioSource
 from freshcache._core import ListenAcknowledged, ListenStarted, StreamEvent, StreamLost
-from freshcache._protocol import ClientProtocol, ForSubscription, Relisten
-from freshcache._wire import PROTOCOL_VERSION, ErrorResponse
+from freshcache._protocol._client import ClientProtocol, ForSubscription, Relisten
+from freshcache._protocol._wire import PROTOCOL_VERSION, ErrorResponse
 
 from .conftest import FIXTURES
 from .test_http_source import Script, U, collect, error, frame, reference, rpc_error, serving, sse

@@ -37,7 +37,7 @@ from .._core import (
     StreamEvent,
     StreamLost,
 )
-from .._source import Source
+from .._sources._source import Source
 
 if TYPE_CHECKING:
     from ._worker import FleetWorker

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from .._core import Partition, ReadReply, RequestFailed
-from .._source import Source
+from .._sources._source import Source
 from ._store import Peeked
 
 if TYPE_CHECKING:

@@ -47,7 +47,7 @@ from .._core import (
     StreamLost,
 )
 from .._core._denials import LIMIT as DENIALS_LIMIT
-from .._source import Source, SourceWrapper
+from .._sources._source import Source, SourceWrapper
 from ..fleet import Fleet
 from ._channel import ChangeChannel
 from ._follow import FollowerStreams

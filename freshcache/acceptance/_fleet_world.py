@@ -36,10 +36,10 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 import anyio.abc
 
-from .._cache import FreshCache
-from .._context import StateChanges
 from .._core._backoff import BackoffSettings
 from .._errors import ConfigurationError
+from .._middleware._cache import FreshCache
+from .._middleware._context import StateChanges
 from ..fleet import Fleet
 from ._format import Case
 from ._memory import InMemorySource

@@ -26,7 +26,7 @@ from .._core import (
     StreamEvent,
     UntrustedMessage,
 )
-from .._wire import (
+from .._protocol._wire import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
     INVALID_PARAMS,

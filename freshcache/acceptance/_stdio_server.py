@@ -53,8 +53,8 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .._stdio import LineBuffer, OverlongLine
-from .._wire import META_SUBSCRIPTION_ID
+from .._protocol._wire import META_SUBSCRIPTION_ID
+from .._sources._stdio import LineBuffer, OverlongLine
 from ._protocol import (
     DENIED_CODE,
     Accepted,

@@ -25,8 +25,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 from typing_extensions import Self, assert_never
 
-from ._context import ChangeFeed, Context, StateChanges, read_all
-from ._core import (
+from .._core import (
     AWAITING_FRESH_SOURCE,
     FRESH,
     Decision,
@@ -44,20 +43,21 @@ from ._core import (
     Store,
     StreamEvent,
 )
-from ._core._backoff import BackoffSettings
-from ._core._hits import NO_HITS
-from ._core._streams import ListenSupervisor
-from ._errors import ConfigurationError, FreshCacheError, UnsupportedVersionError
+from .._core._backoff import BackoffSettings
+from .._core._hits import NO_HITS
+from .._core._streams import ListenSupervisor
+from .._errors import ConfigurationError, FreshCacheError, UnsupportedVersionError
+from .._sources._source import ServerInfo, Source
+from ._context import ChangeFeed, Context, StateChanges, read_all
 from ._flights import ReadFlights
 from ._listening import StreamDriver
 from ._listing import walk_list
-from ._source import ServerInfo, Source
 from ._store import MemoryStore
 from ._telemetry import Telemetry
 
 if TYPE_CHECKING:
-    from ._fleet._worker import FleetWorker
-    from .fleet import Fleet
+    from .._fleet._worker import FleetWorker
+    from ..fleet import Fleet
 
 log = logging.getLogger("freshcache")
 
@@ -109,7 +109,7 @@ class FreshCache:
         # streams go through it, the hit path does not.
         self._fleet: FleetWorker | None = None
         if fleet is not None:
-            from .fleet import attach_fleet
+            from ..fleet import attach_fleet
 
             self._fleet = attach_fleet(fleet, source.identity, meter_provider)
             source = self._fleet.wrap(source)

@@ -10,7 +10,7 @@ Three layers, innermost first:
   ``max_line_bytes`` is skipped as it streams by and reported once as an
   `OverlongLine`; what is left at end of input is a cut line.
 - `Demultiplexer` (sans-IO): frames the server's lines and hands each message to the
-  source's `freshcache._protocol.ClientProtocol` (the object HTTP drives too), which
+  source's `freshcache._protocol._client.ClientProtocol` (the object HTTP drives too), which
   says where it goes. Responses go to the request with that id; subscription messages
   go to the subscription named by ``_meta["io.modelcontextprotocol/subscriptionId"]``
   (other subscriptions' messages may come first, and an update before its
@@ -46,7 +46,7 @@ once. At most ``max_backlog`` hints wait untaken (beyond that the oldest is drop
 and counted; with a listen open its inbox overflows first and ends the stream).
 
 **Parity with HTTP** (invariant 11): ``requestState`` rounds (`ReadRounds`) and
-``-32022`` renegotiation are the same code as on HTTP: `freshcache._protocol`.
+``-32022`` renegotiation are the same code as on HTTP: `freshcache._protocol._client`.
 
 Why a service task rather than a task group entered in ``start()``: the `Source`
 contract has ``start()`` called by one task and ``aclose()`` by another, and an anyio
@@ -74,8 +74,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from ._background import BackgroundTask, Inbox
-from ._core import (
+from .._core import (
     ListenStarted,
     ListenUnsupported,
     ListReply,
@@ -90,11 +89,13 @@ from ._core import (
     StreamLost,
     UntrustedMessage,
 )
-from ._core._backlog import overflowed
-from ._core._backoff import BackoffSettings
-from ._core._subscribe_order import SUBSCRIBE, UNSUBSCRIBE
-from ._errors import ConfigurationError, ProtocolError
-from ._protocol import (
+from .._core._backlog import overflowed
+from .._core._backoff import BackoffSettings
+from .._core._subscribe_order import SUBSCRIBE, UNSUBSCRIBE
+from .._errors import ConfigurationError, ProtocolError
+from .._middleware._background import BackgroundTask, Inbox
+from .._middleware._telemetry import annotate_request
+from .._protocol._client import (
     Answer,
     ClientProtocol,
     ForSubscription,
@@ -108,10 +109,7 @@ from ._protocol import (
     decode,
     id_key,
 )
-from ._source import ServerInfo
-from ._subscribing import Call, InOrder
-from ._telemetry import annotate_request
-from ._wire import (
+from .._protocol._wire import (
     ClientIdentity,
     DenialRules,
     ErrorResponse,
@@ -119,6 +117,8 @@ from ._wire import (
     Response,
     list_reply,
 )
+from ._source import ServerInfo
+from ._subscribing import Call, InOrder
 
 log = logging.getLogger("freshcache.stdio")
 
@@ -327,7 +327,7 @@ class Demultiplexer:
     def _route_line(self, line: bytes, out: list[Delivery]) -> None:
         if not line.strip():
             return  # a blank line carries nothing
-        self.route(decode(line), out)  # the one parser (`freshcache._protocol.decode`)
+        self.route(decode(line), out)  # the one parser (`freshcache._protocol._client.decode`)
 
     def route(self, message: Message, out: list[Delivery]) -> None:
         """Route one decoded message (the line layer's output)."""
@@ -780,7 +780,7 @@ class StdioSource:
             await self._initialize(conn, HANDSHAKE_TIMEOUT)
         session = self.protocol.legacy
         for uri in self.protocol.legacy_listen(sid, uris, list_changed):
-            assert session is not None  # (in the order recorded: freshcache._subscribing)
+            assert session is not None  # (in the order recorded: freshcache._sources._subscribing)
             await self._in_order.send(
                 session, uri, SUBSCRIBE, self._legacy_call("resources/subscribe"), self.timeout
             )
