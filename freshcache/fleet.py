@@ -18,14 +18,8 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from ._errors import ConfigurationError, MissingDependencyError
-
-if TYPE_CHECKING:
-    from opentelemetry.metrics import MeterProvider
-
-    from ._fleet._worker import FleetWorker
+from ._errors import ConfigurationError
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,23 +84,6 @@ def as_fleet(fleet: str | Fleet) -> Fleet:
     if isinstance(fleet, str):
         return Fleet(fleet)
     raise ConfigurationError(f"fleet= takes a redis:// URL or a Fleet, got {fleet!r}")
-
-
-def attach_fleet(
-    fleet: str | Fleet, server_id: str, meter_provider: MeterProvider | None
-) -> FleetWorker:
-    """The worker behind ``FreshCache(..., fleet=...)``; needs the ``fleet`` extra."""
-    config = as_fleet(fleet)
-    try:
-        import redis.asyncio  # noqa: F401
-    except ImportError as exc:
-        raise MissingDependencyError(
-            "fleet= needs redis-py's asyncio client: pip install 'freshcache[fleet]' "
-            "(from a checkout: pip install '.[fleet]')"
-        ) from exc
-    from ._fleet._worker import FleetWorker
-
-    return FleetWorker(config, server_id, meter_provider)
 
 
 __all__ = ["Fleet"]

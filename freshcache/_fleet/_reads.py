@@ -22,7 +22,7 @@ from .._sources._source import Source
 from ._store import Peeked
 
 if TYPE_CHECKING:
-    from ._worker import Binding, FleetWorker
+    from ._parts import Binding, ReadsWorker
 
 log = logging.getLogger("freshcache.fleet")
 
@@ -30,7 +30,7 @@ log = logging.getLogger("freshcache.fleet")
 class SharedReads:
     """One worker's reads through the shared store (see the module docstring)."""
 
-    def __init__(self, worker: FleetWorker) -> None:
+    def __init__(self, worker: ReadsWorker) -> None:
         self.worker = worker
 
     async def read(

@@ -109,7 +109,7 @@ class FreshCache:
         # streams go through it, the hit path does not.
         self._fleet: FleetWorker | None = None
         if fleet is not None:
-            from ..fleet import attach_fleet
+            from .._fleet import attach_fleet
 
             self._fleet = attach_fleet(fleet, source.identity, meter_provider)
             source = self._fleet.wrap(source)
