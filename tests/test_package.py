@@ -127,3 +127,21 @@ def test_importing_freshcache_does_not_import_the_sdk_an_otel_sdk_or_the_test_eq
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_every_set_of_running_totals_is_a_tally():
+    """One concept for counters (issue 23): same shape, same reading as a whole."""
+    from freshcache._core._counters import Tally
+    from freshcache._core._engine import Counters
+    from freshcache._fleet._parts import FleetCounters
+    from freshcache._sources._sse import HttpStats
+    from freshcache._sources._stdio import StdioCounters
+
+    for kind in (Counters, HttpStats, StdioCounters, FleetCounters):
+        totals = kind()
+        assert isinstance(totals, Tally) and not hasattr(totals, "__dict__")
+        before = totals.snapshot()
+        name = next(iter(totals.as_dict()))
+        setattr(totals, name, getattr(totals, name) + 1)
+        assert totals.as_dict()[name] == before.as_dict()[name] + 1
+        assert set(totals.as_dict()) == set(kind.__slots__)

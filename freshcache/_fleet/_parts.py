@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._core import Decision, FreshnessEngine
+from .._core._counters import Tally
 from ._store import SharedStore
 from ._telemetry import FleetTelemetry
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(slots=True)
-class FleetCounters:
+class FleetCounters(Tally):
     """Running totals of one worker's fleet traffic."""
 
     store_replies: int = 0

@@ -171,7 +171,7 @@ class FleetWorker:
             "store": "up" if self.channel.usable else "down",
             **self.lease.describe(),
             "sequence": self.channel.seq,
-            "counters": {name: getattr(self.counters, name) for name in FleetCounters.__slots__},
+            "counters": self.counters.as_dict(),
         }
 
     def store_answered(self) -> None:

@@ -150,7 +150,7 @@ def describe(cache: Described, fleet: FleetWorker | None) -> dict[str, Any]:
         "covered": sorted(cache.engine.covered),
         "entries": cache.store.entry_count,
         "bytes": cache.store.bytes_held,
-        "counters": {name: getattr(counters, name) for name in counters.__slots__},
+        "counters": counters.as_dict(),
     }
     if fleet is not None:  # fleet hook: who holds the listener lease
         described["fleet"] = fleet.describe()

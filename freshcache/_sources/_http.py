@@ -216,7 +216,7 @@ class HttpSource:
         """The MCP rules; this class only moves bytes in and out of it."""
         self.binding = HttpBinding(self.protocol, self._note_untrusted)
         """The MCP-over-HTTP rules (status, ids, SSE answers, 2025 sessions), sans-IO."""
-        self._reader = _Reader(self)
+        self._reader = _Reader(self.limits, self.stats, self.binding, self._note_untrusted)
         self._negotiating: anyio.Event | None = None
         self.legacy = LegacyHttp(
             LegacyLink(
@@ -504,12 +504,19 @@ class _Reader:
     listen stream's SSE frames as messages for the protocol object, under the size
     limit and the silence rule. Moves bytes; judges nothing."""
 
-    def __init__(self, source: HttpSource) -> None:
-        self.stats = source.stats
-        self.limits = source.limits
-        self.protocol = source.protocol
-        self._binding = source.binding
-        self._note_untrusted = source._note_untrusted
+    def __init__(
+        self,
+        limits: SseLimits,
+        stats: HttpStats,
+        binding: HttpBinding,
+        note_untrusted: Callable[[str], None],
+    ) -> None:
+        self.limits = limits
+        """The frozen limits of every answer it reads (the source's ``limits``)."""
+        self.stats = stats
+        self.protocol = binding.protocol
+        self._binding = binding
+        self._note_untrusted = note_untrusted
 
     async def plain_answer(
         self, response: httpx.Response, request_id: RequestId, kind: str

@@ -91,6 +91,7 @@ from .._core import (
 )
 from .._core._backlog import overflowed
 from .._core._backoff import BackoffSettings
+from .._core._counters import Tally
 from .._core._subscribe_order import SUBSCRIBE, UNSUBSCRIBE
 from .._errors import ConfigurationError, ProtocolError
 from .._middleware._background import BackgroundTask, Inbox
@@ -221,7 +222,7 @@ Delivery = ResponseFor | EventFor | HintFor | Relisten
 
 
 @dataclass(slots=True)
-class StdioCounters:
+class StdioCounters(Tally):
     """Running totals of what came off the server's stdout (all processes)."""
 
     lines: int = 0

@@ -265,8 +265,8 @@ class FleetWorld(World):
         totals: dict[str, int] = {}
         for cache in self.workers:
             counters = self._fleet_of(cache).counters
-            for name in type(counters).__slots__:
-                totals[name] = totals.get(name, 0) + int(getattr(counters, name))
+            for name, value in counters.as_dict().items():
+                totals[name] = totals.get(name, 0) + value
         return totals
 
 
