@@ -7,15 +7,19 @@ state (``awaiting_fresh_source``, ``denied``, ``not_found``) instead of old text
 The surface, by who needs it:
 
 - everyone: `FreshCache` (and `freshcache.sync.SyncFreshCache`), `ReadResult` and the
-  state names, `Policy`, `MemoryStore`, the errors under `FreshCacheError`;
+  state names, `Policy`, `MemoryStore`, the errors under `FreshCacheError`; `Principal`,
+  the type of every ``principal=``;
+- bringing your own store: the `Store` protocol, its `Entry` values and `EntryKey`;
 - an agent step: `Context` (from `FreshCache.context`), `StateChanges` of `StateChange`
   items and `ChangesDropped` markers (from `FreshCache.changes`);
-- reaching a server: `HttpSource`, `StdioSource`, `McpClientSource`, `LoaderSource`;
+- reaching a server: `HttpSource` (its ``auth=`` an `Auth`), `StdioSource`,
+  `McpClientSource`, `LoaderSource`;
 - writing a `Source`: the replies (`ReadReply`, `ListReply`, `RequestFailed`) and the
   stream events it yields (`ListenStarted`, `ListenAcknowledged`, `ResourceUpdated`,
   `ResourceListChanged`, `StreamClosed`, `StreamLost`, `ListenUnsupported`,
-  `UntrustedMessage`, `ChangesMissed`), `ServerInfo`, `Partition` (the ``principal``
-  each call is made for), and `SourceWrapper` for a source that wraps another one;
+  `UntrustedMessage`, `ChangesMissed`: the source may have missed changes, not to be
+  confused with the consumer-side `ChangesDropped`), `ServerInfo`, `Partition` (the
+  engine's name for `Principal`), and `SourceWrapper` for a source that wraps another one;
 - a fleet of workers sharing one freshness view on Valkey/Redis: `Fleet` (``fleet=``).
 
 Test doubles for your own tests (`InMemorySource` over a `ReferenceServer` with its
@@ -29,6 +33,8 @@ from ._core import (
     NOT_FOUND,
     STALE,
     ChangesMissed,
+    Entry,
+    EntryKey,
     FailureKind,
     ListenAcknowledged,
     ListenStarted,
@@ -36,6 +42,7 @@ from ._core import (
     ListReply,
     Partition,
     Policy,
+    Principal,
     ReadReply,
     ReadResult,
     RequestFailed,
@@ -43,6 +50,7 @@ from ._core import (
     ResourceInfo,
     ResourceListChanged,
     ResourceUpdated,
+    Store,
     StreamClosed,
     StreamEvent,
     StreamLost,
@@ -63,7 +71,7 @@ from ._middleware._cache import FreshCache, ListResult
 from ._middleware._context import ChangesDropped, Context, StateChange, StateChanges
 from ._middleware._store import MemoryStore
 from ._protocol._wire import ClientIdentity, DenialRules
-from ._sources._http import HttpSource
+from ._sources._http import Auth, HttpSource
 from ._sources._loader import Loaded, LoaderSource
 from ._sources._mcp_client import McpClientSource
 from ._sources._source import PROTOCOL_VERSION, ServerInfo, Source, SourceWrapper
@@ -79,6 +87,7 @@ __all__ = [
     "NOT_FOUND",
     "PROTOCOL_VERSION",
     "STALE",
+    "Auth",
     "BackoffSettings",
     "ChangesDropped",
     "ChangesMissed",
@@ -86,6 +95,8 @@ __all__ = [
     "ConfigurationError",
     "Context",
     "DenialRules",
+    "Entry",
+    "EntryKey",
     "FailureKind",
     "Fleet",
     "FreshCache",
@@ -104,6 +115,7 @@ __all__ = [
     "MissingDependencyError",
     "Partition",
     "Policy",
+    "Principal",
     "ProtocolError",
     "ReadReply",
     "ReadResult",
@@ -119,6 +131,7 @@ __all__ = [
     "StateChange",
     "StateChanges",
     "StdioSource",
+    "Store",
     "StreamClosed",
     "StreamEvent",
     "StreamLost",

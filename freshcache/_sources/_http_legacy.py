@@ -52,7 +52,6 @@ from .._core import (
 from .._core._backlog import overflowed
 from .._core._subscribe_order import SUBSCRIBE, UNSUBSCRIBE
 from .._errors import ProtocolError
-from .._middleware._background import BackgroundTask, Inbox
 from .._protocol._client import (
     Answer,
     ClientProtocol,
@@ -73,6 +72,7 @@ from .._protocol._http import (
     get_stream_refused,
 )
 from .._protocol._wire import Message
+from ._background import BackgroundTask, Inbox
 from ._source import ServerInfo
 from ._sse import (
     HttpStats,

@@ -80,7 +80,7 @@ from .._core import (
 )
 from .._core._backlog import overflowed
 from .._errors import ConfigurationError
-from .._middleware._background import BackgroundTask
+from ._background import BackgroundTask
 from ._source import PROTOCOL_VERSION, ServerInfo
 
 log = logging.getLogger("freshcache")

@@ -59,9 +59,9 @@ from .._core import (
     StreamLost,
 )
 from .._errors import ConfigurationError, MissingDependencyError
-from .._middleware._background import BackgroundTask
 from .._protocol._client import session_info
 from .._protocol._wire import METHOD_NOT_FOUND, DenialRules, failure_from_error
+from ._background import BackgroundTask
 from ._source import ServerInfo
 
 log = logging.getLogger("freshcache")

@@ -94,7 +94,6 @@ from .._core._backoff import BackoffSettings
 from .._core._counters import Tally
 from .._core._subscribe_order import SUBSCRIBE, UNSUBSCRIBE
 from .._errors import ConfigurationError, ProtocolError
-from .._middleware._background import BackgroundTask, Inbox
 from .._middleware._telemetry import annotate_request
 from .._protocol._client import (
     Answer,
@@ -118,6 +117,7 @@ from .._protocol._wire import (
     Response,
     list_reply,
 )
+from ._background import BackgroundTask, Inbox
 from ._source import ServerInfo
 from ._subscribing import Call, InOrder
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._errors import TableError
 from ._format import Case, CaseRow, load_cases, parse_text, table_files
 from ._memory import InMemorySource
 from ._reference import ReferenceServer
@@ -41,6 +42,7 @@ __all__ = [
     "ReferenceServer",
     "Setup",
     "StdioWorld",
+    "TableError",
     "VirtualClock",
     "World",
     "describe",
