@@ -49,7 +49,8 @@ from .._sources._source import ServerInfo, Source
 from ._context import ChangeFeed, Context, StateChanges, read_all
 from ._flights import ReadFlights
 from ._listening import StreamDriver
-from ._listing import Relister, walk_list
+from ._listing import walk_list
+from ._relisting import Relister
 from ._setup import (
     check_arguments,
     check_count,
