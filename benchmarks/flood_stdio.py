@@ -42,9 +42,9 @@ import anyio
 from freshcache import FreshCache, StdioSource
 from freshcache._core import ListenAcknowledged, ResourceUpdated
 from freshcache._core._backoff import BackoffSettings
-from freshcache._protocol import ClientProtocol
-from freshcache._stdio import Demultiplexer, EventFor
-from freshcache._wire import parse_message
+from freshcache._protocol._client import ClientProtocol
+from freshcache._protocol._wire import parse_message
+from freshcache._sources._stdio import Demultiplexer, EventFor
 from freshcache.acceptance._stdio_world import ControlChannel
 
 SELECTED = "guide://shipping/approval"
@@ -81,7 +81,7 @@ def demux_alone(updates: int, repeats: int) -> dict[str, float]:
 
 def sse_path_alone(updates: int, repeats: int) -> dict[str, float] | None:
     try:
-        from freshcache._sse import SseEvent, SseParser
+        from freshcache._sources._sse import SseEvent, SseParser
     except ImportError:  # the HTTP source is not there
         return None
     frame = b"event: message\r\ndata: " + json.dumps(_notification(SID)).encode() + b"\r\n\r\n"

@@ -6,9 +6,9 @@ Measures, against `ReferenceHttpServer` on 127.0.0.1 in the same process, once w
 server on MCP 2026-07-28 and once on 2025-11-25 (session, GET stream,
 ``resources/subscribe``), side by side:
 
-- SSE parsing throughput of `freshcache._sse.SseParser` (and of httpx-sse's decoder on
+- SSE parsing throughput of `freshcache._sources._sse.SseParser` (and of httpx-sse's decoder on
   the same bytes, for scale), in MB/s and frames/s;
-- the cost of the read loop around it (`freshcache._sse.read_stream`: the silence rule's
+- the cost of the read loop around it (`freshcache._sources._sse.read_stream`: the silence rule's
   timer per chunk, one item at a time): frames/s through the loop beside the bare
   parser on the same chunks: in 64 KiB chunks, a frame per chunk (how notifications
   arrive one by one), and a frame per chunk once keep-alives have set the silence
@@ -46,7 +46,7 @@ from httpx_sse._decoders import SSEDecoder, SSELineDecoder
 
 from freshcache import FreshCache, HttpSource
 from freshcache._core import ReconnectBudget
-from freshcache._sse import SseEvent, SseLimits, SseParser, read_stream
+from freshcache._sources._sse import SseEvent, SseLimits, SseParser, read_stream
 from freshcache.acceptance import ReferenceServer
 from freshcache.acceptance._http_server import ReferenceHttpServer
 

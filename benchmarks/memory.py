@@ -22,7 +22,7 @@ from pathlib import Path
 from cachetools import TTLCache
 
 from freshcache._core import FreshnessEngine, ReadReply, ResourceContents
-from freshcache._store import MemoryStore
+from freshcache._middleware._store import MemoryStore
 
 
 def payload(n: int) -> tuple[str, str]:

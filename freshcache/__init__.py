@@ -7,15 +7,19 @@ state (``awaiting_fresh_source``, ``denied``, ``not_found``) instead of old text
 The surface, by who needs it:
 
 - everyone: `FreshCache` (and `freshcache.sync.SyncFreshCache`), `ReadResult` and the
-  state names, `Policy`, `MemoryStore`, the errors under `FreshCacheError`;
+  state names, `Policy`, `MemoryStore`, the errors under `FreshCacheError`; `Principal`,
+  the type of every ``principal=``;
+- bringing your own store: the `Store` protocol, its `Entry` values and `EntryKey`;
 - an agent step: `Context` (from `FreshCache.context`), `StateChanges` of `StateChange`
   items and `ChangesDropped` markers (from `FreshCache.changes`);
-- reaching a server: `HttpSource`, `StdioSource`, `McpClientSource`, `LoaderSource`;
+- reaching a server: `HttpSource` (its ``auth=`` an `Auth`), `StdioSource`,
+  `McpClientSource`, `LoaderSource`;
 - writing a `Source`: the replies (`ReadReply`, `ListReply`, `RequestFailed`) and the
   stream events it yields (`ListenStarted`, `ListenAcknowledged`, `ResourceUpdated`,
   `ResourceListChanged`, `StreamClosed`, `StreamLost`, `ListenUnsupported`,
-  `UntrustedMessage`, `ChangesMissed`), `ServerInfo`, `Partition` (the ``principal``
-  each call is made for), and `SourceWrapper` for a source that wraps another one;
+  `UntrustedMessage`, `ChangesMissed`: the source may have missed changes, not to be
+  confused with the consumer-side `ChangesDropped`), `ServerInfo`, `Partition` (the
+  engine's name for `Principal`), and `SourceWrapper` for a source that wraps another one;
 - a fleet of workers sharing one freshness view on Valkey/Redis: `Fleet` (``fleet=``).
 
 Test doubles for your own tests (`InMemorySource` over a `ReferenceServer` with its
@@ -32,6 +36,8 @@ from ._core import (
     NOT_FOUND,
     STALE,
     ChangesMissed,
+    Entry,
+    EntryKey,
     FailureKind,
     ListenAcknowledged,
     ListenStarted,
@@ -39,6 +45,7 @@ from ._core import (
     ListReply,
     Partition,
     Policy,
+    Principal,
     ReadReply,
     ReadResult,
     RequestFailed,
@@ -46,6 +53,7 @@ from ._core import (
     ResourceInfo,
     ResourceListChanged,
     ResourceUpdated,
+    Store,
     StreamClosed,
     StreamEvent,
     StreamLost,
@@ -65,35 +73,36 @@ from ._errors import (
 from .fleet import Fleet  # imports no redis: attaching a fleet to a cache does
 
 if TYPE_CHECKING:  # loaded on first use (`__getattr__`): httpx, pydantic, the transports
-    from ._cache import FreshCache, ListResult
-    from ._context import ChangesDropped, Context, StateChange, StateChanges
-    from ._http import HttpSource
-    from ._loader import Loaded, LoaderSource
-    from ._mcp_client import McpClientSource
-    from ._source import PROTOCOL_VERSION, ServerInfo, Source, SourceWrapper
-    from ._stdio import StdioSource
-    from ._store import MemoryStore
-    from ._wire import ClientIdentity, DenialRules
+    from ._middleware._cache import FreshCache, ListResult
+    from ._middleware._context import ChangesDropped, Context, StateChange, StateChanges
+    from ._middleware._store import MemoryStore
+    from ._protocol._wire import ClientIdentity, DenialRules
+    from ._sources._http import Auth, HttpSource
+    from ._sources._loader import Loaded, LoaderSource
+    from ._sources._mcp_client import McpClientSource
+    from ._sources._source import PROTOCOL_VERSION, ServerInfo, Source, SourceWrapper
+    from ._sources._stdio import StdioSource
 
 _ON_FIRST_USE = {
-    "FreshCache": "._cache",
-    "ListResult": "._cache",
-    "ChangesDropped": "._context",
-    "Context": "._context",
-    "StateChange": "._context",
-    "StateChanges": "._context",
-    "HttpSource": "._http",
-    "Loaded": "._loader",
-    "LoaderSource": "._loader",
-    "McpClientSource": "._mcp_client",
-    "PROTOCOL_VERSION": "._source",
-    "ServerInfo": "._source",
-    "Source": "._source",
-    "SourceWrapper": "._source",
-    "StdioSource": "._stdio",
-    "MemoryStore": "._store",
-    "ClientIdentity": "._wire",
-    "DenialRules": "._wire",
+    "Auth": "._sources._http",
+    "FreshCache": "._middleware._cache",
+    "ListResult": "._middleware._cache",
+    "ChangesDropped": "._middleware._context",
+    "Context": "._middleware._context",
+    "StateChange": "._middleware._context",
+    "StateChanges": "._middleware._context",
+    "HttpSource": "._sources._http",
+    "Loaded": "._sources._loader",
+    "LoaderSource": "._sources._loader",
+    "McpClientSource": "._sources._mcp_client",
+    "PROTOCOL_VERSION": "._sources._source",
+    "ServerInfo": "._sources._source",
+    "Source": "._sources._source",
+    "SourceWrapper": "._sources._source",
+    "StdioSource": "._sources._stdio",
+    "MemoryStore": "._middleware._store",
+    "ClientIdentity": "._protocol._wire",
+    "DenialRules": "._protocol._wire",
 }
 """Public names whose modules load when first asked for: ``import freshcache`` stays
 light (the core, the errors, `Fleet`), and the first ``freshcache.FreshCache`` pays for
@@ -108,6 +117,7 @@ __all__ = [
     "NOT_FOUND",
     "PROTOCOL_VERSION",
     "STALE",
+    "Auth",
     "BackoffSettings",
     "ChangesDropped",
     "ChangesMissed",
@@ -115,6 +125,8 @@ __all__ = [
     "ConfigurationError",
     "Context",
     "DenialRules",
+    "Entry",
+    "EntryKey",
     "FailureKind",
     "Fleet",
     "FreshCache",
@@ -133,6 +145,7 @@ __all__ = [
     "MissingDependencyError",
     "Partition",
     "Policy",
+    "Principal",
     "ProtocolError",
     "ReadReply",
     "ReadResult",
@@ -148,6 +161,7 @@ __all__ = [
     "StateChange",
     "StateChanges",
     "StdioSource",
+    "Store",
     "StreamClosed",
     "StreamEvent",
     "StreamLost",

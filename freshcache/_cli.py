@@ -42,8 +42,8 @@ if TYPE_CHECKING:  # imported by the commands that use them: a Ctrl-C while Pyth
     # still importing then ends in `main`, with one line, not a traceback
     import anyio
 
-    from ._cache import FreshCache
     from ._core import ReadResult
+    from ._middleware._cache import FreshCache
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
 EXIT_BUG = 70
@@ -84,7 +84,7 @@ def _source(target: list[str], timeout: float, max_frame_bytes: int | None = Non
                 f"cannot start the stdio server: {command[0]!r} is not a command found "
                 "on PATH (or not an executable file); check the command after '--'"
             )
-        from ._stdio import StdioSource
+        from ._sources._stdio import StdioSource
 
         return StdioSource(command, timeout=timeout)
     url = target[0]
@@ -94,7 +94,7 @@ def _source(target: list[str], timeout: float, max_frame_bytes: int | None = Non
             "try http://127.0.0.1:8000/mcp or -- python -m my_server"
         )
     _check_url(url)
-    from ._http import HttpSource
+    from ._sources._http import HttpSource
 
     if max_frame_bytes is None:
         return HttpSource(url, timeout=timeout)
@@ -141,7 +141,7 @@ def cmd_read(args: argparse.Namespace) -> int:
     (binary contents) is described by its MIME type and size, and --output FILE writes
     its bytes. Exit 0 when fresh, 1 otherwise. A stdio server: URI -- COMMAND ...
     """
-    from ._cache import FreshCache
+    from ._middleware._cache import FreshCache
 
     target, uris = _split_target(args)
     if len(uris) != 1:
@@ -238,7 +238,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     space is %20). Exit 0 when the list was read, 1 otherwise. A stdio server:
     -- COMMAND ...
     """
-    from ._cache import FreshCache
+    from ._middleware._cache import FreshCache
 
     target = ["--", *args.command_line] if args.command_line is not None else args.target[:1]
     if args.command_line is None and len(args.target) > 1:
@@ -291,7 +291,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     """
     import anyio
 
-    from ._cache import FreshCache
+    from ._middleware._cache import FreshCache
 
     target, uris = _split_target(args)
     if not uris:

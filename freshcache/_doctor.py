@@ -36,8 +36,8 @@ from ._core import (
     StreamLost,
 )
 from ._errors import ProtocolError
-from ._source import ServerInfo
-from ._wire import LEGACY_VERSIONS, PROTOCOL_VERSION
+from ._protocol._wire import LEGACY_VERSIONS, PROTOCOL_VERSION
+from ._sources._source import ServerInfo
 
 EXIT_OK, EXIT_FINDING, EXIT_NOT_MCP = 0, 1, 2
 

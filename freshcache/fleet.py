@@ -18,15 +18,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ._errors import ConfigurationError, MissingDependencyError
-from ._fleet._entry_store import ValkeyStore
+from ._errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from opentelemetry.metrics import MeterProvider
-
-    from ._fleet._worker import FleetWorker
+    from ._fleet._entry_store import ValkeyStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,21 +92,13 @@ def as_fleet(fleet: str | Fleet) -> Fleet:
     raise ConfigurationError(f"fleet= takes a redis:// URL or a Fleet, got {fleet!r}")
 
 
-def attach_fleet(
-    fleet: str | Fleet, server_id: str, meter_provider: MeterProvider | None
-) -> FleetWorker:
-    """The worker behind ``FreshCache(..., fleet=...)``; needs the ``fleet`` extra."""
-    config = as_fleet(fleet)
-    try:
-        import redis.asyncio  # noqa: F401
-    except ImportError as exc:
-        raise MissingDependencyError(
-            "fleet= needs redis-py's asyncio client: pip install 'freshcache[fleet]' "
-            "(from a checkout: pip install '.[fleet]')"
-        ) from exc
-    from ._fleet._worker import FleetWorker
+def __getattr__(name: str) -> Any:
+    # `ValkeyStore` lives with the fleet's machinery; this module stays a settings object.
+    if name == "ValkeyStore":
+        from ._fleet._entry_store import ValkeyStore
 
-    return FleetWorker(config, server_id, meter_provider)
+        return ValkeyStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["Fleet", "ValkeyStore"]

@@ -33,12 +33,12 @@ from typing import Any, TypeVar
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from typing_extensions import Self
 
-from ._cache import FreshCache, ListResult
-from ._context import Context
 from ._core import ReadResult
 from ._core._hits import NO_HITS, row_result
 from ._errors import FreshCacheError
-from ._source import ServerInfo, Source
+from ._middleware._cache import FreshCache, ListResult
+from ._middleware._context import Context
+from ._sources._source import ServerInfo, Source
 
 T = TypeVar("T")
 

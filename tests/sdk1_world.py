@@ -31,7 +31,7 @@ import anyio.to_thread
 import httpx
 
 from freshcache._core._backoff import BackoffSettings
-from freshcache._stdio import StdioSource, StdioStats
+from freshcache._sources._stdio import StdioSource, StdioStats
 from freshcache.acceptance import Case, Setup
 from freshcache.acceptance._http_world import LoopbackHttpWorld
 from freshcache.acceptance._stdio_world import StdioProcessWorld

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from freshcache._core import RequestFailed
-from freshcache._stdio import StdioSource, StdioStats
-from freshcache._wire import ErrorResponse, Response
+from freshcache._protocol._wire import ErrorResponse, Response
+from freshcache._sources._stdio import StdioSource, StdioStats
 from freshcache.acceptance import Case, Setup
 from freshcache.acceptance._stdio_world import StdioProcessWorld
 from freshcache.acceptance._steps import (

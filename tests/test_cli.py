@@ -754,6 +754,6 @@ def test_doctor_speaks_of_the_2025_channel_only_for_a_2025_revision(version, leg
     # No revision in common is not "an older revision": its listen is not the 2025
     # channel of resources/subscribe.
     from freshcache._doctor import speaks_2025
-    from freshcache._source import ServerInfo
+    from freshcache._sources._source import ServerInfo
 
     assert speaks_2025(ServerInfo(reachable=True, protocol_version=version)) is legacy

@@ -26,7 +26,7 @@ from freshcache._core import (
     UntrustedMessage,
 )
 from freshcache._core._backoff import BackoffSettings, ReconnectBudget
-from freshcache._store import MemoryStore
+from freshcache._middleware._store import MemoryStore
 
 U = "guide://shipping/approval"
 V = "guide://shipping/rates"

@@ -15,7 +15,7 @@ from freshcache._core import (
     ResourceUpdated,
     StreamLost,
 )
-from freshcache._store import MemoryStore
+from freshcache._middleware._store import MemoryStore
 
 U = "guide://shipping/approval"
 V = "guide://shipping/rates"

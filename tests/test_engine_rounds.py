@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from freshcache._core import FreshnessEngine, ReadReply, ResourceContents, ResourceUpdated
 from freshcache._core._records import REMEMBERED_IDLE
-from freshcache._store import MemoryStore
+from freshcache._middleware._store import MemoryStore
 
 U = "guide://race/rounds"
 

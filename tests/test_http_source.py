@@ -43,7 +43,7 @@ from freshcache._core import (
     StreamLost,
     UntrustedMessage,
 )
-from freshcache._wire import encode_header_value
+from freshcache._protocol._wire import encode_header_value
 from freshcache.acceptance import ReferenceServer
 from freshcache.acceptance._http_server import RawHttp, RawSse, RecordedRequest, ReferenceHttpServer
 from freshcache.acceptance._protocol import HangUp, Reply, Stall, error

@@ -21,8 +21,14 @@ import pytest
 
 from freshcache import StdioSource
 from freshcache._core import ListenAcknowledged, ListenStarted, StreamEvent, StreamLost
-from freshcache._protocol import ClientProtocol, ForSubscription, Relisten, decode, id_key
-from freshcache._wire import PROTOCOL_VERSION, ErrorResponse
+from freshcache._protocol._client import (
+    ClientProtocol,
+    ForSubscription,
+    Relisten,
+    decode,
+    id_key,
+)
+from freshcache._protocol._wire import PROTOCOL_VERSION, ErrorResponse
 
 from .conftest import FIXTURES
 from .test_http_source import (
@@ -214,8 +220,8 @@ class _NoProcess:
 def test_over_stdio_a_relisten_that_cannot_be_sent_ends_the_listen_as_lost() -> None:
     # The re-sent listen needs the connection's task group; without one it would be
     # dropped in silence while the subscription stays open. It is a loss instead.
-    from freshcache._background import Inbox
-    from freshcache._stdio import _Connection
+    from freshcache._sources._background import Inbox
+    from freshcache._sources._stdio import _Connection
 
     source = _script("listen-version")
     conn = _Connection(

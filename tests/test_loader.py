@@ -38,8 +38,8 @@ from freshcache._core import (
     StreamLost,
     UntrustedMessage,
 )
-from freshcache._loader import failure_from_exception
-from freshcache._store import MemoryStore
+from freshcache._middleware._store import MemoryStore
+from freshcache._sources._loader import failure_from_exception
 from freshcache.acceptance import Case, EngineWorld, Setup, is_fleet_row, load_cases, play
 from freshcache.acceptance._runner import engine_unplayable
 from freshcache.acceptance._steps import (

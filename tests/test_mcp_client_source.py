@@ -43,8 +43,8 @@ from freshcache._core import (
     StreamEvent,
     StreamLost,
 )
-from freshcache._mcp_client import failure_from_sdk_error
-from freshcache._wire import DenialRules
+from freshcache._protocol._wire import DenialRules
+from freshcache._sources._mcp_client import failure_from_sdk_error
 from freshcache.acceptance import load_cases, play
 from tests.conftest import FIXTURES, SdkServer, start_sdk_server, stop_process
 from tests.mcp_client_world import McpClientWorld

@@ -16,7 +16,7 @@ from freshcache import Context, FreshCache, HttpSource, StdioSource, Unsupported
 from freshcache._core import ListenAcknowledged, ResourceUpdated, StreamEvent, StreamLost
 from freshcache._core._backoff import BackoffSettings
 from freshcache._core._subscribe_order import SUBSCRIBE, UNSUBSCRIBE, SubscribeLedger
-from freshcache._store import MemoryStore
+from freshcache._middleware._store import MemoryStore
 from freshcache.acceptance import InMemorySource, ReferenceServer
 from freshcache.acceptance._http_server import RecordedRequest, ReferenceHttpServer
 from tests.polling import until

@@ -133,8 +133,8 @@ LOADED_ON_FIRST_USE = (
     "httpx",
     "pydantic",
     "opentelemetry",
-    "freshcache._cache",
-    "freshcache._wire",
+    "freshcache._middleware._cache",
+    "freshcache._protocol._wire",
 )
 
 
@@ -143,7 +143,7 @@ def test_importing_freshcache_loads_only_the_core_until_a_transport_or_the_cache
         "import sys, freshcache; "
         f"early = [m for m in {LOADED_ON_FIRST_USE!r} if m in sys.modules]; "
         "freshcache.FreshCache; "
-        "late = [m for m in ('freshcache._cache',) if m not in sys.modules]; "
+        "late = [m for m in ('freshcache._middleware._cache',) if m not in sys.modules]; "
         "print(early, late, freshcache.FreshCache.__module__)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -157,7 +157,13 @@ def test_every_public_name_is_listed_by_dir():
 def test_the_stdio_reference_server_imports_none_of_the_client():
     # It starts once per stdio case: it loads the reference server, the step vocabulary
     # and the core, never the cache, the transports or the pydantic wire models.
-    heavy = ("freshcache._cache", "freshcache._stdio", "freshcache._wire", "pydantic", "httpx")
+    heavy = (
+        "freshcache._middleware._cache",
+        "freshcache._sources._stdio",
+        "freshcache._protocol._wire",
+        "pydantic",
+        "httpx",
+    )
     code = (
         "import sys, freshcache.acceptance._stdio_server; "
         f"print([m for m in {heavy!r} if m in sys.modules])"
@@ -167,7 +173,7 @@ def test_the_stdio_reference_server_imports_none_of_the_client():
 
 
 def test_the_reference_server_spells_the_spec_names_as_the_client_does():
-    from freshcache import _wire
+    from freshcache._protocol import _wire
     from freshcache.acceptance import _protocol
 
     for name in (
@@ -182,3 +188,21 @@ def test_the_reference_server_spells_the_spec_names_as_the_client_does():
         "UNSUPPORTED_PROTOCOL_VERSION",
     ):
         assert getattr(_protocol, name) == getattr(_wire, name), name
+
+
+def test_every_set_of_running_totals_is_a_tally():
+    """One concept for counters (issue 23): same shape, same reading as a whole."""
+    from freshcache._core._counters import Tally
+    from freshcache._core._engine import Counters
+    from freshcache._fleet._parts import FleetCounters
+    from freshcache._sources._sse import HttpStats
+    from freshcache._sources._stdio import StdioCounters
+
+    for kind in (Counters, HttpStats, StdioCounters, FleetCounters):
+        totals = kind()
+        assert isinstance(totals, Tally) and not hasattr(totals, "__dict__")
+        before = totals.snapshot()
+        name = next(iter(totals.as_dict()))
+        setattr(totals, name, getattr(totals, name) + 1)
+        assert totals.as_dict()[name] == before.as_dict()[name] + 1
+        assert set(totals.as_dict()) == set(kind.__slots__)

@@ -29,7 +29,7 @@ from freshcache._core import (
     StreamLost,
     UntrustedMessage,
 )
-from freshcache._store import MemoryStore
+from freshcache._middleware._store import MemoryStore
 from freshcache.acceptance import InMemorySource, ReferenceServer
 
 URIS = ("u://a", "u://b", "u://c")

@@ -46,7 +46,6 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from freshcache import Policy
-from freshcache._context import read_all
 from freshcache._core import (
     FRESH,
     FreshnessEngine,
@@ -59,8 +58,9 @@ from freshcache._core import (
     ResourceUpdated,
 )
 from freshcache._core._subscribe_order import SUBSCRIBE, UNSUBSCRIBE, Op
-from freshcache._legacy import LegacySession
-from freshcache._store import MemoryStore
+from freshcache._middleware._context import read_all
+from freshcache._middleware._store import MemoryStore
+from freshcache._protocol._legacy import LegacySession
 from tests.test_properties import Clock
 
 LONG = os.environ.get("FRESHCACHE_LONG_PROPERTIES") == "1"

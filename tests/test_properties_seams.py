@@ -63,7 +63,7 @@ from freshcache._core import (
     StreamClosed,
     StreamLost,
 )
-from freshcache._store import MemoryStore
+from freshcache._middleware._store import MemoryStore
 from tests.test_properties import PARTITIONS, URIS, Clock, parse, reply_text
 
 LONG = os.environ.get("FRESHCACHE_LONG_PROPERTIES") == "1"

@@ -1,4 +1,4 @@
-"""The sans-IO client protocol object (`freshcache._protocol`), driven with recorded
+"""The sans-IO client protocol object (`freshcache._protocol._client`), driven with recorded
 messages: no sockets, no processes, no event loop. Both transports drive this one
 object, so what is shown here holds on HTTP and on stdio alike."""
 
@@ -22,7 +22,7 @@ from freshcache._core import (
     UntrustedMessage,
 )
 from freshcache._errors import HeaderMismatchError, ProtocolError
-from freshcache._protocol import (
+from freshcache._protocol._client import (
     Answer,
     ClientProtocol,
     ForSubscription,
@@ -32,7 +32,7 @@ from freshcache._protocol import (
     Untrusted,
     same_id,
 )
-from freshcache._wire import PROTOCOL_VERSION, ErrorResponse, Response, parse_message
+from freshcache._protocol._wire import PROTOCOL_VERSION, ErrorResponse, Response, parse_message
 
 U = "guide://shipping/approval"
 OTHER = "guide://returns"
@@ -364,7 +364,7 @@ def test_a_server_request_is_untrusted_the_same_on_every_channel() -> None:
     """One parser, one judgment: a request written by the server (not allowed on
     2026-07-28) is untrusted on stdio's shared channel, on a listen stream and on a
     request's own answer alike."""
-    from freshcache._protocol import Untrusted, decode
+    from freshcache._protocol._client import Untrusted, decode
 
     line = '{"jsonrpc":"2.0","id":"srv-1","method":"sampling/createMessage","params":{}}'
     protocol = listening()

@@ -1,5 +1,5 @@
-"""The sans-IO client protocol on MCP 2025-11-25 (`freshcache._protocol`,
-`freshcache._legacy`): negotiation, the session, virtual subscriptions. Recorded
+"""The sans-IO client protocol on MCP 2025-11-25 (`freshcache._protocol._client`,
+`freshcache._protocol._legacy`): negotiation, the session, virtual subscriptions. Recorded
 messages in, decisions out; no sockets, no processes, no event loop. Messages are the
 shapes the official Python SDK 1.x server writes (recorded by hand from SDK 1.30)."""
 
@@ -19,8 +19,8 @@ from freshcache._core import (
     StreamClosed,
     StreamLost,
 )
-from freshcache._protocol import ClientProtocol, ForSubscription, Revision2025, Revision2026
-from freshcache._wire import ErrorResponse, Response, parse_message
+from freshcache._protocol._client import ClientProtocol, ForSubscription, Revision2025, Revision2026
+from freshcache._protocol._wire import ErrorResponse, Response, parse_message
 
 U = "guide://shipping/approval"
 OTHER = "guide://returns"

@@ -1,8 +1,8 @@
 """The protocol package stays sans-IO, and the transports leave its rules to it.
 
-`_protocol.py` (`ClientProtocol`), `_protocol_http.py` (`HttpBinding`) and `_legacy.py`
-(`LegacySession`) make every MCP client decision (docs/architecture.md, "Protocol
-decisions"); the byte-moving modules carry them out. These checks keep it so.
+`_protocol/_client.py` (`ClientProtocol`), `_protocol/_http.py` (`HttpBinding`) and
+`_protocol/_legacy.py` (`LegacySession`) make every MCP client decision
+(docs/architecture.md, "Protocol decisions"); the byte-moving modules carry them out. These checks keep it so.
 """
 
 from __future__ import annotations
@@ -15,8 +15,13 @@ import pytest
 import freshcache
 
 PACKAGE = Path(freshcache.__file__).parent
-PROTOCOL = ("_protocol.py", "_protocol_http.py", "_legacy.py")
-TRANSPORTS = ("_http.py", "_http_legacy.py", "_stdio.py", "_mcp_client.py")
+PROTOCOL = ("_protocol/_client.py", "_protocol/_http.py", "_protocol/_legacy.py")
+TRANSPORTS = (
+    "_sources/_http.py",
+    "_sources/_http_legacy.py",
+    "_sources/_stdio.py",
+    "_sources/_mcp_client.py",
+)
 DOES_IO = {"anyio", "asyncio", "httpx", "h11", "os", "select", "socket", "subprocess", "trio"}
 RULE_NAMES = {
     # error codes, parsers and judgments whose meaning is the protocol's to say
@@ -81,7 +86,7 @@ def test_a_transport_takes_no_protocol_rule_into_its_own_hands(name: str) -> Non
 
 def test_the_2025_http_session_does_not_reach_back_into_the_http_source() -> None:
     """No import circle `_http` ↔ `_http_legacy`: `LegacyHttp` gets a `LegacyLink`."""
-    tree = ast.parse((PACKAGE / "_http_legacy.py").read_text())
+    tree = ast.parse((PACKAGE / "_sources" / "_http_legacy.py").read_text())
     modules = {
         node.module
         for node in ast.walk(tree)

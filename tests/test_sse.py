@@ -10,7 +10,7 @@ from httpx_sse._decoders import SSEDecoder, SSELineDecoder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from freshcache._sse import (
+from freshcache._sources._sse import (
     SilenceRule,
     SseComment,
     SseEnd,

@@ -43,7 +43,8 @@ from freshcache._core import (
     StreamLost,
     UntrustedMessage,
 )
-from freshcache._stdio import (
+from freshcache._protocol._wire import ErrorResponse, Response
+from freshcache._sources._stdio import (
     Demultiplexer,
     EventFor,
     HintFor,
@@ -51,7 +52,6 @@ from freshcache._stdio import (
     OverlongLine,
     ResponseFor,
 )
-from freshcache._wire import ErrorResponse, Response
 from freshcache.acceptance._stdio_server import EXIT_DOWN, step_to_json
 from freshcache.acceptance._stdio_world import ControlChannel
 from freshcache.acceptance._steps import NextRead, ServerChange
@@ -399,8 +399,8 @@ _JSON = st.recursive(
 def test_the_fast_path_for_notifications_decides_like_the_validating_parser(
     obj: dict[str, Any],
 ) -> None:
-    from freshcache._protocol import _fast_notification
-    from freshcache._wire import parse_message
+    from freshcache._protocol._client import _fast_notification
+    from freshcache._protocol._wire import parse_message
 
     fast = _fast_notification(obj)
     assert fast is None or fast == parse_message(obj)

@@ -24,8 +24,8 @@ from freshcache._core import (
 )
 from freshcache._core._backoff import BackoffSettings, ReconnectBudget
 from freshcache._core._streams import ListenSupervisor
-from freshcache._listening import StreamDriver
-from freshcache._telemetry import Telemetry
+from freshcache._middleware._listening import StreamDriver
+from freshcache._middleware._telemetry import Telemetry
 
 pytestmark = pytest.mark.anyio
 

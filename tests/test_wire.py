@@ -1,4 +1,4 @@
-"""The wire boundary every transport shares (`freshcache._wire`): one schema check for
+"""The wire boundary every transport shares (`freshcache._protocol._wire`): one schema check for
 read and list results, one rule for ``requestState`` rounds, one for ``-32022``, one
 for change hints found on an answer (invariants 9 and 11)."""
 
@@ -16,8 +16,8 @@ from freshcache._core import (
     ResourceListChanged,
     ResourceUpdated,
 )
-from freshcache._protocol import ClientProtocol, Unclaimed
-from freshcache._wire import (
+from freshcache._protocol._client import ClientProtocol, Unclaimed
+from freshcache._protocol._wire import (
     MAX_INPUT_ROUNDS,
     ErrorResponse,
     Notification,

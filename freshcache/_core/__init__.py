@@ -6,7 +6,7 @@ library, the MCP SDK or OpenTelemetry (a test enforces the import allow-list).
 
 from ._backoff import ReconnectBudget
 from ._engine import Counters, FreshnessEngine, Invalidation, ReadTicket
-from ._entries import PUBLIC, Entry, EntryKey, Partition, Store
+from ._entries import PUBLIC, Entry, EntryKey, Partition, Principal, Store
 from ._events import (
     ChangesMissed,
     Decision,
@@ -75,6 +75,7 @@ __all__ = [
     "ListenStarted",
     "ListenUnsupported",
     "Partition",
+    "Principal",
     "Policy",
     "ReadReply",
     "ReadResource",

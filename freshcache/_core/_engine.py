@@ -70,6 +70,7 @@ from dataclasses import dataclass, replace
 
 from typing_extensions import assert_never
 
+from ._counters import Tally
 from ._coverage import Coverage
 from ._denials import Denials
 from ._entries import PUBLIC, Entry, EntryKey, Partition, Store
@@ -139,7 +140,7 @@ class Invalidation:
 
 
 @dataclass(slots=True)
-class Counters:
+class Counters(Tally):
     """Running totals, for status output, telemetry and tests."""
 
     server_reads: int = 0

@@ -13,8 +13,15 @@ from typing import Protocol
 from ._events import ListReply
 from ._model import CacheScope, ReadResult
 
-Partition = str | None
-"""The principal an entry belongs to; ``None`` is the cache's anonymous default."""
+Principal = str | None
+"""Who a call is made for: the ``principal=`` of `FreshCache.read` and its siblings and
+the ``principal`` argument of every `Source` method. ``None`` is the cache's anonymous
+default (``FreshCache(principal=...)``). Each principal sees its own slice of the cache:
+its entries, hit table and denials are kept apart (a *partition*)."""
+
+Partition = Principal
+"""The same type under the engine's name for it: the slice of the cache one principal
+sees (`Principal`). Every public signature names the argument ``principal``."""
 
 PUBLIC = "\x00public"
 """Partition of ``public`` entries shared by all principals (only with ``share_public``)."""

@@ -12,7 +12,7 @@ both drive it, so they cannot disagree on when a walk starts again or gives up.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from typing_extensions import assert_never
 
@@ -21,7 +21,6 @@ from ._events import ListReply, RequestFailed, ResourceInfo
 from ._model import AWAITING_FRESH_SOURCE, FRESH
 
 if TYPE_CHECKING:
-    from ._engine import FreshnessEngine
     from ._policy import Policy
 
 LIST = "resources/list"
@@ -120,6 +119,22 @@ class ListResult:
     detail: str | None = None
 
 
+class ListJudge(Protocol):
+    """What a `ListWalk` asks of the engine (`FreshnessEngine` is one; no import of it,
+    so `_engine` importing this module makes no circle)."""
+
+    @property
+    def policy(self) -> Policy: ...
+
+    def lookup_list_page(self, cursor: str | None, partition: Partition) -> ListReply | None: ...
+
+    def begin_list(self, cursor: str | None, partition: Partition) -> ListTicket: ...
+
+    def finish_list(
+        self, ticket: ListTicket, reply: ListReply | RequestFailed
+    ) -> ListReply | RequestFailed | None: ...
+
+
 class ListWalk:
     """One walk over every page of ``resources/list``, from the first page.
 
@@ -129,7 +144,7 @@ class ListWalk:
     starts it again from the first page, at most ``Policy.max_rereads`` times.
     """
 
-    def __init__(self, engine: FreshnessEngine, partition: Partition) -> None:
+    def __init__(self, engine: ListJudge, partition: Partition) -> None:
         self._engine = engine
         self._partition = partition
         self._walks_left = engine.policy.max_rereads

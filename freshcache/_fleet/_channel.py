@@ -22,7 +22,7 @@ import anyio
 from .._core import ResourceUpdated
 
 if TYPE_CHECKING:
-    from ._worker import FleetWorker
+    from ._parts import ChannelWorker
 
 log = logging.getLogger("freshcache.fleet")
 
@@ -31,7 +31,7 @@ log = logging.getLogger("freshcache.fleet")
 class ChangeChannel:
     """One worker's subscription to the fleet channel (see the module docstring)."""
 
-    def __init__(self, worker: FleetWorker) -> None:
+    def __init__(self, worker: ChannelWorker) -> None:
         self.worker = worker
         self.usable = False
         """Subscribed, with a known sequence baseline: the channel vouches for us."""

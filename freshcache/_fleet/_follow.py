@@ -22,7 +22,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from .._core import ListenAcknowledged, ListenStarted, StreamEvent, StreamLost
 
 if TYPE_CHECKING:
-    from ._worker import FleetWorker
+    from ._parts import FollowWorker
 
 T = TypeVar("T")
 Notice = tuple[str, Any]
@@ -41,7 +41,7 @@ class _Follower:
 class FollowerStreams:
     """This worker's open follower streams (usually one; two during a selection swap)."""
 
-    def __init__(self, worker: FleetWorker) -> None:
+    def __init__(self, worker: FollowWorker) -> None:
         self.worker = worker
         self._open: set[_Follower] = set()
 

@@ -37,10 +37,10 @@ from .._core import (
     StreamEvent,
     StreamLost,
 )
-from .._source import Source
+from .._sources._source import Source
 
 if TYPE_CHECKING:
-    from ._worker import FleetWorker
+    from ._parts import LeaseWorker
 
 log = logging.getLogger("freshcache.fleet")
 
@@ -48,7 +48,7 @@ log = logging.getLogger("freshcache.fleet")
 class ListenerLease:
     """This worker's side of the listener lease, and the stream it holds while leading."""
 
-    def __init__(self, worker: FleetWorker) -> None:
+    def __init__(self, worker: LeaseWorker) -> None:
         self.worker = worker
         self.leading: str | None = None
         """Our lease value (``worker:term``) while this worker holds the listener lease."""

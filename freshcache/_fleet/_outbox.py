@@ -16,7 +16,7 @@ import anyio
 from .._core import Invalidation
 
 if TYPE_CHECKING:
-    from ._worker import FleetWorker
+    from ._parts import OutboxWorker
 
 log = logging.getLogger("freshcache.fleet")
 
@@ -24,7 +24,7 @@ log = logging.getLogger("freshcache.fleet")
 class HintOutbox:
     """Queue and publish this worker's own hints (see the module docstring)."""
 
-    def __init__(self, worker: FleetWorker) -> None:
+    def __init__(self, worker: OutboxWorker) -> None:
         self.worker = worker
         self._pending: dict[str, int] = {}
         self._send, self._receive = anyio.create_memory_object_stream[str](10_000)

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 import anyio
 
 from .._core import Partition, ReadReply, RequestFailed
-from .._source import Source
+from .._sources._source import Source
 from ._store import Peeked
 
 if TYPE_CHECKING:
-    from ._worker import Binding, FleetWorker
+    from ._parts import Binding, ReadsWorker
 
 log = logging.getLogger("freshcache.fleet")
 
@@ -34,7 +34,7 @@ log = logging.getLogger("freshcache.fleet")
 class SharedReads:
     """One worker's reads through the shared store (see the module docstring)."""
 
-    def __init__(self, worker: FleetWorker) -> None:
+    def __init__(self, worker: ReadsWorker) -> None:
         self.worker = worker
         self._regain_until = -float("inf")
         self.filled: dict[str, str] = {}

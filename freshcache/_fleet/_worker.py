@@ -26,7 +26,6 @@ import secrets
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -47,58 +46,19 @@ from .._core import (
     StreamLost,
 )
 from .._core._denials import LIMIT as DENIALS_LIMIT
-from .._source import Source, SourceWrapper
+from .._sources._source import Source, SourceWrapper
 from ..fleet import Fleet
 from ._channel import ChangeChannel
 from ._cluster import connect, is_cluster
 from ._follow import FollowerStreams
 from ._lease import ListenerLease
 from ._outbox import HintOutbox
+from ._parts import Binding, FleetCounters
 from ._reads import SharedReads
 from ._store import SharedStore, partition_tag
 from ._telemetry import FleetTelemetry
 
 log = logging.getLogger("freshcache.fleet")
-
-
-@dataclass(slots=True)
-class FleetCounters:
-    """Running totals of one worker's fleet traffic."""
-
-    store_replies: int = 0
-    """Reads answered from the shared store (no server read)."""
-    refused_copies: int = 0
-    """Shared copies the engine would not let serve the principal (denied, unbound)."""
-    fills: int = 0
-    fenced_writes: int = 0
-    """Fills the generation fence refused (the URI changed while they were read)."""
-    fill_waits: int = 0
-    """Reads that waited for another worker's fill."""
-    proof_waits: int = 0
-    """Reads that, after a gap or a takeover, waited to be covered again and then took
-    the fleet's path instead of reading the server (`SharedReads.expect_proof`)."""
-    direct_reads: int = 0
-    """Server reads that bypassed the store (uncovered URI, store down, pending hint)."""
-    remote_invalidations: int = 0
-    new_epochs: int = 0
-    """Epochs this worker started on a cluster after a store failure (`new_epoch`)."""
-    gaps: int = 0
-    channel_losses: int = 0
-    lease_changes: int = 0
-    published: int = 0
-
-
-@dataclass(slots=True)
-class Binding:
-    """What the worker needs of the cache it serves."""
-
-    engine: FreshnessEngine
-    carry_out: Callable[[list[Decision]], None]
-    want_stream: Callable[[frozenset[str]], None]
-    share_public: bool
-    subscription_backed: bool
-    max_ttl_ms: float
-    selected: Callable[[], frozenset[str]] = field(default=frozenset)
 
 
 class RemoteDenials:
@@ -210,7 +170,7 @@ class FleetWorker:
             "store": "up" if self.channel.usable else "down",
             **self.lease.describe(),
             "sequence": self.channel.seq,
-            "counters": {name: getattr(self.counters, name) for name in FleetCounters.__slots__},
+            "counters": self.counters.as_dict(),
         }
 
     def store_answered(self) -> None:

@@ -18,6 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .._errors import TableError
     from ._fleet_world import FleetWorld
     from ._format import Case, CaseRow, load_cases, parse_text, table_files
     from ._http_world import HttpWorld
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from ._stdio_world import StdioWorld
 
 _WHERE = {
+    "TableError": ".._errors",
     "Case": "._format",
     "CaseRow": "._format",
     "load_cases": "._format",
@@ -72,6 +74,7 @@ __all__ = [
     "ReferenceServer",
     "Setup",
     "StdioWorld",
+    "TableError",
     "VirtualClock",
     "World",
     "describe",

@@ -28,8 +28,8 @@ from typing import Any
 
 import anyio
 
-from .._cache import ListResult
 from .._core import ReadResult, ResourceInfo
+from .._middleware._cache import ListResult
 from ._driver import DriverError, DriverProcess, Hello
 from ._format import Case
 from ._http_server import ReferenceHttpServer

@@ -51,7 +51,7 @@ from .._core import (
 )
 from .._core._backoff import BackoffSettings
 from .._core._streams import CloseStream, ListenSupervisor, OpenStream, StreamDecision
-from .._store import MemoryStore
+from .._middleware._store import MemoryStore
 from ._format import Case
 from ._reference import Push, ReferenceServer, push_event
 from ._runner import (

@@ -36,10 +36,10 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 import anyio.abc
 
-from .._cache import FreshCache
-from .._context import StateChanges
 from .._core._backoff import BackoffSettings
 from .._errors import ConfigurationError
+from .._middleware._cache import FreshCache
+from .._middleware._context import StateChanges
 from ..fleet import Fleet
 from ._format import Case
 from ._memory import InMemorySource
@@ -264,8 +264,8 @@ class FleetWorld(World):
         totals: dict[str, int] = {}
         for cache in self.workers:
             counters = self._fleet_of(cache).counters
-            for name in type(counters).__slots__:
-                totals[name] = totals.get(name, 0) + int(getattr(counters, name))
+            for name, value in counters.as_dict().items():
+                totals[name] = totals.get(name, 0) + value
         return totals
 
 

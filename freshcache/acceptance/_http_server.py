@@ -35,7 +35,7 @@ import h11
 from anyio.abc import SocketAttribute, SocketStream
 from typing_extensions import Self
 
-from .._wire import (
+from .._protocol._wire import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
     META_PROTOCOL_VERSION,

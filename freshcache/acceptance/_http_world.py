@@ -35,7 +35,7 @@ import httpx
 from anyio.streams.memory import MemoryObjectSendStream
 
 from .._core import Partition
-from .._http import HttpSource
+from .._sources._http import HttpSource
 from ._format import Case
 from ._http_server import ReferenceHttpServer, ReplyMode, Revision
 from ._reference import Push, ReferenceServer

@@ -21,7 +21,7 @@ from .._core import (
     StreamEvent,
     StreamLost,
 )
-from .._source import PROTOCOL_VERSION, ServerInfo
+from .._sources._source import PROTOCOL_VERSION, ServerInfo
 from ._reference import ReferenceServer, push_event
 
 _BATCH = 64

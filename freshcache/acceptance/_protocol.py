@@ -29,7 +29,7 @@ from .._core import (
 from ._reference import ReferenceServer, push_event
 
 # The spec's names, spelled here as the reference server's own (not taken from
-# freshcache._wire): the stdio server process then never loads the client's pydantic
+# freshcache._protocol._wire): the stdio server process then never loads the client's pydantic
 # wire models, and a test checks both spellings agree.
 PROTOCOL_VERSION = "2026-07-28"
 META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"

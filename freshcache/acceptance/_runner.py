@@ -19,12 +19,12 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from .._cache import FreshCache, ListResult
-from .._context import StateChanges
 from .._core import Policy, ReadResult
 from .._core._backoff import BackoffSettings
-from .._source import Source
-from .._store import MemoryStore
+from .._middleware._cache import FreshCache, ListResult
+from .._middleware._context import StateChanges
+from .._middleware._store import MemoryStore
+from .._sources._source import Source
 from ._format import Case
 from ._reference import ReferenceServer
 from ._settle import settle, wait_for

@@ -46,8 +46,8 @@ from .._core import (
     ResourceContents,
 )
 from .._core._backoff import BackoffSettings
-from .._source import SourceWrapper
-from .._stdio import StdioSource, StdioStats
+from .._sources._source import SourceWrapper
+from .._sources._stdio import StdioSource, StdioStats
 from ._format import Case
 from ._reference import ReferenceServer
 from ._runner import Setup, VirtualClock, World, unplayable_on_2025

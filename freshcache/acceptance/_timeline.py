@@ -15,7 +15,6 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._context import ChangesDropped, StateChanges
 from .._core import (
     ChangesMissed,
     ListenAcknowledged,
@@ -32,7 +31,8 @@ from .._core import (
     StreamLost,
     UntrustedMessage,
 )
-from .._source import Source, SourceWrapper
+from .._middleware._context import ChangesDropped, StateChanges
+from .._sources._source import Source, SourceWrapper
 from ._steps import ALIASES
 
 _NAMES = {uri: alias for alias, uri in ALIASES.items()}

@@ -22,8 +22,8 @@ import base64
 from collections.abc import Iterable
 from typing import Literal
 
-from .._cache import FreshCache
 from .._errors import ResourceWithheldError
+from .._middleware._cache import FreshCache
 from . import missing
 
 try:

@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, cast
 
-from .._cache import FreshCache
-from .._context import Context
 from .._errors import ResourceWithheldError
+from .._middleware._cache import FreshCache
+from .._middleware._context import Context
 from . import missing
 
 try:

@@ -30,8 +30,8 @@ from typing import Any, Literal
 
 from typing_extensions import assert_never
 
-from .._cache import FreshCache
 from .._core import ReadResult
+from .._middleware._cache import FreshCache
 from . import missing
 
 try:

@@ -16,12 +16,12 @@ import anyio
 import httpx
 
 from ... import __version__
-from ..._cache import FreshCache
 from ..._core import Partition, Policy, ReadResult
 from ..._core._backoff import BackoffSettings
-from ..._http import HttpSource
-from ..._stdio import StdioSource
-from ..._store import MemoryStore
+from ..._middleware._cache import FreshCache
+from ..._middleware._store import MemoryStore
+from ..._sources._http import HttpSource
+from ..._sources._stdio import StdioSource
 from .._http_world import FrameCounter
 from .._runner import VirtualClock
 from ._loop import OnVirtualClock, hello, run

@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import anyio
 
-from ._core import FreshnessEngine, ListResult, ListWalk, Partition, RequestFailed, StreamEvent
-from ._errors import ProtocolError
-from ._source import Source
+from .._core import FreshnessEngine, ListResult, ListWalk, Partition, RequestFailed, StreamEvent
+from .._errors import ProtocolError
+from .._sources._source import Source
 from ._telemetry import Telemetry
 
 

@@ -20,14 +20,14 @@ from typing import Annotated, Any, Literal
 from opentelemetry import propagate
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ._core import (
+from .._core import (
     ListReply,
     ReadReply,
     RequestFailed,
     ResourceContents,
     ResourceInfo,
 )
-from ._errors import (
+from .._errors import (
     ConfigurationError,
     HeaderMismatchError,
     ProtocolError,

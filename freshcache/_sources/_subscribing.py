@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import anyio
 
-from ._core._subscribe_order import OpKind
-from ._legacy import LegacySession
+from .._core._subscribe_order import OpKind
+from .._protocol._legacy import LegacySession
 
 Call = Callable[[str], Awaitable[bool | None]]
 """Send the request for a URI: ``True`` answered with success, ``False`` refused,

@@ -7,13 +7,13 @@ session, the GET SSE stream), server/resources (``resources/subscribe`` per URI,
 
 `LegacySession` is the state one 2025 conversation keeps: the negotiated version,
 the HTTP session id, what the server offers, and which URIs a successful
-``resources/subscribe`` covers on the current channel. `freshcache._protocol`
+``resources/subscribe`` covers on the current channel. `freshcache._protocol._client`
 (`Revision2025`, `ClientProtocol`) drives it; transports never read these rules.
 
 What a subscribe covers is not decided here: `LegacySession.ledger` (the core's
 `SubscribeLedger`) records every subscribe/unsubscribe in the order decided and counts
 a URI covered only once the last of them was answered with success, in order; the
-transports send them through `freshcache._subscribing.InOrder`, one at a time per URI.
+transports send them through `freshcache._sources._subscribing.InOrder`, one at a time per URI.
 
 Why a URI counts as covered only while the channel lives: 2025 has no acknowledgment
 and no ``Last-Event-ID``-proof of what a reconnect missed, so when the GET stream (or
@@ -27,9 +27,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._core._subscribe_order import SUBSCRIBE, UNSUBSCRIBE, SubscribeLedger
-from ._errors import UnsupportedVersionError
-from ._source import ServerInfo
+from .._core._subscribe_order import SUBSCRIBE, UNSUBSCRIBE, SubscribeLedger
+from .._errors import UnsupportedVersionError
+from .._sources._source import ServerInfo
 from ._wire import LEGACY_VERSION, LEGACY_VERSIONS, PROTOCOL_VERSION
 
 

@@ -8,10 +8,10 @@ basic/versioning (``-32022``), basic/index (``_meta``, error codes).
 The source is thin: it moves bytes and reports transport events (refused, timed out,
 cut). What a message means (ids, acknowledgment first, trust, how a listen ends,
 ``-32022``, ``requestState`` rounds, error mapping) is the
-`freshcache._protocol.ClientProtocol`'s to say, the same object stdio drives; what an
+`freshcache._protocol._client.ClientProtocol`'s to say, the same object stdio drives; what an
 HTTP exchange means (status, which message of an answer answers, the SSE answer's
 other messages, 2025 sessions) is its sans-IO binding's,
-`freshcache._protocol_http.HttpBinding`. Here HTTP exchanges become `ReadReply` /
+`freshcache._protocol._http.HttpBinding`. Here HTTP exchanges become `ReadReply` /
 `ListReply` / `RequestFailed` values and a listen stream core `StreamEvent`s. It keeps
 no freshness state. httpx errors are translated here, at the boundary; nothing from
 httpx escapes.
@@ -42,12 +42,12 @@ For ``subscriptions/listen`` a 404 or ``-32601`` means `ListenUnsupported`, and
 every way the stream can end other than the listen request's ``complete`` result
 (or a server ``notifications/cancelled`` naming it) is a `StreamLost`; so is silence
 for ``keepalive_misses`` of the stream's own keep-alive intervals, at least
-``silence_floor`` seconds, once it has sent keep-alives (`freshcache._sse.SilenceRule`).
+``silence_floor`` seconds, once it has sent keep-alives (`freshcache._sources._sse.SilenceRule`).
 
 A ``resources/updated`` or ``resources/list_changed`` on the SSE answer of any other
 request is a change hint for the engine (invariant 9): it rides on that request's
 reply (``hints``), with whatever subscription id it carried. ``requestState`` rounds
-and ``-32022`` follow the rules of `freshcache._protocol` that stdio follows too.
+and ``-32022`` follow the rules of `freshcache._protocol._client` that stdio follows too.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ from typing import Any
 import anyio
 import httpx
 
-from ._core import (
+from .._core import (
     ListenAcknowledged,
     ListenStarted,
     ListenUnsupported,
@@ -78,9 +78,9 @@ from ._core import (
     StreamLost,
     UntrustedMessage,
 )
-from ._errors import ConfigurationError
-from ._http_legacy import LegacyHttp, LegacyLink
-from ._protocol import (
+from .._errors import ConfigurationError
+from .._middleware._telemetry import annotate_request
+from .._protocol._client import (
     Answer,
     ClientProtocol,
     ForSubscription,
@@ -92,7 +92,7 @@ from ._protocol import (
     Untrusted,
     decode,
 )
-from ._protocol_http import (
+from .._protocol._http import (
     Attempt,
     HttpAnswer,
     HttpBinding,
@@ -100,6 +100,8 @@ from ._protocol_http import (
     answer_kind,
     from_intermediary,
 )
+from .._protocol._wire import ClientIdentity, DenialRules, Message, list_reply
+from ._http_legacy import LegacyHttp, LegacyLink
 from ._source import ServerInfo
 from ._sse import (
     HttpStats,
@@ -114,8 +116,6 @@ from ._sse import (
     StreamStats,
     read_stream,
 )
-from ._telemetry import annotate_request
-from ._wire import ClientIdentity, DenialRules, Message, list_reply
 
 log = logging.getLogger("freshcache.http")
 
@@ -216,7 +216,7 @@ class HttpSource:
         """The MCP rules; this class only moves bytes in and out of it."""
         self.binding = HttpBinding(self.protocol, self._note_untrusted)
         """The MCP-over-HTTP rules (status, ids, SSE answers, 2025 sessions), sans-IO."""
-        self._reader = _Reader(self)
+        self._reader = _Reader(self.limits, self.stats, self.binding, self._note_untrusted)
         self._negotiating: anyio.Event | None = None
         self.legacy = LegacyHttp(
             LegacyLink(
@@ -308,7 +308,7 @@ class HttpSource:
     async def listen(
         self, uris: frozenset[str], list_changed: bool
     ) -> AsyncGenerator[StreamEvent, None]:
-        """One ``subscriptions/listen`` stream; see `freshcache._source` for the contract.
+        """One ``subscriptions/listen`` stream; see `freshcache._sources._source` for the contract.
 
         Closing the generator closes the HTTP response, which is how a client
         cancels on Streamable HTTP. On 2025-11-25 the GET stream and
@@ -504,12 +504,19 @@ class _Reader:
     listen stream's SSE frames as messages for the protocol object, under the size
     limit and the silence rule. Moves bytes; judges nothing."""
 
-    def __init__(self, source: HttpSource) -> None:
-        self.stats = source.stats
-        self.limits = source.limits
-        self.protocol = source.protocol
-        self._binding = source.binding
-        self._note_untrusted = source._note_untrusted
+    def __init__(
+        self,
+        limits: SseLimits,
+        stats: HttpStats,
+        binding: HttpBinding,
+        note_untrusted: Callable[[str], None],
+    ) -> None:
+        self.limits = limits
+        """The frozen limits of every answer it reads (the source's ``limits``)."""
+        self.stats = stats
+        self.protocol = binding.protocol
+        self._binding = binding
+        self._note_untrusted = note_untrusted
 
     async def plain_answer(
         self, response: httpx.Response, request_id: RequestId, kind: str

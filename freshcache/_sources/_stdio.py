@@ -10,7 +10,7 @@ Three layers, innermost first:
   ``max_line_bytes`` is skipped as it streams by and reported once as an
   `OverlongLine`; what is left at end of input is a cut line.
 - `Demultiplexer` (sans-IO): frames the server's lines and hands each message to the
-  source's `freshcache._protocol.ClientProtocol` (the object HTTP drives too), which
+  source's `freshcache._protocol._client.ClientProtocol` (the object HTTP drives too), which
   says where it goes. Responses go to the request with that id; subscription messages
   go to the subscription named by ``_meta["io.modelcontextprotocol/subscriptionId"]``
   (other subscriptions' messages may come first, and an update before its
@@ -46,7 +46,7 @@ once. At most ``max_backlog`` hints wait untaken (beyond that the oldest is drop
 and counted; with a listen open its inbox overflows first and ends the stream).
 
 **Parity with HTTP** (invariant 11): ``requestState`` rounds (`ReadRounds`) and
-``-32022`` renegotiation are the same code as on HTTP: `freshcache._protocol`.
+``-32022`` renegotiation are the same code as on HTTP: `freshcache._protocol._client`.
 
 Why a service task rather than a task group entered in ``start()``: the `Source`
 contract has ``start()`` called by one task and ``aclose()`` by another, and an anyio
@@ -66,7 +66,7 @@ import os
 import shlex
 import signal
 from collections import deque
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -74,8 +74,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from ._background import BackgroundTask, Inbox
-from ._core import (
+from .._core import (
     ListenStarted,
     ListenUnsupported,
     ListReply,
@@ -90,11 +89,13 @@ from ._core import (
     StreamLost,
     UntrustedMessage,
 )
-from ._core._backlog import overflowed
-from ._core._backoff import BackoffSettings
-from ._core._subscribe_order import SUBSCRIBE, UNSUBSCRIBE
-from ._errors import ConfigurationError, ProtocolError
-from ._protocol import (
+from .._core._backlog import overflowed
+from .._core._backoff import BackoffSettings
+from .._core._counters import Tally
+from .._core._subscribe_order import SUBSCRIBE, UNSUBSCRIBE
+from .._errors import ConfigurationError, ProtocolError
+from .._middleware._telemetry import annotate_request
+from .._protocol._client import (
     Answer,
     ClientProtocol,
     ForSubscription,
@@ -108,10 +109,7 @@ from ._protocol import (
     decode,
     id_key,
 )
-from ._source import ServerInfo
-from ._subscribing import Call, InOrder
-from ._telemetry import annotate_request
-from ._wire import (
+from .._protocol._wire import (
     ClientIdentity,
     DenialRules,
     ErrorResponse,
@@ -119,6 +117,9 @@ from ._wire import (
     Response,
     list_reply,
 )
+from ._background import BackgroundTask, Inbox
+from ._source import ServerInfo
+from ._subscribing import Call, InOrder
 
 log = logging.getLogger("freshcache.stdio")
 
@@ -221,7 +222,7 @@ Delivery = ResponseFor | EventFor | HintFor | Relisten
 
 
 @dataclass(slots=True)
-class StdioCounters:
+class StdioCounters(Tally):
     """Running totals of what came off the server's stdout (all processes)."""
 
     lines: int = 0
@@ -327,7 +328,7 @@ class Demultiplexer:
     def _route_line(self, line: bytes, out: list[Delivery]) -> None:
         if not line.strip():
             return  # a blank line carries nothing
-        self.route(decode(line), out)  # the one parser (`freshcache._protocol.decode`)
+        self.route(decode(line), out)  # the one parser (`freshcache._protocol._client.decode`)
 
     def route(self, message: Message, out: list[Delivery]) -> None:
         """Route one decoded message (the line layer's output)."""
@@ -457,6 +458,70 @@ class _Connection:
 
 
 @dataclass(frozen=True, slots=True)
+class StdioSettings:
+    """A `StdioSource`'s command and limits, checked once (see `StdioSource`)."""
+
+    command: list[str]
+    env: dict[str, str] | None
+    cwd: str | os.PathLike[str] | None
+    timeout: float
+    max_line_bytes: int
+    max_backlog: int
+    shutdown_timeout: float
+    name: str
+    """The server's stable name in cache keys: ``stdio:`` and the command line."""
+    label: str
+    """The name shortened for log lines."""
+
+    @classmethod
+    def checked(
+        cls,
+        command: Sequence[str],
+        env: Mapping[str, str] | None,
+        cwd: str | os.PathLike[str] | None,
+        timeout: float,
+        max_line_bytes: int,
+        max_backlog: int,
+        shutdown_timeout: float,
+        name: str | None,
+    ) -> StdioSettings:
+        if isinstance(command, (str, bytes)):
+            raise ConfigurationError(
+                "command takes an argument list like ['python', '-m', 'server'], got the "
+                f"string {command!r}; split it, e.g. with shlex.split"
+            )
+        argv = list(command)
+        if not argv or not all(isinstance(a, str) and a for a in argv):
+            raise ConfigurationError(
+                f"command must be a non-empty list of non-empty strings, got {command!r}"
+            )
+        for label, value in (("timeout", timeout), ("shutdown_timeout", shutdown_timeout)):
+            if not isinstance(value, (int, float)) or math.isnan(value) or value <= 0:
+                raise ConfigurationError(
+                    f"StdioSource {label} must be a number of seconds > 0, got {value!r}"
+                )
+        if not isinstance(max_line_bytes, int) or max_line_bytes < 1024:
+            raise ConfigurationError(
+                f"StdioSource max_line_bytes must be an int >= 1024, got {max_line_bytes!r}"
+            )
+        if not isinstance(max_backlog, int) or max_backlog < 1:
+            raise ConfigurationError(
+                f"StdioSource max_backlog must be an int >= 1, got {max_backlog!r}"
+            )
+        return cls(
+            command=argv,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            timeout=float(timeout),
+            max_line_bytes=max_line_bytes,
+            max_backlog=max_backlog,
+            shutdown_timeout=float(shutdown_timeout),
+            name=name or "stdio:" + shlex.join(argv),
+            label=_shorten(name or shlex.join(argv), 60),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class StdioStats:
     """A snapshot of a `StdioSource`, for status output and tests."""
 
@@ -513,46 +578,29 @@ class StdioSource:
         identity: ClientIdentity | None = None,
         name: str | None = None,
     ) -> None:
-        if isinstance(command, (str, bytes)):
-            raise ConfigurationError(
-                "command takes an argument list like ['python', '-m', 'server'], got the "
-                f"string {command!r}; split it, e.g. with shlex.split"
-            )
-        argv = list(command)
-        if not argv or not all(isinstance(a, str) and a for a in argv):
-            raise ConfigurationError(
-                f"command must be a non-empty list of non-empty strings, got {command!r}"
-            )
-        for label, value in (("timeout", timeout), ("shutdown_timeout", shutdown_timeout)):
-            if not isinstance(value, (int, float)) or math.isnan(value) or value <= 0:
-                raise ConfigurationError(
-                    f"StdioSource {label} must be a number of seconds > 0, got {value!r}"
-                )
-        if not isinstance(max_line_bytes, int) or max_line_bytes < 1024:
-            raise ConfigurationError(
-                f"StdioSource max_line_bytes must be an int >= 1024, got {max_line_bytes!r}"
-            )
-        if not isinstance(max_backlog, int) or max_backlog < 1:
-            raise ConfigurationError(
-                f"StdioSource max_backlog must be an int >= 1, got {max_backlog!r}"
-            )
-        self.command = argv
-        self.env = dict(env) if env is not None else None
-        self.cwd = cwd
-        self.timeout = float(timeout)
-        self.max_line_bytes = max_line_bytes
-        self.max_backlog = max_backlog
+        self.settings = settings = StdioSettings.checked(
+            command, env, cwd, timeout, max_line_bytes, max_backlog, shutdown_timeout, name
+        )
+        """The command and its limits, checked; the process supervisor reads them here."""
+        self.command = settings.command
+        self.env = settings.env
+        self.cwd = settings.cwd
+        self.timeout = settings.timeout
+        self.max_line_bytes = settings.max_line_bytes
+        self.max_backlog = settings.max_backlog
         self._in_order = InOrder()
-        self.shutdown_timeout = float(shutdown_timeout)
+        self.shutdown_timeout = settings.shutdown_timeout
         self.denial = denial if denial is not None else DenialRules()
         self.client = identity if identity is not None else ClientIdentity()
         self.counters = StdioCounters()
-        self._name = name or "stdio:" + shlex.join(argv)
-        self._label = _shorten(name or shlex.join(argv), 60)
+        self._name = settings.name
+        self._label = settings.label
         self._ids = itertools.count(1)
         self.protocol = ClientProtocol(self._name, identity=self.client, denial=self.denial)
         """The MCP rules; this class only moves messages in and out of it."""
-        self._process = _Supervisor(self, ReconnectBudget(restart))
+        self._process = _Supervisor(
+            settings, self.counters, self.protocol, self._hold, ReconnectBudget(restart)
+        )
         """The server process and its restarts."""
         self._negotiated: anyio.Event | None = None
         """Unset while `start` decides which revision to speak."""
@@ -780,7 +828,7 @@ class StdioSource:
             await self._initialize(conn, HANDSHAKE_TIMEOUT)
         session = self.protocol.legacy
         for uri in self.protocol.legacy_listen(sid, uris, list_changed):
-            assert session is not None  # (in the order recorded: freshcache._subscribing)
+            assert session is not None  # (in the order recorded: freshcache._sources._subscribing)
             await self._in_order.send(
                 session, uri, SUBSCRIBE, self._legacy_call("resources/subscribe"), self.timeout
             )
@@ -895,16 +943,18 @@ class _Supervisor:
     """Keeps one server process of a `StdioSource` running (module docstring): the
     service task, starting, reading, restarting with backoff, stopping."""
 
-    def __init__(self, source: StdioSource, budget: ReconnectBudget) -> None:
-        self.command = source.command
-        self.env = source.env
-        self.cwd = source.cwd
-        self.shutdown_timeout = source.shutdown_timeout
-        self.max_line_bytes = source.max_line_bytes
-        self.counters = source.counters
-        self.protocol = source.protocol
-        self._label = source._label
-        self._hold = source._hold
+    def __init__(
+        self,
+        settings: StdioSettings,
+        counters: StdioCounters,
+        protocol: ClientProtocol,
+        hold: Callable[[ResourceUpdated | ResourceListChanged], _Hint],
+        budget: ReconnectBudget,
+    ) -> None:
+        self.settings = settings
+        self.counters = counters
+        self.protocol = protocol
+        self._hold = hold
         self._budget = budget
         self.conn: _Connection | None = None
         self._pending = False
@@ -913,7 +963,7 @@ class _Supervisor:
         self._next_attempt_at: float | None = None
         self._why_down = "the server process has not been started yet"
         self._changed = anyio.Event()
-        self._service = BackgroundTask(f"StdioSource {self._label}", self._serve)
+        self._service = BackgroundTask(f"StdioSource {self.settings.label}", self._serve)
         self._closing = False
 
     async def stop(self) -> None:
@@ -924,7 +974,7 @@ class _Supervisor:
             if first and conn is not None:
                 self._why_down = "the source was closed"
                 await self._stop_process(conn, close_stdin=True)
-            await self._service.stop(timeout=self.shutdown_timeout * 3)
+            await self._service.stop(timeout=self.settings.shutdown_timeout * 3)
         self._notify_changed()
 
     async def connection(self, limit: float, *, wait_for_restart: bool) -> _Connection | None:
@@ -997,7 +1047,7 @@ class _Supervisor:
                 self._pending = False
                 log.warning(
                     "stdio server %s: %s; starting it again in %.2fs",
-                    self._label,
+                    self.settings.label,
                     self._why_down,
                     delay,
                 )
@@ -1015,35 +1065,36 @@ class _Supervisor:
                 with anyio.CancelScope(shield=True):
                     await self._stop_process(conn, close_stdin=True)
                     self._lost(conn)
-                    with anyio.move_on_after(self.shutdown_timeout):
+                    with anyio.move_on_after(self.settings.shutdown_timeout):
                         await conn.process.aclose()
             self._notify_changed()
 
     async def _spawn(self) -> _Connection | None:
+        settings = self.settings
+        command = settings.command
         try:
             process = await anyio.open_process(
-                self.command, env=self.env, cwd=self.cwd, start_new_session=True
+                command, env=settings.env, cwd=settings.cwd, start_new_session=True
             )
         except FileNotFoundError as exc:
             reason = (
-                f"{self.command[0]!r} was not found ({exc.strerror}); check the command and PATH"
-                if exc.filename in (None, self.command[0])
+                f"{command[0]!r} was not found ({exc.strerror}); check the command and PATH"
+                if exc.filename in (None, command[0])
                 else str(exc)
             )
             return self._spawn_failure(f"cannot start the stdio server: {reason}")
         except PermissionError as exc:
             return self._spawn_failure(
-                f"cannot start the stdio server: {self.command[0]!r} is not executable "
-                f"({exc.strerror})"
+                f"cannot start the stdio server: {command[0]!r} is not executable ({exc.strerror})"
             )
         except OSError as exc:
-            return self._spawn_failure(f"cannot start the stdio server {self.command!r}: {exc}")
+            return self._spawn_failure(f"cannot start the stdio server {command!r}: {exc}")
         self._spawn_failed = False
         self.counters.starts += 1
-        conn = _Connection(process, self.max_line_bytes, self.counters, self.protocol)
+        conn = _Connection(process, settings.max_line_bytes, self.counters, self.protocol)
         self.conn = conn
         self._next_attempt_at = None
-        log.info("started stdio server %s (pid %d)", self._label, conn.pid)
+        log.info("started stdio server %s (pid %d)", settings.label, conn.pid)
         return conn
 
     def _spawn_failure(self, detail: str) -> _Connection | None:
@@ -1061,7 +1112,7 @@ class _Supervisor:
                 tg.start_soon(self._watch_exit, conn, tg.cancel_scope)
                 await self._read_stdout(conn)
                 # stdout ended: the process is leaving. Give it a moment, then make sure.
-                with anyio.move_on_after(self.shutdown_timeout):
+                with anyio.move_on_after(self.settings.shutdown_timeout):
                     await conn.process.wait()
                 if conn.process.returncode is None:
                     await self._stop_process(conn, close_stdin=True)
@@ -1072,7 +1123,7 @@ class _Supervisor:
         finally:
             with anyio.CancelScope(shield=True):
                 self._lost(conn)
-                with anyio.move_on_after(self.shutdown_timeout):
+                with anyio.move_on_after(self.settings.shutdown_timeout):
                     await conn.process.aclose()
 
     async def _read_stdout(self, conn: _Connection) -> None:
@@ -1169,13 +1220,13 @@ class _Supervisor:
             if not text:
                 return
         conn.stderr_tail.append(text[:500])
-        log.info("[%s pid %d] %s", self._label, pid, text)
+        log.info("[%s pid %d] %s", self.settings.label, pid, text)
 
     async def _watch_exit(self, conn: _Connection, scope: anyio.CancelScope) -> None:
         await conn.process.wait()
         # stdout normally ends with the process; a grandchild holding it open must
         # not keep the connection alive.
-        await anyio.sleep(max(1.0, self.shutdown_timeout))
+        await anyio.sleep(max(1.0, self.settings.shutdown_timeout))
         scope.cancel()
 
     def _lost(self, conn: _Connection) -> None:
@@ -1240,11 +1291,11 @@ class _Supervisor:
                         return
                     log.warning(
                         "stdio server %s (pid %d) did not exit; sent %s",
-                        self._label,
+                        self.settings.label,
                         conn.pid,
                         step.name,
                     )
-                with anyio.move_on_after(self.shutdown_timeout):
+                with anyio.move_on_after(self.settings.shutdown_timeout):
                     await process.wait()
 
 
@@ -1273,6 +1324,7 @@ __all__ = [
     "OverlongLine",
     "ResponseFor",
     "StdioCounters",
+    "StdioSettings",
     "StdioSource",
     "StdioStats",
 ]

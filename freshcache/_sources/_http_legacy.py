@@ -8,7 +8,7 @@ DELETE ends the session.
 
 Like `HttpSource` this only moves bytes: what a message means, which URIs to
 subscribe or unsubscribe and what an acknowledgment covers are the rules of
-`freshcache._protocol.ClientProtocol` / `freshcache._legacy.LegacySession`.
+`freshcache._protocol._client.ClientProtocol` / `freshcache._protocol._legacy.LegacySession`.
 
 **The channel.** One GET stream per session carries every notification, so it is
 shared by every virtual subscription (`listen`) open at once (a selection change opens
@@ -16,7 +16,7 @@ a new one before the old closes: `freshcache._core._streams`). A background task
 (`BackgroundTask`) reads it: a task of one listen would be cancelled, and the stream
 cut, whenever that listen is closed. Each listen subscribes what its URIs still need
 once the stream is live (each request once the ones before it for the same URI were
-answered: `freshcache._subscribing.InOrder`), then yields its acknowledgment: a URI is
+answered: `freshcache._sources._subscribing.InOrder`), then yields its acknowledgment: a URI is
 covered once its subscribe succeeded, in order, *and* the channel is live. A hint that
 does not fit a listen's inbox ends that listen (`freshcache._core._backlog`). When the
 stream ends, every open listen ends with `StreamLost` and the session is given up: the
@@ -39,8 +39,7 @@ from typing import Any
 import anyio
 import httpx
 
-from ._background import BackgroundTask, Inbox
-from ._core import (
+from .._core import (
     ListenAcknowledged,
     ListenStarted,
     ListenUnsupported,
@@ -50,10 +49,10 @@ from ._core import (
     StreamLost,
     UntrustedMessage,
 )
-from ._core._backlog import overflowed
-from ._core._subscribe_order import SUBSCRIBE, UNSUBSCRIBE
-from ._errors import ProtocolError
-from ._protocol import (
+from .._core._backlog import overflowed
+from .._core._subscribe_order import SUBSCRIBE, UNSUBSCRIBE
+from .._errors import ProtocolError
+from .._protocol._client import (
     Answer,
     ClientProtocol,
     ForSubscription,
@@ -64,7 +63,7 @@ from ._protocol import (
     decode,
     id_key,
 )
-from ._protocol_http import (
+from .._protocol._http import (
     STATELESS,
     Attempt,
     Ending,
@@ -72,6 +71,8 @@ from ._protocol_http import (
     HttpBinding,
     get_stream_refused,
 )
+from .._protocol._wire import Message
+from ._background import BackgroundTask, Inbox
 from ._source import ServerInfo
 from ._sse import (
     HttpStats,
@@ -85,7 +86,6 @@ from ._sse import (
     read_stream,
 )
 from ._subscribing import InOrder
-from ._wire import Message
 
 log = logging.getLogger("freshcache.http")
 

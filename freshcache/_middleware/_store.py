@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 from cachetools import LRUCache
 
-from ._core import Entry, EntryKey
-from ._errors import ConfigurationError
+from .._core import Entry, EntryKey
+from .._errors import ConfigurationError
 
 
 class _BoundedLRU(LRUCache[EntryKey, Entry]):

@@ -1,10 +1,10 @@
 """MCP over Streamable HTTP, sans-IO: what an HTTP exchange means (DESIGN §5, §6).
 
 As h11 keeps HTTP framing in an object that performs no I/O, `HttpBinding` keeps the
-rules of MCP's HTTP binding apart from the code that moves bytes (`freshcache._http`,
-`freshcache._http_legacy`). The transport hands it what came back (a status, a few
+rules of MCP's HTTP binding apart from the code that moves bytes (`freshcache._sources._http`,
+`freshcache._sources._http_legacy`). The transport hands it what came back (a status, a few
 headers, a body or the SSE frames of an answer) and carries out the value it returns;
-the binding asks the source's `freshcache._protocol.ClientProtocol` what a message
+the binding asks the source's `freshcache._protocol._client.ClientProtocol` what a message
 means. Spec pages: basic/transports/streamable-http (2026-07-28 and 2025-11-25).
 
 What it decides:
@@ -16,7 +16,7 @@ What it decides:
   (`HttpBinding.plain_answer`, `HttpBinding.sse_message`: the protocol's
   `ClientProtocol.receive_answer`), and what else such an answer may carry;
 - HTTP status and answer to outcome (`HttpBinding.judge`, the table in
-  `freshcache._http`): 401 asks for credentials once, 403 is denied, a broken SSE
+  `freshcache._sources._http`): 401 asks for credentials once, 403 is denied, a broken SSE
   answer is re-issued once, 404 without JSON-RPC is the wrong endpoint, 3xx a
   redirect not followed;
 - what a listen answered by something other than an SSE stream means
@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from ._core import (
+from .._core import (
     ListenUnsupported,
     RequestFailed,
     ResourceListChanged,
@@ -43,8 +43,9 @@ from ._core import (
     StreamEvent,
     StreamLost,
 )
-from ._errors import ProtocolError
-from ._protocol import (
+from .._errors import ProtocolError
+from .._sources._source import ServerInfo
+from ._client import (
     Answer,
     ClientProtocol,
     Relisten,
@@ -56,7 +57,6 @@ from ._protocol import (
     neither_revision,
     same_id,
 )
-from ._source import ServerInfo
 from ._wire import (
     SESSION_HEADER,
     ErrorResponse,

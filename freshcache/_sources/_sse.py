@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import anyio
 
+from .._core._counters import Tally
+
 _BOM = b"\xef\xbb\xbf"
 
 
@@ -299,7 +301,7 @@ class StreamStats:
 
 
 @dataclass(slots=True)
-class HttpStats:
+class HttpStats(Tally):
     """Running totals of one `HttpSource`, for status output and tests."""
 
     requests: int = 0

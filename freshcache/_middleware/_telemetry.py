@@ -31,7 +31,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.metrics import _internal as _metrics_api
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from ._core import Invalidation, ReadResult, RequestFailed
+from .._core import Invalidation, ReadResult, RequestFailed
 
 log = logging.getLogger("freshcache.telemetry")
 """Debug lines for what the spans record (``freshcache -vv`` shows them): requests,

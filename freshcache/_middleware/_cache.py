@@ -13,7 +13,6 @@ so no change falls between them).
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Iterable
 from types import TracebackType
@@ -25,10 +24,8 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 from typing_extensions import Self, assert_never
 
-from ._context import ChangeFeed, Context, StateChanges, read_all
-from ._core import (
+from .._core import (
     AWAITING_FRESH_SOURCE,
-    FRESH,
     Decision,
     FreshnessEngine,
     Invalidation,
@@ -44,20 +41,30 @@ from ._core import (
     Store,
     StreamEvent,
 )
-from ._core._backoff import BackoffSettings
-from ._core._hits import NO_HITS
-from ._core._streams import ListenSupervisor
-from ._errors import ConfigurationError, FreshCacheError, UnsupportedVersionError
+from .._core._backoff import BackoffSettings
+from .._core._hits import NO_HITS
+from .._core._streams import ListenSupervisor
+from .._errors import ConfigurationError, FreshCacheError, UnsupportedVersionError
+from .._sources._source import ServerInfo, Source
+from ._context import ChangeFeed, Context, StateChanges, read_all
 from ._flights import ReadFlights
 from ._listening import StreamDriver
 from ._listing import walk_list
-from ._source import ServerInfo, Source
+from ._relisting import Relister
+from ._setup import (
+    check_arguments,
+    check_count,
+    checked_deadline,
+    describe,
+    discover,
+    with_fleet,
+)
 from ._store import MemoryStore
 from ._telemetry import Telemetry
 
 if TYPE_CHECKING:
-    from ._fleet._worker import FleetWorker
-    from .fleet import Fleet
+    from .._fleet._worker import FleetWorker
+    from ..fleet import Fleet
 
 log = logging.getLogger("freshcache")
 
@@ -91,31 +98,11 @@ class FreshCache:
         max_concurrent_reads: int = 16,
         fleet: str | Fleet | None = None,
     ) -> None:
-        if isinstance(select, str):
-            raise ConfigurationError(
-                f"select= takes a list of URIs, got the string {select!r}; write [{select!r}]"
-            )
-        _check_timeout("read_timeout", read_timeout)
-        if not isinstance(max_concurrent_reads, int) or max_concurrent_reads < 1:
-            raise ConfigurationError(
-                f"max_concurrent_reads must be a whole number >= 1, got {max_concurrent_reads!r}"
-            )
-        _check_timeout("ack_timeout", ack_timeout)
-        if not isinstance(source, Source):
-            raise ConfigurationError(
-                f"source must be a freshcache Source (HttpSource, StdioSource, ...), got {source!r}"
-            )
-        # --- fleet hook (freshcache.fleet): the worker wraps the source; reads and
+        check_arguments(source, select, read_timeout, max_concurrent_reads, ack_timeout)
+        # fleet hook (freshcache.fleet): the worker wraps the source; reads and
         # streams go through it, the hit path does not.
-        self._fleet: FleetWorker | None = None
-        if fleet is not None:
-            from .fleet import attach_fleet
-
-            self._fleet = attach_fleet(fleet, source.identity, meter_provider)
-            source = self._fleet.wrap(source)
-            if backoff is None:  # a follower's "stream" comes and goes with the listener
-                backoff = _FLEET_BACKOFF
-        # --- end fleet hook
+        self._fleet: FleetWorker | None
+        self._fleet, source, backoff = with_fleet(fleet, source, meter_provider, backoff)
         self.source = source
         self.read_timeout = read_timeout
         self.principal = principal
@@ -165,7 +152,13 @@ class FreshCache:
         )
         if self._fleet is not None:  # fleet hook
             self._fleet.bind(self.engine, self._carry_out, self._streams.want)
-        self._relisting = False
+        self._relister = Relister(
+            self.engine,
+            self.telemetry,
+            self._feed_hints,
+            self._carry_out,
+            lambda: (self.source, self.principal),
+        )
         self._tg: TaskGroup | None = None
         self.server_info: ServerInfo | None = None
         self._unusable: FreshCacheError | None = None
@@ -304,8 +297,7 @@ class FreshCache:
             raise self._unusable
         if not isinstance(uri, str) or not uri:
             raise ConfigurationError(f"uri must be a non-empty string, got {uri!r}")
-        deadline = self.read_timeout if timeout is None else timeout
-        _check_timeout("timeout", deadline)
+        deadline = checked_deadline(timeout, self.read_timeout)
         cached = self.engine.lookup(uri, partition)
         if cached is not None:
             return cached
@@ -348,8 +340,7 @@ class FreshCache:
         """
         if isinstance(uris, str):
             raise ConfigurationError(f"context() takes a list of URIs, got the string {uris!r}")
-        deadline = self.read_timeout if timeout is None else timeout
-        _check_timeout("timeout", deadline)
+        deadline = checked_deadline(timeout, self.read_timeout)
         partition = self.principal if principal is None else principal
         return await read_all(self.read, uris, deadline, principal, self.engine, partition)
 
@@ -360,10 +351,7 @@ class FreshCache:
         early). A consumer ``max_pending`` changes behind gets one `ChangesDropped`
         instead of the backlog. Costs nothing while nobody is subscribed.
         """
-        if not isinstance(max_pending, int) or max_pending < 1:
-            raise ConfigurationError(
-                f"max_pending must be a whole number >= 1, got {max_pending!r}"
-            )
+        check_count("max_pending", max_pending)
         return self._changes.subscribe(max_pending)
 
     def _settled(self, partition: Partition, result: ReadResult) -> None:
@@ -377,8 +365,7 @@ class FreshCache:
     ) -> ListResult:
         """Every page of ``resources/list``, cached page by page with its own ``ttlMs``."""
         partition = self.principal if principal is None else principal
-        deadline = self.read_timeout if timeout is None else timeout
-        _check_timeout("timeout", deadline)
+        deadline = checked_deadline(timeout, self.read_timeout)
         if self._unusable is not None:
             raise self._unusable
         with anyio.move_on_after(deadline):
@@ -386,18 +373,6 @@ class FreshCache:
                 self.engine, self.source, self.telemetry, self._feed_hints, partition
             )
         return ListResult(AWAITING_FRESH_SOURCE, reason="timeout", server_read=True)
-
-    async def _relist(self) -> None:
-        try:
-            result = await walk_list(
-                self.engine, self.source, self.telemetry, self._feed_hints, self.principal
-            )
-        finally:
-            self._relisting = False
-        if result.state == FRESH:
-            self._carry_out(
-                self.engine.list_complete((r.uri for r in result.resources), self.principal)
-            )
 
     # ------------------------------------------------------------------ selection
 
@@ -423,12 +398,8 @@ class FreshCache:
                 case ReadResource(uri=uri, partition=partition, cause=cause):
                     self._flights.schedule(uri, partition, cause)
                 case Relist():
-                    # Marked at once, not when the task first runs: `relisting` is
-                    # true from the moment a re-list is decided. One walk at a time; a
-                    # change during it outdates its pages and it walks again.
-                    if self._tg is not None and not self._relisting:
-                        self._relisting = True
-                        self._tg.start_soon(self._relist)
+                    if self._tg is not None:
+                        self._relister.start(self._tg)
                 case Relisten(resource_uris=uris):
                     # Losses were already reported by the stream that saw them; a new
                     # selection may need a new stream. The supervisor decides.
@@ -465,33 +436,15 @@ class FreshCache:
 
     async def _discover(self) -> ServerInfo | None:
         try:
-            return await self._discover_once()
+            info = await discover(self.source, self.telemetry, self.ack_timeout, self._unusable_now)
+            if info is not None:
+                self.server_info = info  # spans say which revision negotiation settled on:
+                self.telemetry.protocol_version = (
+                    info.protocol_version or self.telemetry.protocol_version
+                )
+            return info
         finally:
             self._discovered.set()
-
-    async def _discover_once(self) -> ServerInfo | None:
-        try:
-            with anyio.fail_after(self.ack_timeout), self.telemetry.request("server/discover"):
-                info = await self.source.start()
-        except TimeoutError:  # (cancellation is a BaseException: it is never caught here)
-            log.warning(
-                "server %s did not answer discovery in %.1fs",
-                self.source.identity,
-                self.ack_timeout,
-            )
-            return None
-        except FreshCacheError as exc:
-            # A configuration problem (no version in common, not an MCP endpoint): no
-            # read can work. The caller hears of it at the next read, not as a crash.
-            log.error("server %s cannot be used: %s", self.source.identity, exc)
-            self._unusable_now(exc)
-            info = ServerInfo(reachable=True, listen=False, detail=str(exc))
-        except Exception as exc:
-            log.warning("server %s discovery failed: %r", self.source.identity, exc)
-            return None
-        self.server_info = info  # spans say which revision negotiation settled on:
-        self.telemetry.protocol_version = info.protocol_version or self.telemetry.protocol_version
-        return info
 
     # ------------------------------------------------------------------ introspection
 
@@ -508,37 +461,11 @@ class FreshCache:
     @property
     def relisting(self) -> bool:
         """Whether a re-list is under way."""
-        return self._relisting
+        return self._relister.running
 
     def describe(self) -> dict[str, Any]:
         """A snapshot for status output: stream, selection, counters, store use."""
-        counters = self.engine.counters
-        described = {
-            "server": self.source.identity,
-            "protocol_version": getattr(self.server_info, "protocol_version", None),
-            "stream": self.stream_status,
-            "retry_in": None
-            if self.retry_at is None
-            else max(0.0, self.retry_at - anyio.current_time()),
-            "selected": sorted(self.engine.selected),
-            "covered": sorted(self.engine.covered),
-            "entries": self.store.entry_count,
-            "bytes": self.store.bytes_held,
-            "counters": {name: getattr(counters, name) for name in counters.__slots__},
-        }
-        if self._fleet is not None:  # fleet hook: who holds the listener lease
-            described["fleet"] = self._fleet.describe()
-        return described
-
-
-_FLEET_BACKOFF = BackoffSettings(
-    base=0.1, cap=2.0, quick_death=0.0, max_quick_deaths=10**6, max_per_hour=10**6
-)
-
-
-def _check_timeout(name: str, value: float) -> None:
-    if not isinstance(value, (int, float)) or math.isnan(value) or value < 0:
-        raise ConfigurationError(f"{name} must be a number of seconds >= 0, got {value!r}")
+        return describe(self, self._fleet)
 
 
 __all__ = ["FreshCache", "ListReply", "ListResult"]

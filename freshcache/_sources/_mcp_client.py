@@ -42,8 +42,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
-from ._background import BackgroundTask
-from ._core import (
+from .._core import (
     ListenAcknowledged,
     ListenStarted,
     ListenUnsupported,
@@ -59,10 +58,11 @@ from ._core import (
     StreamEvent,
     StreamLost,
 )
-from ._errors import ConfigurationError, MissingDependencyError
-from ._protocol import session_info
+from .._errors import ConfigurationError, MissingDependencyError
+from .._protocol._client import session_info
+from .._protocol._wire import METHOD_NOT_FOUND, DenialRules, failure_from_error
+from ._background import BackgroundTask
 from ._source import ServerInfo
-from ._wire import METHOD_NOT_FOUND, DenialRules, failure_from_error
 
 log = logging.getLogger("freshcache")
 

@@ -20,7 +20,7 @@ from anyio.abc import TaskGroup
 from opentelemetry.trace import Span
 from typing_extensions import assert_never
 
-from ._core import (
+from .._core import (
     Decision,
     FreshnessEngine,
     ListenAcknowledged,
@@ -32,14 +32,14 @@ from ._core import (
     StreamLost,
     UntrustedMessage,
 )
-from ._core._streams import (
+from .._core._streams import (
     CloseStream,
     ListenSupervisor,
     OpenStream,
     StreamDecision,
     StreamOutcome,
 )
-from ._source import ServerInfo, Source
+from .._sources._source import ServerInfo, Source
 from ._telemetry import JSONRPC_REQUEST_ID, Telemetry
 
 log = logging.getLogger("freshcache")

@@ -58,8 +58,7 @@ from typing import Any, Final
 
 import anyio
 
-from ._background import BackgroundTask
-from ._core import (
+from .._core import (
     CacheScope,
     ChangesMissed,
     FailureKind,
@@ -79,8 +78,9 @@ from ._core import (
     StreamLost,
     UntrustedMessage,
 )
-from ._core._backlog import overflowed
-from ._errors import ConfigurationError
+from .._core._backlog import overflowed
+from .._errors import ConfigurationError
+from ._background import BackgroundTask
 from ._source import PROTOCOL_VERSION, ServerInfo
 
 log = logging.getLogger("freshcache")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import anyio
 from anyio.abc import TaskGroup
 
-from ._core import (
+from .._core import (
     AWAITING_FRESH_SOURCE,
     FRESH,
     FreshnessEngine,
@@ -29,8 +29,8 @@ from ._core import (
     StreamEvent,
     problem_result,
 )
-from ._errors import ProtocolError
-from ._source import Source
+from .._errors import ProtocolError
+from .._sources._source import Source
 from ._telemetry import Telemetry
 
 log = logging.getLogger("freshcache")

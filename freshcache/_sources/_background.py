@@ -25,7 +25,7 @@ from typing import Generic, TypeVar
 
 import anyio
 
-from ._errors import ConfigurationError
+from .._errors import ConfigurationError
 
 log = logging.getLogger("freshcache")
 

@@ -30,8 +30,8 @@ from typing import Protocol
 import anyio
 from typing_extensions import Self
 
-from ._core import FRESH, ReadResult
-from ._core._model import Reason, State
+from .._core import FRESH, ReadResult
+from .._core._model import Reason, State
 
 _MIN_BOUND = 2048
 """Records the feed keeps before it first asks the engine what it still remembers."""

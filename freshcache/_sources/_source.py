@@ -25,8 +25,8 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from ._core import ListReply, Partition, ReadReply, RequestFailed, StreamEvent
-from ._wire import PROTOCOL_VERSION
+from .._core import ListReply, Partition, ReadReply, RequestFailed, StreamEvent
+from .._protocol._wire import PROTOCOL_VERSION
 
 __all__ = ["PROTOCOL_VERSION", "ServerInfo", "Source", "SourceWrapper"]
 

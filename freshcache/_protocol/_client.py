@@ -53,7 +53,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
-from ._core import (
+from .._core import (
     ListenAcknowledged,
     ListenUnsupported,
     RequestFailed,
@@ -64,9 +64,9 @@ from ._core import (
     StreamLost,
     UntrustedMessage,
 )
-from ._errors import HeaderMismatchError, ProtocolError, UnsupportedVersionError
+from .._errors import HeaderMismatchError, ProtocolError, UnsupportedVersionError
+from .._sources._source import ServerInfo
 from ._legacy import LegacySession
-from ._source import ServerInfo
 from ._wire import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,

@@ -1,0 +1,212 @@
+"""What each part of a fleet worker may ask of the worker: narrow interfaces.
+
+`FleetWorker` (`_worker`) builds its parts (`ChangeChannel`, `ListenerLease`,
+`FollowerStreams`, `SharedReads`, `HintOutbox`) and hands each one itself, but a part
+knows the worker only as the `Protocol` below that names what it uses, so no part
+imports `_worker` (and `_worker` importing every part makes no circle). The counters
+and the cache's `Binding` live here because every part shares them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .._core import Decision, FreshnessEngine
+from .._core._counters import Tally
+from ._store import SharedStore
+from ._telemetry import FleetTelemetry
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+    from redis.asyncio import Redis
+
+    from ..fleet import Fleet
+
+
+@dataclass(slots=True)
+class FleetCounters(Tally):
+    """Running totals of one worker's fleet traffic."""
+
+    store_replies: int = 0
+    """Reads answered from the shared store (no server read)."""
+    refused_copies: int = 0
+    """Shared copies the engine would not let serve the principal (denied, unbound)."""
+    fills: int = 0
+    fenced_writes: int = 0
+    """Fills the generation fence refused (the URI changed while they were read)."""
+    fill_waits: int = 0
+    """Reads that waited for another worker's fill."""
+    proof_waits: int = 0
+    """Reads that, after a gap or a takeover, waited to be covered again and then took
+    the fleet's path instead of reading the server (`SharedReads.expect_proof`)."""
+    direct_reads: int = 0
+    """Server reads that bypassed the store (uncovered URI, store down, pending hint)."""
+    remote_invalidations: int = 0
+    new_epochs: int = 0
+    """Epochs this worker started on a cluster after a store failure (`new_epoch`)."""
+    gaps: int = 0
+    channel_losses: int = 0
+    lease_changes: int = 0
+    published: int = 0
+
+
+@dataclass(slots=True)
+class Binding:
+    """What the worker needs of the cache it serves."""
+
+    engine: FreshnessEngine
+    carry_out: Callable[[list[Decision]], None]
+    want_stream: Callable[[frozenset[str]], None]
+    share_public: bool
+    subscription_backed: bool
+    max_ttl_ms: float
+    selected: Callable[[], frozenset[str]] = field(default=frozenset)
+
+
+class ChannelState(Protocol):
+    """What the other parts read of the channel."""
+
+    @property
+    def usable(self) -> bool: ...
+
+    @property
+    def applying_remote(self) -> bool: ...
+
+
+class Followers(Protocol):
+    def notify(self, kind: str, detail: Any) -> None: ...
+
+    def acknowledged_id(self) -> str | None: ...
+
+
+class LeaseState(Protocol):
+    @property
+    def leader(self) -> str | None: ...
+
+    async def try_lead(self) -> bool: ...
+
+
+class Denials(Protocol):
+    def heard(self, uri: str, tag: str, *, denied: bool) -> None: ...
+
+
+class Outbox(Protocol):
+    def pending(self, uri: str) -> bool: ...
+
+
+class Proofs(Protocol):
+    """What the other parts ask of the fleet's reads after a gap or a lost listener."""
+
+    def expect_proof(self) -> None: ...
+
+    async def fence_lost(self, uris: list[str], term: str) -> None: ...
+
+
+class _Worker(Protocol):
+    """What every part uses: the worker's id, settings and the shared store."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def config(self) -> Fleet: ...
+
+    @property
+    def shared(self) -> SharedStore: ...
+
+
+class Publishes(_Worker, Protocol):
+    async def publish(self, uris: list[str], kind: str) -> None: ...
+
+    async def attempt(self, action: Awaitable[None]) -> str | None: ...
+
+
+class ChannelWorker(_Worker, Protocol):
+    """What `ChangeChannel` uses."""
+
+    @property
+    def redis(self) -> Redis: ...
+
+    @property
+    def counters(self) -> FleetCounters: ...
+
+    @property
+    def telemetry(self) -> FleetTelemetry: ...
+
+    @property
+    def bound(self) -> Binding | None: ...
+
+    @property
+    def followers(self) -> Followers: ...
+
+    @property
+    def denials(self) -> Denials: ...
+
+    @property
+    def cluster(self) -> bool: ...
+
+    @property
+    def reads(self) -> Proofs: ...
+
+    def store_answered(self) -> None: ...
+
+
+class LeaseWorker(Publishes, Protocol):
+    """What `ListenerLease` uses."""
+
+    @property
+    def counters(self) -> FleetCounters: ...
+
+    @property
+    def telemetry(self) -> FleetTelemetry: ...
+
+    @property
+    def tg(self) -> TaskGroup | None: ...
+
+    @property
+    def reads(self) -> Proofs: ...
+
+    def store_answered(self) -> None: ...
+
+
+class FollowWorker(Publishes, Protocol):
+    """What `FollowerStreams` uses."""
+
+    @property
+    def channel(self) -> ChannelState: ...
+
+    @property
+    def lease(self) -> LeaseState: ...
+
+    @property
+    def reads(self) -> Proofs: ...
+
+
+class OutboxWorker(Publishes, Protocol):
+    """What `HintOutbox` uses."""
+
+    @property
+    def channel(self) -> ChannelState: ...
+
+
+class ReadsWorker(_Worker, Protocol):
+    """What `SharedReads` uses."""
+
+    @property
+    def counters(self) -> FleetCounters: ...
+
+    @property
+    def telemetry(self) -> FleetTelemetry: ...
+
+    @property
+    def bound(self) -> Binding | None: ...
+
+    @property
+    def channel(self) -> ChannelState: ...
+
+    @property
+    def outbox(self) -> Outbox: ...
+
+    def store_answered(self) -> None: ...
