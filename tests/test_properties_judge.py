@@ -348,9 +348,12 @@ class _Down(Exception):
 class _Switch:
     """The store as one worker sees it: every command fails while ``down``."""
 
-    def __init__(self, shared: Any) -> None:
+    def __init__(self, shared: Any, announced: set[tuple[str, Any]]) -> None:
         self.shared = shared
         self.down = False
+        self.announced = announced
+        """What the channel announced to every worker: (URI, partition) denials, as
+        `RemoteDenials` hears them (a marker written is announced in the same script)."""
 
     def __getattr__(self, name: str) -> Any:
         target = getattr(self.shared, name)
@@ -360,7 +363,12 @@ class _Switch:
         async def call(*args: Any, **kwargs: Any) -> Any:
             if self.down:
                 raise _Down(name)
-            return await target(*args, **kwargs)
+            answer = await target(*args, **kwargs)
+            if name == "deny":
+                self.announced.add((args[0], args[1]))
+            elif name == "allow":
+                self.announced.discard((args[0], args[1]))
+            return answer
 
         return call
 
@@ -438,10 +446,13 @@ def test_fleet_reads_never_serve_a_denied_principal_or_another_principals_text(
         redis = Redis.from_url(valkey_url, decode_responses=True)
         await redis.flushdb()
         shared = SharedStore(redis, "prop", "server", b"k")
-        switches = [_Switch(shared), _Switch(shared)]
+        announced: set[tuple[str, Any]] = set()
+        switches = [_Switch(shared, announced), _Switch(shared, announced)]
         clock = Clock()
         policy = Policy(share_public=share_public)
         engines = [_engine(clock, policy), _engine(clock, policy)]
+        for engine in engines:  # every worker hears the channel's denial announcements
+            engine.denied_elsewhere = lambda uri, partition: (uri, partition) in announced
         workers = []
         for engine, switch in zip(engines, switches, strict=True):
             engine.select([U])

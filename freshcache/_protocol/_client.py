@@ -313,6 +313,12 @@ class _Subscription:
 # --------------------------------------------------------------------------- the object
 
 
+def cancellation(request_id: RequestId, reason: str) -> dict[str, Any]:
+    """The ``notifications/cancelled`` that withdraws a request or a listen."""
+    params = {"requestId": request_id, "reason": reason}
+    return build_notification("notifications/cancelled", params)
+
+
 class ClientProtocol:
     """The client side of one MCP server conversation, sans-IO (module docstring)."""
 
@@ -494,12 +500,6 @@ class ClientProtocol:
 
     def close_subscription(self, subscription_id: RequestId) -> None:
         self._subscriptions.pop(id_key(subscription_id), None)
-
-    def cancellation(self, request_id: RequestId, reason: str) -> dict[str, Any]:
-        """The ``notifications/cancelled`` that withdraws a request or a listen."""
-        return build_notification(
-            "notifications/cancelled", {"requestId": request_id, "reason": reason}
-        )
 
     @property
     def in_flight(self) -> int:
@@ -967,6 +967,7 @@ def _unexpected(method: str, params: dict[str, Any], sid: RequestId | None) -> U
 
 
 __all__ = [
+    "cancellation",
     "Answer",
     "ClientProtocol",
     "ForSubscription",

@@ -106,6 +106,7 @@ from .._protocol._client import (
     RequestId,
     Unclaimed,
     Untrusted,
+    cancellation,
     decode,
     id_key,
 )
@@ -449,7 +450,7 @@ class _Connection:
         """Best effort ``notifications/cancelled``; never raises, never blocks for long."""
         if not self.alive:
             return
-        message = self.protocol.cancellation(request_id, reason)
+        message = cancellation(request_id, reason)
         with anyio.move_on_after(1.0, shield=True), contextlib.suppress(_Gone):
             await self.send(message)
 

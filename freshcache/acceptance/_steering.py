@@ -7,13 +7,33 @@ case, imports only the reference server and the step vocabulary, not the cache.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Collection
+from typing import Protocol
 
 from ._reference import ReferenceServer
 from ._steps import ALIASES, NextRead, Notify, ServerChange, ServerSets, text_for, unread_uri
 
-if TYPE_CHECKING:
-    from ._runner import Setup
+
+class Setup(Protocol):
+    """What a row's starting situation says of the server (`freshcache.acceptance.Setup`
+    has it; named here so this module needs nothing of the runner)."""
+
+    @property
+    def listen(self) -> bool: ...
+    @property
+    def list_changed(self) -> bool: ...
+    @property
+    def ack_omits(self) -> Collection[str]: ...
+    @property
+    def page_size(self) -> int: ...
+    @property
+    def later_pages_ttl_ms(self) -> int | None: ...
+    @property
+    def acks_held(self) -> bool: ...
+    @property
+    def ttl_ms(self) -> int: ...
+    @property
+    def scope(self) -> str: ...
 
 
 def configure_reference(server: ReferenceServer, setup: Setup) -> None:
