@@ -174,6 +174,27 @@ def test_ledger_an_unanswered_request_leaves_the_uri_uncovered_until_the_channel
     assert not ledger.covers(U)
 
 
+def test_ledger_an_unanswered_subscribe_only_waits_for_the_next_one():
+    """A subscribe given up on can only add the subscription, whenever the server acts
+    on it: the next subscribe answered covers the URI (an unsubscribe answered ahead of
+    it does not make the state unknown either)."""
+    ledger = SubscribeLedger()
+    (lost,) = ledger.record([U], SUBSCRIBE)
+    ledger.settle(lost, None)
+    assert not ledger.covers(U) and not ledger.wants(U)
+    (again,) = ledger.record([U], SUBSCRIBE)
+    assert ledger.answered([]) and not ledger.answered([U])
+    ledger.settle(again, True)
+    assert ledger.covers(U) and ledger.answered([U])
+    (first,) = ledger.record([U], SUBSCRIBE)
+    (unsub,) = ledger.record([U], UNSUBSCRIBE)
+    ledger.settle(unsub, True)  # ahead of a subscribe: that one can only add
+    ledger.settle(first, True)
+    (back,) = ledger.record([U], SUBSCRIBE)
+    ledger.settle(back, True)
+    assert ledger.covers(U)
+
+
 # ---------------------------------------------------------------- 4: changes() bounded
 
 

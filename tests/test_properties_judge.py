@@ -7,8 +7,9 @@ be decided outside the engine.
   wants and stops wanting the URI at any moment, gives up on requests, sends early
   (the wait's deadline passed) and loses its channel. After every step: whenever the
   ledger (`freshcache._core._subscribe_order.SubscribeLedger`) says the URI is
-  covered, the server holds the subscription *and* no request for it the server has
-  yet to process is in flight on this channel (so nothing can undo it unseen).
+  covered, the server holds the subscription *and* no unsubscribe for it the server
+  has yet to process is in flight on this channel (so nothing can undo it unseen; a
+  subscribe still to be processed can only add the subscription).
 - **`context()` with notifications interleaved between its reads.** The engine is
   driven by a model server; `read_all` (the `Context` snapshot) reads a few URIs whose
   server reads take a drawn number of scheduler turns, while another task changes the
@@ -111,6 +112,34 @@ _steps_2025 = st.lists(
 
 @examples(1_000)
 @given(_steps_2025)
+@example(  # a subscribe given up on (its listen closed at its ack deadline), sent again
+    [
+        ("want", True),
+        ("send", False),
+        ("abandon", 0),
+        ("want", True),
+        ("send", False),
+        ("process", 1, False),
+        ("answer", 0),
+        ("process", 0, False),
+    ]
+)
+@example(  # the same, the unsubscribe given up on: that one may still undo the subscribe
+    [
+        ("want", True),
+        ("send", False),
+        ("process", 0, False),
+        ("answer", 0),
+        ("want", False),
+        ("send", False),
+        ("abandon", 0),
+        ("want", True),
+        ("send", False),
+        ("process", 1, False),
+        ("answer", 0),
+        ("process", 0, False),
+    ]
+)
 @example(  # the unsubscribe given up on and overtaken: the server finishes it last
     [
         ("want", True),
@@ -184,7 +213,9 @@ def test_2025_coverage_holds_whatever_order_the_server_answers_in(steps):
         if ledger.covers(U):
             assert server.subscribed, steps
             assert not [
-                r for r in server.in_flight if r.epoch == server.epoch and not r.processed
+                r
+                for r in server.in_flight
+                if r.epoch == server.epoch and not r.processed and r.op.kind == UNSUBSCRIBE
             ], steps
 
 
@@ -196,6 +227,23 @@ def test_2025_coverage_is_reached_when_the_server_behaves():
         (op,) = (session.ledger.next_op(uri, SUBSCRIBE if wanted else UNSUBSCRIBE) for uri in uris)
         assert op is not None and session.ledger.may_send(op)
         session.ledger.settle(op, True)
+    assert session.subscribed == {U}
+
+
+def test_2025_a_subscribe_given_up_on_does_not_outlive_the_next_one():
+    """A subscribe never answered (its listen closed at its ack deadline on a loaded
+    machine) only adds the subscription whenever the server acts on it: the next
+    subscribe answered in order covers the URI (only an unsubscribe given up on keeps it
+    uncovered until the channel ends)."""
+    session = LegacySession(subscribe=True, initialized=True)
+    ledger = session.ledger
+    (lost,) = (ledger.next_op(uri, SUBSCRIBE) for uri in session.to_subscribe([U]))
+    assert lost is not None
+    ledger.settle(lost, None)
+    assert not ledger.covers(U) and session.to_subscribe([U]) == [U]
+    again = ledger.next_op(U, SUBSCRIBE)
+    assert again is not None and ledger.may_send(again)
+    ledger.settle(again, True)
     assert session.subscribed == {U}
 
 

@@ -15,9 +15,15 @@ The rule, decided here and nowhere else:
   channel began (`SubscribeLedger.covers`).
 - Requests for one URI go out **one at a time, in the order recorded**
   (`SubscribeLedger.may_send`): a subscribe recorded while an unsubscribe is pending
-  waits for that answer, so the server sees them in order. A request whose answer
-  never came (a timeout, a cancelled close) leaves the server's state unknown: the
-  URI stays uncovered (read before use) until the channel ends.
+  waits for that answer, so the server sees them in order. An *unsubscribe* whose
+  answer never came (a timeout, a cancelled close), or a request answered while an
+  unsubscribe recorded before it was still unanswered, leaves the server's state
+  unknown: that unsubscribe may take effect after any later subscribe, so the URI
+  stays uncovered (read before use) until the channel ends.
+- A *subscribe* whose answer never came (its listen was closed at its ack deadline
+  on a loaded machine, a timeout) only leaves the URI uncovered until a later
+  subscribe is answered: whenever the server acts on it, it can only add the
+  subscription, never take one away (`SubscribeLedger.settle`).
 - When the channel ends (`ended`) nothing is covered and nothing pending matters: the
   next channel is a new session (a request still answering on the old one is ignored:
   its `Op` names the old epoch).
@@ -27,6 +33,7 @@ Sans-IO: the transports record, wait on `may_send`, send, and `settle`.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -90,6 +97,11 @@ class SubscribeLedger:
     def covered(self) -> frozenset[str]:
         return frozenset(uri for uri in self._uris if self.covers(uri))
 
+    def answered(self, uris: Iterable[str]) -> bool:
+        """Whether every request recorded for ``uris`` on this channel has been answered
+        (or given up): what covers them is decided (`covers`)."""
+        return not any(uri in self._uris and self._uris[uri].queue for uri in uris)
+
     def wants(self, uri: str) -> bool:
         """Whether the last request recorded for ``uri`` is a subscribe that has not
         failed (sent, answered or about to be)."""
@@ -138,8 +150,15 @@ class SubscribeLedger:
         ops = self._uris.get(op.uri)
         if op.epoch != self._epoch or ops is None or op not in ops.queue:
             return  # an answer from an ended channel, or settled already
-        if ops.queue[0] is not op or ok is None:
-            ops.unsure = True  # answered out of order, or not at all
+        if ok is None:
+            # Never answered: the server may still act on it, after anything sent later.
+            # Only an unsubscribe can undo a later subscribe; a late subscribe only adds.
+            ops.unsure = ops.unsure or op.kind == UNSUBSCRIBE
+        elif ops.queue[0] is not op:
+            # Answered ahead of requests recorded before it: an unsubscribe among them
+            # may still be processed after it.
+            ahead = itertools.takewhile(lambda earlier: earlier is not op, ops.queue)
+            ops.unsure = ops.unsure or any(earlier.kind == UNSUBSCRIBE for earlier in ahead)
         ops.queue.remove(op)
         if not ops.queue:
             ops.last_ok = ok is True and ops.last == op.kind

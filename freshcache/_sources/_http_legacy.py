@@ -287,10 +287,9 @@ class LegacyHttp:
         ended = False
         try:
             if await self._channel_live():
-                for uri in to_subscribe:
-                    await self._in_order.send(
-                        session, uri, SUBSCRIBE, self._subscribe, self._link.timeout
-                    )
+                await self._in_order.subscribe(
+                    session, uris, to_subscribe, self._subscribe, self._link.timeout
+                )
                 ack = self._protocol.acknowledge(sid)
                 if ack is not None and self._live and not inbox.put(ack):
                     inbox.put(overflowed(sid, inbox.limit), final=True)

@@ -92,7 +92,7 @@ from .._core import (
 from .._core._backlog import overflowed
 from .._core._backoff import BackoffSettings
 from .._core._counters import Tally
-from .._core._subscribe_order import SUBSCRIBE, UNSUBSCRIBE
+from .._core._subscribe_order import UNSUBSCRIBE
 from .._errors import ConfigurationError, ProtocolError
 from .._middleware._telemetry import annotate_request
 from .._protocol._client import (
@@ -828,11 +828,11 @@ class StdioSource:
         with contextlib.suppress(ProtocolError):  # then the subscribes fail: uncovered
             await self._initialize(conn, HANDSHAKE_TIMEOUT)
         session = self.protocol.legacy
-        for uri in self.protocol.legacy_listen(sid, uris, list_changed):
-            assert session is not None  # (in the order recorded: freshcache._sources._subscribing)
-            await self._in_order.send(
-                session, uri, SUBSCRIBE, self._legacy_call("resources/subscribe"), self.timeout
-            )
+        needed = self.protocol.legacy_listen(sid, uris, list_changed)
+        assert session is not None  # (in the order recorded: freshcache._sources._subscribing)
+        await self._in_order.subscribe(
+            session, uris, needed, self._legacy_call("resources/subscribe"), self.timeout
+        )
         ack = self.protocol.acknowledge(sid)
         if ack is not None and conn.alive and not inbox.put(ack):
             inbox.put(overflowed(sid, inbox.limit), final=True)

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import anyio
 
-from .._core._subscribe_order import OpKind
+from .._core._subscribe_order import SUBSCRIBE, OpKind
 from .._protocol._legacy import LegacySession
 
 Call = Callable[[str], Awaitable[bool | None]]
@@ -46,6 +46,34 @@ class InOrder:
             self._answered.set()
             self._answered = anyio.Event()
         return ok
+
+    async def subscribe(
+        self,
+        session: LegacySession,
+        uris: frozenset[str],
+        needed: list[str],
+        call: Call,
+        wait: float,
+    ) -> None:
+        """What a virtual subscription for ``uris`` sends before its acknowledgment:
+        ``resources/subscribe`` for ``needed`` (what `LegacySession.to_subscribe` recorded
+        for it), then, for the rest of ``uris``, the answers to the subscribes another
+        subscription sent (one closed while they were in flight: its ack deadline passed
+        on a loaded machine, the selection changed). An acknowledgment counted before
+        them would leave those URIs uncovered for this subscription's whole life; one of
+        them that was never answered or was refused is sent again, once, for this one.
+        At most ``wait`` seconds of waiting on others (then their URIs stay uncovered)."""
+        for uri in needed:
+            await self.send(session, uri, SUBSCRIBE, call, wait)
+        ledger = session.ledger
+        theirs = [uri for uri in sorted(uris) if uri not in needed and not ledger.answered([uri])]
+        if not theirs:
+            return
+        with anyio.move_on_after(wait):
+            while not ledger.answered(theirs):
+                await self._answered.wait()
+        for uri in session.to_subscribe(theirs):
+            await self.send(session, uri, SUBSCRIBE, call, wait)
 
     def abandon(self, session: LegacySession, uris: Iterable[str], kind: OpKind) -> None:
         """Recorded requests that will not be sent (the channel went, the close ran out of
