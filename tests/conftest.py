@@ -1,5 +1,6 @@
-"""Shared fixtures: the official-SDK peer server, started by the tests on loopback; and
-which acceptance rows this run need not play again (``FRESHCACHE_PLAYED_TABLES``)."""
+"""Shared fixtures: the official-SDK peer server and a Valkey, started by the tests on
+loopback; and which acceptance rows this run need not play again
+(``FRESHCACHE_PLAYED_TABLES``)."""
 
 from __future__ import annotations
 
@@ -180,3 +181,17 @@ def schema_validator(schema: dict[str, Any], definition: str) -> Any:
             "$defs": schema.get("$defs", schema.get("definitions", {})),
         }
     )
+
+
+@pytest.fixture
+def valkey() -> Iterator[Any]:
+    """A real Valkey server of its own on a free loopback port (`tests/valkey_support.py`),
+    stopped by PID after the test; a module that plays on other stores overrides it."""
+    from tests.valkey_support import Valkey
+
+    server = Valkey()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

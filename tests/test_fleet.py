@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -32,16 +32,6 @@ URI = "doc://a"
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"  # redis-py's client is asyncio only
-
-
-@pytest.fixture
-def valkey() -> Iterator[Valkey]:
-    server = Valkey()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 class Counting(ReferenceServer):

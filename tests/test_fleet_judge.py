@@ -6,14 +6,11 @@ Real Valkey (`tests/valkey_support.py`), workers in one process.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from freshcache import Policy
 from tests.polling import until
 from tests.test_fleet import URI, Counting, workers
-from tests.valkey_support import Valkey
 
 pytestmark = pytest.mark.anyio
 
@@ -21,16 +18,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"  # redis-py's client is asyncio only
-
-
-@pytest.fixture
-def valkey() -> Iterator[Valkey]:
-    server = Valkey()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def public_server() -> Counting:

@@ -9,14 +9,11 @@ counted by the reference server; no timing thresholds.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from freshcache import FRESH
 from tests.polling import until
 from tests.test_fleet import URI, Counting, leader, workers
-from tests.valkey_support import Valkey
 
 pytestmark = pytest.mark.anyio
 
@@ -26,16 +23,6 @@ N = 5
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"  # redis-py's client is asyncio only
-
-
-@pytest.fixture
-def valkey() -> Iterator[Valkey]:
-    server = Valkey()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 async def test_a_gap_every_worker_saw_costs_one_server_read_fleet_wide(valkey) -> None:

@@ -16,6 +16,7 @@ ALLOWED_IN_CORE = {
     "dataclasses",
     "fnmatch",
     "hashlib",
+    "itertools",
     "json",
     "random",
     "re",
