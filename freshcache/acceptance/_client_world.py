@@ -352,8 +352,8 @@ class ClientHttpWorld(ClientWorld):
     def server_busy(self) -> str | None:
         server = self.server
         for sid, sub in server.subscribers.items():
-            if sub.send.statistics().current_buffer_used:
-                return f"stream {sid}: frames queued at the server"
+            if queued := sub.send.statistics().current_buffer_used:
+                return f"stream {sid}: {queued} frames queued at the server"
         if self._wants_listen(server) and not server.listens_for(frozenset(self.selected)):
             return "no listen for the current selection is open yet"
         return None

@@ -298,8 +298,8 @@ class HttpWorld(LoopbackHttpWorld):
             if written > stream.frames:
                 return f"stream {sid}: {written} frames written, {stream.frames} taken in"
             queue = self._queues.get(sid)
-            if queue is not None and queue.statistics().current_buffer_used:
-                return f"stream {sid}: frames queued at the server"
+            if queue is not None and (queued := queue.statistics().current_buffer_used):
+                return f"stream {sid}: {queued} frames queued at the server"
         if server.acks_held and cache.selected:
             # Acks held: settled once a listen for the selection is open.
             if server.listens_for(cache.selected):

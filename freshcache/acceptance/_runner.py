@@ -224,7 +224,11 @@ class World(abc.ABC):
     async def settle(self) -> None:
         """Wait (bounded) until the cache has taken in everything the server did."""
         busy = await settle(
-            self._look, limit=self.settle_limit, pause=self.settle_pause, turns=self.settle_turns
+            self._look,
+            limit=self.settle_limit,
+            pause=self.settle_pause,
+            turns=self.settle_turns,
+            progress=self.server_reads,
         )
         self.last_busy = busy
         if busy is not None:
