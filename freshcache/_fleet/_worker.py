@@ -95,7 +95,9 @@ class FleetWorker:
         self.id = secrets.token_hex(6)
         self.redis: Redis = connect(config)
         self.cluster = is_cluster(config.url)
-        self.shared = SharedStore(self.redis, config.namespace, server_id, config.binding_key)
+        self.shared = SharedStore(
+            self.redis, config.namespace, server_id, config.binding_key, cluster=self.cluster
+        )
         self.counters = FleetCounters()
         self.telemetry = FleetTelemetry(self.id, meter_provider)
         self.bound: Binding | None = None
@@ -198,7 +200,6 @@ class FleetWorker:
                 log.debug("fleet tick failed: %r", exc)
                 down = isinstance(exc, (RedisConnectionError, ConnectionError))
                 silent_for = anyio.current_time() - self._answered_at
-                self.channel.store_failed = True
                 if self.channel.usable and (down or silent_for > config.lease):
                     self.channel.fail_closed(f"the store did not answer: {exc!r}")
             await anyio.sleep(period)
