@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._core import ResourceUpdated
+from ._cluster import ChannelSubscription
 
 if TYPE_CHECKING:
     from ._parts import ChannelWorker
@@ -62,14 +63,12 @@ class ChangeChannel:
 
     async def _subscribed(self) -> None:
         worker = self.worker
-        pubsub = worker.redis.pubsub()
+        subscription = ChannelSubscription(
+            worker.redis, worker.shared.channel, sharded=worker.shared.sharded
+        )
         try:
-            await pubsub.subscribe(worker.shared.channel)
             with anyio.fail_after(max(1.0, 4 * worker.config.op_timeout)):
-                while True:
-                    message = await pubsub.get_message(timeout=0.2)
-                    if message is not None and message["type"] == "subscribe":
-                        break
+                await subscription.subscribe()
             # Subscribed first, then the baseline: nothing can fall between them.
             self.seq = await worker.shared.sequence()
             self.usable = True
@@ -89,15 +88,13 @@ class ChangeChannel:
             # that by the socket timeout and reports it as a broken channel.
             quiet_wait = worker.config.lease / 2
             while True:
-                message = await pubsub.get_message(
-                    ignore_subscribe_messages=True, timeout=quiet_wait
-                )
-                if message is not None and message["type"] == "message":
-                    self.dispatch(json.loads(message["data"]))
+                data = await subscription.next_message(quiet_wait)
+                if data is not None:
+                    self.dispatch(json.loads(data))
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(0.5):
                 try:
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await subscription.aclose()
                 except Exception:  # the connection is gone already
                     log.debug("fleet channel close failed", exc_info=True)
 

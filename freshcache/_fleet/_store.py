@@ -225,10 +225,13 @@ class SharedStore:
         key: bytes | None = None,
         *,
         cluster: bool = False,
+        sharded: bool = False,
     ) -> None:
         self.redis = redis
         self.cluster = cluster
         """On a cluster: epochs name the primary that serves the slot (`PEEK`)."""
+        self.sharded = sharded
+        """The channel is a shard channel: the scripts ``SPUBLISH`` (Valkey / Redis 7+)."""
         self._key = key if key is not None else hashlib.sha256(namespace.encode()).digest()
         self._server_id = server_id
         self._names = name_key(self._key)
@@ -241,14 +244,19 @@ class SharedStore:
         self.lease_key = f"{self.prefix}:lease"
         self.live_key = f"{self.prefix}:live"
         self.workers_key = f"{self.prefix}:workers"
-        self._peek = redis.register_script(PEEK)
-        self._fill = redis.register_script(FILL)
-        self._invalidate = redis.register_script(INVALIDATE)
-        self._announce = redis.register_script(ANNOUNCE)
-        self._renew = redis.register_script(RENEW)
-        self._release = redis.register_script(RELEASE)
-        self._deny = redis.register_script(DENY)
-        self._lost = redis.register_script(LOST)
+        publish = "'SPUBLISH'" if sharded else "'PUBLISH'"
+
+        def script(source: str) -> Any:
+            return redis.register_script(source.replace("'PUBLISH'", publish))
+
+        self._peek = script(PEEK)
+        self._fill = script(FILL)
+        self._invalidate = script(INVALIDATE)
+        self._announce = script(ANNOUNCE)
+        self._renew = script(RENEW)
+        self._release = script(RELEASE)
+        self._deny = script(DENY)
+        self._lost = script(LOST)
 
     # ------------------------------------------------------------------ keys
 

@@ -49,7 +49,7 @@ from .._core._denials import LIMIT as DENIALS_LIMIT
 from .._sources._source import Source, SourceWrapper
 from ..fleet import Fleet
 from ._channel import ChangeChannel
-from ._cluster import connect, is_cluster
+from ._cluster import connect, is_cluster, shard_channels
 from ._follow import FollowerStreams
 from ._lease import ListenerLease
 from ._outbox import HintOutbox
@@ -96,7 +96,12 @@ class FleetWorker:
         self.redis: Redis = connect(config)
         self.cluster = is_cluster(config.url)
         self.shared = SharedStore(
-            self.redis, config.namespace, server_id, config.binding_key, cluster=self.cluster
+            self.redis,
+            config.namespace,
+            server_id,
+            config.binding_key,
+            cluster=self.cluster,
+            sharded=shard_channels(self.redis),
         )
         self.counters = FleetCounters()
         self.telemetry = FleetTelemetry(self.id, meter_provider)
