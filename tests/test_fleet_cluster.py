@@ -93,6 +93,22 @@ def test_cluster_urls_name_their_startup_nodes() -> None:
     )
 
 
+def test_a_cluster_url_without_redis_py_8_names_the_upgrade(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """redis-py's asyncio cluster client has pub/sub from 8.0: before, the fleet's
+    channel could never subscribe, so the cluster URL is refused, saying why."""
+    from redis.asyncio.cluster import RedisCluster
+
+    from freshcache import MissingDependencyError
+    from freshcache._fleet._cluster import connect
+    from freshcache.fleet import Fleet
+
+    monkeypatch.delattr(RedisCluster, "pubsub")
+    with pytest.raises(MissingDependencyError, match="redis-py 8"):
+        connect(Fleet("valkey+cluster://127.0.0.1:1"))
+
+
 async def test_an_epoch_from_another_node_is_replaced_once_and_adopted(client: Any) -> None:
     """A failover or a moved slot: the slot's new primary holds an epoch another node
     set. The first `PEEK` there starts one new epoch; every later one adopts it."""
