@@ -6,6 +6,7 @@ waits poll against a deadline; every node is stopped by its PID."""
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -142,6 +143,7 @@ class LocalCluster:
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)  # the nodes' cluster configs
 
     def state_ok(self) -> bool:
         """Every live node says ``cluster_state:ok`` (after a failover, once promoted)."""
