@@ -33,7 +33,8 @@ class Fleet:
     url: str
     """``redis://host:port/db`` (or ``rediss://``, ``unix://``, ``valkey://``) of the
     Valkey/Redis server, or ``valkey+cluster://h1:p1,h2:p2`` (``redis+cluster://``,
-    ``rediss+cluster://``) of a Valkey / Redis Cluster (`freshcache._fleet._cluster`)."""
+    ``rediss+cluster://``) of a Valkey / Redis Cluster, 7 or later, with redis-py 8 or
+    later (`freshcache._fleet._cluster`)."""
     namespace: str = "freshcache"
     """Prefix of every key and channel: one per tenant (with its own ACL user)."""
     lease: float = 2.0

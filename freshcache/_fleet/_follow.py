@@ -113,6 +113,7 @@ class FollowerStreams:
                         if term is None and detail is not None and live is None:
                             live = await self._live_now()
             follower.acknowledged = False
+            self._open.discard(follower)  # its notices are closed: tell it nothing more
             if covered and worker.channel.usable:
                 worker.reads.expect_proof()
                 # Whoever notices a listener's loss fences off what it covered.

@@ -22,7 +22,7 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncGenerator
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -234,8 +234,11 @@ class ListenerLease:
                             await send.send(event)
                 except anyio.get_cancelled_exc_class():
                     raise
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    return  # `lead` stopped reading (it is ending the stream): nobody to tell
                 except Exception as exc:
-                    send.send_nowait(StreamLost(None, repr(exc)))
+                    with suppress(anyio.BrokenResourceError, anyio.WouldBlock):
+                        send.send_nowait(StreamLost(None, repr(exc)))
 
     def describe(self) -> dict[str, Any]:
         return {

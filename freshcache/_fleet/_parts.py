@@ -45,7 +45,8 @@ class FleetCounters(Tally):
     """Server reads that bypassed the store (uncovered URI, store down, pending hint)."""
     remote_invalidations: int = 0
     new_epochs: int = 0
-    """Epochs this worker started on a cluster after a store failure (`new_epoch`)."""
+    """Epochs this worker started on a cluster: its `PEEK` found the epoch of another
+    node (a failover or a moved slot) and replaced it (once fleet-wide)."""
     gaps: int = 0
     channel_losses: int = 0
     lease_changes: int = 0
@@ -99,7 +100,7 @@ class Outbox(Protocol):
 class Proofs(Protocol):
     """What the other parts ask of the fleet's reads after a gap or a lost listener."""
 
-    def expect_proof(self) -> None: ...
+    def expect_proof(self, *, outage: bool = False) -> None: ...
 
     async def fence_lost(self, uris: list[str], term: str) -> None: ...
 
@@ -143,9 +144,6 @@ class ChannelWorker(_Worker, Protocol):
 
     @property
     def denials(self) -> Denials: ...
-
-    @property
-    def cluster(self) -> bool: ...
 
     @property
     def reads(self) -> Proofs: ...

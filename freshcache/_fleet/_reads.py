@@ -30,6 +30,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("freshcache.fleet")
 
+RELISTEN_CAP = 2.0
+"""The longest a follower's engine waits before it listens again after repeated losses
+(the cap of the fleet's re-listen backoff, ``_middleware._setup.FLEET_BACKOFF``): back
+on the store after an outage, a read waits this long past a lease to be covered."""
+
 
 class SharedReads:
     """One worker's reads through the shared store (see the module docstring)."""
@@ -53,13 +58,16 @@ class SharedReads:
         worker.counters.published += bumped
         worker.store_answered()
 
-    def expect_proof(self) -> None:
+    def expect_proof(self, *, outage: bool = False) -> None:
         """The worker lost its proof while the store still answers (a sequence gap, its
-        follower stream ended by a takeover): for about a lease, a read of a selected
-        URI waits for this worker to be on the channel and covered again, then takes
-        the fleet's path (the entry re-proven under the shared generation, or the one
+        follower stream ended by a takeover), or is back on the store after an outage
+        (``outage``: a failover, a moved slot, a restart): for about a lease (plus the
+        engine's longest re-listen delay after an outage), a read of a selected URI
+        waits for this worker to be on the channel and covered again, then takes the
+        fleet's path (the entry re-proven under the shared generation, or the one
         fleet-wide read of it), instead of each worker reading the server."""
-        self._regain_until = anyio.current_time() + self.worker.config.lease
+        window = self.worker.config.lease + (RELISTEN_CAP if outage else 0.0)
+        self._regain_until = max(self._regain_until, anyio.current_time() + window)
 
     async def _regained(self, uri: str, bound: Binding) -> bool:
         """Wait (within the window `expect_proof` opened) until the channel vouches for
@@ -165,6 +173,8 @@ class SharedReads:
             log.debug("fleet peek failed: %r", exc)
             return None
         self.worker.store_answered()
+        if peeked.started:
+            self.worker.counters.new_epochs += 1
         return peeked
 
     async def _read_and_fill(

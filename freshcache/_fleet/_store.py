@@ -3,8 +3,10 @@
 Every rule that must hold across processes runs inside one script, so no other
 worker's command can fall between its steps (Valkey runs a script atomically):
 
-- `PEEK`: the store's epoch and the URI's generation, the entry if it is current,
-  and (when there is none) the fleet-wide single-flight lock for this generation;
+- `PEEK`: the store's epoch and the URI's generation, the entry if it is current
+  (stored under ``epoch:generation|``: one left from an older epoch or generation is
+  as good as none), and (when there is none) the fleet-wide single-flight lock for
+  this generation;
 - `FILL`: write an entry only if epoch and generation are still the ones read when
   the server read was *sent* (invariant 1 across processes: a slow worker cannot
   write old text over a newer change);
@@ -13,7 +15,12 @@ worker's command can fall between its steps (Valkey runs a script atomically):
 - `ANNOUNCE` / `RENEW`: the listener's coverage and its lease.
 
 The *epoch* is a random value the first worker sets; a store that restarted empty has
-none (or a new one), so no fill read before the restart can land after it.
+none (or a new one), so no fill read before the restart can land after it. On a
+cluster the epoch also names the primary that serves the server's slot (``node/random``,
+`PEEK` asks ``CLUSTER MYID``): a primary that finds an epoch set under another node (its
+replica was promoted, or the slot was migrated to it) starts a new one, atomically, so
+the first worker's `PEEK` there starts it and every other worker adopts it: one new
+epoch, and one server read per URI, fleet-wide.
 """
 
 from __future__ import annotations
@@ -30,28 +37,44 @@ from redis.asyncio import Redis
 from .._core import Partition, ReadReply, ResourceContents
 
 PEEK = """
+local node = ''
+if ARGV[6] == '1' then
+  local id = redis.pcall('CLUSTER', 'MYID')
+  if type(id) == 'string' then node = id .. '/' end
+end
 local epoch = redis.call('GET', KEYS[1])
-if not epoch then redis.call('SET', KEYS[1], ARGV[1]); epoch = ARGV[1] end
+local started = 0
+if (not epoch) or string.sub(epoch, 1, #node) ~= node then
+  if epoch then started = 1 end
+  epoch = node .. ARGV[1]
+  redis.call('SET', KEYS[1], epoch)
+end
 local gen = redis.call('GET', KEYS[2]) or '0'
-local entry = redis.call('GET', KEYS[3])
+local fence = epoch .. ':' .. gen .. '|'
+local function current(k)
+  local v = redis.call('GET', k)
+  if v and string.sub(v, 1, #fence) == fence then return v end
+  return false
+end
+local entry = current(KEYS[3])
 local key = KEYS[3]
-if (not entry) and KEYS[4] ~= KEYS[3] then entry = redis.call('GET', KEYS[4]); key = KEYS[4] end
+if (not entry) and KEYS[4] ~= KEYS[3] then entry = current(KEYS[4]); key = KEYS[4] end
 local denied = redis.call('EXISTS', KEYS[5])
 local public = (key == KEYS[4] and KEYS[4] ~= KEYS[3]) and 1 or 0
-if entry then return {epoch, gen, entry, redis.call('PTTL', key), 0, public, denied} end
+if entry then return {epoch, gen, entry, redis.call('PTTL', key), 0, public, denied, started} end
 local got = 0
 if ARGV[2] ~= '' and (ARGV[5] ~= '1' or redis.call('EXISTS', KEYS[6]) == 1) then
   if redis.call('SET', ARGV[2] .. epoch .. ':' .. gen, ARGV[3], 'NX', 'PX', ARGV[4]) then
     got = 1
   end
 end
-return {epoch, gen, false, 0, got, 0, denied}
+return {epoch, gen, false, 0, got, 0, denied, started}
 """
 
 FILL = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if (redis.call('GET', KEYS[2]) or '0') ~= ARGV[2] then return 0 end
-redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[4])
+redis.call('SET', KEYS[3], ARGV[1] .. ':' .. ARGV[2] .. '|' .. ARGV[3], 'PX', ARGV[4])
 redis.call('SADD', KEYS[4], KEYS[3])
 if redis.call('PTTL', KEYS[4]) < tonumber(ARGV[4]) then redis.call('PEXPIRE', KEYS[4], ARGV[4]) end
 return 1
@@ -186,15 +209,29 @@ class Peeked:
     denied: bool = False
     """Some worker's own server read for this principal was refused, and none of its
     reads has succeeded since (the fleet-wide denial)."""
+    started: bool = False
+    """This `PEEK` replaced an epoch another cluster node had set (a failover or a
+    moved slot): nothing stored before is current."""
 
 
 class SharedStore:
     """The keys and scripts of one server's share of the fleet."""
 
     def __init__(
-        self, redis: Redis, namespace: str, server_id: str, key: bytes | None = None
+        self,
+        redis: Redis,
+        namespace: str,
+        server_id: str,
+        key: bytes | None = None,
+        *,
+        cluster: bool = False,
+        sharded: bool = False,
     ) -> None:
         self.redis = redis
+        self.cluster = cluster
+        """On a cluster: epochs name the primary that serves the slot (`PEEK`)."""
+        self.sharded = sharded
+        """The channel is a shard channel: the scripts ``SPUBLISH`` (Valkey / Redis 7+)."""
         self._key = key if key is not None else hashlib.sha256(namespace.encode()).digest()
         self._server_id = server_id
         self._names = name_key(self._key)
@@ -207,14 +244,19 @@ class SharedStore:
         self.lease_key = f"{self.prefix}:lease"
         self.live_key = f"{self.prefix}:live"
         self.workers_key = f"{self.prefix}:workers"
-        self._peek = redis.register_script(PEEK)
-        self._fill = redis.register_script(FILL)
-        self._invalidate = redis.register_script(INVALIDATE)
-        self._announce = redis.register_script(ANNOUNCE)
-        self._renew = redis.register_script(RENEW)
-        self._release = redis.register_script(RELEASE)
-        self._deny = redis.register_script(DENY)
-        self._lost = redis.register_script(LOST)
+        publish = "'SPUBLISH'" if sharded else "'PUBLISH'"
+
+        def script(source: str) -> Any:
+            return redis.register_script(source.replace("'PUBLISH'", publish))
+
+        self._peek = script(PEEK)
+        self._fill = script(FILL)
+        self._invalidate = script(INVALIDATE)
+        self._announce = script(ANNOUNCE)
+        self._renew = script(RENEW)
+        self._release = script(RELEASE)
+        self._deny = script(DENY)
+        self._lost = script(LOST)
 
     # ------------------------------------------------------------------ keys
 
@@ -259,7 +301,7 @@ class SharedStore:
         own = self.entry_key(uri, self.tag(partition))
         public = self.entry_key(uri, "public") if share_public else own
         lock_base = f"{base}:lock:{self.tag(partition)}:" if lock_for else ""
-        epoch, generation, raw, pttl, got, in_public, denied = await self._peek(
+        epoch, generation, raw, pttl, got, in_public, denied, started = await self._peek(
             keys=[
                 self.epoch_key,
                 f"{base}:g",
@@ -268,12 +310,19 @@ class SharedStore:
                 self.denial_key(uri, partition),
                 self.live_key,
             ],
-            args=[secrets.token_hex(8), lock_base, lock_for, lock_ms, "1" if need_live else ""],
+            args=[
+                secrets.token_hex(8),
+                lock_base,
+                lock_for,
+                lock_ms,
+                "1" if need_live else "",
+                "1" if self.cluster else "",
+            ],
         )
         epoch, generation = str(epoch), str(generation)
         reply, bound = None, False
         if raw:
-            entry = json.loads(raw)
+            entry = json.loads(str(raw).split("|", 1)[1])
             if entry.get("epoch") == epoch and entry.get("generation") == generation:
                 scope = entry.get("scope") or "private"
                 where = "public" if int(in_public) else self.tag(partition)
@@ -290,7 +339,16 @@ class SharedStore:
                     shared_copy=True,
                 )
         public_copy = reply is not None and bool(int(in_public))
-        return Peeked(epoch, generation, reply, bool(got), bound, public_copy, bool(int(denied)))
+        return Peeked(
+            epoch,
+            generation,
+            reply,
+            bool(got),
+            bound,
+            public_copy,
+            bool(int(denied)),
+            bool(int(started)),
+        )
 
     async def deny(self, uri: str, partition: Partition, origin: str) -> None:
         """``partition``'s own server read of ``uri`` was refused: fleet-wide, no shared
@@ -402,10 +460,6 @@ class SharedStore:
     async def lease_holder(self) -> str | None:
         holder = await self.redis.get(self.lease_key)
         return None if holder is None else str(holder)
-
-    async def new_epoch(self) -> None:
-        """A new epoch for this server's keys: no entry nor fill from before is current."""
-        await self.redis.set(self.epoch_key, secrets.token_hex(8))
 
     async def sequence(self) -> int:
         return int(await self.redis.get(self.seq_key) or 0)

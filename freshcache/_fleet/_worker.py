@@ -49,7 +49,7 @@ from .._core._denials import LIMIT as DENIALS_LIMIT
 from .._sources._source import Source, SourceWrapper
 from ..fleet import Fleet
 from ._channel import ChangeChannel
-from ._cluster import connect, is_cluster
+from ._cluster import connect, is_cluster, shard_channels
 from ._follow import FollowerStreams
 from ._lease import ListenerLease
 from ._outbox import HintOutbox
@@ -95,7 +95,14 @@ class FleetWorker:
         self.id = secrets.token_hex(6)
         self.redis: Redis = connect(config)
         self.cluster = is_cluster(config.url)
-        self.shared = SharedStore(self.redis, config.namespace, server_id, config.binding_key)
+        self.shared = SharedStore(
+            self.redis,
+            config.namespace,
+            server_id,
+            config.binding_key,
+            cluster=self.cluster,
+            sharded=shard_channels(self.redis),
+        )
         self.counters = FleetCounters()
         self.telemetry = FleetTelemetry(self.id, meter_provider)
         self.bound: Binding | None = None
@@ -198,7 +205,6 @@ class FleetWorker:
                 log.debug("fleet tick failed: %r", exc)
                 down = isinstance(exc, (RedisConnectionError, ConnectionError))
                 silent_for = anyio.current_time() - self._answered_at
-                self.channel.store_failed = True
                 if self.channel.usable and (down or silent_for > config.lease):
                     self.channel.fail_closed(f"the store did not answer: {exc!r}")
             await anyio.sleep(period)
