@@ -11,7 +11,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 State = Literal["fresh", "awaiting_fresh_source", "denied", "not_found", "stale"]
 """Closed set of result states; only ``fresh`` and ``stale`` carry text."""
@@ -126,6 +126,10 @@ class ReadResult:
 
     Only ``fresh`` and ``stale`` results carry ``contents``/``text``/``version``;
     every other state carries none, so stale text cannot leak by accident.
+
+    A result the engine builds from a server reply computes its ``version`` on first
+    use (`fresh_result`): most cached results are never asked for it, and the digest
+    is a third of what storing a reply costs.
     """
 
     state: State
@@ -150,6 +154,47 @@ class ReadResult:
         """True when the result may be handed to a model as current (``fresh``)."""
         return self.state == FRESH
 
+    if not TYPE_CHECKING:  # (type checkers keep flagging unknown attributes)
+
+        def __getattr__(self, name):
+            # Only an unset slot gets here: the version of a result built with it left
+            # to first use (`fresh_result`). Equality, hashing, repr, pickling and
+            # `dataclasses.replace` all read it through here, so they see the digest.
+            if name != "version":
+                raise AttributeError(name)
+            version = version_of(self.contents)
+            _set_version(self, version)  # the same digest, whichever thread asks first
+            return version
+
+
+def _slot(cls: type, name: str) -> Any:
+    """The member descriptor of a slotted class's field (its ``__get__``/``__set__``)."""
+    return cls.__dict__[name]
+
+
+_new_result = object.__new__
+_set_state = _slot(ReadResult, "state").__set__
+_set_uri = _slot(ReadResult, "uri").__set__
+_set_reason = _slot(ReadResult, "reason").__set__
+_set_contents = _slot(ReadResult, "contents").__set__
+_set_text = _slot(ReadResult, "text").__set__
+_set_version = _slot(ReadResult, "version").__set__
+_set_fetched_at = _slot(ReadResult, "fetched_at").__set__
+_set_server_read = _slot(ReadResult, "server_read").__set__
+_set_age = _slot(ReadResult, "age").__set__
+_set_detail = _slot(ReadResult, "detail").__set__
+
+
+_get_version = _slot(ReadResult, "version").__get__
+_UNKNOWN = object()
+
+
+def _version_if_known(result: ReadResult) -> object:
+    try:
+        return _get_version(result)  # the slot alone: no digest made here
+    except AttributeError:
+        return _UNKNOWN
+
 
 def fresh_result(
     uri: str,
@@ -160,16 +205,43 @@ def fresh_result(
     version: str | None = None,
     text: str | None = None,
 ) -> ReadResult:
-    """Build a ``fresh`` result (version and text computed unless given)."""
-    return ReadResult(
-        state=FRESH,
-        uri=uri,
-        contents=contents,
-        text=text if text is not None else text_of(contents),
-        version=version if version is not None else version_of(contents),
-        fetched_at=fetched_at,
-        server_read=server_read,
-    )
+    """Build a ``fresh`` result: ``text`` joined from ``contents`` unless given,
+    ``version`` digested from them on first use unless given.
+
+    Filled slot by slot: a frozen dataclass's own ``__init__`` pays an
+    ``object.__setattr__`` per field, twice this on a path taken for every reply.
+    """
+    result: ReadResult = _new_result(ReadResult)
+    _set_state(result, FRESH)
+    _set_uri(result, uri)
+    _set_reason(result, None)
+    _set_contents(result, contents)
+    _set_text(result, text if text is not None else text_of(contents))
+    if version is not None:
+        _set_version(result, version)
+    _set_fetched_at(result, fetched_at)
+    _set_server_read(result, server_read)
+    _set_age(result, None)
+    _set_detail(result, None)
+    return result
+
+
+def served_copy(result: ReadResult, *, server_read: bool) -> ReadResult:
+    """``result`` with another ``server_read`` (its version, once known, goes along)."""
+    copy: ReadResult = _new_result(ReadResult)
+    _set_state(copy, result.state)
+    _set_uri(copy, result.uri)
+    _set_reason(copy, result.reason)
+    _set_contents(copy, result.contents)
+    _set_text(copy, result.text)
+    version = _version_if_known(result)
+    if version is not _UNKNOWN:  # (else each copy digests on its own first use)
+        _set_version(copy, version)
+    _set_fetched_at(copy, result.fetched_at)
+    _set_server_read(copy, server_read)
+    _set_age(copy, result.age)
+    _set_detail(copy, result.detail)
+    return copy
 
 
 def problem_result(
