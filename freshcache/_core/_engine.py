@@ -73,7 +73,7 @@ from typing_extensions import assert_never
 from ._counters import Tally
 from ._coverage import Coverage
 from ._denials import Denials
-from ._entries import PUBLIC, Entry, EntryKey, Partition, Store, new_entry
+from ._entries import PUBLIC, Entry, EntryKey, Partition, Store
 from ._events import (
     ChangesMissed,
     Decision,
@@ -111,6 +111,7 @@ from ._model import (
 )
 from ._policy import Policy
 from ._records import UriRecord, UriRecords
+from ._slots import filled_by_slots
 
 READ = "resources/read"
 _INF = float("inf")
@@ -119,6 +120,7 @@ _ENTRY_OVERHEAD = 256  # rough bytes of bookkeeping per entry beyond the content
 SubscriptionId = str | int
 
 
+@filled_by_slots
 @dataclass(frozen=True, slots=True)
 class ReadTicket:
     """Handed out when a server read is sent; the reply is judged against it."""
@@ -130,6 +132,7 @@ class ReadTicket:
     """`ChangesHeard.count` when the read was sent (the "cannot tell" rule)."""
 
 
+@filled_by_slots
 @dataclass(frozen=True, slots=True)
 class Invalidation:
     """A record of one invalidation, for telemetry and tests."""
@@ -453,7 +456,7 @@ class _ReadRules(_Bookkeeping):
         ttl = self.policy.ttl_seconds(reply.ttl_ms)
         if reply.hintless and not state.selected:
             ttl = min(self.policy.hintless_ttl, self.policy.max_ttl)  # the caller's opt-in
-        entry = new_entry(
+        entry = Entry(
             cached, state.generation, now, now + ttl, scope, _size_of(uri, contents), reply.hintless
         )
         for other in (partition, PUBLIC):

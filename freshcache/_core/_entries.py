@@ -12,6 +12,7 @@ from typing import Protocol
 
 from ._events import ListReply
 from ._model import CacheScope, ReadResult
+from ._slots import filled_by_slots
 
 Principal = str | None
 """Who a call is made for: the ``principal=`` of `FreshCache.read` and its siblings and
@@ -30,6 +31,7 @@ EntryKey = tuple[str, str, str, Partition]
 """(server identity, method, the parameter that varies the result, partition)."""
 
 
+@filled_by_slots
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One cached result: a read's contents or one page of a list."""
@@ -46,38 +48,6 @@ class Entry:
     """Approximate bytes held, for the store's byte bound."""
     hintless: bool = False
     """From a revision without caching hints: subscription-backed while covered."""
-
-
-_new_entry = object.__new__
-_ENTRY_SLOTS = tuple(
-    getattr(Entry, name).__set__
-    for name in ("value", "generation", "received_at", "expires_at", "scope", "size", "hintless")
-)
-
-
-def new_entry(
-    value: ReadResult | ListReply,
-    generation: int,
-    received_at: float,
-    expires_at: float,
-    scope: CacheScope,
-    size: int,
-    hintless: bool,
-) -> Entry:
-    """`Entry(...)`, filled slot by slot: a frozen dataclass's ``__init__`` pays an
-    ``object.__setattr__`` per field, on a path taken for every reply stored."""
-    entry: Entry = _new_entry(Entry)
-    set_value, set_generation, set_received, set_expires, set_scope, set_size, set_hintless = (
-        _ENTRY_SLOTS
-    )
-    set_value(entry, value)
-    set_generation(entry, generation)
-    set_received(entry, received_at)
-    set_expires(entry, expires_at)
-    set_scope(entry, scope)
-    set_size(entry, size)
-    set_hintless(entry, hintless)
-    return entry
 
 
 class Store(Protocol):

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from ._slots import filled_by_slots
+
 State = Literal["fresh", "awaiting_fresh_source", "denied", "not_found", "stale"]
 """Closed set of result states; only ``fresh`` and ``stale`` carry text."""
 
@@ -45,6 +47,7 @@ REASONS: tuple[Reason, ...] = get_args(Reason)
 CacheScope = Literal["public", "private"]
 
 
+@filled_by_slots
 @dataclass(frozen=True, slots=True)
 class ResourceContents:
     """One item of a ``resources/read`` result, in MCP's shape (text or blob)."""
@@ -120,6 +123,7 @@ def text_of(contents: Sequence[ResourceContents]) -> str | None:
     return texts[0] if len(texts) == 1 else "\n".join(texts)
 
 
+@filled_by_slots
 @dataclass(frozen=True, slots=True)
 class ReadResult:
     """The answer to one read or status call.
