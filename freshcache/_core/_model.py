@@ -11,7 +11,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import Any, Literal, get_args
 
 from ._slots import filled_by_slots
 
@@ -158,18 +158,6 @@ class ReadResult:
         """True when the result may be handed to a model as current (``fresh``)."""
         return self.state == FRESH
 
-    if not TYPE_CHECKING:  # (type checkers keep flagging unknown attributes)
-
-        def __getattr__(self, name):
-            # Only an unset slot gets here: the version of a result built with it left
-            # to first use (`fresh_result`). Equality, hashing, repr, pickling and
-            # `dataclasses.replace` all read it through here, so they see the digest.
-            if name != "version":
-                raise AttributeError(name)
-            version = version_of(self.contents)
-            _set_version(self, version)  # the same digest, whichever thread asks first
-            return version
-
 
 def _slot(cls: type, name: str) -> Any:
     """The member descriptor of a slotted class's field (its ``__get__``/``__set__``)."""
@@ -191,6 +179,32 @@ _set_detail = _slot(ReadResult, "detail").__set__
 
 _get_version = _slot(ReadResult, "version").__get__
 _UNKNOWN = object()
+
+
+class _VersionOnFirstUse:
+    """``ReadResult.version``: the slot's value, or the digest of the contents made
+    (and kept in the slot) on first use when the result was built without one.
+
+    A descriptor on the one field rather than a ``__getattr__`` on the class: that
+    would send every attribute read of every result (``hit.__class__`` on the hit
+    path too) through a slower, unspecialised lookup.
+    """
+
+    def __get__(self, result: ReadResult | None, owner: type | None = None) -> Any:
+        if result is None:
+            return self
+        try:
+            return _get_version(result)
+        except AttributeError:  # left to first use (`fresh_result`)
+            version = version_of(result.contents)
+            _set_version(result, version)  # the same digest, whichever thread is first
+            return version
+
+    def __set__(self, result: ReadResult, version: str | None) -> None:
+        _set_version(result, version)  # (object.__setattr__: __init__, unpickling)
+
+
+type.__setattr__(ReadResult, "version", _VersionOnFirstUse())
 
 
 def _version_if_known(result: ReadResult) -> object:
