@@ -214,8 +214,10 @@ class ReadFlights:
         if key in self._queued or self.tg is None:
             return
         self._queued[key] = cause
-        traced = self._telemetry.live()
         room = self._background_running < self.max_background
+        if not room and not self._idle:
+            return  # every re-reader is busy: one takes it when its read is judged
+        traced = self._telemetry.live()
         if self._idle and (not traced or not room):
             # (Traced with no room left: an idle re-reader from before a provider was
             # installed takes it, with its old context, and then retires.)
