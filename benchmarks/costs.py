@@ -669,10 +669,25 @@ def main() -> None:
     parser.add_argument(
         "--json", type=Path, default=Path(__file__).parent / "results" / "costs.json"
     )
+    parser.add_argument(
+        "--carry-fleet",
+        type=Path,
+        help="without --fleet: copy the fleet rows of this earlier report, each marked "
+        "with the run it comes from (its ratios were taken in that run)",
+    )
     args = parser.parse_args()
     load_before = load()
     rows = asyncio.run(measure(args))
     load_after = load()
+    if args.carry_fleet is not None and not args.fleet:
+        earlier = json.loads(args.carry_fleet.read_text())
+        for carried in earlier["rows"]:
+            if carried["what"].startswith("fleet "):
+                carried.setdefault(
+                    "carried_from",
+                    f"{earlier.get('label', '')}, load average {earlier['load_average']['after']}",
+                )
+                rows.append(carried)
     print(
         f"load average before {load_before}, after {load_after}; CPU time, median of "
         f"{args.rounds} interleaved rounds; ratio = cost / floor (higher = slower)"
