@@ -15,7 +15,10 @@ machine's load average is printed beside it (2 shared cores: wall-clock is noise
   `FreshCache` and for `SyncFreshCache` (which answered every status on its loop thread).
 - **bookkeeping per cached URI**: tracemalloc bytes per entry of the engine with its
   `MemoryStore` (100k entries, 32-byte texts), beside a ``cachetools.TTLCache``
-  holding the same strings; the strings themselves are in neither figure.
+  holding the same strings; the strings themselves are in neither figure. The reply
+  objects (a contents tuple and its item, 128 B) are made inside the count, as the
+  previous rounds measured; the row "beyond the reply" makes them before it, as the
+  strings are, and counts only what the cache adds to keep and judge them.
 - **re-reads end to end**: ``resources/updated`` for every one of N selected URIs,
   published on the live stream, until every re-read landed; against the engine alone
   doing the same (``handle`` + ``begin_read`` + ``finish_read``).
@@ -214,6 +217,7 @@ def bytes_per_entry(entries: int) -> dict[str, float]:
     data = [
         (f"guide://bench/{n:08d}", f"text of resource {n:08d} ......"[:32]) for n in range(entries)
     ]
+    replies: list[ReadReply] = []
 
     def fill_engine() -> object:
         engine = FreshnessEngine(store=MemoryStore(max_entries=entries + 1, max_bytes=1 << 40))
@@ -224,14 +228,37 @@ def bytes_per_entry(entries: int) -> dict[str, float]:
         assert len(engine.hits) == entries
         return engine
 
+    def fill_engine_from(made: list[ReadReply]) -> object:
+        engine = FreshnessEngine(store=MemoryStore(max_entries=entries + 1, max_bytes=1 << 40))
+        for (uri, _), reply in zip(data, made, strict=True):
+            ticket = engine.begin_read(uri, None)
+            engine.finish_read(ticket, reply)
+        assert len(engine.hits) == entries
+        return engine
+
     def fill_ttlcache() -> object:
         cache: TTLCache[str, str] = TTLCache(maxsize=entries + 1, ttl=3600)
         for uri, text in data:
             cache[uri] = text
         return cache
 
+    def fill_beyond_reply() -> object:
+        # The replies a source handed over (their contents tuple and item) are made
+        # before the count starts, as the strings are: what is left is what the
+        # cache adds per URI to keep and judge them.
+        return fill_engine_from(replies)
+
     out = {}
-    for name, fill in (("ttlcache", fill_ttlcache), ("freshcache", fill_engine)):
+    for name, fill in (
+        ("ttlcache", fill_ttlcache),
+        ("freshcache", fill_engine),
+        ("beyond_reply", fill_beyond_reply),
+    ):
+        if name == "beyond_reply":
+            replies[:] = [
+                ReadReply((ResourceContents(uri, text=text),), ttl_ms=HOUR_MS)
+                for uri, text in data
+            ]
         gc.collect()
         objects = len(gc.get_objects())
         tracemalloc.start()
@@ -578,6 +605,17 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     )
     rows[-1]["gc_objects_per_uri"] = round(memory["freshcache_gc_objects"], 2)
     rows[-1]["ttlcache_gc_objects_per_uri"] = round(memory["ttlcache_gc_objects"], 2)
+    rows.append(
+        row(
+            "bookkeeping per cached URI, beyond the reply",
+            "cachetools.TTLCache",
+            memory["ttlcache_bytes"],
+            "engine + MemoryStore",
+            memory["beyond_reply_bytes"],
+            "B",
+        )
+    )
+    rows[-1]["gc_objects_per_uri"] = round(memory["beyond_reply_gc_objects"], 2)
     pipes = await pipeline_rows(args.rounds, args.selected)
     rows.append(
         row(
@@ -631,10 +669,25 @@ def main() -> None:
     parser.add_argument(
         "--json", type=Path, default=Path(__file__).parent / "results" / "costs.json"
     )
+    parser.add_argument(
+        "--carry-fleet",
+        type=Path,
+        help="without --fleet: copy the fleet rows of this earlier report, each marked "
+        "with the run it comes from (its ratios were taken in that run)",
+    )
     args = parser.parse_args()
     load_before = load()
     rows = asyncio.run(measure(args))
     load_after = load()
+    if args.carry_fleet is not None and not args.fleet:
+        earlier = json.loads(args.carry_fleet.read_text())
+        for carried in earlier["rows"]:
+            if carried["what"].startswith("fleet "):
+                carried.setdefault(
+                    "carried_from",
+                    f"{earlier.get('label', '')}, load average {earlier['load_average']['after']}",
+                )
+                rows.append(carried)
     print(
         f"load average before {load_before}, after {load_after}; CPU time, median of "
         f"{args.rounds} interleaved rounds; ratio = cost / floor (higher = slower)"

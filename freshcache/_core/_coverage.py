@@ -10,10 +10,12 @@ prefixes, so a notification never scans the selection (DESIGN §6).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 SubscriptionId = str | int
+_K = TypeVar("_K")
 
 
 @dataclass(slots=True)
@@ -48,6 +50,9 @@ class Coverage:
     """URI -> acknowledged subscriptions covering it (no zero counts)."""
     _asked: dict[str, int] = field(default_factory=dict)
     """URI -> open subscriptions that asked for it (no zero counts)."""
+    _asked_lengths: dict[int, int] = field(default_factory=dict)
+    """Length -> URIs of that length in `_asked`: a prefix of any other length is
+    no parent, so `parents_asked_for` slices and looks up only those that may be."""
 
     def __bool__(self) -> bool:
         return bool(self._subs)
@@ -74,14 +79,25 @@ class Coverage:
         sub = None if subscription_id is None else self._subs.get(subscription_id)
         return sub is not None and sub.acknowledged
 
-    def parents_asked_for(self, uri: str) -> Iterator[str]:
-        """Subscribed URIs that ``uri`` names a sub-resource of."""
-        if self._asked:
-            seen: set[str] = set()
-            for parent in _parents(uri):
-                if parent in self._asked and parent not in seen:
-                    seen.add(parent)
-                    yield parent
+    def parents_asked_for(self, uri: str) -> list[str]:
+        """Subscribed URIs that ``uri`` names a sub-resource of (each once)."""
+        lengths = self._asked_lengths
+        if not lengths:
+            return []
+        asked = self._asked
+        parents: list[str] = []
+        last = len(uri) - 1
+        for found in _SEPARATORS.finditer(uri):  # scanned in C: a notification's cost
+            i = found.start()
+            # ``p`` is a parent when it ends with ``/``, or the character after it in
+            # ``uri`` is ``/``, ``#`` or ``?`` (the sub-resource rule).
+            if i and i in lengths and (parent := uri[:i]) in asked and parent not in parents:
+                parents.append(parent)
+            if i < last and i + 1 in lengths and found.group() == "/":
+                parent = uri[: i + 1]
+                if parent in asked and parent not in parents:
+                    parents.append(parent)
+        return parents
 
     def open(
         self, subscription_id: SubscriptionId, uris: frozenset[str], list_changed: bool
@@ -89,8 +105,12 @@ class Coverage:
         """A listen request went out; returns URIs that lost coverage (a reused id)."""
         lost = self.drop(subscription_id)
         self._subs[subscription_id] = Subscription(uris, list_changed)
+        asked, lengths = self._asked, self._asked_lengths
         for uri in uris:
-            self._asked[uri] = self._asked.get(uri, 0) + 1
+            count = asked.get(uri, 0)
+            asked[uri] = count + 1
+            if not count:
+                lengths[len(uri)] = lengths.get(len(uri), 0) + 1
         return lost
 
     def acknowledge(
@@ -116,13 +136,15 @@ class Coverage:
         sub = self._subs.pop(subscription_id, None)
         if sub is None:
             return []
-        _count_out(self._asked, sub.requested)
+        lengths = self._asked_lengths
+        for uri in _count_out(self._asked, sub.requested):
+            _count_out(lengths, (len(uri),))
         return _count_out(self._covered, sub.covered) if sub.acknowledged else []
 
 
-def _count_out(counts: dict[str, int], uris: Iterable[str]) -> list[str]:
+def _count_out(counts: dict[_K, int], uris: Iterable[_K]) -> list[_K]:
     """Decrement ``uris``; returns those whose count reached zero (and were removed)."""
-    gone: list[str] = []
+    gone: list[_K] = []
     for uri in uris:
         left = counts.get(uri, 0) - 1
         if left > 0:
@@ -131,18 +153,6 @@ def _count_out(counts: dict[str, int], uris: Iterable[str]) -> list[str]:
             del counts[uri]
             gone.append(uri)
     return gone
-
-
-def _parents(uri: str) -> Iterator[str]:
-    """Every proper prefix ``p`` of ``uri`` that ``uri`` is a sub-resource of: ``p``
-    ends with ``/``, or the character after it in ``uri`` is ``/``, ``#`` or ``?``."""
-    last = len(uri) - 1
-    for found in _SEPARATORS.finditer(uri):  # scanned in C: a notification's cost
-        i = found.start()
-        if i:
-            yield uri[:i]
-        if i < last and found.group() == "/":
-            yield uri[: i + 1]
 
 
 _SEPARATORS = re.compile("[/#?]")

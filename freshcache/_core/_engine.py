@@ -107,9 +107,11 @@ from ._model import (
     ResourceContents,
     fresh_result,
     problem_result,
+    served_copy,
 )
 from ._policy import Policy
 from ._records import UriRecord, UriRecords
+from ._slots import filled_by_slots
 
 READ = "resources/read"
 _INF = float("inf")
@@ -118,6 +120,7 @@ _ENTRY_OVERHEAD = 256  # rough bytes of bookkeeping per entry beyond the content
 SubscriptionId = str | int
 
 
+@filled_by_slots
 @dataclass(frozen=True, slots=True)
 class ReadTicket:
     """Handed out when a server read is sent; the reply is judged against it."""
@@ -129,6 +132,7 @@ class ReadTicket:
     """`ChangesHeard.count` when the read was sent (the "cannot tell" rule)."""
 
 
+@filled_by_slots
 @dataclass(frozen=True, slots=True)
 class Invalidation:
     """A record of one invalidation, for telemetry and tests."""
@@ -438,32 +442,22 @@ class _ReadRules(_Bookkeeping):
         now = self.clock()
         fetched_at = self.wall_clock()
         contents = reply.contents
-        handed = fresh_result(uri, contents, fetched_at=fetched_at, server_read=True)
-        state.clear_problem(partition)
+        # One result is built from the reply (its version digested on first use); what
+        # this call hands out is a copy that says a server read happened.
+        cached = fresh_result(uri, contents, fetched_at=fetched_at, server_read=False)
+        handed = served_copy(cached, server_read=True)
+        if state.problems is not None:
+            state.clear_problem(partition)
         state.invalid_reason = "not_cached"  # what status says if this entry is evicted
         if reply.multi_round_trip:
             return handed  # spec: results of multi-round-trip retries are never cached
         scope = reply.cache_scope or "private"
         stored_partition = PUBLIC if scope == "public" and self.policy.share_public else partition
-        cached = fresh_result(
-            uri,
-            contents,
-            fetched_at=fetched_at,
-            server_read=False,
-            version=handed.version,
-            text=handed.text,
-        )
         ttl = self.policy.ttl_seconds(reply.ttl_ms)
         if reply.hintless and not state.selected:
             ttl = min(self.policy.hintless_ttl, self.policy.max_ttl)  # the caller's opt-in
         entry = Entry(
-            value=cached,
-            generation=state.generation,
-            received_at=now,
-            expires_at=now + ttl,
-            scope=scope,
-            size=_size_of(uri, contents),
-            hintless=reply.hintless,
+            cached, state.generation, now, now + ttl, scope, _size_of(uri, contents), reply.hintless
         )
         for other in (partition, PUBLIC):
             if other != stored_partition and other in state.partitions:
@@ -611,7 +605,7 @@ class _Judgements(_ReadRules):
             self._denials.note(uri, partition)
         elif result is not None and result.state == FRESH and isinstance(reply, ReadReply):
             if reply.shared_copy:
-                result = replace(result, server_read=False)  # another's read, not this call's
+                result = served_copy(result, server_read=False)  # another's read, not this call's
             else:
                 self._denials.cleared(uri, partition)  # its own read succeeded
         if self._unusable is not None and result is not None and result.state == FRESH:

@@ -12,6 +12,7 @@ from typing import Protocol
 
 from ._events import ListReply
 from ._model import CacheScope, ReadResult
+from ._slots import filled_by_slots
 
 Principal = str | None
 """Who a call is made for: the ``principal=`` of `FreshCache.read` and its siblings and
@@ -30,6 +31,7 @@ EntryKey = tuple[str, str, str, Partition]
 """(server identity, method, the parameter that varies the result, partition)."""
 
 
+@filled_by_slots
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One cached result: a read's contents or one page of a list."""

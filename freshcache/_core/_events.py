@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ._model import CacheScope, ResourceContents
+from ._slots import filled_by_slots
 
 SubscriptionId = "str | int"
 
@@ -21,6 +22,7 @@ FailureKind = Literal["timeout", "unreachable", "denied", "not_found", "server_e
 # --- Replies to requests (what a source hands back for one read or one list page) ---
 
 
+@filled_by_slots
 @dataclass(frozen=True, slots=True)
 class ReadReply:
     """Contents a source obtained for one ``resources/read``."""
@@ -104,6 +106,7 @@ class ListenAcknowledged:
     list_changed: bool
 
 
+@filled_by_slots
 @dataclass(frozen=True, slots=True)
 class ResourceUpdated:
     """``notifications/resources/updated`` for ``uri``.
@@ -178,6 +181,7 @@ StreamEvent = (
 # --- Decisions (the engine tells the middleware what to do) ---
 
 
+@filled_by_slots
 @dataclass(frozen=True, slots=True)
 class ReadResource:
     """Read ``uri`` from the server now (in the background) for ``partition``."""

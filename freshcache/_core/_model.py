@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from ._slots import filled_by_slots
+
 State = Literal["fresh", "awaiting_fresh_source", "denied", "not_found", "stale"]
 """Closed set of result states; only ``fresh`` and ``stale`` carry text."""
 
@@ -45,6 +47,7 @@ REASONS: tuple[Reason, ...] = get_args(Reason)
 CacheScope = Literal["public", "private"]
 
 
+@filled_by_slots
 @dataclass(frozen=True, slots=True)
 class ResourceContents:
     """One item of a ``resources/read`` result, in MCP's shape (text or blob)."""
@@ -120,12 +123,17 @@ def text_of(contents: Sequence[ResourceContents]) -> str | None:
     return texts[0] if len(texts) == 1 else "\n".join(texts)
 
 
+@filled_by_slots
 @dataclass(frozen=True, slots=True)
 class ReadResult:
     """The answer to one read or status call.
 
     Only ``fresh`` and ``stale`` results carry ``contents``/``text``/``version``;
     every other state carries none, so stale text cannot leak by accident.
+
+    A result the engine builds from a server reply computes its ``version`` on first
+    use (`fresh_result`): most cached results are never asked for it, and the digest
+    is a third of what storing a reply costs.
     """
 
     state: State
@@ -151,6 +159,61 @@ class ReadResult:
         return self.state == FRESH
 
 
+def _slot(cls: type, name: str) -> Any:
+    """The member descriptor of a slotted class's field (its ``__get__``/``__set__``)."""
+    return cls.__dict__[name]
+
+
+_new_result = object.__new__
+_set_state = _slot(ReadResult, "state").__set__
+_set_uri = _slot(ReadResult, "uri").__set__
+_set_reason = _slot(ReadResult, "reason").__set__
+_set_contents = _slot(ReadResult, "contents").__set__
+_set_text = _slot(ReadResult, "text").__set__
+_set_version = _slot(ReadResult, "version").__set__
+_set_fetched_at = _slot(ReadResult, "fetched_at").__set__
+_set_server_read = _slot(ReadResult, "server_read").__set__
+_set_age = _slot(ReadResult, "age").__set__
+_set_detail = _slot(ReadResult, "detail").__set__
+
+
+_get_version = _slot(ReadResult, "version").__get__
+_UNKNOWN = object()
+
+
+class _VersionOnFirstUse:
+    """``ReadResult.version``: the slot's value, or the digest of the contents made
+    (and kept in the slot) on first use when the result was built without one.
+
+    A descriptor on the one field rather than a ``__getattr__`` on the class: that
+    would send every attribute read of every result (``hit.__class__`` on the hit
+    path too) through a slower, unspecialised lookup.
+    """
+
+    def __get__(self, result: ReadResult | None, owner: type | None = None) -> Any:
+        if result is None:
+            return self
+        try:
+            return _get_version(result)
+        except AttributeError:  # left to first use (`fresh_result`)
+            version = version_of(result.contents)
+            _set_version(result, version)  # the same digest, whichever thread is first
+            return version
+
+    def __set__(self, result: ReadResult, version: str | None) -> None:
+        _set_version(result, version)  # (object.__setattr__: __init__, unpickling)
+
+
+type.__setattr__(ReadResult, "version", _VersionOnFirstUse())
+
+
+def _version_if_known(result: ReadResult) -> object:
+    try:
+        return _get_version(result)  # the slot alone: no digest made here
+    except AttributeError:
+        return _UNKNOWN
+
+
 def fresh_result(
     uri: str,
     contents: tuple[ResourceContents, ...],
@@ -160,16 +223,43 @@ def fresh_result(
     version: str | None = None,
     text: str | None = None,
 ) -> ReadResult:
-    """Build a ``fresh`` result (version and text computed unless given)."""
-    return ReadResult(
-        state=FRESH,
-        uri=uri,
-        contents=contents,
-        text=text if text is not None else text_of(contents),
-        version=version if version is not None else version_of(contents),
-        fetched_at=fetched_at,
-        server_read=server_read,
-    )
+    """Build a ``fresh`` result: ``text`` joined from ``contents`` unless given,
+    ``version`` digested from them on first use unless given.
+
+    Filled slot by slot: a frozen dataclass's own ``__init__`` pays an
+    ``object.__setattr__`` per field, twice this on a path taken for every reply.
+    """
+    result: ReadResult = _new_result(ReadResult)
+    _set_state(result, FRESH)
+    _set_uri(result, uri)
+    _set_reason(result, None)
+    _set_contents(result, contents)
+    _set_text(result, text if text is not None else text_of(contents))
+    if version is not None:
+        _set_version(result, version)
+    _set_fetched_at(result, fetched_at)
+    _set_server_read(result, server_read)
+    _set_age(result, None)
+    _set_detail(result, None)
+    return result
+
+
+def served_copy(result: ReadResult, *, server_read: bool) -> ReadResult:
+    """``result`` with another ``server_read`` (its version, once known, goes along)."""
+    copy: ReadResult = _new_result(ReadResult)
+    _set_state(copy, result.state)
+    _set_uri(copy, result.uri)
+    _set_reason(copy, result.reason)
+    _set_contents(copy, result.contents)
+    _set_text(copy, result.text)
+    version = _version_if_known(result)
+    if version is not _UNKNOWN:  # (else each copy digests on its own first use)
+        _set_version(copy, version)
+    _set_fetched_at(copy, result.fetched_at)
+    _set_server_read(copy, server_read)
+    _set_age(copy, result.age)
+    _set_detail(copy, result.detail)
+    return copy
 
 
 def problem_result(

@@ -9,12 +9,14 @@ caller's own read never waits behind them (DESIGN §6).
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from .._core import (
@@ -88,15 +90,35 @@ class ReadFlights:
         """Told of every flight's result (`FreshCache.changes`)."""
         self.tg: TaskGroup | None = None
         self._flights: dict[tuple[str, Partition], _Flight] = {}
-        self._queued: dict[tuple[str, Partition], str] = {}
-        """Background reads waiting for a place, in order, with their cause."""
+        self._queued: OrderedDict[tuple[str, Partition], str] = OrderedDict()
+        """Background reads waiting for a place, in order, with their cause. Ordered:
+        taking the oldest is O(1) however many were taken before (a plain dict scans
+        the holes its taken keys left at its front until it is resized)."""
         self._background_running = 0
         """Re-reader tasks, busy or idle (at most `max_background`)."""
         self._idle: deque[anyio.Event] = deque()
         """Idle re-readers, each asleep on its own event."""
+        self._asyncio: bool | None = None
+        """Whether the event loop is asyncio's (asked at the first checkpoint)."""
 
     def __len__(self) -> int:
         return len(self._flights)
+
+    async def _checkpoint(self) -> None:
+        """`anyio.lowlevel.checkpoint`: a turn of the event loop for everything ready.
+
+        On asyncio that is ``asyncio.sleep(0)``, which is all anyio's does after asking
+        which event loop runs (a third of the checkpoint's cost, twice per re-read).
+        """
+        if self._asyncio is None:
+            try:
+                self._asyncio = asyncio.get_running_loop() is not None
+            except RuntimeError:  # another event loop (anyio's trio backend)
+                self._asyncio = False
+        if self._asyncio:
+            await asyncio.sleep(0)
+        else:
+            await anyio.lowlevel.checkpoint()
 
     def get(self, key: tuple[str, Partition]) -> _Flight | None:
         return self._flights.get(key)
@@ -114,33 +136,36 @@ class ReadFlights:
     async def _fly_soon(self, uri: str, partition: Partition, flight: _Flight) -> None:
         # Let notifications already queued land first: a burst of invalidations
         # then costs one read sent after the last of them, not one read each.
-        await anyio.lowlevel.checkpoint()
+        await self._checkpoint()
         await self._fly(uri, partition, flight, "read")
 
     async def _fly(self, uri: str, partition: Partition, flight: _Flight, cause: str) -> None:
         result: ReadResult | None = None
         unjudged: ReadTicket | None = None
         gave_up = False
+        engine = self._engine
+        # Asked once per flight: with nothing recording, no span, metric or debug line
+        # is made for it at all (a provider installed meanwhile is seen by the next one).
+        live = self._telemetry.live()
         try:
-            for _ in range(self._engine.policy.max_rereads):
-                ticket = unjudged = self._engine.begin_read(uri, partition)
+            for _ in range(engine.policy.max_rereads):
+                ticket = unjudged = engine.begin_read(uri, partition)
                 flight.ticket = ticket
-                self._telemetry.server_read(cause)
-                with self._telemetry.request("resources/read", uri=uri) as span:
-                    try:
-                        reply = await self._read(uri, partition)
-                    except ProtocolError as exc:
-                        # Not a state of the resource: the caller misconfigured something.
-                        flight.error = exc
-                        reply = RequestFailed("server_error", f"{type(exc).__name__}: {exc}")
-                    if isinstance(reply, RequestFailed):
-                        self._telemetry.request_failed(span, reply)
-                self._feed_hints(reply.hints)
+                if live:
+                    self._telemetry.server_read(cause)
+                    with self._telemetry.request("resources/read", uri=uri) as span:
+                        reply = await self._read(uri, partition, flight)
+                        if isinstance(reply, RequestFailed):
+                            self._telemetry.request_failed(span, reply)
+                else:
+                    reply = await self._read(uri, partition, flight)
+                if reply.hints:
+                    self._feed_hints(reply.hints)
                 unjudged = None
-                result = self._engine.finish_read(ticket, reply)
+                result = engine.finish_read(ticket, reply)
                 if result is not None:
-                    if result.state == FRESH:
-                        self._telemetry.fresh_again(uri, self._engine.clock())
+                    if live and result.state == FRESH:
+                        self._telemetry.fresh_again(uri, engine.clock())
                     break
                 cause = "superseded"
             if result is None:
@@ -189,8 +214,10 @@ class ReadFlights:
         if key in self._queued or self.tg is None:
             return
         self._queued[key] = cause
-        traced = self._telemetry.live()
         room = self._background_running < self.max_background
+        if not room and not self._idle:
+            return  # every re-reader is busy: one takes it when its read is judged
+        traced = self._telemetry.live()
         if self._idle and (not traced or not room):
             # (Traced with no room left: an idle re-reader from before a provider was
             # installed takes it, with its old context, and then retires.)
@@ -204,10 +231,14 @@ class ReadFlights:
     async def _reread_queued(self, first: tuple[str, Partition] | None) -> None:
         try:
             while True:
-                while self._queued:
-                    key = first if first in self._queued else next(iter(self._queued))
+                queued = self._queued
+                while queued:
+                    if first in queued:
+                        assert first is not None
+                        key, cause = first, queued.pop(first)
+                    else:
+                        key, cause = queued.popitem(last=False)
                     first = None
-                    cause = self._queued.pop(key)
                     flying = self._flights.get(key)
                     if flying is not None:  # a caller's own read is under way
                         flying.reread_wanted = cause
@@ -215,7 +246,7 @@ class ReadFlights:
                     flight = self._flights[key] = _Flight(background=True)
                     # Let notifications already queued land first (see `_fly_soon`):
                     # the flight is registered, so they mark it instead of queueing.
-                    await anyio.lowlevel.checkpoint()
+                    await self._checkpoint()
                     await self._fly(key[0], key[1], flight, cause)
                 if self._telemetry.live():
                     return  # traced: a task per burst, each in its decision's context
@@ -225,10 +256,16 @@ class ReadFlights:
         finally:
             self._background_running -= 1
 
-    async def _read(self, uri: str, partition: Partition) -> ReadReply | RequestFailed:
+    async def _read(
+        self, uri: str, partition: Partition, flight: _Flight
+    ) -> ReadReply | RequestFailed:
         try:
             return await self._source.read_resource(uri, partition)
-        except (anyio.get_cancelled_exc_class(), ProtocolError):
+        except ProtocolError as exc:
+            # Not a state of the resource: the caller misconfigured something.
+            flight.error = exc
+            return RequestFailed("server_error", f"{type(exc).__name__}: {exc}")
+        except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:  # a source bug must not tear the cache down
             log.warning("source %s failed reading %s: %r", self._source.identity, uri, exc)

@@ -287,11 +287,11 @@ class Telemetry:
     # -- events on the listen span and metrics ---------------------------------------
 
     def invalidated(self, event: Invalidation, now: float) -> None:
+        if not self.live():  # (debug logging counts as live: the line below is kept)
+            return
         log.debug(
             "invalidated %s: %s%s", event.uri, event.cause, "" if event.trusted else " (untrusted)"
         )
-        if not self.live():
-            return
         self._invalidations.add(1, {CAUSE: event.cause, TRUSTED: event.trusted})
         if event.uri not in self._invalidated_at:
             if len(self._invalidated_at) >= _MAX_TIMED_INVALIDATIONS:
