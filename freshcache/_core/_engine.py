@@ -46,6 +46,9 @@ unknown origin after a change heard
 failure at the current generation      failed; denied/not_found drop the copy
 ``resources/updated`` (any envelope,   invalidated (``invalidated``); selected:
 on any stream or answer)               re-read
+``resources/updated`` with a pushed    invalidated and filled at the new
+body, opted in, on the acknowledged    generation, in one decision: fresh with
+stream that covers the URI             no server read (`_pushed_body`)
 stream lost                            what it covered: invalidated
                                        (``stream_lost``); re-listen
 acknowledgment                         what it newly covers (no other live stream
@@ -152,6 +155,10 @@ class Counters(Tally):
     stream_losses: int = 0
     acknowledgments: int = 0
     list_requests: int = 0
+    pushed_bodies: int = 0
+    """Pushed bodies that made a URI fresh without a server read."""
+    pushed_bodies_refused: int = 0
+    """Pushed bodies that only invalidated (not asked for, untrusted, wrong stream ...)."""
 
 
 StreamStatus = str  # "idle" | "opening" | "live" | "closed" | "lost" | "unsupported"
@@ -258,7 +265,7 @@ class _Bookkeeping:
         assert isinstance(entry.value, ReadResult)
         if self._uncovered_strict(uri, state):
             return
-        backed = self.policy.subscription_backed or entry.hintless
+        backed = self.policy.subscription_backed or entry.hintless or entry.pushed
         if backed and state.selected and self._subs.covers(uri):
             # Fresh until notified: 2025 reads have no TTL, the subscription vouches.
             self._hits.put(uri, partition, entry.value)  # no time bound: no clock on a hit
@@ -433,7 +440,9 @@ class _ReadRules(_Bookkeeping):
         self._uris.forget_if_idle(uri, state)
         return result
 
-    def _store_reply(self, ticket: ReadTicket, state: UriRecord, reply: ReadReply) -> ReadResult:
+    def _store_reply(
+        self, ticket: ReadTicket, state: UriRecord, reply: ReadReply, *, pushed: bool = False
+    ) -> ReadResult:
         uri, partition = ticket.uri, ticket.partition
         now = self.clock()
         fetched_at = self.wall_clock()
@@ -464,6 +473,7 @@ class _ReadRules(_Bookkeeping):
             scope=scope,
             size=_size_of(uri, contents),
             hintless=reply.hintless,
+            pushed=pushed,
         )
         for other in (partition, PUBLIC):
             if other != stored_partition and other in state.partitions:
@@ -484,7 +494,14 @@ class _ReadRules(_Bookkeeping):
             case "denied":
                 # Do not cite it to this principal; drop that principal's copy (DESIGN §1).
                 self._drop_entry(uri, partition, state)
-                result = problem_result(uri, DENIED, "denied", server_read=True, detail=detail)
+                result = problem_result(
+                    uri,
+                    DENIED,
+                    "denied",
+                    server_read=True,
+                    detail=detail,
+                    remediation=failure.remediation,
+                )
             case "not_found":
                 self._drop_entry(uri, partition, state)
                 result = problem_result(
@@ -726,11 +743,15 @@ class FreshnessEngine(_Judgements):
                 self.counters.notifications += 1
                 trusted = self._trusted(event.subscription_id)
                 self.heard.note(event.uri)
+                body = self._pushed_body(event, trusted)
                 decisions: list[Decision] = []
                 for uri in self._named_by(event.uri):
                     self._invalidate(
                         uri, "invalidated", "resources/updated", event.subscription_id, trusted
                     )
+                    if body is not None and uri == event.uri:
+                        self._fill_pushed(uri, body)  # one decision with the bump above
+                        continue
                     if self._uris.of(uri).selected:
                         decisions.append(
                             ReadResource(uri, self.default_partition, "resources/updated")
@@ -788,6 +809,43 @@ class FreshnessEngine(_Judgements):
     def cancel_subscription(self, subscription_id: SubscriptionId) -> None:
         """The client closed a subscription it no longer needs (a newer one replaced it)."""
         self._drop_subscription(subscription_id)
+
+    def _pushed_body(
+        self, event: ResourceUpdated, trusted: bool
+    ) -> tuple[ResourceContents, ...] | None:
+        """The body ``event`` pushed, if it may make its URI fresh: the caller opted in
+        (`Policy.pushed_bodies`), it came on an acknowledged stream that itself covers
+        the URI (invariant 9: not before the ack, not with an unknown id, not from
+        another stream or a request's answer), the URI is selected, the server is
+        usable and no denial of this principal stands. Otherwise ``None``: the
+        notification only invalidates, like one without a body."""
+        if event.contents is None:
+            return None
+        uri, partition = event.uri, self.default_partition
+        state = self._uris.get(uri)
+        if (
+            self.policy.pushed_bodies
+            and trusted
+            and self._subs.covered_by(event.subscription_id, uri)
+            and state is not None
+            and state.selected
+            and self._unusable is None
+            and not self.denied(uri, partition)
+            and event.contents
+        ):
+            return event.contents
+        self.counters.pushed_bodies_refused += 1
+        return None
+
+    def _fill_pushed(self, uri: str, contents: tuple[ResourceContents, ...]) -> None:
+        """Store a pushed body at the generation its own notification just gave ``uri``:
+        it is the newest change heard of, so it is fresh (while its stream covers the
+        URI) exactly as a read sent after that invalidation would be."""
+        state = self._uris.of(uri)
+        self.heard.proved(uri, self.heard.count)
+        ticket = ReadTicket(uri, self.default_partition, state.generation, self.heard.count)
+        self._store_reply(ticket, state, ReadReply(contents, cache_scope="private"), pushed=True)
+        self.counters.pushed_bodies += 1
 
     def _trusted(self, subscription_id: SubscriptionId | None) -> bool:
         if not self._subs.trusted(subscription_id):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ._model import CacheScope, ResourceContents
+from ._model import CacheScope, Remediation, ResourceContents
 
 SubscriptionId = "str | int"
 
@@ -81,6 +81,8 @@ class RequestFailed:
     """The JSON-RPC error code or HTTP status, when there was one."""
     hints: tuple[StreamEvent, ...] = ()
     """Change hints that arrived on this request's own answer (see `ReadReply.hints`)."""
+    remediation: Remediation | None = None
+    """A ``denied`` failure's structured denial envelope, when the server sent one."""
 
 
 # --- Stream events (a source yields these from its subscription stream) ---
@@ -110,10 +112,17 @@ class ResourceUpdated:
 
     ``subscription_id`` is ``None`` when the envelope carried none: the hint still
     invalidates (invariant 9: a change hint may only make content less fresh).
+
+    ``contents`` is a pushed body: the new contents of ``uri`` the server put in the
+    notification because the listen asked for them (``embedResources``, a proposal:
+    SEP-3119). Only the engine decides whether it may make ``uri`` fresh
+    (`Policy.pushed_bodies`, an acknowledged stream that covers ``uri``); otherwise
+    the notification only invalidates, as one without a body does.
     """
 
     uri: str
     subscription_id: str | int | None
+    contents: tuple[ResourceContents, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

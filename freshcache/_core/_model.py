@@ -11,6 +11,7 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, get_args
 
 State = Literal["fresh", "awaiting_fresh_source", "denied", "not_found", "stale"]
@@ -120,6 +121,39 @@ def text_of(contents: Sequence[ResourceContents]) -> str | None:
     return texts[0] if len(texts) == 1 else "\n".join(texts)
 
 
+def frozen_json(value: Any) -> Any:
+    """A read-only deep copy of a JSON value: objects become read-only mappings,
+    arrays tuples, so what a caller was handed cannot be changed under the next one."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({str(k): frozen_json(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(frozen_json(v) for v in value)
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Remediation:
+    """What a structured denial says can be done about it (the authorization denial
+    envelope of SEP-2643, ``error.data.authorization``).
+
+    ``available`` is false when the envelope offers no remediation hint (nothing the
+    caller can do: denied, do not retry); true when it carries at least one, handed
+    on unchanged in ``hints`` (each has a ``type``: ``url``,
+    ``oauth_authorization_details`` ...; unknown types are kept for the caller).
+    """
+
+    available: bool
+    hints: tuple[Mapping[str, Any], ...] = ()
+    """The ``remediationHints`` objects, read-only."""
+    context_id: str | None = None
+    """``authorizationContextId``: echo it in ``_meta`` under
+    ``io.modelcontextprotocol/authorization-context-id`` when retrying."""
+    reason: str | None = None
+    """The envelope's ``reason`` (``insufficient_authorization``)."""
+    credential_disposition: str | None = None
+    """``replacement`` (the default) or ``additional``."""
+
+
 @dataclass(frozen=True, slots=True)
 class ReadResult:
     """The answer to one read or status call.
@@ -144,6 +178,9 @@ class ReadResult:
     """Seconds since the contents were received; set on ``stale`` results."""
     detail: str | None = field(default=None, compare=False)
     """Human-readable detail of a failure (server message, exception text)."""
+    remediation: Remediation | None = field(default=None, compare=False)
+    """On a ``denied`` result whose server sent a structured denial envelope: what
+    can be done about it (`Remediation`); ``None`` when the server said nothing."""
 
     @property
     def ok(self) -> bool:
@@ -179,6 +216,14 @@ def problem_result(
     *,
     server_read: bool = False,
     detail: str | None = None,
+    remediation: Remediation | None = None,
 ) -> ReadResult:
     """Build a result that carries no text."""
-    return ReadResult(state=state, uri=uri, reason=reason, server_read=server_read, detail=detail)
+    return ReadResult(
+        state=state,
+        uri=uri,
+        reason=reason,
+        server_read=server_read,
+        detail=detail,
+        remediation=remediation,
+    )

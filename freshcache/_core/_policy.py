@@ -51,6 +51,14 @@ class Policy:
     to an unselected URI (it is not subscribed), so within this window a change goes
     unseen: use it only for resources you know change rarely."""
 
+    pushed_bodies: bool = False
+    """Opt-in: ask the server to put a changed resource's new contents inside its
+    ``notifications/resources/updated`` (``embedResources`` on the listen, a proposal:
+    SEP-3119), and let such a pushed body make the URI fresh without a server read,
+    only when it came on the acknowledged stream that covers the URI (it is then the
+    newest change heard of). Anything less trusted only invalidates. Not with a fleet
+    (workers there re-read, fenced by the store)."""
+
     max_rereads: int = 8
     """How many times one read is repeated when invalidations keep overtaking it."""
 

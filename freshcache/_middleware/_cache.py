@@ -45,7 +45,7 @@ from .._core._backoff import BackoffSettings
 from .._core._hits import NO_HITS
 from .._core._streams import ListenSupervisor
 from .._errors import ConfigurationError, FreshCacheError, UnsupportedVersionError
-from .._sources._source import ServerInfo, Source
+from .._sources._source import ServerInfo, Source, ask_pushed_bodies
 from ._context import ChangeFeed, Context, StateChanges, read_all
 from ._flights import ReadFlights
 from ._listening import StreamDriver
@@ -104,6 +104,8 @@ class FreshCache:
         self._fleet: FleetWorker | None
         self._fleet, source, backoff = with_fleet(fleet, source, meter_provider, backoff)
         self.source = source
+        if policy is not None and policy.pushed_bodies and self._fleet is None:
+            ask_pushed_bodies(source)  # embedResources on every listen; the engine judges
         self.read_timeout = read_timeout
         self.principal = principal
         self.ack_timeout = ack_timeout

@@ -93,6 +93,7 @@ from ._wire import (
     legacy_http_headers,
     listen_params,
     parse_message,
+    pushed_contents,
     renegotiated_version,
     subscription_id_of,
 )
@@ -308,6 +309,8 @@ class _Subscription:
     uris: frozenset[str] = frozenset()
     list_changed: bool = False
     renegotiated: bool = False
+    embed_resources: bool = False
+    """The listen asked for pushed bodies: only then is a body read off its notifications."""
 
 
 # --------------------------------------------------------------------------- the object
@@ -337,6 +340,7 @@ class ClientProtocol:
         self.revision: Revision = revision if revision is not None else Revision2026(self.identity)
         self._pending: set[IdKey] = set()
         self._subscriptions: dict[IdKey, _Subscription] = {}
+        self.embed_resources = False  # listens ask for pushed bodies (Policy.pushed_bodies)
 
     @property
     def version(self) -> str:
@@ -371,9 +375,9 @@ class ClientProtocol:
     ) -> Outgoing:
         """A ``subscriptions/listen`` to send; the subscription is open from now on."""
         self.open_subscription(subscription_id, uris, list_changed)
-        return self.request(
-            subscription_id, "subscriptions/listen", listen_params(uris, list_changed), track=False
-        )
+        sub = self._subscriptions[id_key(subscription_id)]
+        sub.embed_resources = self.embed_resources
+        return self.request(subscription_id, "subscriptions/listen", _params(sub), track=False)
 
     def open_subscription(
         self,
@@ -637,7 +641,7 @@ class ClientProtocol:
             outgoing = self.request(
                 sid,
                 "subscriptions/listen",
-                listen_params(sub.uris, sub.list_changed),
+                _params(sub),
                 track=False,
             )
             return Relisten(sid, outgoing, refused.reason)
@@ -901,10 +905,15 @@ def _claimed(sub: _Subscription, method: str, params: dict[str, Any]) -> Receive
             return ForSubscription(sid, UntrustedMessage("a second acknowledgment", sid))
         sub.acknowledged = True
         return ForSubscription(sid, ack)
-    hint = _hint(method, params, sid)
+    hint = _hint(method, params, sid, embedded=sub.embed_resources)
     if hint is None:
         return ForSubscription(sid, _unexpected(method, params, sid))
     return ForSubscription(sid, hint, before_ack=not sub.acknowledged)
+
+
+def _params(sub: _Subscription) -> dict[str, Any]:
+    """The ``subscriptions/listen`` params of ``sub`` (sent again as they were)."""
+    return listen_params(sub.uris, sub.list_changed, embed_resources=sub.embed_resources)
 
 
 def _listen_refused(
@@ -943,12 +952,16 @@ def _acknowledgment(
 
 
 def _hint(
-    method: str, params: dict[str, Any], sid: RequestId | None
+    method: str, params: dict[str, Any], sid: RequestId | None, *, embedded: bool = False
 ) -> ResourceUpdated | ResourceListChanged | UntrustedMessage | None:
+    """A change hint; with ``embedded`` (its listen asked for pushed bodies) a
+    ``resources/updated`` keeps the body it carries (`pushed_contents`), else none."""
     if method == "notifications/resources/updated":
         uri = params.get("uri")
         if not isinstance(uri, str) or not uri:
             return UntrustedMessage("resources/updated without a uri", sid)
+        if embedded and "contents" in params:
+            return ResourceUpdated(uri, sid, pushed_contents(params))
         return ResourceUpdated(uri, sid)
     if method == "notifications/resources/list_changed":
         return ResourceListChanged(sid)

@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 from .._core import (
     ListenUnsupported,
+    Remediation,
     RequestFailed,
     ResourceListChanged,
     ResourceUpdated,
@@ -63,6 +64,7 @@ from ._wire import (
     Malformed,
     Message,
     Response,
+    denial_envelope,
 )
 
 AnswerKind = Literal["sse", "json", "other"]
@@ -226,9 +228,11 @@ class HttpBinding:
             if not attempt.reauthorized and can_reauthorize:
                 attempt.reauthorized = True
                 return Retry("HTTP 401: asked for credentials again")
-            return RequestFailed("denied", f"HTTP 401: {_error_text(message, answer.detail)}", 401)
+            text = f"HTTP 401: {_error_text(message, answer.detail)}"
+            return RequestFailed("denied", text, 401, remediation=_envelope(message))
         if status == 403:
-            return RequestFailed("denied", f"HTTP 403: {_error_text(message, answer.detail)}", 403)
+            text = f"HTTP 403: {_error_text(message, answer.detail)}"
+            return RequestFailed("denied", text, 403, remediation=_envelope(message))
         match message:
             case Response() | ErrorResponse():
                 judged = self.protocol.answer(method, message, retried=attempt.renegotiated)
@@ -354,6 +358,11 @@ def _what(answer: HttpAnswer) -> str:
     code = getattr(message, "code", None)
     text = getattr(message, "message", None) or answer.detail
     return f"HTTP {answer.status}" + (f", {code} {text}" if code is not None else f" {text}")
+
+
+def _envelope(message: Message | None) -> Remediation | None:
+    """The authorization denial envelope a 401/403 body carried, if any."""
+    return denial_envelope(message.data) if isinstance(message, ErrorResponse) else None
 
 
 def _error_text(message: Message | None, detail: str) -> str:

@@ -248,6 +248,12 @@ class HttpSource:
         """The endpoint URL without credentials; part of every cache key."""
         return self._identity
 
+    def ask_pushed_bodies(self) -> bool:
+        """Ask every listen from now on for pushed bodies (``embedResources``); the
+        cache calls it when it opted in (`Policy.pushed_bodies`)."""
+        self.protocol.embed_resources = True
+        return True
+
     @property
     def protocol_version(self) -> str:
         """The version sent in headers and ``_meta``; changed by ``-32022`` negotiation."""

@@ -28,7 +28,14 @@ from typing import Protocol, runtime_checkable
 from .._core import ListReply, Partition, ReadReply, RequestFailed, StreamEvent
 from .._protocol._wire import PROTOCOL_VERSION
 
-__all__ = ["PROTOCOL_VERSION", "ServerInfo", "Source", "SourceWrapper"]
+__all__ = ["PROTOCOL_VERSION", "ServerInfo", "Source", "SourceWrapper", "ask_pushed_bodies"]
+
+
+def ask_pushed_bodies(source: object) -> bool:
+    """Ask ``source`` to request pushed bodies on its listens (``embedResources``);
+    ``False`` when it cannot (no such option: it then only ever hears change hints)."""
+    ask = getattr(source, "ask_pushed_bodies", None)
+    return bool(ask()) if callable(ask) else False
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,3 +127,6 @@ class SourceWrapper:
 
     def listen(self, uris: frozenset[str], list_changed: bool) -> AsyncGenerator[StreamEvent, None]:
         return self.inner.listen(uris, list_changed)
+
+    def ask_pushed_bodies(self) -> bool:
+        return ask_pushed_bodies(self.inner)

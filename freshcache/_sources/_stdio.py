@@ -616,6 +616,12 @@ class StdioSource:
         """The server's stable name in cache keys: ``stdio:`` and the command line."""
         return self._name
 
+    def ask_pushed_bodies(self) -> bool:
+        """Ask every listen from now on for pushed bodies (``embedResources``); the
+        cache calls it when it opted in (`Policy.pushed_bodies`)."""
+        self.protocol.embed_resources = True
+        return True
+
     @property
     def protocol_version(self) -> str:
         """The version sent in ``_meta``; changed by ``-32022`` negotiation."""

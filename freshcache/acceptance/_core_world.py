@@ -221,7 +221,7 @@ class CoreWorld:
         if not server.listen_supported:
             self._ended(attempt, sid, ListenUnsupported("listening switched off"), "unsupported")
             return
-        registered = server.subscribe(sid, uris, True)
+        registered = server.subscribe(sid, uris, True, embed=self.engine.policy.pushed_bodies)
         if registered is None:
             self._ended(attempt, sid, StreamLost(sid, "connection refused"), "lost")
             return

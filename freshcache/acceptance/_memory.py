@@ -36,6 +36,12 @@ class InMemorySource:
     ) -> None:
         self.server = server if server is not None else ReferenceServer()
         self._identity = identity
+        self._embed_resources = False
+
+    def ask_pushed_bodies(self) -> bool:
+        """Ask every listen from now on for pushed bodies (``embedResources``)."""
+        self._embed_resources = True
+        return True
 
     @property
     def identity(self) -> str:
@@ -77,7 +83,7 @@ class InMemorySource:
         if not server.listen_supported:
             yield ListenUnsupported("the reference server has listening switched off")
             return
-        registered = server.subscribe(sid, uris, list_changed)
+        registered = server.subscribe(sid, uris, list_changed, embed=self._embed_resources)
         if registered is None:
             yield StreamLost(sid, "connection refused: reference server is down")
             return

@@ -9,7 +9,7 @@ cut a frame). The HTTP and stdio reference servers are thin shells around it.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,6 +19,7 @@ from .._core import (
     ListenAcknowledged,
     ListReply,
     ReadReply,
+    Remediation,
     RequestFailed,
     ResourceListChanged,
     ResourceUpdated,
@@ -67,6 +68,8 @@ class Denied:
 
     request_id: str | int
     message: str
+    data: Any = None
+    """The error's ``data`` (an authorization denial envelope, when the server sends one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +137,8 @@ def refused_read(
     """A read the `ReferenceServer` refused, as both revisions answer it. They differ
     only in the error code and HTTP status for an unknown resource (``not_found``)."""
     match failed:
-        case RequestFailed(kind="denied", detail=detail):
-            return Denied(request_id, detail)
+        case RequestFailed(kind="denied", detail=detail, remediation=remediation):
+            return Denied(request_id, detail, denial_data(remediation))
         case RequestFailed(kind="not_found", detail=detail):
             code, status = not_found
             return Reply(error(request_id, code, "Resource not found", {"detail": detail}), status)
@@ -143,6 +146,28 @@ def refused_read(
             return HangUp()
         case RequestFailed(detail=detail):
             return Reply(error(request_id, INTERNAL_ERROR, detail or "Internal error"))
+
+
+def denial_data(remediation: Remediation | None) -> dict[str, Any] | None:
+    """A denial's error ``data``: the authorization denial envelope (SEP-2643) the
+    reference server sends when a row asks for one, else none."""
+    if remediation is None:
+        return None
+    envelope: dict[str, Any] = {"reason": remediation.reason or "insufficient_authorization"}
+    if remediation.context_id is not None:
+        envelope["authorizationContextId"] = remediation.context_id
+    if remediation.hints:
+        envelope["remediationHints"] = [json_copy(hint) for hint in remediation.hints]
+    return {"authorization": envelope}
+
+
+def json_copy(value: Any) -> Any:
+    """A plain JSON copy of a read-only value (`frozen_json`'s inverse)."""
+    if isinstance(value, Mapping):
+        return {k: json_copy(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [json_copy(v) for v in value]
+    return value
 
 
 def refused_list(request_id: str | int, failed: RequestFailed, *, status: int) -> Answer:
@@ -285,7 +310,10 @@ class ReferenceProtocol:
                 filt = params.get("notifications") or {}
                 uris = frozenset(filt.get("resourceSubscriptions") or ())
                 registered = server.subscribe(
-                    request_id, uris, bool(filt.get("resourcesListChanged"))
+                    request_id,
+                    uris,
+                    bool(filt.get("resourcesListChanged")),
+                    embed=filt.get("embedResources") is True,
                 )
                 if registered is None:
                     return HangUp()
@@ -393,7 +421,10 @@ def change_notification(
     if meta and change.subscription_id is not None:
         params["_meta"] = {META_SUBSCRIPTION_ID: change.subscription_id}
     if isinstance(change, ResourceUpdated):
-        return _notification("notifications/resources/updated", {**params, "uri": change.uri})
+        params["uri"] = change.uri
+        if change.contents is not None:  # a pushed body (embedResources, SEP-3119)
+            params["contents"] = [item.to_mcp() for item in change.contents]
+        return _notification("notifications/resources/updated", params)
     return _notification("notifications/resources/list_changed", params)
 
 

@@ -22,6 +22,7 @@ from .._core import (
     ListenAcknowledged,
     ListReply,
     ReadReply,
+    Remediation,
     RequestFailed,
     ResourceContents,
     ResourceInfo,
@@ -31,12 +32,14 @@ from .._core import (
     StreamEvent,
     StreamLost,
     UntrustedMessage,
+    frozen_json,
 )
 
 Shape = Literal[
     "hint",
     "hint_no_id",
     "hint_unknown_id",
+    "hint_body",
     "no_contents",
     "ttl_string",
     "ttl_bool",
@@ -58,6 +61,9 @@ out in JSON (`freshcache.acceptance.ReferenceProtocol`)."""
 Push = tuple[str, object]
 """A message queued for one subscriber: (kind, payload)."""
 
+APPROVAL_URL = "https://reference.invalid/approve"
+"""Where a remediable denial of the reference server sends the user."""
+
 FOREIGN_SUBSCRIPTION = "not-a-subscription"
 """The subscription id a ``foreign_update`` push carries: one no client opened."""
 
@@ -78,6 +84,14 @@ def push_event(subscription_id: str | int, push: Push) -> StreamEvent:
             return ListenAcknowledged(subscription_id, honoured, list_changed)
         case "updated":
             return ResourceUpdated(str(payload), subscription_id)
+        case "updated_body":
+            assert isinstance(payload, tuple)
+            uri, contents = payload
+            return ResourceUpdated(uri, subscription_id, contents)
+        case "foreign_body":
+            assert isinstance(payload, tuple)
+            uri, contents = payload
+            return ResourceUpdated(uri, FOREIGN_SUBSCRIPTION, contents)
         case "list_changed":
             return ResourceListChanged(subscription_id)
         case "foreign_update":
@@ -115,6 +129,9 @@ class Subscriber:
     acknowledged: bool = False
     requested: frozenset[str] = frozenset()
     """The filter the listen asked for (``resource_uris`` is what the ack honoured)."""
+    embed: bool = False
+    """The listen asked for pushed bodies (``embedResources``): its ``resources/updated``
+    notifications carry the new contents."""
 
 
 @dataclass(slots=True)
@@ -134,6 +151,9 @@ class ReferenceServer:
     """Per URI, a fault every read hits until it is cleared."""
     denied_principals: dict[str, set[str | None]] = field(default_factory=dict)
     """Per URI, principals refused until further notice."""
+    denial_envelopes: dict[str, bool] = field(default_factory=dict)
+    """Per URI, a structured denial envelope (SEP-2643) on its refusals: ``True`` with a
+    remediation hint (a URL to approve access at), ``False`` with none."""
     local_copies: dict[str, str] = field(default_factory=dict)
     """What a loader's local copy holds (for the ``local_copy`` fault)."""
     page_size: int = 100
@@ -151,6 +171,8 @@ class ReferenceServer:
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     early_notifications: list[str] = field(default_factory=list)
     """URIs to notify about *before* the acknowledgment of the next listen (invariant 9)."""
+    early_bodies: list[str] = field(default_factory=list)
+    """URIs whose body to push *before* the acknowledgment of the next listen."""
     cursor_epoch: int = 0
     list_hints: int = 0
     """First list pages still to answer as a list that raced a change (`list_page`)."""
@@ -262,7 +284,11 @@ class ReferenceServer:
             case _:
                 pass  # none, or an answer-shape fault
         if principal in self.denied_principals.get(uri, set()):
-            return RequestFailed("denied", f"principal {principal!r} may not read {uri}")
+            return RequestFailed(
+                "denied",
+                f"principal {principal!r} may not read {uri}",
+                remediation=self._envelope(uri),
+            )
         resource = self.resources.get(uri)
         if resource is None:
             return RequestFailed("not_found", f"Resource not found: {uri}", code=-32602)
@@ -282,6 +308,19 @@ class ReferenceServer:
             hints=self._hints_for(uri, shape),
         )
 
+    def _envelope(self, uri: str) -> Remediation | None:
+        """The denial envelope a refusal of ``uri`` carries (`denial_envelopes`)."""
+        remediable = self.denial_envelopes.get(uri)
+        if remediable is None:
+            return None
+        hints = (frozen_json({"type": "url", "url": APPROVAL_URL}),) if remediable else ()
+        return Remediation(
+            available=remediable,
+            hints=hints,
+            context_id="authzctx-reference",
+            reason="insufficient_authorization",
+        )
+
     def _hints_for(self, uri: str, shape: str | None) -> tuple[ResourceUpdated, ...]:
         """The change hint an answer-shape fault puts on the read's own answer."""
         if shape == "hint":
@@ -291,6 +330,9 @@ class ReferenceServer:
             return (ResourceUpdated(uri, None),)
         if shape == "hint_unknown_id":
             return (ResourceUpdated(uri, "not-a-subscription"),)
+        if shape == "hint_body":
+            live = next(reversed(self.subscribers), None)
+            return (ResourceUpdated(uri, live, self.body(uri)),)
         return ()
 
     def list_page(self, cursor: str | None) -> ListReply | RequestFailed:
@@ -329,19 +371,27 @@ class ReferenceServer:
     # --- subscriptions -------------------------------------------------------------
 
     def subscribe(
-        self, subscription_id: str | int, resource_uris: frozenset[str], list_changed: bool
+        self,
+        subscription_id: str | int,
+        resource_uris: frozenset[str],
+        list_changed: bool,
+        *,
+        embed: bool = False,
     ) -> tuple[Subscriber, MemoryObjectReceiveStream[Push]] | None:
         """Register a listen stream; ``None`` when down. Queues the acknowledgment."""
         if self.down:
             return None
         send, receive = anyio.create_memory_object_stream[Push](max_buffer_size=10_000)
         sub = Subscriber(
-            subscription_id, resource_uris, list_changed, send, requested=resource_uris
+            subscription_id, resource_uris, list_changed, send, requested=resource_uris, embed=embed
         )
         self.subscribers[subscription_id] = sub
         for uri in self.early_notifications:
             send.send_nowait(("updated", uri))
         self.early_notifications.clear()
+        for uri in self.early_bodies:
+            send.send_nowait(("updated_body", (uri, self.body(uri))))
+        self.early_bodies.clear()
         sub.resource_uris = frozenset(resource_uris - self.omit_from_ack)
         sub.list_changed = list_changed and self.list_changed_supported
         if self.acks_held:
@@ -415,13 +465,35 @@ class ReferenceServer:
             sub.send.close()
 
     def notify_updated(self, uri: str, *, raw: bool = False) -> None:
-        """Publish ``resources/updated`` for ``uri`` to subscribers that asked for it.
+        """Publish ``resources/updated`` for ``uri`` to subscribers that asked for it,
+        with the new contents to those whose listen asked for pushed bodies.
 
         With ``raw`` it goes to every subscriber whatever its filter (a misbehaving server).
         """
         for sub in list(self.subscribers.values()):
             if raw or uri in sub.resource_uris:
-                self._push(sub, ("updated", uri))
+                if sub.embed and not raw and uri in self.resources and uri in sub.resource_uris:
+                    self._push(sub, ("updated_body", (uri, self.body(uri))))
+                else:
+                    self._push(sub, ("updated", uri))
+
+    def body(self, uri: str) -> tuple[ResourceContents, ...]:
+        """What a read of ``uri`` would hold now, as a pushed body carries it."""
+        resource = self.resources[uri]
+        return (
+            ResourceContents(
+                uri,
+                text=None if resource.blob is not None else resource.text,
+                blob=resource.blob,
+                mime_type=resource.mime_type,
+            ),
+        )
+
+    def push_body_raw(self, uri: str, *, foreign: bool = False) -> None:
+        """Push ``uri``'s body to every subscriber, asked for or not (a misbehaving
+        server); with ``foreign`` under a subscription id nobody opened."""
+        kind = "foreign_body" if foreign else "updated_body"
+        self.push_raw(kind, (uri, self.body(uri)))
 
     def notify_list_changed(self) -> None:
         """Publish ``resources/list_changed`` to subscribers that asked for it."""

@@ -171,6 +171,8 @@ class Setup:
                     setup.acks_held = True
                 case "fleet":
                     setup.fleet = int(given.arg)
+                case "pushed_bodies":
+                    setup.policy["pushed_bodies"] = True
         return setup
 
 
@@ -675,6 +677,10 @@ def check(
                     failures.append(
                         f"{got} untrusted messages counted, expected at least {expect.number}"
                     )
+            case "remediation":
+                said = _remediation_word(last)
+                if said != expect.word:
+                    failures.append(f"remediation {said}, expected {expect.word}")
             case "tracked_uris_at_most":
                 tracked = world.engine.tracked_uris
                 if tracked > expect.number:
@@ -688,6 +694,15 @@ def check(
                         f"the fleet counted {counted} {expect.word}, expected {expect.number}"
                     )
     return failures
+
+
+def _remediation_word(last: Observation | None) -> str:
+    """What a denied result said can be done: ``available``, ``unavailable`` or ``none``
+    (no structured denial envelope; a client without states has none either)."""
+    remediation = getattr(last, "remediation", None)
+    if remediation is None:
+        return "none"
+    return "available" if remediation.available else "unavailable"
 
 
 def _judge_stateless(expect: Expect, last: Observation) -> list[str]:
@@ -737,6 +752,8 @@ def _phrase(expect: Expect) -> str:
             return f"stream {expect.word}"
         case "untrusted":
             return f"untrusted messages at least {expect.number}"
+        case "remediation":
+            return f"remediation {expect.word}"
         case "tracked_uris_at_most":
             return f"tracked uris at most {expect.number}"
         case "fleet":
@@ -803,6 +820,8 @@ def _compared(
             return f"stream {world.stream_status}"
         case "untrusted":
             return f"untrusted messages {world.engine.counters.untrusted_messages}"
+        case "remediation":
+            return f"remediation {_remediation_word(last)}"
         case "tracked_uris_at_most":
             return f"tracked uris {world.engine.tracked_uris}"
         case "fleet":
@@ -898,7 +917,11 @@ def unplayable_on_2025(case: Case) -> str | None:
                 return "2025-11-25 negotiates once, in initialize: no read is refused with -32022"
             case ServerChange(what="listen_version_refused"):
                 return "2025-11-25 has no subscriptions/listen to refuse with -32022"
-            case NextRead(fault="hint_unknown_id") | Notify(kind="foreign"):
+            case (
+                NextRead(fault="hint_unknown_id")
+                | Notify(kind="foreign")
+                | ServerSets(push="unknown_subscription")
+            ):
                 return "2025-11-25 notifications carry no subscription id: none can be unknown"
             case _:
                 pass

@@ -57,6 +57,12 @@ def apply_to_reference(
 ) -> None:
     """Carry out one server-side step on a `ReferenceServer` (``principal``: the cache's)."""
     match step:
+        case ServerSets(uri=uri, version=version, push="every_stream" | "unknown_subscription"):
+            server.set(uri, text_for(uri, version))
+            server.push_body_raw(uri, foreign=step.push == "unknown_subscription")
+        case ServerSets(uri=uri, version=version, push="before_ack"):
+            server.set(uri, text_for(uri, version))
+            server.early_bodies.append(uri)
         case ServerSets(uri=uri, version=version, notify=notify):
             server.set(uri, text_for(uri, version), notify=notify)
         case Notify(kind="updated", uri=uri, count=count):
@@ -96,6 +102,9 @@ def apply_to_reference(
             server.hide(uri)
         case ServerChange(what="deny", uri=uri, principal=who):
             server.denied_principals.setdefault(uri, set()).add(who or principal)
+        case ServerChange(what="deny_remediable" | "deny_final", uri=uri):
+            server.denied_principals.setdefault(uri, set()).add(principal)
+            server.denial_envelopes[uri] = step.what == "deny_remediable"
         case ServerChange(what="allow", uri=uri, principal=who):
             server.denied_principals.get(uri, set()).discard(who or principal)
         case ServerChange(what="invalidate_cursors"):

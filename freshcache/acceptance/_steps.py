@@ -68,6 +68,7 @@ class Given:
         "later_pages_ttl",
         "acks_held",
         "fleet",
+        "pushed_bodies",
     ]
     arg: str = ""
 
@@ -77,11 +78,16 @@ class Given:
 
 @dataclass(frozen=True, slots=True)
 class ServerSets:
-    """The server changes a resource; with ``notify`` it publishes ``resources/updated``."""
+    """The server changes a resource; with ``notify`` it publishes ``resources/updated``
+    (with the new contents to listens that asked for pushed bodies). ``push`` sends
+    the body whether asked or not: ``every_stream`` (on every open stream, with its
+    id), ``unknown_subscription`` (with an id nobody opened), ``before_ack`` (on the
+    next stream, before its acknowledgment)."""
 
     uri: str
     version: str
     notify: bool
+    push: Literal["", "every_stream", "unknown_subscription", "before_ack"] = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,9 +120,10 @@ class NextRead:
     sticky: bool = False
 
 
-ANSWER_HINTS = ("hint", "hint_no_id", "hint_unknown_id")
+ANSWER_HINTS = ("hint", "hint_no_id", "hint_unknown_id", "hint_body")
 """Faults that put a ``resources/updated`` for the URI on the read's own answer (with
-the live stream's subscription id, none, or one nobody asked for)."""
+the live stream's subscription id, none, or one nobody asked for; ``hint_body``: with
+the live stream's id and a pushed body)."""
 SCHEMA_FAULTS = ("no_contents", "ttl_string", "ttl_bool")
 """Faults whose read result breaks the schema (no ``contents``; ``ttlMs`` as a string
 or a boolean): only a wire has JSON to break."""
@@ -156,6 +163,8 @@ class ServerChange:
         "remove",
         "hide",
         "deny",
+        "deny_remediable",
+        "deny_final",
         "allow",
         "invalidate_cursors",
         "list_hint",
@@ -293,14 +302,29 @@ _rule(r"given principal (\w+)")(lambda m: Given("principal", m[1]))
 _rule(r"given page size (\d+)")(lambda m: Given("page_size", m[1]))
 _rule(r"given store holds (\d+) entr(?:y|ies)")(lambda m: Given("store_entries", m[1]))
 _rule(r"given later list pages ttl (\d+) ?ms")(lambda m: Given("later_pages_ttl", m[1]))
+_rule(r"given pushed bodies")(lambda m: Given("pushed_bodies"))
 
 # server content
 _rule(rf"server sets {_URI} (v\d+)( and notifies)?")(
     lambda m: ServerSets(resolve(m[1]), m[2], bool(m[3]))
 )
+_rule(rf"server sets {_URI} (v\d+) and pushes its body (to every stream|before ack)")(
+    lambda m: ServerSets(
+        resolve(m[1]), m[2], False, "before_ack" if m[3] == "before ack" else "every_stream"
+    )
+)
+_rule(rf"server sets {_URI} (v\d+) and pushes its body with unknown subscription")(
+    lambda m: ServerSets(resolve(m[1]), m[2], False, "unknown_subscription")
+)
 _rule(rf"server removes {_URI}")(lambda m: ServerChange("remove", resolve(m[1])))
 _rule(rf"server unlists {_URI}")(lambda m: ServerChange("hide", resolve(m[1])))
 _rule(rf"server denies {_URI}(?: to (\w+))?")(lambda m: ServerChange("deny", resolve(m[1]), m[2]))
+_rule(rf"server denies {_URI} with remediation")(
+    lambda m: ServerChange("deny_remediable", resolve(m[1]))
+)
+_rule(rf"server denies {_URI} without remediation")(
+    lambda m: ServerChange("deny_final", resolve(m[1]))
+)
 _rule(rf"server allows {_URI}(?: to (\w+))?")(lambda m: ServerChange("allow", resolve(m[1]), m[2]))
 _rule(r"server invalidates cursors")(lambda m: ServerChange("invalidate_cursors"))
 _rule(rf"server shares {_URI} publicly")(lambda m: ServerChange("share_publicly", resolve(m[1])))
@@ -351,6 +375,7 @@ _rule(rf"next read of {_URI} carries a hint without subscription id")(
 _rule(rf"next read of {_URI} carries a hint with unknown subscription")(
     lambda m: NextRead(resolve(m[1]), "hint_unknown_id")
 )
+_rule(rf"next read of {_URI} carries a pushed body")(lambda m: NextRead(resolve(m[1]), "hint_body"))
 _rule(rf"next read of {_URI} has no contents")(lambda m: NextRead(resolve(m[1]), "no_contents"))
 _rule(rf"next read of {_URI} has ttl as string")(lambda m: NextRead(resolve(m[1]), "ttl_string"))
 _rule(rf"next read of {_URI} has ttl as bool")(lambda m: NextRead(resolve(m[1]), "ttl_bool"))
@@ -444,6 +469,7 @@ class Expect:
         "untrusted",
         "tracked_uris_at_most",
         "fleet",
+        "remediation",
     ]
     state: ExpectState | None = None
     version: str | None = None
@@ -484,6 +510,8 @@ def parse_expect(text: str) -> Expect:
         return Expect("not_listed", uri=resolve(m[1]))
     if m := re.match(r"stream (live|lost|closed|unsupported|opening)$", phrase):
         return Expect("stream", word=m[1])
+    if m := re.match(r"remediation (available|unavailable|none)$", phrase):
+        return Expect("remediation", word=m[1])
     if m := re.match(r"untrusted messages (\d+)$", phrase):
         return Expect("untrusted", number=int(m[1]))
     if m := re.match(r"tracked uris at most (\d+)$", phrase):
