@@ -86,6 +86,8 @@ def client_unplayable(case: Case, hello: Hello, transport: str) -> str | None:
     for expect in case.row.expect:
         if expect.what == "stream" and expect.word == "live" and hello.listens:
             continue  # seen from the server: a listen open for the selection
+        if expect.what == "remediation":
+            return "the row checks a denial's remediation; the driver protocol carries none"
         if expect.what in _INSPECTED and "inspect" not in hello.ops:
             return f"the row checks the client's {expect.what.replace('_', ' ')}; it reports none"
     return None

@@ -29,7 +29,7 @@ PROTOCOL_VERSION = 1
 BASE_OPS = ("read", "list", "select", "close")
 """The ops every driver answers; the others (`OPTIONAL_OPS`) it names in ``hello``."""
 OPTIONAL_OPS = ("status", "advance", "inspect", "look")
-POLICIES = ("subscription_backed", "uncovered", "stale_on_error", "share_public")
+POLICIES = ("subscription_backed", "uncovered", "stale_on_error", "share_public", "pushed_bodies")
 """Every row policy a client may have a setting for."""
 REVISIONS = ("2026-07-28", "2025-11-25")
 """The MCP revisions the reference server can speak (the ``-2025`` wires)."""
