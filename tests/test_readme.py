@@ -103,6 +103,7 @@ EXPECT = {
     "Inside agent frameworks #3": [V1, "Returns v1: 30 days."],
     "Command line #1": [V1, "advice      none", "guide://shipping/returns: fresh"],
     "Tracing and metrics #2": ["fresh"],
+    "Pushed bodies and structured denials #1": ["fresh"],
 }
 """What each block that runs must print (beyond exiting 0)."""
 
