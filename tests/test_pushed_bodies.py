@@ -3,7 +3,7 @@
 The engine decides whether a body a ``resources/updated`` carried may make its URI
 fresh; the protocol layer reads bodies only off listens that asked for them, and reads
 the authorization denial envelope of an error. The acceptance rows
-(``acceptance_tables/12-pushed-and-denials.md``) play the same rules over every wire;
+(``acceptance_tables/13-pushed-and-denials.md``) play the same rules over every wire;
 these tests pin each rule on its own, and the end-to-end test runs a real HTTP server.
 """
 
