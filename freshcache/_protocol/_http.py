@@ -35,10 +35,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from .._core import (
+    ChangeHint,
     ListenUnsupported,
     RequestFailed,
-    ResourceListChanged,
-    ResourceUpdated,
     StreamClosed,
     StreamEvent,
     StreamLost,
@@ -111,7 +110,7 @@ class Attempt:
     history: list[str] = field(default_factory=list)
 
 
-Hint = ResourceUpdated | ResourceListChanged
+Hint = ChangeHint
 SseTaken = HttpAnswer | Hint | None
 """One SSE frame of an answer: the answer, a change hint, or nothing to act on."""
 

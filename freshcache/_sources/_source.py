@@ -25,10 +25,17 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from .._core import ListReply, Partition, ReadReply, RequestFailed, StreamEvent
+from .._core import CatalogKind, ListReply, Partition, ReadReply, RequestFailed, StreamEvent
 from .._protocol._wire import PROTOCOL_VERSION
 
-__all__ = ["PROTOCOL_VERSION", "ServerInfo", "Source", "SourceWrapper"]
+__all__ = [
+    "PROTOCOL_VERSION",
+    "CatalogSource",
+    "ServerInfo",
+    "Source",
+    "SourceWrapper",
+    "no_catalogs",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,3 +127,31 @@ class SourceWrapper:
 
     def listen(self, uris: frozenset[str], list_changed: bool) -> AsyncGenerator[StreamEvent, None]:
         return self.inner.listen(uris, list_changed)
+
+    async def list_catalog(
+        self, kind: CatalogKind, cursor: str | None, principal: Partition
+    ) -> ListReply | RequestFailed:
+        lister = getattr(self.inner, "list_catalog", None)
+        if lister is None:
+            return no_catalogs(self.inner, kind)
+        page: ListReply | RequestFailed = await lister(kind, cursor, principal)
+        return page
+
+
+@runtime_checkable
+class CatalogSource(Protocol):
+    """A `Source` that can also list catalogs (tools, prompts, resource templates).
+    Optional: a source without it hands out catalogs as ``server_error`` states."""
+
+    async def list_catalog(
+        self, kind: CatalogKind, cursor: str | None, principal: Partition
+    ) -> ListReply | RequestFailed:
+        """One page of ``tools/list``, ``prompts/list`` or ``resources/templates/list``."""
+        ...
+
+
+def no_catalogs(source: object, kind: CatalogKind) -> RequestFailed:
+    """The answer for a source that cannot list catalogs."""
+    return RequestFailed(
+        "server_error", f"{type(source).__name__} cannot list {kind} (no list_catalog)"
+    )
