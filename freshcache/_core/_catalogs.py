@@ -353,16 +353,16 @@ class CatalogBook:
     def invalidate(self, kind: CatalogKind, reason: Reason) -> bool:
         """``kind`` changed (or may have): nothing walked before now is fresh; walks in
         flight start again. Returns whether anyone had asked for it (re-list it)."""
-        generation = self.pages[kind].generation
-        had_current = any(
-            k == kind and held.generation == generation for (k, _), held in self._held.items()
-        )
-        self._reasons[kind] = "invalidated" if had_current else self._keep(kind, reason)
+        self._reasons[kind] = reason
         self.pages[kind].invalidate()
         return kind in self.held_kinds()
 
-    def _keep(self, kind: CatalogKind, reason: Reason) -> Reason:
-        return reason if self._reasons[kind] == "not_cached" else self._reasons[kind]
+    def reason_now(self, kind: CatalogKind) -> Reason:
+        """Why ``kind`` is not fresh after an acknowledgment newly covers it: a catalog
+        held is now ``invalidated``; one already not fresh keeps its reason."""
+        generation = self.pages[kind].generation
+        held = any(k == kind and h.generation == generation for (k, _), h in self._held.items())
+        return "invalidated" if held else self._reasons[kind]
 
     def acknowledged(
         self, subscription_id: SubscriptionId, kinds: frozenset[CatalogKind]

@@ -893,7 +893,7 @@ class FreshnessEngine(_Judgements):
             kinds.add("resource_templates")
         for kind in self.catalogs.acknowledged(sid, frozenset(kinds)):
             # Invariant 4 for catalogs: what was walked before the ack is not fresh.
-            if self.catalogs.invalidate(kind, "invalidated"):
+            if self.catalogs.invalidate(kind, self.catalogs.reason_now(kind)):
                 decisions.append(Relist("acknowledged", kind))
         return decisions
 

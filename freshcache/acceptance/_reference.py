@@ -19,6 +19,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._core import (
+    CatalogListChanged,
     ListenAcknowledged,
     ListReply,
     ReadReply,
@@ -32,6 +33,7 @@ from .._core import (
     StreamLost,
     UntrustedMessage,
 )
+from ._reference_catalogs import ReferenceCatalogs
 
 Shape = Literal[
     "hint",
@@ -74,8 +76,12 @@ def push_event(subscription_id: str | int, push: Push) -> StreamEvent:
     match kind:
         case "ack":
             assert isinstance(payload, tuple)
-            honoured, list_changed = payload
-            return ListenAcknowledged(subscription_id, honoured, list_changed)
+            honoured, list_changed, catalogs = payload
+            return ListenAcknowledged(subscription_id, honoured, list_changed, catalogs)
+        case "catalog_changed":
+            return CatalogListChanged(
+                "prompts" if payload == "prompts" else "tools", subscription_id
+            )
         case "updated":
             return ResourceUpdated(str(payload), subscription_id)
         case "list_changed":
@@ -115,6 +121,8 @@ class Subscriber:
     acknowledged: bool = False
     requested: frozenset[str] = frozenset()
     """The filter the listen asked for (``resource_uris`` is what the ack honoured)."""
+    catalogs: frozenset[str] = frozenset()
+    """Catalog changes the ack honoured (``tools``, ``prompts``)."""
 
 
 @dataclass(slots=True)
@@ -167,6 +175,8 @@ class ReferenceServer:
     """How often the server ended its sessions (`end_sessions`); a 2025 session opened
     before the latest end is unknown to the server (HTTP 404)."""
     _acks_released: anyio.Event | None = None
+    catalogs: ReferenceCatalogs = field(default_factory=ReferenceCatalogs)
+    """Tools, prompts and resource templates (`set_catalog` changes one)."""
 
     # --- content -----------------------------------------------------------------
 
@@ -329,7 +339,11 @@ class ReferenceServer:
     # --- subscriptions -------------------------------------------------------------
 
     def subscribe(
-        self, subscription_id: str | int, resource_uris: frozenset[str], list_changed: bool
+        self,
+        subscription_id: str | int,
+        resource_uris: frozenset[str],
+        list_changed: bool,
+        catalogs: frozenset[str] = frozenset(),
     ) -> tuple[Subscriber, MemoryObjectReceiveStream[Push]] | None:
         """Register a listen stream; ``None`` when down. Queues the acknowledgment."""
         if self.down:
@@ -344,6 +358,7 @@ class ReferenceServer:
         self.early_notifications.clear()
         sub.resource_uris = frozenset(resource_uris - self.omit_from_ack)
         sub.list_changed = list_changed and self.list_changed_supported
+        sub.catalogs = catalogs if self.catalogs.list_changed_supported else frozenset()
         if self.acks_held:
             self.held_acks.add(subscription_id)
         else:
@@ -351,7 +366,7 @@ class ReferenceServer:
         return sub, receive
 
     def _acknowledge(self, sub: Subscriber) -> None:
-        sub.send.send_nowait(("ack", (sub.resource_uris, sub.list_changed)))
+        sub.send.send_nowait(("ack", (sub.resource_uris, sub.list_changed, sub.catalogs)))
         sub.acknowledged = True
 
     def hold_acks(self) -> None:
@@ -428,6 +443,25 @@ class ReferenceServer:
         for sub in list(self.subscribers.values()):
             if sub.list_changed:
                 self._push(sub, ("list_changed", None))
+
+    def set_catalog(
+        self, kind: str, items: list[dict[str, object]], *, notify: bool = True
+    ) -> None:
+        """Change catalog ``kind``; with ``notify`` publish its ``list_changed``
+        (templates: ``resources/list_changed``)."""
+        self.catalogs.set(kind, items)
+        if notify:
+            self.notify_catalog_changed(kind)
+
+    def notify_catalog_changed(self, kind: str) -> None:
+        """Publish ``tools/list_changed`` or ``prompts/list_changed`` to subscribers
+        granted it (resource templates change with the resource list)."""
+        if kind == "resource_templates":
+            self.notify_list_changed()
+            return
+        for sub in list(self.subscribers.values()):
+            if kind in sub.catalogs:
+                self._push(sub, ("catalog_changed", kind))
 
     def push_raw(self, kind: str, payload: object = None) -> None:
         """Queue an arbitrary message to every subscriber (garbage, foreign ids ...)."""
