@@ -11,12 +11,14 @@ The surface, by who needs it:
   the type of every ``principal=``;
 - bringing your own store: the `Store` protocol, its `Entry` values and `EntryKey`;
 - an agent step: `Context` (from `FreshCache.context`), `StateChanges` of `StateChange`
-  items and `ChangesDropped` markers (from `FreshCache.changes`);
+  and `CatalogChange` items and `ChangesDropped` markers (from `FreshCache.changes`);
+- catalogs: `Catalog` (from `FreshCache.tools`, `prompts`, `resource_templates`,
+  `catalog_status`) and its `CatalogKind`;
 - reaching a server: `HttpSource` (its ``auth=`` an `Auth`), `StdioSource`,
   `McpClientSource`, `LoaderSource`;
 - writing a `Source`: the replies (`ReadReply`, `ListReply`, `RequestFailed`) and the
   stream events it yields (`ListenStarted`, `ListenAcknowledged`, `ResourceUpdated`,
-  `ResourceListChanged`, `StreamClosed`, `StreamLost`, `ListenUnsupported`,
+  `ResourceListChanged`, `CatalogListChanged`, `StreamClosed`, `StreamLost`, `ListenUnsupported`,
   `UntrustedMessage`, `ChangesMissed`: the source may have missed changes, not to be
   confused with the consumer-side `ChangesDropped`), `ServerInfo`, `Partition` (the
   engine's name for `Principal`), and `SourceWrapper` for a source that wraps another one;
@@ -35,6 +37,10 @@ from ._core import (
     FRESH,
     NOT_FOUND,
     STALE,
+    Catalog,
+    CatalogChange,
+    CatalogKind,
+    CatalogListChanged,
     ChangesMissed,
     Entry,
     EntryKey,
@@ -65,6 +71,7 @@ from ._errors import (
     ConfigurationError,
     FreshCacheError,
     HeaderMismatchError,
+    MethodNotFoundError,
     MissingDependencyError,
     ProtocolError,
     ResourceWithheldError,
@@ -120,6 +127,10 @@ __all__ = [
     "STALE",
     "Auth",
     "BackoffSettings",
+    "Catalog",
+    "CatalogChange",
+    "CatalogKind",
+    "CatalogListChanged",
     "ChangesDropped",
     "ChangesMissed",
     "ClientIdentity",
@@ -143,6 +154,7 @@ __all__ = [
     "LoaderSource",
     "McpClientSource",
     "MemoryStore",
+    "MethodNotFoundError",
     "MissingDependencyError",
     "Partition",
     "Policy",

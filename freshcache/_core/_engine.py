@@ -73,11 +73,13 @@ from dataclasses import dataclass, replace
 
 from typing_extensions import assert_never
 
+from ._catalogs import CATALOG_KINDS, Catalog, CatalogBook, CatalogKind, CatalogWalk
 from ._counters import Tally
 from ._coverage import Coverage
 from ._denials import Denials
 from ._entries import PUBLIC, Entry, EntryKey, Partition, Store
 from ._events import (
+    CatalogListChanged,
     ChangesMissed,
     Decision,
     ListenAcknowledged,
@@ -199,6 +201,8 @@ class _Bookkeeping:
         self._stream_status: StreamStatus = "idle"
         self._listen_supported: bool | None = None
         self._lists = ListPages(store, server_id, self.policy)
+        self.catalogs = CatalogBook(store, server_id, self.policy, clock, wall_clock)
+        """Tools, prompts and resource templates (`_catalogs`)."""
         self._on_invalidation = on_invalidation
         self._denials = Denials()
         """Principals refused per URI, until their own read succeeds (`_Judgements`)."""
@@ -295,6 +299,9 @@ class _Bookkeeping:
         _, method, param, partition = key
         if method == LIST:
             self._lists.evicted(key)
+            return
+        if method != READ:
+            self.catalogs.evicted(key)
             return
         self._hits.pop(param, partition)
         state = self._uris.get(param)
@@ -571,6 +578,10 @@ class _ReadRules(_Bookkeeping):
             self.counters.superseded_replies += 1
         return judged
 
+    def page_window(self, cursor: str | None, partition: Partition) -> tuple[float, bool] | None:
+        """How long the held page at ``cursor`` is fresh, and whether it is private."""
+        return self._lists.window(cursor, partition)
+
     def list_complete(self, listed: Iterable[str], partition: Partition) -> list[Decision]:
         """A full re-list finished: selected URIs that left it are checked by a direct read."""
         present = set(listed)
@@ -636,6 +647,44 @@ class _Judgements(_ReadRules):
                 table.clear()
             return problem_result(uri, AWAITING_FRESH_SOURCE, "server_error", detail=self._unusable)
         return result
+
+    # ------------------------------------------------------------------ catalogs
+
+    def catalog_lookup(self, kind: CatalogKind, partition: Partition) -> Catalog | None:
+        """The fresh catalog ``kind`` for ``partition``, or ``None``: walk it."""
+        if self._unusable is not None:
+            return None
+        return self.catalogs.lookup(kind, partition)
+
+    def catalog_status(self, kind: CatalogKind, partition: Partition) -> Catalog:
+        """What `catalog_lookup` or a walk would hand out now, without any I/O."""
+        if self._unusable is not None:
+            return Catalog(kind, AWAITING_FRESH_SOURCE, "server_error", detail=self._unusable)
+        return self.catalogs.status(kind, partition)
+
+    def begin_catalog(self, kind: CatalogKind, partition: Partition) -> CatalogWalk:
+        """A walk of ``kind`` to run now (its tickets count as list requests)."""
+        return self.catalogs.begin(kind, partition)
+
+    def settle_catalog(self, done: CatalogWalk) -> Catalog:
+        """Judge a finished walk (see `CatalogBook.settle`)."""
+        catalog = self.catalogs.settle(done)
+        if self._unusable is not None and catalog.state in (FRESH, STALE):
+            return Catalog(done.kind, AWAITING_FRESH_SOURCE, "server_error", detail=self._unusable)
+        return catalog
+
+    def catalog_current(self, walk: CatalogWalk) -> bool:
+        """Whether no change of the catalog landed since ``walk`` began (invariant 1)."""
+        return (
+            self._unusable is None and walk.generation == self.catalogs.pages[walk.kind].generation
+        )
+
+    def invalidate_catalog(self, kind: CatalogKind, cause: str = "invalidated") -> list[Decision]:
+        """``kind`` may have changed (an "unknown tool" answer, a caller's word): not
+        fresh until walked again; re-listed in the background if anyone asked for it."""
+        if self.catalogs.invalidate(kind, "invalidated"):
+            return [Relist(cause, kind)]
+        return []
 
     # ------------------------------------------------------------------ sharing
 
@@ -731,6 +780,7 @@ class FreshnessEngine(_Judgements):
         """Feed one stream event; returns what the middleware must do next."""
         match event:
             case ListenStarted():
+                self.catalogs.dropped(event.subscription_id)
                 self._coverage_lost(
                     self._subs.open(event.subscription_id, event.resource_uris, event.list_changed)
                 )
@@ -761,7 +811,15 @@ class FreshnessEngine(_Judgements):
                 self.counters.notifications += 1
                 self._trusted(event.subscription_id)
                 self._lists.invalidate()
-                return [Relist("list_changed")]
+                # Templates change with the resource list.
+                return [
+                    Relist("list_changed"),
+                    *self.invalidate_catalog("resource_templates", "list_changed"),
+                ]
+            case CatalogListChanged():
+                self.counters.notifications += 1
+                self._trusted(event.subscription_id)
+                return self.invalidate_catalog(event.kind, "list_changed")
             case StreamLost():
                 return self._stream_ended(event.subscription_id, lost=True)
             case StreamClosed():
@@ -800,6 +858,8 @@ class FreshnessEngine(_Judgements):
                 return self.handle(ResourceUpdated(event.uri, None))
             case ResourceListChanged():
                 return self.handle(ResourceListChanged(None))
+            case CatalogListChanged():
+                return self.handle(CatalogListChanged(event.kind, None))
             case ChangesMissed():
                 return self.handle(event)
             case _:
@@ -886,6 +946,13 @@ class FreshnessEngine(_Judgements):
         if sub.list_changed:
             self._lists.invalidate()
             decisions.append(Relist("acknowledged"))
+        kinds = {kind for kind in CATALOG_KINDS if kind in event.catalogs}
+        if sub.list_changed:
+            kinds.add("resource_templates")
+        for kind in self.catalogs.acknowledged(sid, frozenset(kinds)):
+            # Invariant 4 for catalogs: what was walked before the ack is not fresh.
+            if self.catalogs.invalidate(kind, self.catalogs.reason_now(kind)):
+                decisions.append(Relist("acknowledged", kind))
         return decisions
 
     def _stream_ended(
@@ -915,6 +982,9 @@ class FreshnessEngine(_Judgements):
                         self._invalidate(uri, "stream_lost", "stream_lost", subscription_id, True)
             if watched_lists:
                 self._lists.invalidate()
+            for sid in ended:
+                for kind in sorted(self.catalogs.covered_by(sid)):
+                    self.catalogs.invalidate(kind, "stream_lost")
         for sid in ended:
             self._drop_subscription(sid)
         if self._subs:
@@ -923,6 +993,7 @@ class FreshnessEngine(_Judgements):
         return [Relisten(frozenset(self._selected), "stream_lost" if lost else "stream_closed")]
 
     def _drop_subscription(self, subscription_id: SubscriptionId) -> None:
+        self.catalogs.dropped(subscription_id)
         self._coverage_lost(self._subs.drop(subscription_id))
 
     def _coverage_lost(self, uris: list[str]) -> None:

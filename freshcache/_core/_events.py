@@ -7,8 +7,9 @@ slotted dataclasses so they can be recorded, compared and replayed in tests.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from ._model import CacheScope, Remediation, ResourceContents
 
@@ -61,7 +62,7 @@ class ResourceInfo:
 
 @dataclass(frozen=True, slots=True)
 class ListReply:
-    """One page of a ``resources/list`` result."""
+    """One page of a ``resources/list`` result, or of a catalog (``tools/list``, ...)."""
 
     resources: tuple[ResourceInfo, ...]
     next_cursor: str | None = None
@@ -69,6 +70,12 @@ class ListReply:
     cache_scope: CacheScope | None = None
     hints: tuple[StreamEvent, ...] = ()
     """Change hints that arrived on this page's own answer (see `ReadReply.hints`)."""
+    items: tuple[Mapping[str, Any], ...] = ()
+    """A catalog page's items (tools, prompts or templates), deeply frozen."""
+    item_bytes: int = 0
+    """Rough size of `items`, for the store's byte bound."""
+    hintless: bool = False
+    """The revision has no caching hints (2025-11-25): see `ReadReply.hintless`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +111,9 @@ class ListenAcknowledged:
     subscription_id: str | int
     resource_uris: frozenset[str]
     list_changed: bool
+    catalogs: frozenset[str] = frozenset()
+    """Catalog notifications honoured: ``tools`` (``toolsListChanged``), ``prompts``
+    (``promptsListChanged``). Resource templates ride on `list_changed`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +139,16 @@ class ResourceUpdated:
 class ResourceListChanged:
     """``notifications/resources/list_changed``."""
 
+    subscription_id: str | int | None
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogListChanged:
+    """``notifications/tools/list_changed`` (``kind`` ``tools``) or
+    ``notifications/prompts/list_changed`` (``prompts``). Resource templates change
+    with the resource list (`ResourceListChanged`)."""
+
+    kind: Literal["tools", "prompts", "resource_templates"]
     subscription_id: str | int | None
 
 
@@ -175,6 +195,7 @@ StreamEvent = (
     | ListenAcknowledged
     | ResourceUpdated
     | ResourceListChanged
+    | CatalogListChanged
     | StreamLost
     | StreamClosed
     | ListenUnsupported
@@ -198,9 +219,11 @@ class ReadResource:
 
 @dataclass(frozen=True, slots=True)
 class Relist:
-    """Fetch ``resources/list`` again from the first page."""
+    """Fetch ``resources/list`` (or the catalog ``kind``) again from the first page."""
 
     cause: str
+    kind: str = "resources"
+    """``resources``, or a catalog: ``tools``, ``prompts``, ``resource_templates``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,3 +235,6 @@ class Relisten:
 
 
 Decision = ReadResource | Relist | Relisten
+
+ChangeHint = ResourceUpdated | ResourceListChanged | CatalogListChanged
+"""A change hint: it may only make content less fresh (invariant 9)."""

@@ -8,11 +8,12 @@ nothing.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, get_args
+
+from ._frozen import canonical_json, frozen_mapping, thawed
 
 State = Literal["fresh", "awaiting_fresh_source", "denied", "not_found", "stale"]
 """Closed set of result states; only ``fresh`` and ``stale`` carry text."""
@@ -57,7 +58,17 @@ class ResourceContents:
     """Base64 contents (``BlobResourceContents``); ``None`` for text."""
     mime_type: str | None = None
     annotations: Mapping[str, Any] | None = None
+    """Read-only (a deeply frozen copy of what was given): results are shared."""
     meta: Mapping[str, Any] | None = None
+    """Read-only, like `annotations`."""
+
+    def __post_init__(self) -> None:
+        # Invariant 13: a result is handed to every caller of the same hit, so what a
+        # caller can reach must be immutable. Built once per server read.
+        if self.annotations is not None:
+            object.__setattr__(self, "annotations", frozen_mapping(self.annotations))
+        if self.meta is not None:
+            object.__setattr__(self, "meta", frozen_mapping(self.meta))
 
     @classmethod
     def from_mcp(cls, item: Mapping[str, Any]) -> ResourceContents:
@@ -81,9 +92,9 @@ class ResourceContents:
         if self.blob is not None:
             out["blob"] = self.blob
         if self.annotations is not None:
-            out["annotations"] = dict(self.annotations)
+            out["annotations"] = thawed(self.annotations)
         if self.meta is not None:
-            out["_meta"] = dict(self.meta)
+            out["_meta"] = thawed(self.meta)
         return out
 
 
@@ -105,11 +116,7 @@ def _canonical(item: ResourceContents) -> bytes:
     for field_ in (item.uri, item.mime_type, item.text, item.blob):
         parts.append("-" if field_ is None else f"{len(field_)}:{field_}")
     if item.annotations is not None or item.meta is not None:
-        extra = [
-            None if item.annotations is None else dict(item.annotations),
-            None if item.meta is None else dict(item.meta),
-        ]
-        parts.append(json.dumps(extra, sort_keys=True, separators=(",", ":")))
+        parts.append(canonical_json([item.annotations, item.meta]))
     return "".join(parts).encode("utf-8", "surrogatepass")
 
 

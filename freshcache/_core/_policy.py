@@ -40,6 +40,11 @@ class Policy:
     unreachable, server error) may hand out the old copy flagged ``stale``. The spec
     allows it; freshcache never does it unless asked."""
 
+    stale_catalogs_on_error: bool = False
+    """Opt-in: when a catalog (tools, prompts, templates) cannot be re-listed (timeout,
+    unreachable, server error), hand out the last one this principal had, labelled
+    ``stale`` with its ``age``. Never the default: the same rule as resource text."""
+
     share_public: bool = False
     """Opt-in: entries the server marks ``cacheScope: "public"`` are shared by all
     principals. ``private`` entries are never shared (invariant 6)."""

@@ -54,6 +54,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from .._core import (
+    CatalogListChanged,
+    ChangeHint,
     ListenAcknowledged,
     ListenUnsupported,
     RequestFailed,
@@ -64,7 +66,12 @@ from .._core import (
     StreamLost,
     UntrustedMessage,
 )
-from .._errors import HeaderMismatchError, ProtocolError, UnsupportedVersionError
+from .._errors import (
+    HeaderMismatchError,
+    MethodNotFoundError,
+    ProtocolError,
+    UnsupportedVersionError,
+)
 from .._sources._source import ServerInfo
 from ._legacy import LegacySession
 from ._wire import (
@@ -253,7 +260,7 @@ class ForSubscription:
 class Unclaimed:
     """A change hint no open subscription claims: it may still invalidate."""
 
-    event: ResourceUpdated | ResourceListChanged
+    event: ChangeHint
 
 
 Stray = Literal[
@@ -473,6 +480,7 @@ class ClientProtocol:
             subscription_id,
             frozenset(sub.uris & session.subscribed),
             sub.list_changed and session.list_changed,
+            session.catalogs_changing if sub.list_changed else frozenset(),
         )
 
     def legacy_close(self, subscription_id: RequestId) -> list[str]:
@@ -699,7 +707,7 @@ class ClientProtocol:
         if message.code == HEADER_MISMATCH:
             raise _header_mismatch(message)
         if message.code == METHOD_NOT_FOUND:
-            raise ProtocolError(
+            raise MethodNotFoundError(
                 f"{self.server} does not implement {method} (-32601): {message.message}. "
                 f"Check that it is an MCP {PROTOCOL_VERSION} endpoint."
             )
@@ -948,12 +956,19 @@ def _acknowledgment(
     uris = filt.get("resourceSubscriptions") or []
     if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
         return UntrustedMessage("acknowledgment with a malformed resourceSubscriptions", sid)
-    return ListenAcknowledged(sid, frozenset(uris), bool(filt.get("resourcesListChanged")))
+    catalogs = frozenset(
+        kind
+        for kind, name in (("tools", "toolsListChanged"), ("prompts", "promptsListChanged"))
+        if filt.get(name) is True
+    )
+    return ListenAcknowledged(
+        sid, frozenset(uris), bool(filt.get("resourcesListChanged")), catalogs
+    )
 
 
 def _hint(
     method: str, params: dict[str, Any], sid: RequestId | None, *, embedded: bool = False
-) -> ResourceUpdated | ResourceListChanged | UntrustedMessage | None:
+) -> ChangeHint | UntrustedMessage | None:
     """A change hint; with ``embedded`` (its listen asked for pushed bodies) a
     ``resources/updated`` keeps the body it carries (`pushed_contents`), else none."""
     if method == "notifications/resources/updated":
@@ -965,6 +980,10 @@ def _hint(
         return ResourceUpdated(uri, sid)
     if method == "notifications/resources/list_changed":
         return ResourceListChanged(sid)
+    if method == "notifications/tools/list_changed":
+        return CatalogListChanged("tools", sid)
+    if method == "notifications/prompts/list_changed":
+        return CatalogListChanged("prompts", sid)
     return None
 
 

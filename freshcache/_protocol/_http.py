@@ -35,11 +35,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from .._core import (
+    ChangeHint,
     ListenUnsupported,
     Remediation,
     RequestFailed,
-    ResourceListChanged,
-    ResourceUpdated,
     StreamClosed,
     StreamEvent,
     StreamLost,
@@ -113,7 +112,7 @@ class Attempt:
     history: list[str] = field(default_factory=list)
 
 
-Hint = ResourceUpdated | ResourceListChanged
+Hint = ChangeHint
 SseTaken = HttpAnswer | Hint | None
 """One SSE frame of an answer: the answer, a change hint, or nothing to act on."""
 

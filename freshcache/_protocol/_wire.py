@@ -12,6 +12,7 @@ here performs I/O.
 from __future__ import annotations
 
 import base64
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ from opentelemetry import propagate
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._core import (
+    CATALOG_FIELDS,
+    CatalogKind,
     ListReply,
     ReadReply,
     Remediation,
@@ -29,10 +32,11 @@ from .._core import (
     ResourceInfo,
     frozen_json,
 )
+from .._core._frozen import frozen
 from .._errors import (
     ConfigurationError,
     HeaderMismatchError,
-    ProtocolError,
+    MethodNotFoundError,
     UnsupportedVersionError,
 )
 
@@ -196,6 +200,8 @@ def listen_params(
     notifications: dict[str, Any] = {}
     if list_changed:
         notifications["resourcesListChanged"] = True
+        notifications["toolsListChanged"] = True
+        notifications["promptsListChanged"] = True
     if uris:
         notifications["resourceSubscriptions"] = sorted(uris)
         if embed_resources:
@@ -442,6 +448,36 @@ def pushed_contents(params: Mapping[str, Any]) -> tuple[ResourceContents, ...] |
     )
 
 
+def catalog_reply(
+    kind: CatalogKind, result: Mapping[str, Any], *, hintless: bool = False
+) -> ListReply | RequestFailed:
+    """Turn a ``tools/list`` / ``prompts/list`` / ``resources/templates/list`` result into
+    a page whose items are deeply frozen copies (``hintless``: a 2025-11-25 result)."""
+    name = CATALOG_FIELDS[kind]
+    items = result.get(name)
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        return RequestFailed("server_error", f"malformed {kind} list result: {name}")
+    cursor = result.get("nextCursor")
+    ttl = result.get("ttlMs")
+    scope = result.get("cacheScope")
+    if (
+        not (cursor is None or isinstance(cursor, str))
+        or not (ttl is None or (isinstance(ttl, (int, float)) and not isinstance(ttl, bool)))
+        or scope not in (None, "public", "private")
+    ):
+        return RequestFailed("server_error", f"malformed {kind} list result: hints or cursor")
+    size = len(json.dumps(items, separators=(",", ":"), default=str))
+    return ListReply(
+        (),
+        next_cursor=cursor,
+        ttl_ms=None if hintless else ttl,
+        cache_scope=None if hintless else scope,
+        items=frozen(items),
+        item_bytes=size,
+        hintless=hintless,
+    )
+
+
 def list_reply(result: Mapping[str, Any]) -> ListReply | RequestFailed:
     """Turn a ``resources/list`` result into a page."""
     try:
@@ -559,7 +595,7 @@ def failure_from_error(
             "This is a bug in freshcache or a proxy rewriting headers; please report it."
         )
     if code == METHOD_NOT_FOUND:
-        raise ProtocolError(
+        raise MethodNotFoundError(
             f"the server does not implement this method (-32601): {message}. Check that "
             "the URL points at an MCP 2026-07-28 endpoint."
         )

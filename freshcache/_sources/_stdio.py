@@ -75,6 +75,10 @@ import anyio.abc
 import anyio.lowlevel
 
 from .._core import (
+    CATALOG_METHODS,
+    CatalogKind,
+    CatalogListChanged,
+    ChangeHint,
     ListenStarted,
     ListenUnsupported,
     ListReply,
@@ -116,6 +120,7 @@ from .._protocol._wire import (
     ErrorResponse,
     Message,
     Response,
+    catalog_reply,
     list_reply,
 )
 from ._background import BackgroundTask, Inbox
@@ -396,7 +401,7 @@ class _Waiter:
 class _Hint:
     """One change hint, handed to the engine once, by whichever consumer takes it first."""
 
-    event: ResourceUpdated | ResourceListChanged
+    event: ChangeHint
     number: int
     taken: bool = False
 
@@ -616,12 +621,6 @@ class StdioSource:
         """The server's stable name in cache keys: ``stdio:`` and the command line."""
         return self._name
 
-    def ask_pushed_bodies(self) -> bool:
-        """Ask every listen from now on for pushed bodies (``embedResources``); the
-        cache calls it when it opted in (`Policy.pushed_bodies`)."""
-        self.protocol.embed_resources = True
-        return True
-
     @property
     def protocol_version(self) -> str:
         """The version sent in ``_meta``; changed by ``-32022`` negotiation."""
@@ -739,6 +738,21 @@ class StdioSource:
         hints = self._take_hints()
         return replace(page, hints=page.hints + hints) if hints else page
 
+    async def list_catalog(
+        self, kind: CatalogKind, cursor: str | None, principal: Partition
+    ) -> ListReply | RequestFailed:
+        """One page of a catalog (``tools/list``, ...), with the hints no one took yet."""
+        method = CATALOG_METHODS[kind]
+        params: dict[str, Any] = {} if cursor is None else {"cursor": cursor}
+        outcome = self._outcome(method, await self._call(method, params, self.timeout))
+        page = (
+            outcome
+            if isinstance(outcome, RequestFailed)
+            else catalog_reply(kind, outcome, hintless=self.protocol.legacy is not None)
+        )
+        hints = self._take_hints()
+        return replace(page, hints=page.hints + hints) if hints else page
+
     def _outcome(
         self, method: str, answer: Response | ErrorResponse | RequestFailed
     ) -> dict[str, Any] | RequestFailed:
@@ -756,7 +770,7 @@ class StdioSource:
             hint.taken = True
         return tuple(hint.event for hint in held)
 
-    def _hold(self, event: ResourceUpdated | ResourceListChanged) -> _Hint:
+    def _hold(self, event: ChangeHint) -> _Hint:
         if len(self._hints) >= self.max_backlog:
             del self._hints[next(iter(self._hints))]
             self.counters.hints_dropped += 1
@@ -955,7 +969,7 @@ class _Supervisor:
         settings: StdioSettings,
         counters: StdioCounters,
         protocol: ClientProtocol,
-        hold: Callable[[ResourceUpdated | ResourceListChanged], _Hint],
+        hold: Callable[[ChangeHint], _Hint],
         budget: ReconnectBudget,
     ) -> None:
         self.settings = settings
@@ -1182,7 +1196,9 @@ class _Supervisor:
                         )
                 case EventFor(subscription_id=sid, event=event, final=final):
                     item: StreamEvent | _Hint = event
-                    if isinstance(event, (ResourceUpdated, ResourceListChanged)):
+                    if isinstance(
+                        event, (ResourceUpdated, ResourceListChanged, CatalogListChanged)
+                    ):
                         item = self._hold(event)
                     inbox = conn.inboxes.get(id_key(sid))
                     if inbox is None:

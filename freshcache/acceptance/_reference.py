@@ -19,6 +19,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._core import (
+    CatalogListChanged,
     ListenAcknowledged,
     ListReply,
     ReadReply,
@@ -34,6 +35,7 @@ from .._core import (
     UntrustedMessage,
     frozen_json,
 )
+from ._reference_catalogs import ReferenceCatalogs
 
 Shape = Literal[
     "hint",
@@ -80,8 +82,12 @@ def push_event(subscription_id: str | int, push: Push) -> StreamEvent:
     match kind:
         case "ack":
             assert isinstance(payload, tuple)
-            honoured, list_changed = payload
-            return ListenAcknowledged(subscription_id, honoured, list_changed)
+            honoured, list_changed, catalogs = payload
+            return ListenAcknowledged(subscription_id, honoured, list_changed, catalogs)
+        case "catalog_changed":
+            return CatalogListChanged(
+                "prompts" if payload == "prompts" else "tools", subscription_id
+            )
         case "updated":
             return ResourceUpdated(str(payload), subscription_id)
         case "updated_body":
@@ -132,6 +138,8 @@ class Subscriber:
     embed: bool = False
     """The listen asked for pushed bodies (``embedResources``): its ``resources/updated``
     notifications carry the new contents."""
+    catalogs: frozenset[str] = frozenset()
+    """Catalog changes the ack honoured (``tools``, ``prompts``)."""
 
 
 @dataclass(slots=True)
@@ -189,6 +197,8 @@ class ReferenceServer:
     """How often the server ended its sessions (`end_sessions`); a 2025 session opened
     before the latest end is unknown to the server (HTTP 404)."""
     _acks_released: anyio.Event | None = None
+    catalogs: ReferenceCatalogs = field(default_factory=ReferenceCatalogs)
+    """Tools, prompts and resource templates (`set_catalog` changes one)."""
 
     # --- content -----------------------------------------------------------------
 
@@ -287,7 +297,7 @@ class ReferenceServer:
             return RequestFailed(
                 "denied",
                 f"principal {principal!r} may not read {uri}",
-                remediation=self._envelope(uri),
+                remediation=denial_remediation(self, uri),
             )
         resource = self.resources.get(uri)
         if resource is None:
@@ -308,19 +318,6 @@ class ReferenceServer:
             hints=self._hints_for(uri, shape),
         )
 
-    def _envelope(self, uri: str) -> Remediation | None:
-        """The denial envelope a refusal of ``uri`` carries (`denial_envelopes`)."""
-        remediable = self.denial_envelopes.get(uri)
-        if remediable is None:
-            return None
-        hints = (frozen_json({"type": "url", "url": APPROVAL_URL}),) if remediable else ()
-        return Remediation(
-            available=remediable,
-            hints=hints,
-            context_id="authzctx-reference",
-            reason="insufficient_authorization",
-        )
-
     def _hints_for(self, uri: str, shape: str | None) -> tuple[ResourceUpdated, ...]:
         """The change hint an answer-shape fault puts on the read's own answer."""
         if shape == "hint":
@@ -332,7 +329,7 @@ class ReferenceServer:
             return (ResourceUpdated(uri, "not-a-subscription"),)
         if shape == "hint_body":
             live = next(reversed(self.subscribers), None)
-            return (ResourceUpdated(uri, live, self.body(uri)),)
+            return (ResourceUpdated(uri, live, body_of(self, uri)),)
         return ()
 
     def list_page(self, cursor: str | None) -> ListReply | RequestFailed:
@@ -375,6 +372,7 @@ class ReferenceServer:
         subscription_id: str | int,
         resource_uris: frozenset[str],
         list_changed: bool,
+        catalogs: frozenset[str] = frozenset(),
         *,
         embed: bool = False,
     ) -> tuple[Subscriber, MemoryObjectReceiveStream[Push]] | None:
@@ -390,10 +388,11 @@ class ReferenceServer:
             send.send_nowait(("updated", uri))
         self.early_notifications.clear()
         for uri in self.early_bodies:
-            send.send_nowait(("updated_body", (uri, self.body(uri))))
+            send.send_nowait(("updated_body", (uri, body_of(self, uri))))
         self.early_bodies.clear()
         sub.resource_uris = frozenset(resource_uris - self.omit_from_ack)
         sub.list_changed = list_changed and self.list_changed_supported
+        sub.catalogs = catalogs if self.catalogs.list_changed_supported else frozenset()
         if self.acks_held:
             self.held_acks.add(subscription_id)
         else:
@@ -401,7 +400,7 @@ class ReferenceServer:
         return sub, receive
 
     def _acknowledge(self, sub: Subscriber) -> None:
-        sub.send.send_nowait(("ack", (sub.resource_uris, sub.list_changed)))
+        sub.send.send_nowait(("ack", (sub.resource_uris, sub.list_changed, sub.catalogs)))
         sub.acknowledged = True
 
     def hold_acks(self) -> None:
@@ -473,33 +472,34 @@ class ReferenceServer:
         for sub in list(self.subscribers.values()):
             if raw or uri in sub.resource_uris:
                 if sub.embed and not raw and uri in self.resources and uri in sub.resource_uris:
-                    self._push(sub, ("updated_body", (uri, self.body(uri))))
+                    self._push(sub, ("updated_body", (uri, body_of(self, uri))))
                 else:
                     self._push(sub, ("updated", uri))
-
-    def body(self, uri: str) -> tuple[ResourceContents, ...]:
-        """What a read of ``uri`` would hold now, as a pushed body carries it."""
-        resource = self.resources[uri]
-        return (
-            ResourceContents(
-                uri,
-                text=None if resource.blob is not None else resource.text,
-                blob=resource.blob,
-                mime_type=resource.mime_type,
-            ),
-        )
-
-    def push_body_raw(self, uri: str, *, foreign: bool = False) -> None:
-        """Push ``uri``'s body to every subscriber, asked for or not (a misbehaving
-        server); with ``foreign`` under a subscription id nobody opened."""
-        kind = "foreign_body" if foreign else "updated_body"
-        self.push_raw(kind, (uri, self.body(uri)))
 
     def notify_list_changed(self) -> None:
         """Publish ``resources/list_changed`` to subscribers that asked for it."""
         for sub in list(self.subscribers.values()):
             if sub.list_changed:
                 self._push(sub, ("list_changed", None))
+
+    def set_catalog(
+        self, kind: str, items: list[dict[str, object]], *, notify: bool = True
+    ) -> None:
+        """Change catalog ``kind``; with ``notify`` publish its ``list_changed``
+        (templates: ``resources/list_changed``)."""
+        self.catalogs.set(kind, items)
+        if notify:
+            self.notify_catalog_changed(kind)
+
+    def notify_catalog_changed(self, kind: str) -> None:
+        """Publish ``tools/list_changed`` or ``prompts/list_changed`` to subscribers
+        granted it (resource templates change with the resource list)."""
+        if kind == "resource_templates":
+            self.notify_list_changed()
+            return
+        for sub in list(self.subscribers.values()):
+            if kind in sub.catalogs:
+                self._push(sub, ("catalog_changed", kind))
 
     def push_raw(self, kind: str, payload: object = None) -> None:
         """Queue an arbitrary message to every subscriber (garbage, foreign ids ...)."""
@@ -533,3 +533,37 @@ class ReferenceServer:
         except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
             # A subscriber that cannot keep up or went away loses its stream.
             self.unsubscribe(sub.subscription_id)
+
+
+def body_of(server: ReferenceServer, uri: str) -> tuple[ResourceContents, ...]:
+    """What a read of ``uri`` would hold now, as a pushed body carries it."""
+    resource = server.resources[uri]
+    return (
+        ResourceContents(
+            uri,
+            text=None if resource.blob is not None else resource.text,
+            blob=resource.blob,
+            mime_type=resource.mime_type,
+        ),
+    )
+
+
+def push_body_raw(server: ReferenceServer, uri: str, *, foreign: bool = False) -> None:
+    """Push ``uri``'s body to every subscriber, asked for or not (a misbehaving
+    server); with ``foreign`` under a subscription id nobody opened."""
+    kind = "foreign_body" if foreign else "updated_body"
+    server.push_raw(kind, (uri, body_of(server, uri)))
+
+
+def denial_remediation(server: ReferenceServer, uri: str) -> Remediation | None:
+    """The denial envelope a refusal of ``uri`` carries (`denial_envelopes`)."""
+    remediable = server.denial_envelopes.get(uri)
+    if remediable is None:
+        return None
+    hints = (frozen_json({"type": "url", "url": APPROVAL_URL}),) if remediable else ()
+    return Remediation(
+        available=remediable,
+        hints=hints,
+        context_id="authzctx-reference",
+        reason="insufficient_authorization",
+    )

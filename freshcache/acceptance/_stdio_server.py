@@ -71,6 +71,7 @@ from ._protocol import (
 from ._protocol_2025 import REVISION as LEGACY_REVISION
 from ._protocol_2025 import Protocol2025, ServedSession
 from ._reference import ReferenceServer, Resource
+from ._reference_catalogs import ReferenceCatalogs
 from ._steering import apply_to_reference
 from ._steps import ALIASES, NextRead, Notify, ServerChange, ServerSets, text_for
 
@@ -146,6 +147,7 @@ def reference_to_state(server: ReferenceServer) -> dict[str, Any]:
         "list_hints": server.list_hints,
         "listen_refusals": server.listen_refusals,
         "acks_held": server.acks_held,
+        "catalogs": dataclasses.asdict(server.catalogs),
     }
 
 
@@ -175,6 +177,8 @@ def reference_from_state(state: dict[str, Any]) -> ReferenceServer:
     server.cursor_epoch = int(state.get("cursor_epoch", 0))
     server.list_hints = int(state.get("list_hints", 0))
     server.listen_refusals = int(state.get("listen_refusals", 0))
+    if "catalogs" in state:
+        server.catalogs = ReferenceCatalogs(**state["catalogs"])
     if state.get("held"):
         server.hold_reads()
     if state.get("acks_held"):

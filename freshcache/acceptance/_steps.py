@@ -69,6 +69,11 @@ class Given:
         "acks_held",
         "fleet",
         "pushed_bodies",
+        "catalog_page_size",
+        "catalog_later_ttl",
+        "catalog_later_private",
+        "catalog_public",
+        "stale_catalogs",
     ]
     arg: str = ""
 
@@ -99,7 +104,13 @@ class Notify:
     URIs the cache never read, `unread_uri`)."""
 
     kind: Literal[
-        "updated", "list_changed", "updated_before_ack", "foreign", "garbage", "updated_unread"
+        "updated",
+        "list_changed",
+        "updated_before_ack",
+        "foreign",
+        "garbage",
+        "updated_unread",
+        "catalog_changed",
     ]
     uri: str = ""
     count: int = 1
@@ -176,9 +187,48 @@ class ServerChange:
         "hold_unsubscribes",
         "release_unsubscribes",
         "share_publicly",
+        "catalog_set",
+        "catalog_set_notify",
+        "catalog_fault",
     ]
     uri: str = ""
+    """The resource; for the ``catalog_*`` changes the catalog (`CATALOG_WORDS`)."""
     principal: str | None = None
+    version: str = ""
+    """``catalog_set*``: the catalog's new version; ``catalog_fault``: the fault
+    every list of it meets (``""``: none)."""
+
+
+CATALOG_WORDS = {"tools": "tools", "prompts": "prompts", "templates": "resource_templates"}
+"""How a row names a catalog."""
+
+
+def catalog_items(kind: str, version: str) -> list[dict[str, object]]:
+    """The items of catalog ``kind`` at ``version`` on the reference server: the first
+    item's name carries the version (``search-v2``), so a check can tell v1 from v2."""
+    match kind:
+        case "tools":
+            return [
+                {
+                    "name": f"search-{version}",
+                    "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
+                },
+                {"name": "help", "inputSchema": {"type": "object"}},
+            ]
+        case "prompts":
+            return [{"name": f"summarize-{version}"}, {"name": "explain"}]
+        case _:
+            return [
+                {"name": f"guide-{version}", "uriTemplate": "guide://{section}/{name}"},
+                {"name": "note", "uriTemplate": "note://{id}"},
+            ]
+
+
+def catalog_version_of(names: tuple[str, ...]) -> str | None:
+    """The version label of a reference catalog (``v2``) from its items' names."""
+    first = names[0] if names else ""
+    label = first.rsplit("-", 1)[-1]
+    return label if first != label else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +270,17 @@ class Observe:
     """The client looks: ``read`` (may do I/O), ``status`` (no I/O), ``list``,
     ``background`` (a read that is left running; observed with ``await background``)."""
 
-    how: Literal["read", "status", "list", "background", "await_background", "context"]
+    how: Literal[
+        "read",
+        "status",
+        "list",
+        "background",
+        "await_background",
+        "context",
+        "catalog",
+        "catalog_status",
+        "mutate_catalog",
+    ]
     uri: str = ""
     principal: str | None = None
     timeout: float | None = None
@@ -303,6 +363,32 @@ _rule(r"given page size (\d+)")(lambda m: Given("page_size", m[1]))
 _rule(r"given store holds (\d+) entr(?:y|ies)")(lambda m: Given("store_entries", m[1]))
 _rule(r"given later list pages ttl (\d+) ?ms")(lambda m: Given("later_pages_ttl", m[1]))
 _rule(r"given pushed bodies")(lambda m: Given("pushed_bodies"))
+
+# catalogs: tools, prompts, resource templates (invariants 13, 14)
+_CATALOG = r"(tools|prompts|templates)"
+_rule(rf"given {_CATALOG} page size (\d+)")(lambda m: Given("catalog_page_size", m[2]))
+_rule(rf"given later {_CATALOG} pages ttl (\d+) ?ms")(lambda m: Given("catalog_later_ttl", m[2]))
+_rule(rf"given later {_CATALOG} pages private")(lambda m: Given("catalog_later_private"))
+_rule(rf"given {_CATALOG} public")(lambda m: Given("catalog_public"))
+_rule(r"given stale catalogs allowed")(lambda m: Given("stale_catalogs"))
+_rule(rf"server changes {_CATALOG} to (v\d+)( and notifies)?")(
+    lambda m: ServerChange(
+        "catalog_set_notify" if m[3] else "catalog_set", CATALOG_WORDS[m[1]], version=m[2]
+    )
+)
+_rule(rf"notify {_CATALOG} changed")(lambda m: Notify("catalog_changed", CATALOG_WORDS[m[1]]))
+_rule(rf"{_CATALOG} lists (are denied|fail|time out|recover)")(
+    lambda m: ServerChange(
+        "catalog_fault",
+        CATALOG_WORDS[m[1]],
+        version={"are denied": "denied", "fail": "server_error", "time out": "timeout"}.get(
+            m[2], ""
+        ),
+    )
+)
+_rule(rf"{_CATALOG}(?: as (\w+))?")(lambda m: Observe("catalog", CATALOG_WORDS[m[1]], m[2]))
+_rule(rf"status {_CATALOG}")(lambda m: Observe("catalog_status", CATALOG_WORDS[m[1]]))
+_rule(rf"mutate {_CATALOG}")(lambda m: Observe("mutate_catalog", CATALOG_WORDS[m[1]]))
 
 # server content
 _rule(rf"server sets {_URI} (v\d+)( and notifies)?")(
