@@ -13,7 +13,7 @@ The surface, by who needs it:
 - an agent step: `Context` (from `FreshCache.context`), `StateChanges` of `StateChange`
   and `CatalogChange` items and `ChangesDropped` markers (from `FreshCache.changes`);
 - catalogs: `Catalog` (from `FreshCache.tools`, `prompts`, `resource_templates`,
-  `catalog_status`) and its `CatalogKind`;
+  `catalog_status`) and its `CatalogKind`; `ToolCall` (from `FreshCache.call_tool`);
 - reaching a server: `HttpSource` (its ``auth=`` an `Auth`), `StdioSource`,
   `McpClientSource`, `LoaderSource`;
 - writing a `Source`: the replies (`ReadReply`, `ListReply`, `RequestFailed`) and the
@@ -84,6 +84,7 @@ if TYPE_CHECKING:  # loaded on first use (`__getattr__`): httpx, pydantic, the t
     from ._middleware._cache import FreshCache, ListResult
     from ._middleware._context import ChangesDropped, Context, StateChange, StateChanges
     from ._middleware._store import MemoryStore
+    from ._middleware._tools import ToolCall
     from ._protocol._wire import ClientIdentity, DenialRules
     from ._sources._http import Auth, HttpSource
     from ._sources._loader import Loaded, LoaderSource
@@ -95,6 +96,7 @@ _ON_FIRST_USE = {
     "Auth": "._sources._http",
     "FreshCache": "._middleware._cache",
     "ListResult": "._middleware._cache",
+    "ToolCall": "._middleware._tools",
     "ChangesDropped": "._middleware._context",
     "Context": "._middleware._context",
     "StateChange": "._middleware._context",
@@ -180,6 +182,7 @@ __all__ = [
     "StreamEvent",
     "StreamLost",
     "TableError",
+    "ToolCall",
     "UnsupportedVersionError",
     "UntrustedMessage",
     "__version__",

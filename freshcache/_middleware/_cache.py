@@ -62,6 +62,7 @@ from ._setup import (
 )
 from ._store import MemoryStore
 from ._telemetry import Telemetry
+from ._tools import ToolCalls
 
 if TYPE_CHECKING:
     from .._fleet._worker import FleetWorker
@@ -70,7 +71,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("freshcache")
 
 
-class FreshCache(CatalogMethods):
+class FreshCache(CatalogMethods, ToolCalls):
     """A freshness-checking cache of MCP resources around one `Source`.
 
     Use as an async context manager::

@@ -152,6 +152,24 @@ def refused_read(
             return Reply(error(request_id, INTERNAL_ERROR, detail or "Internal error"))
 
 
+def tool_call_answer(
+    server: ReferenceServer, request_id: str | int, params: dict[str, Any]
+) -> Answer:
+    """``tools/call``: a tool the server lists answers with its name and arguments; any
+    other is ``-32602`` "Unknown tool" (spec server/tools, error handling)."""
+    if server.down:
+        return HangUp()
+    name = params.get("name")
+    server.tool_calls.append(str(name))
+    if name in server.tools_unknown_once:
+        server.tools_unknown_once.discard(str(name))
+        return Reply(error(request_id, INVALID_PARAMS, f"Unknown tool: {name}"), 200)
+    if name not in server.catalogs.names("tools"):
+        return Reply(error(request_id, INVALID_PARAMS, f"Unknown tool: {name}"), 200)
+    text = f"{name} called with {json.dumps(params.get('arguments') or {}, sort_keys=True)}"
+    return Reply(_result(request_id, {"content": [{"type": "text", "text": text}]}))
+
+
 def denial_data(remediation: Remediation | None) -> dict[str, Any] | None:
     """A denial's error ``data``: the authorization denial envelope (SEP-2643) the
     reference server sends when a row asks for one, else none."""
@@ -300,6 +318,8 @@ class ReferenceProtocol:
                 cursor = params.get("cursor")
                 page = server.list_page(cursor if isinstance(cursor, str) else None)
                 return self._list_answer(request_id, page)
+            case "tools/call":
+                return tool_call_answer(server, request_id, params)
             case "tools/list" | "prompts/list" | "resources/templates/list":
                 if server.down:
                     return HangUp()

@@ -159,6 +159,11 @@ class ReferenceServer:
     """Per URI, a fault every read hits until it is cleared."""
     denied_principals: dict[str, set[str | None]] = field(default_factory=dict)
     """Per URI, principals refused until further notice."""
+    tool_calls: list[str] = field(default_factory=list)
+    """Names of the ``tools/call`` requests answered (or refused) so far."""
+    tools_unknown_once: set[str] = field(default_factory=set)
+    """Tools whose next call is refused as unknown although listed (a server reloading
+    its tool registry)."""
     denial_envelopes: dict[str, bool] = field(default_factory=dict)
     """Per URI, a structured denial envelope (SEP-2643) on its refusals: ``True`` with a
     remediation hint (a URL to approve access at), ``False`` with none."""
