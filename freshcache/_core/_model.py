@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Literal, get_args
 
 from ._frozen import canonical_json, frozen_mapping, thawed
@@ -126,16 +125,6 @@ def text_of(contents: Sequence[ResourceContents]) -> str | None:
     if not texts:
         return None
     return texts[0] if len(texts) == 1 else "\n".join(texts)
-
-
-def frozen_json(value: Any) -> Any:
-    """A read-only deep copy of a JSON value: objects become read-only mappings,
-    arrays tuples, so what a caller was handed cannot be changed under the next one."""
-    if isinstance(value, Mapping):
-        return MappingProxyType({str(k): frozen_json(v) for k, v in value.items()})
-    if isinstance(value, (list, tuple)):
-        return tuple(frozen_json(v) for v in value)
-    return value
 
 
 @dataclass(frozen=True, slots=True)

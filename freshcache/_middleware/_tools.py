@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._core import Catalog, RequestFailed, StreamEvent, frozen_json
+from .._core import Catalog, RequestFailed, StreamEvent
+from .._core._frozen import frozen
 from .._protocol._tools import catalog_may_be_old
 from .._sources._tools import call_tool
 from ._setup import checked_deadline
@@ -146,7 +147,7 @@ def _judged(
         return ToolCall(
             name, state, reason=reason, catalog=catalog, retried=retried, detail=_why(outcome)
         )
-    return ToolCall(name, "answered", result=frozen_json(outcome), catalog=catalog, retried=retried)
+    return ToolCall(name, "answered", result=frozen(outcome), catalog=catalog, retried=retried)
 
 
 def _why(outcome: dict[str, Any] | RequestFailed) -> str:

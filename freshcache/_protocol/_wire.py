@@ -30,7 +30,6 @@ from .._core import (
     RequestFailed,
     ResourceContents,
     ResourceInfo,
-    frozen_json,
 )
 from .._core._frozen import frozen
 from .._errors import (
@@ -621,7 +620,7 @@ def denial_envelope(data: Any) -> Remediation | None:
     raw_hints = envelope.get("remediationHints")
     hints = (
         tuple(
-            frozen_json(hint)
+            frozen(hint)
             for hint in raw_hints
             if isinstance(hint, Mapping) and isinstance(hint.get("type"), str)
         )

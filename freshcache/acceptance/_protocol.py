@@ -9,7 +9,7 @@ cut a frame). The HTTP and stdio reference servers are thin shells around it.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -179,17 +179,8 @@ def denial_data(remediation: Remediation | None) -> dict[str, Any] | None:
     if remediation.context_id is not None:
         envelope["authorizationContextId"] = remediation.context_id
     if remediation.hints:
-        envelope["remediationHints"] = [json_copy(hint) for hint in remediation.hints]
+        envelope["remediationHints"] = [thawed(hint) for hint in remediation.hints]
     return {"authorization": envelope}
-
-
-def json_copy(value: Any) -> Any:
-    """A plain JSON copy of a read-only value (`frozen_json`'s inverse)."""
-    if isinstance(value, Mapping):
-        return {k: json_copy(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return [json_copy(v) for v in value]
-    return value
 
 
 def refused_list(request_id: str | int, failed: RequestFailed, *, status: int) -> Answer:

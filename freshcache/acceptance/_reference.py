@@ -33,8 +33,8 @@ from .._core import (
     StreamEvent,
     StreamLost,
     UntrustedMessage,
-    frozen_json,
 )
+from .._core._frozen import frozen
 from ._reference_catalogs import ReferenceCatalogs
 
 Shape = Literal[
@@ -565,7 +565,7 @@ def denial_remediation(server: ReferenceServer, uri: str) -> Remediation | None:
     remediable = server.denial_envelopes.get(uri)
     if remediable is None:
         return None
-    hints = (frozen_json({"type": "url", "url": APPROVAL_URL}),) if remediable else ()
+    hints = (frozen({"type": "url", "url": APPROVAL_URL}),) if remediable else ()
     return Remediation(
         available=remediable,
         hints=hints,
