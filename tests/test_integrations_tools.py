@@ -97,3 +97,92 @@ async def test_pydantic_ai_run_goes_on_without_the_tools_of_a_server_that_is_dow
     assert seen[0][0] == []
     assert "not available now" in seen[0][1]
     assert toolset.catalog is not None and toolset.catalog.state == "awaiting_fresh_source"
+
+
+def _agents_model(respond: Any) -> Any:
+    """A model for the Agents SDK that answers with ``respond(step, tool_names)``: a
+    tool name to call, or ``None`` to finish (no model is called)."""
+    from agents.items import ModelResponse
+    from agents.models.interface import Model
+    from agents.usage import Usage
+    from openai.types.responses import (
+        ResponseFunctionToolCall,
+        ResponseOutputMessage,
+        ResponseOutputText,
+    )
+
+    class StepModel(Model):
+        step = 0
+
+        async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+            tools = args[3] if len(args) > 3 else kwargs["tools"]
+            self.step += 1
+            call = await respond(self.step, sorted(t.name for t in tools))
+            if call is None:
+                text = ResponseOutputText(type="output_text", text="done", annotations=[])
+                item: Any = ResponseOutputMessage(
+                    id="m", type="message", role="assistant", status="completed", content=[text]
+                )
+            else:
+                item = ResponseFunctionToolCall(
+                    type="function_call", call_id=f"c{self.step}", name=call, arguments="{}"
+                )
+            return ModelResponse(output=[item], usage=Usage(), response_id=None)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+    return StepModel()
+
+
+async def test_the_agents_sdk_sees_a_tool_list_changed_mid_run_at_the_next_step() -> None:
+    from agents import Agent, Runner
+    from agents.mcp import MCPServerStreamableHttp
+
+    from freshcache.integrations.openai_agents import FreshMCPServer
+
+    server = ReferenceServer()
+    offered: list[list[str]] = []
+    async with cache_on(server) as cache:
+
+        async def respond(step: int, names: list[str]) -> str | None:
+            offered.append(names)
+            if step == 1:
+                server.set_catalog("tools", [LOOKUP], notify=True)
+                await until(lambda: cache.catalog_status("tools").names != ("search",))
+                return "search"
+            return names[0] if step == 2 else None
+
+        wrapped = MCPServerStreamableHttp({"url": "http://127.0.0.1:9/unused"}, name="guides")
+        fresh = FreshMCPServer(wrapped, cache)
+        agent = Agent(name="a", model=_agents_model(respond), mcp_servers=[fresh])
+        result = await Runner.run(agent, "go")
+    assert result.final_output == "done"
+    assert offered[:2] == [["search"], ["lookup"]]
+    assert server.tool_calls[0] == "search" and "lookup" in server.tool_calls
+
+
+async def test_the_agents_sdk_run_goes_on_when_the_server_is_down() -> None:
+    from agents import Agent, Runner
+    from agents.mcp import MCPServerStreamableHttp
+
+    from freshcache.integrations.openai_agents import FreshMCPServer
+
+    server = ReferenceServer()
+    offered: list[list[str]] = []
+    async with cache_on(server) as cache:
+        server.down = True
+        server.drop_streams()
+        await until(lambda: cache.stream_status != "live")
+        cache.invalidate_catalog("tools")
+
+        async def respond(step: int, names: list[str]) -> str | None:
+            offered.append(names)
+            return None
+
+        wrapped = MCPServerStreamableHttp({"url": "http://127.0.0.1:9/unused"}, name="guides")
+        fresh = FreshMCPServer(wrapped, cache, timeout=1.0)
+        agent = Agent(name="a", model=_agents_model(respond), mcp_servers=[fresh])
+        result = await Runner.run(agent, "go")
+    assert result.final_output == "done" and offered == [[]]
+    assert fresh.catalog is not None and fresh.catalog.state == "awaiting_fresh_source"
