@@ -186,3 +186,24 @@ async def test_the_agents_sdk_run_goes_on_when_the_server_is_down() -> None:
         result = await Runner.run(agent, "go")
     assert result.final_output == "done" and offered == [[]]
     assert fresh.catalog is not None and fresh.catalog.state == "awaiting_fresh_source"
+
+
+async def test_langchain_load_tools_follows_the_catalog_and_calls_through_the_cache() -> None:
+    from freshcache.integrations.langchain import load_tools
+
+    server = ReferenceServer()
+    async with cache_on(server) as cache:
+        tools = await load_tools(cache)
+        assert [t.name for t in tools] == ["search"] and tools.catalog.ok
+        assert await tools[0].ainvoke({}) == "search called with {}"
+        server.set_catalog("tools", [LOOKUP], notify=False)  # nothing heard yet
+        # The old tool is called: "unknown tool", one re-list, no retry, a clear error.
+        said = await tools[0].ainvoke({})
+        assert "no tool 'search' any more" in said and "lookup" in said
+        assert [t.name for t in await load_tools(cache)] == ["lookup"]
+        server.down = True
+        server.drop_streams()
+        await until(lambda: cache.stream_status != "live")
+        cache.invalidate_catalog("tools")
+        down = await load_tools(cache, timeout=1.0)
+        assert list(down) == [] and down.catalog.state == "awaiting_fresh_source"
