@@ -104,6 +104,9 @@ EXPECT = {
     "Command line #1": [V1, "advice      none", "guide://shipping/returns: fresh"],
     "Tracing and metrics #2": ["fresh"],
     "Pushed bodies and structured denials #1": ["fresh"],
+    "Tools that stay current #1": ["('search',)"],
+    "Tools that stay current #2": ["['search']"],
+    "Tools that stay current #3": ["fresh ['search']"],
 }
 """What each block that runs must print (beyond exiting 0)."""
 
