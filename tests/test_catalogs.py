@@ -254,7 +254,7 @@ def test_a_lost_stream_invalidates_what_it_covered():
     walk(engine, {None: page("a")})
     engine.handle(StreamLost("s1", "gone"))
     assert engine.catalog_lookup("tools", None) is None
-    assert engine.catalog_status("tools", None).reason == "invalidated"
+    assert engine.catalog_status("tools", None).reason == "stream_lost"
 
 
 def test_hintless_pages_stay_fresh_while_covered_until_notified():

@@ -189,8 +189,23 @@ class CatalogMethods:
     principal: str | None
     read_timeout: float
     engine: FreshnessEngine
+    source: Source
+    telemetry: Telemetry
     _catalogs: CatalogLister
+    _changes: ChangeFeed
     _unusable: FreshCacheError | None
+
+    def _feed_hints(self, hints: tuple[StreamEvent, ...]) -> None: ...
+
+    def _catalog_lister(self) -> CatalogLister:
+        return CatalogLister(
+            self.engine,
+            self.telemetry,
+            self._feed_hints,
+            lambda: self.source,
+            self._changes,
+            lambda: self.principal,
+        )
 
     async def tools(self, *, timeout: float | None = None, principal: str | None = None) -> Catalog:
         """The server's tools: ``fresh`` items, or an explicit state saying why not.
