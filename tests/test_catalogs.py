@@ -73,7 +73,9 @@ def walk(
     return engine.settle_catalog(done), asked
 
 
-def covered(engine: FreshnessEngine, sid: str = "s1", catalogs=("tools", "prompts")) -> None:
+def covered(
+    engine: FreshnessEngine, sid: str = "s1", catalogs=("tools", "prompts", "resource_templates")
+) -> None:
     engine.handle(ListenStarted(sid, frozenset(), True))
     engine.handle(ListenAcknowledged(sid, frozenset(), True, frozenset(catalogs)))
 

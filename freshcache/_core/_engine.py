@@ -888,10 +888,11 @@ class FreshnessEngine(_Judgements):
         if sub.list_changed:
             self._lists.invalidate()
             decisions.append(Relist("acknowledged"))
-        kinds = {kind for kind in CATALOG_KINDS if kind in event.catalogs}
-        if sub.list_changed:
-            kinds.add("resource_templates")
-        for kind in self.catalogs.acknowledged(sid, frozenset(kinds)):
+        # Only what the ack names is covered (a source that cannot say, e.g. a fleet
+        # follower, names none: its catalogs are listed before each use).
+        asked = sub.list_changed_requested
+        kinds = frozenset(kind for kind in CATALOG_KINDS if asked and kind in event.catalogs)
+        for kind in self.catalogs.acknowledged(sid, kinds):
             # Invariant 4 for catalogs: what was walked before the ack is not fresh.
             if self.catalogs.invalidate(kind, self.catalogs.reason_now(kind)):
                 decisions.append(Relist("acknowledged", kind))
