@@ -601,6 +601,8 @@ class _Judgements(_ReadRules):
         self._unusable = detail or "the server cannot be used"
         for table in self.hit_tables.values():
             table.clear()
+        for rows in self.catalogs.rows.values():
+            rows.clear()
 
     def lookup(self, uri: str, partition: Partition) -> ReadResult | None:
         if self._unusable is not None:
@@ -653,6 +655,8 @@ class _Judgements(_ReadRules):
         """Judge a finished walk (see `CatalogBook.settle`)."""
         catalog = self.catalogs.settle(done)
         if self._unusable is not None and catalog.state in (FRESH, STALE):
+            for rows in self.catalogs.rows.values():
+                rows.clear()
             return Catalog(done.kind, AWAITING_FRESH_SOURCE, "server_error", detail=self._unusable)
         return catalog
 

@@ -158,7 +158,7 @@ class FreshCache(CatalogMethods):
             self._carry_out,
             lambda: (self.source, self.principal),
         )
-        self._catalogs = self._catalog_lister()
+        self._set_up_catalogs()
         self._tg: TaskGroup | None = None
         self.server_info: ServerInfo | None = None
         self._unusable: FreshCacheError | None = None
