@@ -73,7 +73,9 @@ def walk(
     return engine.settle_catalog(done), asked
 
 
-def covered(engine: FreshnessEngine, sid: str = "s1", catalogs=("tools", "prompts")) -> None:
+def covered(
+    engine: FreshnessEngine, sid: str = "s1", catalogs=("tools", "prompts", "resource_templates")
+) -> None:
     engine.handle(ListenStarted(sid, frozenset(), True))
     engine.handle(ListenAcknowledged(sid, frozenset(), True, frozenset(catalogs)))
 
@@ -254,7 +256,7 @@ def test_a_lost_stream_invalidates_what_it_covered():
     walk(engine, {None: page("a")})
     engine.handle(StreamLost("s1", "gone"))
     assert engine.catalog_lookup("tools", None) is None
-    assert engine.catalog_status("tools", None).reason == "invalidated"
+    assert engine.catalog_status("tools", None).reason == "stream_lost"
 
 
 def test_hintless_pages_stay_fresh_while_covered_until_notified():

@@ -91,6 +91,7 @@ EXPECT = {
     "Try it on a server #1": [V1],
     "Try it on a server #2": ["freshcache serve: updated file://", "/notes/approval.md: fresh"],
     "Ten lines #1": [V1],
+    "Catalogs: tools, prompts and templates #1": ["('search',)"],
     "The official MCP client #1": [f"fresh {V1}"],
     "The official MCP client #2": [f"fresh {V1}"],
     "Sources: how freshcache reaches a server #1": ["server read: guide://shipping/approval", V1],

@@ -611,7 +611,9 @@ async def test_subscriptions_are_demultiplexed_when_another_ones_messages_come_b
             started = await next_event(second)
             assert isinstance(started, ListenStarted)
             ack = await next_event(second)
-            assert ack == ListenAcknowledged(started.subscription_id, frozenset({SELECTED}), True)
+            assert ack == ListenAcknowledged(
+                started.subscription_id, frozenset({SELECTED}), True, frozenset({"tools", "prompts"})
+            )
             firsts = [await next_event(first) for _ in range(3)]
             assert all(isinstance(e, ResourceUpdated) and e.uri == OTHER for e in firsts)
             await control("step", step=step_to_json(ServerChange("close_stream")))

@@ -197,6 +197,13 @@ class CatalogBook:
         self._covering: dict[SubscriptionId, frozenset[CatalogKind]] = {}
         self._covered: dict[CatalogKind, int] = {}
         self._denied: set[tuple[CatalogKind, Partition]] = set()
+        self.rows: dict[CatalogKind, dict[Partition, tuple[Catalog, float]]] = {
+            kind: {} for kind in CATALOG_KINDS
+        }
+        """The hit tables: kind -> partition -> (the fresh catalog, until when). A row
+        exists only while `lookup` would hand that catalog out (one dict lookup and
+        one clock compare on the hit path); rebuilt whenever coverage or a
+        generation moves."""
         self.walks = 0
         """Walks begun (each may take cached pages or fetch them)."""
 
@@ -221,6 +228,20 @@ class CatalogBook:
         elif self.policy.uncovered == "read_before_use":
             return None
         return held.catalog if self._clock() < held.expires_at else None
+
+    def _index(self, kind: CatalogKind) -> None:
+        """Rebuild ``kind``'s hit-table rows from what is held and covered now."""
+        rows = self.rows[kind]
+        rows.clear()
+        generation = self.pages[kind].generation
+        covered = kind in self._covered
+        for (held_kind, partition), held in self._held.items():
+            if held_kind != kind or held.generation != generation:
+                continue
+            if covered and (held.backed or self.policy.subscription_backed):
+                rows[partition] = (held.catalog, float("inf"))
+            elif covered or self.policy.uncovered == "ttl":
+                rows[partition] = (held.catalog, held.expires_at)
 
     def _held_for(self, kind: CatalogKind, partition: Partition) -> _Held | None:
         """``partition``'s own catalog, else the shared public one where allowed (never
@@ -298,6 +319,7 @@ class CatalogBook:
         self._problems.pop(key, None)
         self._denied.discard(key)
         self._reasons[kind] = "not_cached"
+        self._index(kind)
         return handed
 
     def _failed(self, done: CatalogWalk, result: ListResult) -> Catalog:
@@ -315,6 +337,7 @@ class CatalogBook:
         if state in (DENIED, NOT_FOUND):
             # Do not offer it to this principal; its copy is dropped (DESIGN §1).
             self._held.pop(key, None)
+            self.rows[kind].pop(partition, None)
             if state == DENIED:
                 self._denied.add(key)
         if done.generation == self.pages[kind].generation:
@@ -355,6 +378,7 @@ class CatalogBook:
         flight start again. Returns whether anyone had asked for it (re-list it)."""
         self._reasons[kind] = reason
         self.pages[kind].invalidate()
+        self._index(kind)
         return kind in self.held_kinds()
 
     def reason_now(self, kind: CatalogKind) -> Reason:
@@ -377,6 +401,7 @@ class CatalogBook:
                 self._covered[kind] = before + 1
                 if before == 0:
                     newly.append(kind)
+                    self._index(kind)
         return newly
 
     def covered_by(self, subscription_id: SubscriptionId) -> frozenset[CatalogKind]:
@@ -390,6 +415,7 @@ class CatalogBook:
                 self._covered[kind] = left
             else:
                 self._covered.pop(kind, None)
+                self._index(kind)
 
     def evicted(self, key: EntryKey) -> None:
         kind = catalog_kind_of(key[1])

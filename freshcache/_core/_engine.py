@@ -618,6 +618,8 @@ class _Judgements(_ReadRules):
         self._unusable = detail or "the server cannot be used"
         for table in self.hit_tables.values():
             table.clear()
+        for rows in self.catalogs.rows.values():
+            rows.clear()
 
     def lookup(self, uri: str, partition: Partition) -> ReadResult | None:
         if self._unusable is not None:
@@ -670,6 +672,8 @@ class _Judgements(_ReadRules):
         """Judge a finished walk (see `CatalogBook.settle`)."""
         catalog = self.catalogs.settle(done)
         if self._unusable is not None and catalog.state in (FRESH, STALE):
+            for rows in self.catalogs.rows.values():
+                rows.clear()
             return Catalog(done.kind, AWAITING_FRESH_SOURCE, "server_error", detail=self._unusable)
         return catalog
 
@@ -946,10 +950,11 @@ class FreshnessEngine(_Judgements):
         if sub.list_changed:
             self._lists.invalidate()
             decisions.append(Relist("acknowledged"))
-        kinds = {kind for kind in CATALOG_KINDS if kind in event.catalogs}
-        if sub.list_changed:
-            kinds.add("resource_templates")
-        for kind in self.catalogs.acknowledged(sid, frozenset(kinds)):
+        # Only what the ack names is covered (a source that cannot say, e.g. a fleet
+        # follower, names none: its catalogs are listed before each use).
+        asked = sub.list_changed_requested
+        kinds = frozenset(kind for kind in CATALOG_KINDS if asked and kind in event.catalogs)
+        for kind in self.catalogs.acknowledged(sid, kinds):
             # Invariant 4 for catalogs: what was walked before the ack is not fresh.
             if self.catalogs.invalidate(kind, self.catalogs.reason_now(kind)):
                 decisions.append(Relist("acknowledged", kind))

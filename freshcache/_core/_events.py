@@ -112,8 +112,9 @@ class ListenAcknowledged:
     resource_uris: frozenset[str]
     list_changed: bool
     catalogs: frozenset[str] = frozenset()
-    """Catalog notifications honoured: ``tools`` (``toolsListChanged``), ``prompts``
-    (``promptsListChanged``). Resource templates ride on `list_changed`."""
+    """Catalogs whose changes the server will notify: ``tools`` (``toolsListChanged``),
+    ``prompts`` (``promptsListChanged``), ``resource_templates`` (with
+    ``resourcesListChanged``). Only what is named here is covered."""
 
 
 @dataclass(frozen=True, slots=True)

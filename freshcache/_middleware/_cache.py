@@ -46,7 +46,7 @@ from .._core._hits import NO_HITS
 from .._core._streams import ListenSupervisor
 from .._errors import ConfigurationError, FreshCacheError, UnsupportedVersionError
 from .._sources._source import ServerInfo, Source
-from ._catalogs import CatalogLister, CatalogMethods
+from ._catalogs import CatalogMethods
 from ._context import ChangeFeed, Context, StateChanges, read_all
 from ._flights import ReadFlights
 from ._listening import StreamDriver
@@ -159,14 +159,7 @@ class FreshCache(CatalogMethods, ToolCalls):
             self._carry_out,
             lambda: (self.source, self.principal),
         )
-        self._catalogs = CatalogLister(
-            self.engine,
-            self.telemetry,
-            self._feed_hints,
-            lambda: self.source,
-            self._changes,
-            lambda: self.principal,
-        )
+        self._set_up_catalogs()
         self._tg: TaskGroup | None = None
         self.server_info: ServerInfo | None = None
         self._unusable: FreshCacheError | None = None

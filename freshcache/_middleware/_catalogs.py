@@ -189,8 +189,31 @@ class CatalogMethods:
     principal: str | None
     read_timeout: float
     engine: FreshnessEngine
+    source: Source
+    telemetry: Telemetry
     _catalogs: CatalogLister
+    _tools_rows: dict[Partition, tuple[Catalog, float]]
+    _prompts_rows: dict[Partition, tuple[Catalog, float]]
+    _templates_rows: dict[Partition, tuple[Catalog, float]]
+    _changes: ChangeFeed
+    _clock: Callable[[], float]
     _unusable: FreshCacheError | None
+
+    def _feed_hints(self, hints: tuple[StreamEvent, ...]) -> None: ...
+
+    def _set_up_catalogs(self) -> None:
+        rows = self.engine.catalogs.rows  # the hit tables (never replaced)
+        self._tools_rows = rows["tools"]
+        self._prompts_rows = rows["prompts"]
+        self._templates_rows = rows["resource_templates"]
+        self._catalogs = CatalogLister(
+            self.engine,
+            self.telemetry,
+            self._feed_hints,
+            lambda: self.source,
+            self._changes,
+            lambda: self.principal,
+        )
 
     async def tools(self, *, timeout: float | None = None, principal: str | None = None) -> Catalog:
         """The server's tools: ``fresh`` items, or an explicit state saying why not.
@@ -198,18 +221,28 @@ class CatalogMethods:
         Same rules as `read`: walked (every page) when not fresh, waiting up to
         ``timeout`` seconds (default ``read_timeout``); the walk goes on after that.
         """
+        # The hit path: one dict lookup and one clock compare, as for `read`.
+        row = self._tools_rows.get(self.principal if principal is None else principal)
+        if row is not None and self._clock() < row[1]:
+            return row[0]
         return await self._catalog("tools", timeout, principal)
 
     async def prompts(
         self, *, timeout: float | None = None, principal: str | None = None
     ) -> Catalog:
         """The server's prompts (see `tools`)."""
+        row = self._prompts_rows.get(self.principal if principal is None else principal)
+        if row is not None and self._clock() < row[1]:
+            return row[0]
         return await self._catalog("prompts", timeout, principal)
 
     async def resource_templates(
         self, *, timeout: float | None = None, principal: str | None = None
     ) -> Catalog:
         """The server's resource templates (see `tools`)."""
+        row = self._templates_rows.get(self.principal if principal is None else principal)
+        if row is not None and self._clock() < row[1]:
+            return row[0]
         return await self._catalog("resource_templates", timeout, principal)
 
     def catalog_status(self, kind: str, *, principal: str | None = None) -> Catalog:

@@ -480,7 +480,7 @@ class ClientProtocol:
             subscription_id,
             frozenset(sub.uris & session.subscribed),
             sub.list_changed and session.list_changed,
-            session.catalogs_changing if sub.list_changed else frozenset(),
+            _legacy_catalogs(sub.list_changed, session),
         )
 
     def legacy_close(self, subscription_id: RequestId) -> list[str]:
@@ -958,7 +958,11 @@ def _acknowledgment(
         return UntrustedMessage("acknowledgment with a malformed resourceSubscriptions", sid)
     catalogs = frozenset(
         kind
-        for kind, name in (("tools", "toolsListChanged"), ("prompts", "promptsListChanged"))
+        for kind, name in (
+            ("tools", "toolsListChanged"),
+            ("prompts", "promptsListChanged"),
+            ("resource_templates", "resourcesListChanged"),  # templates change with it
+        )
         if filt.get(name) is True
     )
     return ListenAcknowledged(
@@ -985,6 +989,15 @@ def _hint(
     if method == "notifications/prompts/list_changed":
         return CatalogListChanged("prompts", sid)
     return None
+
+
+def _legacy_catalogs(asked: bool, session: LegacySession) -> frozenset[str]:
+    """Catalogs a 2025 session's channel covers: those whose capability says
+    ``listChanged`` (templates: ``resources.listChanged``)."""
+    if not asked:
+        return frozenset()
+    templates = {"resource_templates"} if session.list_changed else set()
+    return frozenset({*session.catalogs_changing, *templates})
 
 
 def _header_mismatch(error: ErrorResponse) -> HeaderMismatchError:

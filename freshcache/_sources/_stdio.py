@@ -68,6 +68,7 @@ import signal
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import anyio
@@ -730,26 +731,21 @@ class StdioSource:
         self, cursor: str | None, principal: Partition
     ) -> ListReply | RequestFailed:
         """One page of ``resources/list`` (with the change hints no one took yet)."""
-        params: dict[str, Any] = {} if cursor is None else {"cursor": cursor}
-        outcome = self._outcome(
-            "resources/list", await self._call("resources/list", params, self.timeout)
-        )
-        page = outcome if isinstance(outcome, RequestFailed) else list_reply(outcome)
-        hints = self._take_hints()
-        return replace(page, hints=page.hints + hints) if hints else page
+        return await self._page("resources/list", cursor, list_reply)
 
     async def list_catalog(
         self, kind: CatalogKind, cursor: str | None, principal: Partition
     ) -> ListReply | RequestFailed:
         """One page of a catalog (``tools/list``, ...), with the hints no one took yet."""
-        method = CATALOG_METHODS[kind]
+        parse = partial(catalog_reply, kind, hintless=self.protocol.legacy is not None)
+        return await self._page(CATALOG_METHODS[kind], cursor, parse)
+
+    async def _page(
+        self, method: str, cursor: str | None, parse: Callable[[Any], ListReply | RequestFailed]
+    ) -> ListReply | RequestFailed:
         params: dict[str, Any] = {} if cursor is None else {"cursor": cursor}
         outcome = self._outcome(method, await self._call(method, params, self.timeout))
-        page = (
-            outcome
-            if isinstance(outcome, RequestFailed)
-            else catalog_reply(kind, outcome, hintless=self.protocol.legacy is not None)
-        )
+        page = outcome if isinstance(outcome, RequestFailed) else parse(outcome)
         hints = self._take_hints()
         return replace(page, hints=page.hints + hints) if hints else page
 

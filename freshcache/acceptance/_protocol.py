@@ -315,6 +315,8 @@ class ReferenceProtocol:
                 if server.down:
                     return HangUp()
                 kind = CATALOG_OF_METHOD[method]
+                if kind not in server.catalogs.items:
+                    return Reply(error(request_id, METHOD_NOT_FOUND, "Method not found"), 404)
                 if server.catalogs.faults.get(kind) == "timeout":
                     return Stall()
                 cursor = params.get("cursor")

@@ -179,6 +179,8 @@ class Protocol2025:
                 return self._list_answer(request_id, page)
             case "tools/list" | "prompts/list" | "resources/templates/list":
                 kind = CATALOG_OF_METHOD[method]
+                if kind not in server.catalogs.items:
+                    return Reply(error(request_id, METHOD_NOT_FOUND, "Method not found"))
                 if server.catalogs.faults.get(kind) == "timeout":
                     return Stall()
                 cursor = params.get("cursor")

@@ -397,7 +397,9 @@ class ReferenceServer:
         self.early_bodies.clear()
         sub.resource_uris = frozenset(resource_uris - self.omit_from_ack)
         sub.list_changed = list_changed and self.list_changed_supported
-        sub.catalogs = catalogs if self.catalogs.list_changed_supported else frozenset()
+        granted = catalogs if self.catalogs.list_changed_supported else frozenset()
+        templates = {"resource_templates"} if sub.list_changed else set()
+        sub.catalogs = frozenset({*granted, *templates})
         if self.acks_held:
             self.held_acks.add(subscription_id)
         else:

@@ -503,6 +503,7 @@ class StdioReferenceServer:
             "pending_out": self.pending_out,
             "reads": reference.reads,
             "lists": reference.lists,
+            "catalog_lists": sum(reference.catalogs.lists.values()),
             "reads_in_flight": reference.reads_in_flight,
             "subscribers": len(reference.subscribers),
             "down": reference.down,
