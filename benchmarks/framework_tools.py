@@ -13,7 +13,9 @@ with a model call between two steps); the framework alone has nothing to wait fo
   list cache (the documented setting for speed: the list is fetched once);
 - **alone, cache_tools_list=False**: the same server listing on every step;
 - **with freshcache**: `FreshMCPServer` over the cache (``HttpSource``): the cache's tool
-  catalog at every step, calls through `FreshCache.call_tool`.
+  catalog at every step, calls through `FreshCache.call_tool`;
+- **pydantic-ai alone**: ``MCPToolset`` with its default tool cache, the same steps
+  (its ``fresh_tools`` counterpart is the same cache catalog as the Agents SDK row's).
 
 Counted: tool calls the server answered "Unknown tool" (made against a list it no
 longer has), calls answered, and ``tools/list`` requests the server received. Not a
@@ -103,8 +105,45 @@ async def run(variant: str, steps: int) -> dict[str, Any]:
 VARIANTS = ("alone, cached list", "alone, list every step", "with freshcache")
 
 
+async def run_pydantic_ai_alone(steps: int) -> dict[str, Any]:
+    """pydantic-ai's ``MCPToolset`` (its default ``cache_tools=True``): each step takes
+    its tools (``list_tools``, what ``get_tools`` does per step) and calls one
+    (``direct_call_tool``)."""
+    from pydantic_ai.mcp import MCPToolset
+
+    server = ReferenceServer()
+    server.set(U, "v1")
+    server.set_catalog("tools", [tool(0)], notify=False)
+    changes_at = {steps * (n + 1) // (CHANGES + 1) for n in range(CHANGES)}
+    unknown = answered = version = 0
+    async with ReferenceHttpServer(server) as http, MCPToolset(http.url) as toolset:
+        lists_before = server.catalogs.lists.get("tools", 0)
+        for step in range(steps):
+            if step in changes_at:
+                version += 1
+                server.set_catalog("tools", [tool(version)], notify=True)
+            tools = await toolset.list_tools()
+            try:
+                await toolset.direct_call_tool(tools[0].name, {})
+                answered += 1
+            except Exception:  # the server's "Unknown tool", raised by the client
+                unknown += 1
+        lists = server.catalogs.lists.get("tools", 0) - lists_before
+    return {
+        "framework": "pydantic-ai",
+        "variant": "alone, cached list",
+        "steps": steps,
+        "tool_list_changes": CHANGES,
+        "calls_answered": answered,
+        "calls_against_a_list_the_server_no_longer_has": unknown,
+        "server_tool_calls": len(server.tool_calls),
+        "tools_list_requests": lists,
+    }
+
+
 async def main(steps: int) -> list[dict[str, Any]]:
-    return [await run(variant, steps) for variant in VARIANTS]
+    rows = [await run(variant, steps) for variant in VARIANTS]
+    return [*rows, await run_pydantic_ai_alone(steps)]
 
 
 def table(rows: list[dict[str, Any]]) -> str:
