@@ -1,6 +1,10 @@
 """Server reads and answer states per agent framework, alone and with freshcache.
 
     python benchmarks/frameworks.py [--steps 100] [--json PATH]
+    python benchmarks/frameworks.py --tools [--steps 100] [--json PATH]
+
+``--tools``: tool calls made against a tool list the server no longer has, the
+framework alone and with freshcache (`benchmarks/framework_tools.py`).
 
 Against the official-SDK fixture server (`tests/fixtures/sdk_server.py`) on 127.0.0.1,
 for each framework: ``--steps`` agent steps, each reading the same 5 selected
@@ -312,8 +316,15 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--tools", action="store_true", help="the tool-list benchmark")
     args = parser.parse_args()
-    rows = anyio.run(main, args.steps)
-    print(table(rows, args.steps))
+    if args.tools:
+        from benchmarks import framework_tools
+
+        rows = anyio.run(framework_tools.main, args.steps)
+        print(framework_tools.table(rows))
+    else:
+        rows = anyio.run(main, args.steps)
+        print(table(rows, args.steps))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")

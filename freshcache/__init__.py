@@ -11,12 +11,14 @@ The surface, by who needs it:
   the type of every ``principal=``;
 - bringing your own store: the `Store` protocol, its `Entry` values and `EntryKey`;
 - an agent step: `Context` (from `FreshCache.context`), `StateChanges` of `StateChange`
-  items and `ChangesDropped` markers (from `FreshCache.changes`);
+  and `CatalogChange` items and `ChangesDropped` markers (from `FreshCache.changes`);
+- catalogs: `Catalog` (from `FreshCache.tools`, `prompts`, `resource_templates`,
+  `catalog_status`) and its `CatalogKind`; `ToolCall` (from `FreshCache.call_tool`);
 - reaching a server: `HttpSource` (its ``auth=`` an `Auth`), `StdioSource`,
   `McpClientSource`, `LoaderSource`;
 - writing a `Source`: the replies (`ReadReply`, `ListReply`, `RequestFailed`) and the
   stream events it yields (`ListenStarted`, `ListenAcknowledged`, `ResourceUpdated`,
-  `ResourceListChanged`, `StreamClosed`, `StreamLost`, `ListenUnsupported`,
+  `ResourceListChanged`, `CatalogListChanged`, `StreamClosed`, `StreamLost`, `ListenUnsupported`,
   `UntrustedMessage`, `ChangesMissed`: the source may have missed changes, not to be
   confused with the consumer-side `ChangesDropped`), `ServerInfo`, `Partition` (the
   engine's name for `Principal`), and `SourceWrapper` for a source that wraps another one;
@@ -35,6 +37,10 @@ from ._core import (
     FRESH,
     NOT_FOUND,
     STALE,
+    Catalog,
+    CatalogChange,
+    CatalogKind,
+    CatalogListChanged,
     ChangesMissed,
     Entry,
     EntryKey,
@@ -48,6 +54,7 @@ from ._core import (
     Principal,
     ReadReply,
     ReadResult,
+    Remediation,
     RequestFailed,
     ResourceContents,
     ResourceInfo,
@@ -64,6 +71,7 @@ from ._errors import (
     ConfigurationError,
     FreshCacheError,
     HeaderMismatchError,
+    MethodNotFoundError,
     MissingDependencyError,
     ProtocolError,
     ResourceWithheldError,
@@ -76,6 +84,7 @@ if TYPE_CHECKING:  # loaded on first use (`__getattr__`): httpx, pydantic, the t
     from ._middleware._cache import FreshCache, ListResult
     from ._middleware._context import ChangesDropped, Context, StateChange, StateChanges
     from ._middleware._store import MemoryStore
+    from ._middleware._tools import ToolCall
     from ._protocol._wire import ClientIdentity, DenialRules
     from ._sources._http import Auth, HttpSource
     from ._sources._loader import Loaded, LoaderSource
@@ -87,6 +96,7 @@ _ON_FIRST_USE = {
     "Auth": "._sources._http",
     "FreshCache": "._middleware._cache",
     "ListResult": "._middleware._cache",
+    "ToolCall": "._middleware._tools",
     "ChangesDropped": "._middleware._context",
     "Context": "._middleware._context",
     "StateChange": "._middleware._context",
@@ -119,6 +129,10 @@ __all__ = [
     "STALE",
     "Auth",
     "BackoffSettings",
+    "Catalog",
+    "CatalogChange",
+    "CatalogKind",
+    "CatalogListChanged",
     "ChangesDropped",
     "ChangesMissed",
     "ClientIdentity",
@@ -142,6 +156,7 @@ __all__ = [
     "LoaderSource",
     "McpClientSource",
     "MemoryStore",
+    "MethodNotFoundError",
     "MissingDependencyError",
     "Partition",
     "Policy",
@@ -149,6 +164,7 @@ __all__ = [
     "ProtocolError",
     "ReadReply",
     "ReadResult",
+    "Remediation",
     "RequestFailed",
     "ResourceContents",
     "ResourceInfo",
@@ -166,6 +182,7 @@ __all__ = [
     "StreamEvent",
     "StreamLost",
     "TableError",
+    "ToolCall",
     "UnsupportedVersionError",
     "UntrustedMessage",
     "__version__",

@@ -42,6 +42,10 @@ class UnsupportedVersionError(ProtocolError):
         self.requested = requested
 
 
+class MethodNotFoundError(ProtocolError):
+    """The server does not implement the method (``-32601``)."""
+
+
 class HeaderMismatchError(ProtocolError):
     """The server says request headers and body disagree (``-32020``)."""
 

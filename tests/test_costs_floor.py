@@ -23,6 +23,7 @@ from freshcache._core import (
     ResourceUpdated,
     version_of,
 )
+from freshcache._core._model import fresh_result, served_copy
 from freshcache._core._slots import filled_by_slots
 
 
@@ -60,6 +61,17 @@ def test_a_result_with_its_version_not_yet_asked_compares_pickles_and_copies_who
     assert ReadResult("fresh", "x://a").version is None  # built plainly: no digest made up
 
 
+def test_results_filled_slot_by_slot_set_every_field() -> None:
+    """A field added to `ReadResult` must be filled by the slot fillers too (an unset
+    slot raises on first read)."""
+    contents = (ResourceContents("x://a", text="v1"),)
+    built = fresh_result("x://a", contents, fetched_at=1.0, server_read=True)
+    for result in (built, served_copy(built, server_read=False)):
+        values = {f.name: getattr(result, f.name) for f in dataclasses.fields(ReadResult)}
+        assert values == {**dataclasses.asdict(ReadResult("fresh", "x://a")), **values}
+        assert values["remediation"] is None and values["text"] == "v1"
+
+
 def test_records_filled_slot_by_slot_stay_frozen_with_the_same_signature() -> None:
     entry = Entry(ReadResult("fresh", "x://a"), 3, 1.0, 2.0, "private", 10)
     assert entry.hintless is False  # the default
@@ -75,20 +87,29 @@ def test_filled_by_slots_refuses_what_it_would_skip() -> None:
     class WithFactory:
         items: list[int] = dataclasses.field(default_factory=list)
 
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class WithPostInit:
-        n: int
-
-        def __post_init__(self) -> None:
-            pass
-
     @dataclasses.dataclass(frozen=True)
     class WithoutSlots:
         n: int
 
-    for cls in (WithFactory, WithPostInit, WithoutSlots):
+    for cls in (WithFactory, WithoutSlots):
         with pytest.raises(TypeError):
             filled_by_slots(cls)
+
+
+def test_filled_by_slots_runs_post_init_after_the_fields() -> None:
+    @filled_by_slots
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Doubled:
+        n: int
+        twice: int = 0
+
+        def __post_init__(self) -> None:
+            object.__setattr__(self, "twice", 2 * self.n)
+
+    assert Doubled(4).twice == 8
+    contents = ResourceContents("x://a", text="t", annotations={"audience": ["user"]})
+    with pytest.raises(TypeError):  # frozen deeply, as invariant 13 needs
+        contents.annotations["audience"] = []  # type: ignore[index]
 
 
 @pytest.mark.parametrize(

@@ -34,7 +34,10 @@ SELECTED = "guide://shipping/approval"
 def acceptance(*args: str, timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "freshcache._cli", "acceptance", *args],
-        capture_output=True, text=True, timeout=timeout, check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
 
 
@@ -52,9 +55,17 @@ def only(*ids: str) -> list[str]:
 # stream loss, faults, seams, acknowledgments), plus status and background reads, and
 # a read while the server is down (on stdio: sent to processes that exit unanswering).
 SAMPLE = (
-    "seed-1", "seed-2", "seed-4", "seed-8", "single-flight-reread-joins",
-    "ttl-expired-read", "list-expired-refetched", "stream-drop-rereads",
-    "seed-5", "first-ack-copy-not-fresh", "stale-not-for-other-pattern",
+    "seed-1",
+    "seed-2",
+    "seed-4",
+    "seed-8",
+    "single-flight-reread-joins",
+    "ttl-expired-read",
+    "list-expired-refetched",
+    "stream-drop-rereads",
+    "seed-5",
+    "first-ack-copy-not-fresh",
+    "stale-not-for-other-pattern",
 )
 
 
@@ -77,7 +88,9 @@ def test_a_driver_command_of_ones_own_is_played_the_same_way():
 
 def test_junit_with_a_client_has_one_testsuite_per_client_wire(tmp_path):
     junit = tmp_path / "client.xml"
-    done = acceptance("--client", "freshcache", "--wire", "all", *only("seed-2"), "--junit", str(junit))
+    done = acceptance(
+        "--client", "freshcache", "--wire", "all", *only("seed-2"), "--junit", str(junit)
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     suites = ElementTree.parse(junit).getroot().findall("testsuite")
     assert [s.get("name") for s in suites] == [
@@ -113,7 +126,15 @@ def verdicts_for(name: str, rows: tuple[str, ...]) -> list[dict]:
     return cases
 
 
-PEER_ROWS = ("seed-2", "seed-3", "seed-4", "seed-6", "seed-8", "ttl-expired-read", "not-cached-read")
+PEER_ROWS = (
+    "seed-2",
+    "seed-3",
+    "seed-4",
+    "seed-6",
+    "seed-8",
+    "ttl-expired-read",
+    "not-cached-read",
+)
 
 
 def test_the_official_python_sdk_client_gets_a_verdict_for_every_row():
@@ -157,7 +178,10 @@ def _typescript_ready() -> str | None:
             return str(exc)
     done = subprocess.run(
         ["npm", "ci", "--silent", "--prefix", str(HERE / "typescript")],
-        capture_output=True, text=True, timeout=300, check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     return None if done.returncode == 0 else f"npm ci failed: {done.stderr.strip()[-200:]}"
 
@@ -198,9 +222,7 @@ def test_cited_text_is_judged_on_its_version_and_is_never_stale():
     v2 = Said(SELECTED, text_for(SELECTED, "v2"))
     assert check(expect("fresh v2"), v2, _NoView(), 0) == []
     assert check(expect("fresh v3"), v2, _NoView(), 0) == ["cited v2, expected fresh v3"]
-    assert check(expect("stale v2"), v2, _NoView(), 0) == [
-        "cited v2 as current, expected stale v2"
-    ]
+    assert check(expect("stale v2"), v2, _NoView(), 0) == ["cited v2 as current, expected stale v2"]
 
 
 def test_a_client_with_states_is_judged_as_freshcache_is():
@@ -239,7 +261,10 @@ def test_a_client_that_names_no_2025_revision_has_every_row_listed_on_the_2025_w
     )[0]
     modern = Hello("modern 1", states=False, transports=("http", "stdio"), ops=frozenset({"read"}))
     both = Hello(
-        "both 1", states=False, transports=("http", "stdio"), ops=frozenset({"read"}),
+        "both 1",
+        states=False,
+        transports=("http", "stdio"),
+        ops=frozenset({"read"}),
         revisions=frozenset({"2026-07-28", "2025-11-25"}),
     )
     for world in (ClientHttpWorld, ClientStdioWorld):
@@ -262,7 +287,9 @@ def test_a_driver_of_another_protocol_version_is_refused():
 def test_user_mistakes_are_one_line_and_exit_2():
     unknown = acceptance("--client", "nosuch", "--only", "seed-2", timeout=60)
     assert unknown.returncode == 2
-    assert unknown.stderr.strip().count("\n") == 0 and "no shipped driver 'nosuch'" in unknown.stderr
+    assert (
+        unknown.stderr.strip().count("\n") == 0 and "no shipped driver 'nosuch'" in unknown.stderr
+    )
     dead = acceptance("--client-cmd", "false", "--wire", "http", "--only", "seed-2", timeout=60)
     assert dead.returncode == 2
     assert "Traceback" not in dead.stderr and "driver" in dead.stderr
@@ -320,3 +347,18 @@ def test_a_failed_sdk_install_is_unavailable_with_npms_words(tmp_path, monkeypat
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     with pytest.raises(Unavailable, match=r"failed \(exit 7\): npm ERR! offline"):
         drivers.prepare("typescript", lambda line: None)
+
+
+def test_the_official_python_sdk_client_keeps_the_tool_list_it_had_before_a_reconnect():
+    """Issue 26: after a reconnect the official SDK client hands out the tool list it
+    had before (nothing tells it to list again), where freshcache lists again because a
+    new stream proves nothing about the time before it (invariant 4)."""
+    pytest.importorskip("mcp")
+    row = "catalog-stream-drop-relisted"
+    for wire in ("http", "stdio"):
+        (sdk,) = played("--client", "mcp", "--wire", wire, *only(row))["cases"]
+        assert not any("crashed" in f or "driver" in f for f in sdk["failures"]), sdk
+        assert not sdk["passed"]
+        assert sdk["actual"] == "cited v1"  # the list from before the reconnect
+    (ours,) = played("--client", "freshcache", "--wire", "http", *only(row))["cases"]
+    assert ours["passed"], ours

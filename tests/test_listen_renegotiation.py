@@ -62,6 +62,8 @@ def test_a_listen_refused_for_its_version_is_sent_again_once_with_the_same_id() 
     assert again.outgoing.message["params"]["notifications"] == {
         "resourceSubscriptions": [U],
         "resourcesListChanged": True,
+        "toolsListChanged": True,
+        "promptsListChanged": True,
     }
     assert protocol.is_open("listen-1")
     twice = protocol.receive(_refusal("listen-1"))

@@ -21,6 +21,7 @@ ALLOWED_IN_CORE = {
     "random",
     "re",
     "time",
+    "types",
     "typing",
     "typing_extensions",
 }

@@ -91,6 +91,7 @@ EXPECT = {
     "Try it on a server #1": [V1],
     "Try it on a server #2": ["freshcache serve: updated file://", "/notes/approval.md: fresh"],
     "Ten lines #1": [V1],
+    "Catalogs: tools, prompts and templates #1": ["('search',)"],
     "The official MCP client #1": [f"fresh {V1}"],
     "The official MCP client #2": [f"fresh {V1}"],
     "Sources: how freshcache reaches a server #1": ["server read: guide://shipping/approval", V1],
@@ -103,6 +104,10 @@ EXPECT = {
     "Inside agent frameworks #3": [V1, "Returns v1: 30 days."],
     "Command line #1": [V1, "advice      none", "guide://shipping/returns: fresh"],
     "Tracing and metrics #2": ["fresh"],
+    "Pushed bodies and structured denials #1": ["fresh"],
+    "Tools that stay current #1": ["('search',)"],
+    "Tools that stay current #2": ["['search']"],
+    "Tools that stay current #3": ["fresh ['search']"],
 }
 """What each block that runs must print (beyond exiting 0)."""
 

@@ -16,6 +16,12 @@ from tests.conftest import SdkServer, start_sdk_server, stop_process
 README = Path(__file__).resolve().parents[1] / "README.md"
 RECIPE = re.compile(r"<!-- recipe: ([\w-]+) -->\n```python\n(.*?)```", re.S)
 V1 = "Shipping approval v1: orders over $500 need a manager."
+TOOL_RECIPES = {
+    "pydantic-ai-tools": "('set_resource', 'delete_resource'",
+    "openai-agents-tools": "['set_resource', 'delete_resource'",
+    "langchain-tools": "fresh ['set_resource', 'delete_resource'",
+}
+"""The tool recipes, and what each prints of the fixture's tools (issue 26 part 4)."""
 
 
 def recipes() -> dict[str, str]:
@@ -24,7 +30,9 @@ def recipes() -> dict[str, str]:
 
 def test_every_framework_has_a_short_recipe():
     found = recipes()
-    assert set(found) == {"agent-step", "pydantic-ai", "openai-agents", "langchain"}
+    assert set(found) == {
+        "agent-step", "pydantic-ai", "openai-agents", "langchain", *TOOL_RECIPES
+    }
     for name, code in found.items():
         lines = [line for line in code.splitlines() if line.strip()]
         assert len(lines) <= 10, f"recipe {name} has {len(lines)} lines"
@@ -54,3 +62,12 @@ def test_the_recipe_runs_as_written(name: str, recipe_server: SdkServer, capsys)
         assert "Returns v1: 30 days." in out
     if name == "agent-step":
         assert out.rstrip().endswith("[]")  # nothing withheld
+
+
+@pytest.mark.wire
+@pytest.mark.parametrize("name", sorted(TOOL_RECIPES))
+def test_the_tool_recipe_runs_as_written(name: str, recipe_server: SdkServer, capsys):
+    code = recipes()[name].replace("http://127.0.0.1:8000/mcp", recipe_server.url)
+    exec(compile(code, f"README recipe {name}", "exec"), {"__name__": "__recipe__"})
+    out = capsys.readouterr().out
+    assert TOOL_RECIPES[name] in out, f"recipe {name} printed {out!r}"

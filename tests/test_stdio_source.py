@@ -31,6 +31,7 @@ from freshcache import (
     UnsupportedVersionError,
 )
 from freshcache._core import (
+    CatalogListChanged,
     ListenAcknowledged,
     ListenStarted,
     ListenUnsupported,
@@ -309,7 +310,11 @@ def test_a_change_hint_no_open_subscription_can_carry_is_still_handed_on() -> No
         + _line(_note("notifications/resources/list_changed", "zzz"))
         + _line(_note("notifications/tools/list_changed", "zzz"))
     )
-    assert out == [HintFor(ResourceUpdated(U2, None)), HintFor(ResourceListChanged("zzz"))]
+    assert out == [
+        HintFor(ResourceUpdated(U2, None)),
+        HintFor(ResourceListChanged("zzz")),
+        HintFor(CatalogListChanged("tools", "zzz")),  # a catalog hint is a change hint too
+    ]
     assert demux.counters.unknown_subscriptions == 3
 
 
@@ -606,7 +611,9 @@ async def test_subscriptions_are_demultiplexed_when_another_ones_messages_come_b
             started = await next_event(second)
             assert isinstance(started, ListenStarted)
             ack = await next_event(second)
-            assert ack == ListenAcknowledged(started.subscription_id, frozenset({SELECTED}), True)
+            assert ack == ListenAcknowledged(
+                started.subscription_id, frozenset({SELECTED}), True, frozenset({"tools", "prompts"})
+            )
             firsts = [await next_event(first) for _ in range(3)]
             assert all(isinstance(e, ResourceUpdated) and e.uri == OTHER for e in firsts)
             await control("step", step=step_to_json(ServerChange("close_stream")))

@@ -5,9 +5,20 @@ library, the MCP SDK or OpenTelemetry (a test enforces the import allow-list).
 """
 
 from ._backoff import ReconnectBudget
+from ._catalogs import (
+    CATALOG_FIELDS,
+    CATALOG_KINDS,
+    CATALOG_METHODS,
+    Catalog,
+    CatalogChange,
+    CatalogKind,
+    CatalogWalk,
+)
 from ._engine import Counters, FreshnessEngine, Invalidation, ReadTicket
 from ._entries import PUBLIC, Entry, EntryKey, Partition, Principal, Store
 from ._events import (
+    CatalogListChanged,
+    ChangeHint,
     ChangesMissed,
     Decision,
     FailureKind,
@@ -40,6 +51,7 @@ from ._model import (
     CacheScope,
     ReadResult,
     Reason,
+    Remediation,
     ResourceContents,
     State,
     fresh_result,
@@ -50,6 +62,15 @@ from ._model import (
 from ._policy import Policy, UncoveredMode
 
 __all__ = [
+    "CATALOG_FIELDS",
+    "CATALOG_KINDS",
+    "CATALOG_METHODS",
+    "Catalog",
+    "CatalogChange",
+    "CatalogKind",
+    "CatalogListChanged",
+    "CatalogWalk",
+    "ChangeHint",
     "AWAITING_FRESH_SOURCE",
     "DENIED",
     "FRESH",
@@ -86,6 +107,7 @@ __all__ = [
     "Relist",
     "Relisten",
     "RequestFailed",
+    "Remediation",
     "ResourceContents",
     "ResourceInfo",
     "ResourceListChanged",

@@ -74,6 +74,11 @@ class Coverage:
         """Whether an acknowledged subscription covers ``uri`` now."""
         return uri in self._covered
 
+    def covered_by(self, subscription_id: SubscriptionId | None, uri: str) -> bool:
+        """Whether the acknowledged subscription ``subscription_id`` itself covers ``uri``."""
+        sub = None if subscription_id is None else self._subs.get(subscription_id)
+        return sub is not None and sub.acknowledged and uri in sub.covered
+
     def trusted(self, subscription_id: SubscriptionId | None) -> bool:
         """Whether messages with this id come from an acknowledged subscription."""
         sub = None if subscription_id is None else self._subs.get(subscription_id)

@@ -46,6 +46,9 @@ unknown origin after a change heard
 failure at the current generation      failed; denied/not_found drop the copy
 ``resources/updated`` (any envelope,   invalidated (``invalidated``); selected:
 on any stream or answer)               re-read
+``resources/updated`` with a pushed    invalidated and filled at the new
+body, opted in, on the acknowledged    generation, in one decision: fresh with
+stream that covers the URI             no server read (`_pushed_body`)
 stream lost                            what it covered: invalidated
                                        (``stream_lost``); re-listen
 acknowledgment                         what it newly covers (no other live stream
@@ -70,11 +73,13 @@ from dataclasses import dataclass, replace
 
 from typing_extensions import assert_never
 
+from ._catalogs import CATALOG_KINDS, Catalog, CatalogBook, CatalogKind, CatalogWalk
 from ._counters import Tally
 from ._coverage import Coverage
 from ._denials import Denials
 from ._entries import PUBLIC, Entry, EntryKey, Partition, Store
 from ._events import (
+    CatalogListChanged,
     ChangesMissed,
     Decision,
     ListenAcknowledged,
@@ -156,6 +161,10 @@ class Counters(Tally):
     stream_losses: int = 0
     acknowledgments: int = 0
     list_requests: int = 0
+    pushed_bodies: int = 0
+    """Pushed bodies that made a URI fresh without a server read."""
+    pushed_bodies_refused: int = 0
+    """Pushed bodies that only invalidated (not asked for, untrusted, wrong stream ...)."""
 
 
 StreamStatus = str  # "idle" | "opening" | "live" | "closed" | "lost" | "unsupported"
@@ -196,6 +205,8 @@ class _Bookkeeping:
         self._stream_status: StreamStatus = "idle"
         self._listen_supported: bool | None = None
         self._lists = ListPages(store, server_id, self.policy)
+        self.catalogs = CatalogBook(store, server_id, self.policy, clock, wall_clock)
+        """Tools, prompts and resource templates (`_catalogs`)."""
         self._on_invalidation = on_invalidation
         self._denials = Denials()
         """Principals refused per URI, until their own read succeeds (`_Judgements`)."""
@@ -262,7 +273,7 @@ class _Bookkeeping:
         assert isinstance(entry.value, ReadResult)
         if self._uncovered_strict(uri, state):
             return
-        backed = self.policy.subscription_backed or entry.hintless
+        backed = self.policy.subscription_backed or entry.hintless or entry.pushed
         if backed and state.selected and self._subs.covers(uri):
             # Fresh until notified: 2025 reads have no TTL, the subscription vouches.
             self._hits.put(uri, partition, entry.value)  # no time bound: no clock on a hit
@@ -292,6 +303,9 @@ class _Bookkeeping:
         _, method, param, partition = key
         if method == LIST:
             self._lists.evicted(key)
+            return
+        if method != READ:
+            self.catalogs.evicted(key)
             return
         self._hits.pop(param, partition)
         state = self._uris.get(param)
@@ -437,7 +451,9 @@ class _ReadRules(_Bookkeeping):
         self._uris.forget_if_idle(uri, state)
         return result
 
-    def _store_reply(self, ticket: ReadTicket, state: UriRecord, reply: ReadReply) -> ReadResult:
+    def _store_reply(
+        self, ticket: ReadTicket, state: UriRecord, reply: ReadReply, *, pushed: bool = False
+    ) -> ReadResult:
         uri, partition = ticket.uri, ticket.partition
         now = self.clock()
         fetched_at = self.wall_clock()
@@ -457,7 +473,14 @@ class _ReadRules(_Bookkeeping):
         if reply.hintless and not state.selected:
             ttl = min(self.policy.hintless_ttl, self.policy.max_ttl)  # the caller's opt-in
         entry = Entry(
-            cached, state.generation, now, now + ttl, scope, _size_of(uri, contents), reply.hintless
+            value=cached,
+            generation=state.generation,
+            received_at=now,
+            expires_at=now + ttl,
+            scope=scope,
+            size=_size_of(uri, contents),
+            hintless=reply.hintless,
+            pushed=pushed,
         )
         for other in (partition, PUBLIC):
             if other != stored_partition and other in state.partitions:
@@ -478,7 +501,14 @@ class _ReadRules(_Bookkeeping):
             case "denied":
                 # Do not cite it to this principal; drop that principal's copy (DESIGN §1).
                 self._drop_entry(uri, partition, state)
-                result = problem_result(uri, DENIED, "denied", server_read=True, detail=detail)
+                result = problem_result(
+                    uri,
+                    DENIED,
+                    "denied",
+                    server_read=True,
+                    detail=detail,
+                    remediation=failure.remediation,
+                )
             case "not_found":
                 self._drop_entry(uri, partition, state)
                 result = problem_result(
@@ -548,6 +578,10 @@ class _ReadRules(_Bookkeeping):
             self.counters.superseded_replies += 1
         return judged
 
+    def page_window(self, cursor: str | None, partition: Partition) -> tuple[float, bool] | None:
+        """How long the held page at ``cursor`` is fresh, and whether it is private."""
+        return self._lists.window(cursor, partition)
+
     def list_complete(self, listed: Iterable[str], partition: Partition) -> list[Decision]:
         """A full re-list finished: selected URIs that left it are checked by a direct read."""
         present = set(listed)
@@ -584,6 +618,8 @@ class _Judgements(_ReadRules):
         self._unusable = detail or "the server cannot be used"
         for table in self.hit_tables.values():
             table.clear()
+        for rows in self.catalogs.rows.values():
+            rows.clear()
 
     def lookup(self, uri: str, partition: Partition) -> ReadResult | None:
         if self._unusable is not None:
@@ -613,6 +649,46 @@ class _Judgements(_ReadRules):
                 table.clear()
             return problem_result(uri, AWAITING_FRESH_SOURCE, "server_error", detail=self._unusable)
         return result
+
+    # ------------------------------------------------------------------ catalogs
+
+    def catalog_lookup(self, kind: CatalogKind, partition: Partition) -> Catalog | None:
+        """The fresh catalog ``kind`` for ``partition``, or ``None``: walk it."""
+        if self._unusable is not None:
+            return None
+        return self.catalogs.lookup(kind, partition)
+
+    def catalog_status(self, kind: CatalogKind, partition: Partition) -> Catalog:
+        """What `catalog_lookup` or a walk would hand out now, without any I/O."""
+        if self._unusable is not None:
+            return Catalog(kind, AWAITING_FRESH_SOURCE, "server_error", detail=self._unusable)
+        return self.catalogs.status(kind, partition)
+
+    def begin_catalog(self, kind: CatalogKind, partition: Partition) -> CatalogWalk:
+        """A walk of ``kind`` to run now (its tickets count as list requests)."""
+        return self.catalogs.begin(kind, partition)
+
+    def settle_catalog(self, done: CatalogWalk) -> Catalog:
+        """Judge a finished walk (see `CatalogBook.settle`)."""
+        catalog = self.catalogs.settle(done)
+        if self._unusable is not None and catalog.state in (FRESH, STALE):
+            for rows in self.catalogs.rows.values():
+                rows.clear()
+            return Catalog(done.kind, AWAITING_FRESH_SOURCE, "server_error", detail=self._unusable)
+        return catalog
+
+    def catalog_current(self, walk: CatalogWalk) -> bool:
+        """Whether no change of the catalog landed since ``walk`` began (invariant 1)."""
+        return (
+            self._unusable is None and walk.generation == self.catalogs.pages[walk.kind].generation
+        )
+
+    def invalidate_catalog(self, kind: CatalogKind, cause: str = "invalidated") -> list[Decision]:
+        """``kind`` may have changed (an "unknown tool" answer, a caller's word): not
+        fresh until walked again; re-listed in the background if anyone asked for it."""
+        if self.catalogs.invalidate(kind, "invalidated"):
+            return [Relist(cause, kind)]
+        return []
 
     # ------------------------------------------------------------------ sharing
 
@@ -708,6 +784,7 @@ class FreshnessEngine(_Judgements):
         """Feed one stream event; returns what the middleware must do next."""
         match event:
             case ListenStarted():
+                self.catalogs.dropped(event.subscription_id)
                 self._coverage_lost(
                     self._subs.open(event.subscription_id, event.resource_uris, event.list_changed)
                 )
@@ -720,11 +797,15 @@ class FreshnessEngine(_Judgements):
                 self.counters.notifications += 1
                 trusted = self._trusted(event.subscription_id)
                 self.heard.note(event.uri)
+                body = self._pushed_body(event, trusted)
                 decisions: list[Decision] = []
                 for uri in self._named_by(event.uri):
                     self._invalidate(
                         uri, "invalidated", "resources/updated", event.subscription_id, trusted
                     )
+                    if body is not None and uri == event.uri:
+                        self._fill_pushed(uri, body)  # one decision with the bump above
+                        continue
                     if self._uris.of(uri).selected:
                         decisions.append(
                             ReadResource(uri, self.default_partition, "resources/updated")
@@ -734,7 +815,15 @@ class FreshnessEngine(_Judgements):
                 self.counters.notifications += 1
                 self._trusted(event.subscription_id)
                 self._lists.invalidate()
-                return [Relist("list_changed")]
+                # Templates change with the resource list.
+                return [
+                    Relist("list_changed"),
+                    *self.invalidate_catalog("resource_templates", "list_changed"),
+                ]
+            case CatalogListChanged():
+                self.counters.notifications += 1
+                self._trusted(event.subscription_id)
+                return self.invalidate_catalog(event.kind, "list_changed")
             case StreamLost():
                 return self._stream_ended(event.subscription_id, lost=True)
             case StreamClosed():
@@ -773,6 +862,8 @@ class FreshnessEngine(_Judgements):
                 return self.handle(ResourceUpdated(event.uri, None))
             case ResourceListChanged():
                 return self.handle(ResourceListChanged(None))
+            case CatalogListChanged():
+                return self.handle(CatalogListChanged(event.kind, None))
             case ChangesMissed():
                 return self.handle(event)
             case _:
@@ -782,6 +873,43 @@ class FreshnessEngine(_Judgements):
     def cancel_subscription(self, subscription_id: SubscriptionId) -> None:
         """The client closed a subscription it no longer needs (a newer one replaced it)."""
         self._drop_subscription(subscription_id)
+
+    def _pushed_body(
+        self, event: ResourceUpdated, trusted: bool
+    ) -> tuple[ResourceContents, ...] | None:
+        """The body ``event`` pushed, if it may make its URI fresh: the caller opted in
+        (`Policy.pushed_bodies`), it came on an acknowledged stream that itself covers
+        the URI (invariant 9: not before the ack, not with an unknown id, not from
+        another stream or a request's answer), the URI is selected, the server is
+        usable and no denial of this principal stands. Otherwise ``None``: the
+        notification only invalidates, like one without a body."""
+        if event.contents is None:
+            return None
+        uri, partition = event.uri, self.default_partition
+        state = self._uris.get(uri)
+        if (
+            self.policy.pushed_bodies
+            and trusted
+            and self._subs.covered_by(event.subscription_id, uri)
+            and state is not None
+            and state.selected
+            and self._unusable is None
+            and not self.denied(uri, partition)
+            and event.contents
+        ):
+            return event.contents
+        self.counters.pushed_bodies_refused += 1
+        return None
+
+    def _fill_pushed(self, uri: str, contents: tuple[ResourceContents, ...]) -> None:
+        """Store a pushed body at the generation its own notification just gave ``uri``:
+        it is the newest change heard of, so it is fresh (while its stream covers the
+        URI) exactly as a read sent after that invalidation would be."""
+        state = self._uris.of(uri)
+        self.heard.proved(uri, self.heard.count)
+        ticket = ReadTicket(uri, self.default_partition, state.generation, self.heard.count)
+        self._store_reply(ticket, state, ReadReply(contents, cache_scope="private"), pushed=True)
+        self.counters.pushed_bodies += 1
 
     def _trusted(self, subscription_id: SubscriptionId | None) -> bool:
         if not self._subs.trusted(subscription_id):
@@ -822,6 +950,14 @@ class FreshnessEngine(_Judgements):
         if sub.list_changed:
             self._lists.invalidate()
             decisions.append(Relist("acknowledged"))
+        # Only what the ack names is covered (a source that cannot say, e.g. a fleet
+        # follower, names none: its catalogs are listed before each use).
+        asked = sub.list_changed_requested
+        kinds = frozenset(kind for kind in CATALOG_KINDS if asked and kind in event.catalogs)
+        for kind in self.catalogs.acknowledged(sid, kinds):
+            # Invariant 4 for catalogs: what was walked before the ack is not fresh.
+            if self.catalogs.invalidate(kind, self.catalogs.reason_now(kind)):
+                decisions.append(Relist("acknowledged", kind))
         return decisions
 
     def _stream_ended(
@@ -851,6 +987,9 @@ class FreshnessEngine(_Judgements):
                         self._invalidate(uri, "stream_lost", "stream_lost", subscription_id, True)
             if watched_lists:
                 self._lists.invalidate()
+            for sid in ended:
+                for kind in sorted(self.catalogs.covered_by(sid)):
+                    self.catalogs.invalidate(kind, "stream_lost")
         for sid in ended:
             self._drop_subscription(sid)
         if self._subs:
@@ -859,6 +998,7 @@ class FreshnessEngine(_Judgements):
         return [Relisten(frozenset(self._selected), "stream_lost" if lost else "stream_closed")]
 
     def _drop_subscription(self, subscription_id: SubscriptionId) -> None:
+        self.catalogs.dropped(subscription_id)
         self._coverage_lost(self._subs.drop(subscription_id))
 
     def _coverage_lost(self, uris: list[str]) -> None:

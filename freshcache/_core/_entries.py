@@ -48,6 +48,9 @@ class Entry:
     """Approximate bytes held, for the store's byte bound."""
     hintless: bool = False
     """From a revision without caching hints: subscription-backed while covered."""
+    pushed: bool = False
+    """A pushed body (`ResourceUpdated.contents`): fresh while the stream that sent it
+    covers the URI, until the next change heard of; its TTL is 0 otherwise."""
 
 
 class Store(Protocol):

@@ -7,10 +7,11 @@ slotted dataclasses so they can be recorded, compared and replayed in tests.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from ._model import CacheScope, ResourceContents
+from ._model import CacheScope, Remediation, ResourceContents
 from ._slots import filled_by_slots
 
 SubscriptionId = "str | int"
@@ -63,7 +64,7 @@ class ResourceInfo:
 
 @dataclass(frozen=True, slots=True)
 class ListReply:
-    """One page of a ``resources/list`` result."""
+    """One page of a ``resources/list`` result, or of a catalog (``tools/list``, ...)."""
 
     resources: tuple[ResourceInfo, ...]
     next_cursor: str | None = None
@@ -71,6 +72,12 @@ class ListReply:
     cache_scope: CacheScope | None = None
     hints: tuple[StreamEvent, ...] = ()
     """Change hints that arrived on this page's own answer (see `ReadReply.hints`)."""
+    items: tuple[Mapping[str, Any], ...] = ()
+    """A catalog page's items (tools, prompts or templates), deeply frozen."""
+    item_bytes: int = 0
+    """Rough size of `items`, for the store's byte bound."""
+    hintless: bool = False
+    """The revision has no caching hints (2025-11-25): see `ReadReply.hintless`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +90,8 @@ class RequestFailed:
     """The JSON-RPC error code or HTTP status, when there was one."""
     hints: tuple[StreamEvent, ...] = ()
     """Change hints that arrived on this request's own answer (see `ReadReply.hints`)."""
+    remediation: Remediation | None = None
+    """A ``denied`` failure's structured denial envelope, when the server sent one."""
 
 
 # --- Stream events (a source yields these from its subscription stream) ---
@@ -104,6 +113,10 @@ class ListenAcknowledged:
     subscription_id: str | int
     resource_uris: frozenset[str]
     list_changed: bool
+    catalogs: frozenset[str] = frozenset()
+    """Catalogs whose changes the server will notify: ``tools`` (``toolsListChanged``),
+    ``prompts`` (``promptsListChanged``), ``resource_templates`` (with
+    ``resourcesListChanged``). Only what is named here is covered."""
 
 
 @filled_by_slots
@@ -113,16 +126,33 @@ class ResourceUpdated:
 
     ``subscription_id`` is ``None`` when the envelope carried none: the hint still
     invalidates (invariant 9: a change hint may only make content less fresh).
+
+    ``contents`` is a pushed body: the new contents of ``uri`` the server put in the
+    notification because the listen asked for them (``embedResources``, a proposal:
+    SEP-3119). Only the engine decides whether it may make ``uri`` fresh
+    (`Policy.pushed_bodies`, an acknowledged stream that covers ``uri``); otherwise
+    the notification only invalidates, as one without a body does.
     """
 
     uri: str
     subscription_id: str | int | None
+    contents: tuple[ResourceContents, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ResourceListChanged:
     """``notifications/resources/list_changed``."""
 
+    subscription_id: str | int | None
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogListChanged:
+    """``notifications/tools/list_changed`` (``kind`` ``tools``) or
+    ``notifications/prompts/list_changed`` (``prompts``). Resource templates change
+    with the resource list (`ResourceListChanged`)."""
+
+    kind: Literal["tools", "prompts", "resource_templates"]
     subscription_id: str | int | None
 
 
@@ -169,6 +199,7 @@ StreamEvent = (
     | ListenAcknowledged
     | ResourceUpdated
     | ResourceListChanged
+    | CatalogListChanged
     | StreamLost
     | StreamClosed
     | ListenUnsupported
@@ -193,9 +224,11 @@ class ReadResource:
 
 @dataclass(frozen=True, slots=True)
 class Relist:
-    """Fetch ``resources/list`` again from the first page."""
+    """Fetch ``resources/list`` (or the catalog ``kind``) again from the first page."""
 
     cause: str
+    kind: str = "resources"
+    """``resources``, or a catalog: ``tools``, ``prompts``, ``resource_templates``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,3 +240,6 @@ class Relisten:
 
 
 Decision = ReadResource | Relist | Relisten
+
+ChangeHint = ResourceUpdated | ResourceListChanged | CatalogListChanged
+"""A change hint: it may only make content less fresh (invariant 9)."""

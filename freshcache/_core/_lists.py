@@ -1,4 +1,5 @@
-"""Cached pages of ``resources/list`` (spec server/resources, pagination; invariant 3).
+"""Cached pages of ``resources/list`` and of the catalogs (``tools/list``,
+``prompts/list``, ``resources/templates/list``): spec pagination, invariants 3 and 14.
 
 Each page is its own entry with its own ``ttlMs``. A generation covers the whole
 list: a ``list_changed`` (or an acknowledgment that watches the list) bumps it and
@@ -12,7 +13,7 @@ both drive it, so they cannot disagree on when a walk starts again or gives up.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from typing_extensions import assert_never
 
@@ -37,19 +38,20 @@ class ListTicket:
 
 
 class ListPages:
-    """The list pages of one server, in the engine's store."""
+    """The pages of one list (``method``) of one server, in the engine's store."""
 
-    def __init__(self, store: Store, server_id: str, policy: Policy) -> None:
+    def __init__(self, store: Store, server_id: str, policy: Policy, method: str = LIST) -> None:
         self._store = store
         self._server_id = server_id
         self._policy = policy
+        self.method = method
         self.generation = 0
         self._keys: set[EntryKey] = set()
 
     def lookup(self, cursor: str | None, partition: Partition, now: float) -> ListReply | None:
         """A fresh cached page, or ``None``."""
         for part in (partition, PUBLIC) if self._policy.share_public else (partition,):
-            entry = self._store.get((self._server_id, LIST, _cursor_key(cursor), part))
+            entry = self._store.get((self._server_id, self.method, _cursor_key(cursor), part))
             if (
                 entry is not None
                 and entry.generation == self.generation
@@ -57,6 +59,15 @@ class ListPages:
                 and isinstance(entry.value, ListReply)
             ):
                 return entry.value
+        return None
+
+    def window(self, cursor: str | None, partition: Partition) -> tuple[float, bool] | None:
+        """When the current page at ``cursor`` stops being fresh, and whether it is
+        private; ``None`` when no such page is held (evicted at once)."""
+        for part in (partition, PUBLIC) if self._policy.share_public else (partition,):
+            entry = self._store.get((self._server_id, self.method, _cursor_key(cursor), part))
+            if entry is not None and entry.generation == self.generation:
+                return entry.expires_at, entry.scope != "public" or part != PUBLIC
         return None
 
     def begin(self, cursor: str | None, partition: Partition) -> ListTicket:
@@ -79,7 +90,7 @@ class ListPages:
                 part = (
                     PUBLIC if scope == "public" and self._policy.share_public else ticket.partition
                 )
-                key: EntryKey = (self._server_id, LIST, _cursor_key(ticket.cursor), part)
+                key: EntryKey = (self._server_id, self.method, _cursor_key(ticket.cursor), part)
                 self._keys.add(key)
                 self._store.put(
                     key,
@@ -89,7 +100,10 @@ class ListPages:
                         received_at=now,
                         expires_at=now + self._policy.ttl_seconds(reply.ttl_ms),
                         scope=scope,
-                        size=_PAGE_OVERHEAD + sum(len(r.uri) + 64 for r in reply.resources),
+                        size=_PAGE_OVERHEAD
+                        + reply.item_bytes
+                        + sum(len(r.uri) + 64 for r in reply.resources),
+                        hintless=reply.hintless,
                     ),
                 )
                 return reply
@@ -134,6 +148,10 @@ class ListJudge(Protocol):
         self, ticket: ListTicket, reply: ListReply | RequestFailed
     ) -> ListReply | RequestFailed | None: ...
 
+    def page_window(
+        self, cursor: str | None, partition: Partition
+    ) -> tuple[float, bool] | None: ...
+
 
 class ListWalk:
     """One walk over every page of ``resources/list``, from the first page.
@@ -142,11 +160,17 @@ class ListWalk:
     on the way), hand its reply to `landed`, until `next_page` says ``None``; then
     `result` is the answer. A change or a refused cursor that overtakes the walk
     starts it again from the first page, at most ``Policy.max_rereads`` times.
+
+    A complete walk also says how long the whole list stays fresh (`expires_at`: the
+    minimum over its pages), whether any page was private (`private`) and gathers the
+    catalog items of its pages (`items`). ``cached=False`` asks the server for every
+    page (read before use).
     """
 
-    def __init__(self, engine: ListJudge, partition: Partition) -> None:
+    def __init__(self, engine: ListJudge, partition: Partition, *, cached: bool = True) -> None:
         self._engine = engine
         self._partition = partition
+        self._cached = cached
         self._walks_left = engine.policy.max_rereads
         self._server_read = False
         self.result: ListResult | None = None
@@ -157,6 +181,10 @@ class ListWalk:
             self.result = ListResult(AWAITING_FRESH_SOURCE, reason="invalidated", server_read=True)
             return
         self._walks_left -= 1
+        self.items: list[Any] = []
+        self.expires_at = float("inf")
+        self.private = False
+        self.hintless = False
         self._resources: list[ResourceInfo] = []
         self._cursor: str | None = None
         self._seen: set[str | None] = set()
@@ -164,7 +192,11 @@ class ListWalk:
     def next_page(self) -> ListTicket | None:
         """The page request to send now, or ``None``: the walk is over (`result`)."""
         while self.result is None:
-            page = self._engine.lookup_list_page(self._cursor, self._partition)
+            page = (
+                self._engine.lookup_list_page(self._cursor, self._partition)
+                if self._cached
+                else None
+            )
             if page is None:
                 self._server_read = True
                 return self._engine.begin_list(self._cursor, self._partition)
@@ -185,6 +217,14 @@ class ListWalk:
 
     def _take(self, page: ListReply) -> None:
         self._resources.extend(page.resources)
+        self.items.extend(page.items)
+        self.hintless = self.hintless or page.hintless
+        window = self._engine.page_window(self._cursor, self._partition)
+        if window is None:
+            self.expires_at, self.private = float("-inf"), True
+        else:
+            self.expires_at = min(self.expires_at, window[0])
+            self.private = self.private or window[1]
         self._seen.add(self._cursor)
         self._cursor = page.next_cursor
         if self._cursor is None or self._cursor in self._seen:

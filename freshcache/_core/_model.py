@@ -8,11 +8,11 @@ nothing.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from ._frozen import canonical_json, frozen_mapping, thawed
 from ._slots import filled_by_slots
 
 State = Literal["fresh", "awaiting_fresh_source", "denied", "not_found", "stale"]
@@ -59,7 +59,17 @@ class ResourceContents:
     """Base64 contents (``BlobResourceContents``); ``None`` for text."""
     mime_type: str | None = None
     annotations: Mapping[str, Any] | None = None
+    """Read-only (a deeply frozen copy of what was given): results are shared."""
     meta: Mapping[str, Any] | None = None
+    """Read-only, like `annotations`."""
+
+    def __post_init__(self) -> None:
+        # Invariant 13: a result is handed to every caller of the same hit, so what a
+        # caller can reach must be immutable. Built once per server read.
+        if self.annotations is not None:
+            object.__setattr__(self, "annotations", frozen_mapping(self.annotations))
+        if self.meta is not None:
+            object.__setattr__(self, "meta", frozen_mapping(self.meta))
 
     @classmethod
     def from_mcp(cls, item: Mapping[str, Any]) -> ResourceContents:
@@ -83,9 +93,9 @@ class ResourceContents:
         if self.blob is not None:
             out["blob"] = self.blob
         if self.annotations is not None:
-            out["annotations"] = dict(self.annotations)
+            out["annotations"] = thawed(self.annotations)
         if self.meta is not None:
-            out["_meta"] = dict(self.meta)
+            out["_meta"] = thawed(self.meta)
         return out
 
 
@@ -107,11 +117,7 @@ def _canonical(item: ResourceContents) -> bytes:
     for field_ in (item.uri, item.mime_type, item.text, item.blob):
         parts.append("-" if field_ is None else f"{len(field_)}:{field_}")
     if item.annotations is not None or item.meta is not None:
-        extra = [
-            None if item.annotations is None else dict(item.annotations),
-            None if item.meta is None else dict(item.meta),
-        ]
-        parts.append(json.dumps(extra, sort_keys=True, separators=(",", ":")))
+        parts.append(canonical_json([item.annotations, item.meta]))
     return "".join(parts).encode("utf-8", "surrogatepass")
 
 
@@ -121,6 +127,29 @@ def text_of(contents: Sequence[ResourceContents]) -> str | None:
     if not texts:
         return None
     return texts[0] if len(texts) == 1 else "\n".join(texts)
+
+
+@dataclass(frozen=True, slots=True)
+class Remediation:
+    """What a structured denial says can be done about it (the authorization denial
+    envelope of SEP-2643, ``error.data.authorization``).
+
+    ``available`` is false when the envelope offers no remediation hint (nothing the
+    caller can do: denied, do not retry); true when it carries at least one, handed
+    on unchanged in ``hints`` (each has a ``type``: ``url``,
+    ``oauth_authorization_details`` ...; unknown types are kept for the caller).
+    """
+
+    available: bool
+    hints: tuple[Mapping[str, Any], ...] = ()
+    """The ``remediationHints`` objects, read-only."""
+    context_id: str | None = None
+    """``authorizationContextId``: echo it in ``_meta`` under
+    ``io.modelcontextprotocol/authorization-context-id`` when retrying."""
+    reason: str | None = None
+    """The envelope's ``reason`` (``insufficient_authorization``)."""
+    credential_disposition: str | None = None
+    """``replacement`` (the default) or ``additional``."""
 
 
 @filled_by_slots
@@ -152,6 +181,9 @@ class ReadResult:
     """Seconds since the contents were received; set on ``stale`` results."""
     detail: str | None = field(default=None, compare=False)
     """Human-readable detail of a failure (server message, exception text)."""
+    remediation: Remediation | None = field(default=None, compare=False)
+    """On a ``denied`` result whose server sent a structured denial envelope: what
+    can be done about it (`Remediation`); ``None`` when the server said nothing."""
 
     @property
     def ok(self) -> bool:
@@ -175,6 +207,7 @@ _set_fetched_at = _slot(ReadResult, "fetched_at").__set__
 _set_server_read = _slot(ReadResult, "server_read").__set__
 _set_age = _slot(ReadResult, "age").__set__
 _set_detail = _slot(ReadResult, "detail").__set__
+_set_remediation = _slot(ReadResult, "remediation").__set__
 
 
 _get_version = _slot(ReadResult, "version").__get__
@@ -241,6 +274,7 @@ def fresh_result(
     _set_server_read(result, server_read)
     _set_age(result, None)
     _set_detail(result, None)
+    _set_remediation(result, None)
     return result
 
 
@@ -259,6 +293,7 @@ def served_copy(result: ReadResult, *, server_read: bool) -> ReadResult:
     _set_server_read(copy, server_read)
     _set_age(copy, result.age)
     _set_detail(copy, result.detail)
+    _set_remediation(copy, result.remediation)
     return copy
 
 
@@ -269,6 +304,14 @@ def problem_result(
     *,
     server_read: bool = False,
     detail: str | None = None,
+    remediation: Remediation | None = None,
 ) -> ReadResult:
     """Build a result that carries no text."""
-    return ReadResult(state=state, uri=uri, reason=reason, server_read=server_read, detail=detail)
+    return ReadResult(
+        state=state,
+        uri=uri,
+        reason=reason,
+        server_read=server_read,
+        detail=detail,
+        remediation=remediation,
+    )

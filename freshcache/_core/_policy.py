@@ -40,6 +40,11 @@ class Policy:
     unreachable, server error) may hand out the old copy flagged ``stale``. The spec
     allows it; freshcache never does it unless asked."""
 
+    stale_catalogs_on_error: bool = False
+    """Opt-in: when a catalog (tools, prompts, templates) cannot be re-listed (timeout,
+    unreachable, server error), hand out the last one this principal had, labelled
+    ``stale`` with its ``age``. Never the default: the same rule as resource text."""
+
     share_public: bool = False
     """Opt-in: entries the server marks ``cacheScope: "public"`` are shared by all
     principals. ``private`` entries are never shared (invariant 6)."""
@@ -50,6 +55,14 @@ class Policy:
     default 0 reads it from the server every time. Nothing tells freshcache of a change
     to an unselected URI (it is not subscribed), so within this window a change goes
     unseen: use it only for resources you know change rarely."""
+
+    pushed_bodies: bool = False
+    """Opt-in: ask the server to put a changed resource's new contents inside its
+    ``notifications/resources/updated`` (``embedResources`` on the listen, a proposal:
+    SEP-3119), and let such a pushed body make the URI fresh without a server read,
+    only when it came on the acknowledged stream that covers the URI (it is then the
+    newest change heard of). Anything less trusted only invalidates. Not with a fleet
+    (workers there re-read, fenced by the store)."""
 
     max_rereads: int = 8
     """How many times one read is repeated when invalidations keep overtaking it."""

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("freshcache.fleet")
 
 
-
 class ChangeChannel:
     """One worker's subscription to the fleet channel (see the module docstring)."""
 

@@ -297,5 +297,10 @@ class FleetSource(SourceWrapper):
     def listen(self, uris: frozenset[str], list_changed: bool) -> AsyncGenerator[StreamEvent, None]:
         return self.worker.listen(self.inner, uris, list_changed)
 
+    def ask_pushed_bodies(self) -> bool:
+        """No pushed bodies in a fleet: the channel carries invalidations only, and
+        every worker re-reads, fenced by the store (`Policy.pushed_bodies`)."""
+        return False
+
 
 __all__ = ["FleetCounters", "FleetSource", "FleetWorker"]

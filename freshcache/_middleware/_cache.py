@@ -46,6 +46,7 @@ from .._core._hits import NO_HITS
 from .._core._streams import ListenSupervisor
 from .._errors import ConfigurationError, FreshCacheError, UnsupportedVersionError
 from .._sources._source import ServerInfo, Source
+from ._catalogs import CatalogMethods
 from ._context import ChangeFeed, Context, StateChanges, read_all
 from ._flights import ReadFlights
 from ._listening import StreamDriver
@@ -61,6 +62,7 @@ from ._setup import (
 )
 from ._store import MemoryStore
 from ._telemetry import Telemetry
+from ._tools import ToolCalls
 
 if TYPE_CHECKING:
     from .._fleet._worker import FleetWorker
@@ -69,7 +71,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("freshcache")
 
 
-class FreshCache:
+class FreshCache(CatalogMethods, ToolCalls):
     """A freshness-checking cache of MCP resources around one `Source`.
 
     Use as an async context manager::
@@ -139,9 +141,7 @@ class FreshCache:
             carry_out=self._carry_out,
             enabled=listen,
         )
-        self._changes = ChangeFeed(
-            self.status, lambda: self.engine.selected, self.engine.remembers
-        )
+        self._changes = ChangeFeed(self.status, lambda: self.engine.selected, self.engine.remembers)
         self._flights = ReadFlights(
             source=source,
             engine=self.engine,
@@ -159,6 +159,7 @@ class FreshCache:
             self._carry_out,
             lambda: (self.source, self.principal),
         )
+        self._set_up_catalogs()
         self._tg: TaskGroup | None = None
         self.server_info: ServerInfo | None = None
         self._unusable: FreshCacheError | None = None
@@ -177,7 +178,7 @@ class FreshCache:
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
-        self._flights.tg = tg
+        self._flights.tg = self._catalogs.tg = tg
         self._carry_out(self.engine.select(self._initial_selection))
         if self._fleet is not None:  # fleet hook
             tg.start_soon(self._fleet.run)
@@ -345,7 +346,8 @@ class FreshCache:
         return await read_all(self.read, uris, deadline, principal, self.engine, partition)
 
     def changes(self, *, max_pending: int = 256) -> StateChanges:
-        """Subscribe to state changes of URIs (`StateChange`), as the default principal sees them.
+        """Subscribe to state changes of URIs (`StateChange`) and of catalogs someone asked
+        for (`CatalogChange`), as the default principal sees them.
 
         Subscribed at once; iterate with ``async for`` (inside ``async with`` to stop
         early). A consumer ``max_pending`` changes behind gets one `ChangesDropped`
@@ -397,9 +399,11 @@ class FreshCache:
             match decision:
                 case ReadResource(uri=uri, partition=partition, cause=cause):
                     self._flights.schedule(uri, partition, cause)
-                case Relist():
+                case Relist(kind="resources"):
                     if self._tg is not None:
                         self._relister.start(self._tg)
+                case Relist(kind=kind):
+                    self._catalogs.relist(kind)
                 case Relisten(resource_uris=uris):
                     # Losses were already reported by the stream that saw them; a new
                     # selection may need a new stream. The supervisor decides.

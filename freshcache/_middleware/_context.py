@@ -30,7 +30,7 @@ from typing import Protocol
 import anyio
 from typing_extensions import Self
 
-from .._core import FRESH, ReadResult
+from .._core import FRESH, CatalogChange, ReadResult
 from .._core._model import Reason, State
 
 _MIN_BOUND = 2048
@@ -167,12 +167,12 @@ class StateChanges:
     def __init__(self, feed: ChangeFeed, max_pending: int) -> None:
         self._feed = feed
         self._max_pending = max_pending
-        self._items: deque[StateChange] = deque()
+        self._items: deque[StateChange | CatalogChange] = deque()
         self._dropped = 0
         self._wake = anyio.Event()
         self.closed = False
 
-    def _put(self, change: StateChange) -> None:
+    def _put(self, change: StateChange | CatalogChange) -> None:
         if len(self._items) >= self._max_pending:
             # The backlog is useless to a consumer this far behind: it must re-read anyway.
             self._dropped += len(self._items) + 1
@@ -188,7 +188,7 @@ class StateChanges:
     def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> StateChange | ChangesDropped:
+    async def __anext__(self) -> StateChange | CatalogChange | ChangesDropped:
         while True:
             if self._dropped:
                 count, self._dropped = self._dropped, 0
@@ -274,6 +274,11 @@ class ChangeFeed:
             new_version=result.version,
             reason=result.reason,
         )
+        for subscriber in tuple(self._subscribers):
+            subscriber._put(change)
+
+    def publish(self, change: CatalogChange) -> None:
+        """A catalog moved (`CatalogLister.observe` decides when)."""
         for subscriber in tuple(self._subscribers):
             subscriber._put(change)
 

@@ -39,7 +39,7 @@ from .._core._streams import (
     StreamDecision,
     StreamOutcome,
 )
-from .._sources._source import ServerInfo, Source
+from .._sources._source import ServerInfo, Source, ask_pushed_bodies
 from ._telemetry import JSONRPC_REQUEST_ID, Telemetry
 
 log = logging.getLogger("freshcache")
@@ -78,6 +78,8 @@ class StreamDriver:
         enabled: bool,
     ) -> None:
         self._source = source
+        if engine.policy.pushed_bodies:
+            ask_pushed_bodies(source)  # embedResources on every listen; the engine judges
         self.engine = engine
         self.supervisor = supervisor
         self._telemetry = telemetry

@@ -54,6 +54,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from .._core import (
+    CatalogListChanged,
+    ChangeHint,
     ListenAcknowledged,
     ListenUnsupported,
     RequestFailed,
@@ -64,7 +66,12 @@ from .._core import (
     StreamLost,
     UntrustedMessage,
 )
-from .._errors import HeaderMismatchError, ProtocolError, UnsupportedVersionError
+from .._errors import (
+    HeaderMismatchError,
+    MethodNotFoundError,
+    ProtocolError,
+    UnsupportedVersionError,
+)
 from .._sources._source import ServerInfo
 from ._legacy import LegacySession
 from ._wire import (
@@ -93,6 +100,7 @@ from ._wire import (
     legacy_http_headers,
     listen_params,
     parse_message,
+    pushed_contents,
     renegotiated_version,
     subscription_id_of,
 )
@@ -252,7 +260,7 @@ class ForSubscription:
 class Unclaimed:
     """A change hint no open subscription claims: it may still invalidate."""
 
-    event: ResourceUpdated | ResourceListChanged
+    event: ChangeHint
 
 
 Stray = Literal[
@@ -308,6 +316,8 @@ class _Subscription:
     uris: frozenset[str] = frozenset()
     list_changed: bool = False
     renegotiated: bool = False
+    embed_resources: bool = False
+    """The listen asked for pushed bodies: only then is a body read off its notifications."""
 
 
 # --------------------------------------------------------------------------- the object
@@ -337,6 +347,7 @@ class ClientProtocol:
         self.revision: Revision = revision if revision is not None else Revision2026(self.identity)
         self._pending: set[IdKey] = set()
         self._subscriptions: dict[IdKey, _Subscription] = {}
+        self.embed_resources = False  # listens ask for pushed bodies (Policy.pushed_bodies)
 
     @property
     def version(self) -> str:
@@ -371,9 +382,9 @@ class ClientProtocol:
     ) -> Outgoing:
         """A ``subscriptions/listen`` to send; the subscription is open from now on."""
         self.open_subscription(subscription_id, uris, list_changed)
-        return self.request(
-            subscription_id, "subscriptions/listen", listen_params(uris, list_changed), track=False
-        )
+        sub = self._subscriptions[id_key(subscription_id)]
+        sub.embed_resources = self.embed_resources
+        return self.request(subscription_id, "subscriptions/listen", _params(sub), track=False)
 
     def open_subscription(
         self,
@@ -469,6 +480,7 @@ class ClientProtocol:
             subscription_id,
             frozenset(sub.uris & session.subscribed),
             sub.list_changed and session.list_changed,
+            _legacy_catalogs(sub.list_changed, session),
         )
 
     def legacy_close(self, subscription_id: RequestId) -> list[str]:
@@ -637,7 +649,7 @@ class ClientProtocol:
             outgoing = self.request(
                 sid,
                 "subscriptions/listen",
-                listen_params(sub.uris, sub.list_changed),
+                _params(sub),
                 track=False,
             )
             return Relisten(sid, outgoing, refused.reason)
@@ -695,7 +707,7 @@ class ClientProtocol:
         if message.code == HEADER_MISMATCH:
             raise _header_mismatch(message)
         if message.code == METHOD_NOT_FOUND:
-            raise ProtocolError(
+            raise MethodNotFoundError(
                 f"{self.server} does not implement {method} (-32601): {message.message}. "
                 f"Check that it is an MCP {PROTOCOL_VERSION} endpoint."
             )
@@ -901,10 +913,15 @@ def _claimed(sub: _Subscription, method: str, params: dict[str, Any]) -> Receive
             return ForSubscription(sid, UntrustedMessage("a second acknowledgment", sid))
         sub.acknowledged = True
         return ForSubscription(sid, ack)
-    hint = _hint(method, params, sid)
+    hint = _hint(method, params, sid, embedded=sub.embed_resources)
     if hint is None:
         return ForSubscription(sid, _unexpected(method, params, sid))
     return ForSubscription(sid, hint, before_ack=not sub.acknowledged)
+
+
+def _params(sub: _Subscription) -> dict[str, Any]:
+    """The ``subscriptions/listen`` params of ``sub`` (sent again as they were)."""
+    return listen_params(sub.uris, sub.list_changed, embed_resources=sub.embed_resources)
 
 
 def _listen_refused(
@@ -939,20 +956,48 @@ def _acknowledgment(
     uris = filt.get("resourceSubscriptions") or []
     if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
         return UntrustedMessage("acknowledgment with a malformed resourceSubscriptions", sid)
-    return ListenAcknowledged(sid, frozenset(uris), bool(filt.get("resourcesListChanged")))
+    catalogs = frozenset(
+        kind
+        for kind, name in (
+            ("tools", "toolsListChanged"),
+            ("prompts", "promptsListChanged"),
+            ("resource_templates", "resourcesListChanged"),  # templates change with it
+        )
+        if filt.get(name) is True
+    )
+    return ListenAcknowledged(
+        sid, frozenset(uris), bool(filt.get("resourcesListChanged")), catalogs
+    )
 
 
 def _hint(
-    method: str, params: dict[str, Any], sid: RequestId | None
-) -> ResourceUpdated | ResourceListChanged | UntrustedMessage | None:
+    method: str, params: dict[str, Any], sid: RequestId | None, *, embedded: bool = False
+) -> ChangeHint | UntrustedMessage | None:
+    """A change hint; with ``embedded`` (its listen asked for pushed bodies) a
+    ``resources/updated`` keeps the body it carries (`pushed_contents`), else none."""
     if method == "notifications/resources/updated":
         uri = params.get("uri")
         if not isinstance(uri, str) or not uri:
             return UntrustedMessage("resources/updated without a uri", sid)
+        if embedded and "contents" in params:
+            return ResourceUpdated(uri, sid, pushed_contents(params))
         return ResourceUpdated(uri, sid)
     if method == "notifications/resources/list_changed":
         return ResourceListChanged(sid)
+    if method == "notifications/tools/list_changed":
+        return CatalogListChanged("tools", sid)
+    if method == "notifications/prompts/list_changed":
+        return CatalogListChanged("prompts", sid)
     return None
+
+
+def _legacy_catalogs(asked: bool, session: LegacySession) -> frozenset[str]:
+    """Catalogs a 2025 session's channel covers: those whose capability says
+    ``listChanged`` (templates: ``resources.listChanged``)."""
+    if not asked:
+        return frozenset()
+    templates = {"resource_templates"} if session.list_changed else set()
+    return frozenset({*session.catalogs_changing, *templates})
 
 
 def _header_mismatch(error: ErrorResponse) -> HeaderMismatchError:

@@ -35,10 +35,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from .._core import (
+    ChangeHint,
     ListenUnsupported,
+    Remediation,
     RequestFailed,
-    ResourceListChanged,
-    ResourceUpdated,
     StreamClosed,
     StreamEvent,
     StreamLost,
@@ -63,6 +63,7 @@ from ._wire import (
     Malformed,
     Message,
     Response,
+    denial_envelope,
 )
 
 AnswerKind = Literal["sse", "json", "other"]
@@ -111,7 +112,7 @@ class Attempt:
     history: list[str] = field(default_factory=list)
 
 
-Hint = ResourceUpdated | ResourceListChanged
+Hint = ChangeHint
 SseTaken = HttpAnswer | Hint | None
 """One SSE frame of an answer: the answer, a change hint, or nothing to act on."""
 
@@ -226,9 +227,11 @@ class HttpBinding:
             if not attempt.reauthorized and can_reauthorize:
                 attempt.reauthorized = True
                 return Retry("HTTP 401: asked for credentials again")
-            return RequestFailed("denied", f"HTTP 401: {_error_text(message, answer.detail)}", 401)
+            text = f"HTTP 401: {_error_text(message, answer.detail)}"
+            return RequestFailed("denied", text, 401, remediation=_envelope(message))
         if status == 403:
-            return RequestFailed("denied", f"HTTP 403: {_error_text(message, answer.detail)}", 403)
+            text = f"HTTP 403: {_error_text(message, answer.detail)}"
+            return RequestFailed("denied", text, 403, remediation=_envelope(message))
         match message:
             case Response() | ErrorResponse():
                 judged = self.protocol.answer(method, message, retried=attempt.renegotiated)
@@ -354,6 +357,11 @@ def _what(answer: HttpAnswer) -> str:
     code = getattr(message, "code", None)
     text = getattr(message, "message", None) or answer.detail
     return f"HTTP {answer.status}" + (f", {code} {text}" if code is not None else f" {text}")
+
+
+def _envelope(message: Message | None) -> Remediation | None:
+    """The authorization denial envelope a 401/403 body carried, if any."""
+    return denial_envelope(message.data) if isinstance(message, ErrorResponse) else None
 
 
 def _error_text(message: Message | None, detail: str) -> str:

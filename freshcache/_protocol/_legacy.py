@@ -46,6 +46,9 @@ class LegacySession:
     subscribe: bool = False
     """``capabilities.resources.subscribe``: without it no URI is ever covered."""
     list_changed: bool = False
+    catalogs_changing: frozenset[str] = frozenset()
+    """Catalogs whose ``list_changed`` the session's channel carries (capabilities
+    ``tools.listChanged``, ``prompts.listChanged``)."""
     ledger: SubscribeLedger = field(default_factory=SubscribeLedger)
     """Subscribe/unsubscribe requests on the current channel, in the order recorded:
     what they cover is the engine core's rule (`freshcache._core._subscribe_order`)."""
@@ -78,6 +81,13 @@ class LegacySession:
         res: dict[str, Any] = resources if isinstance(resources, dict) else {}
         self.subscribe = res.get("subscribe") is True
         self.list_changed = res.get("listChanged") is True
+        self.catalogs_changing = frozenset(  # the session's channel carries these
+            kind
+            for kind in ("tools", "prompts")
+            if isinstance(caps, dict)
+            and isinstance(caps.get(kind), dict)
+            and caps[kind].get("listChanged") is True
+        )
         about = result.get("serverInfo")
         info: dict[str, Any] = about if isinstance(about, dict) else {}
         if not isinstance(resources, dict):
@@ -95,7 +105,7 @@ class LegacySession:
             protocol_version=version,
             subscribe=self.subscribe,
             list_changed=self.list_changed,
-            listen=self.subscribe or self.list_changed,
+            listen=self.subscribe or self.list_changed or bool(self.catalogs_changing),
             name=info.get("name") if isinstance(info.get("name"), str) else None,
             version=info.get("version") if isinstance(info.get("version"), str) else None,
             detail=detail,

@@ -12,6 +12,7 @@ here performs I/O.
 from __future__ import annotations
 
 import base64
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,16 +22,20 @@ from opentelemetry import propagate
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._core import (
+    CATALOG_FIELDS,
+    CatalogKind,
     ListReply,
     ReadReply,
+    Remediation,
     RequestFailed,
     ResourceContents,
     ResourceInfo,
 )
+from .._core._frozen import frozen
 from .._errors import (
     ConfigurationError,
     HeaderMismatchError,
-    ProtocolError,
+    MethodNotFoundError,
     UnsupportedVersionError,
 )
 
@@ -186,13 +191,20 @@ def build_notification(method: str, params: Mapping[str, Any]) -> dict[str, Any]
     return {"jsonrpc": "2.0", "method": method, "params": dict(params)}
 
 
-def listen_params(uris: frozenset[str], list_changed: bool) -> dict[str, Any]:
-    """``subscriptions/listen`` params: the filter (spec basic/patterns/subscriptions)."""
+def listen_params(
+    uris: frozenset[str], list_changed: bool, *, embed_resources: bool = False
+) -> dict[str, Any]:
+    """``subscriptions/listen`` params: the filter (spec basic/patterns/subscriptions);
+    with ``embed_resources`` it asks for pushed bodies (``embedResources``, SEP-3119)."""
     notifications: dict[str, Any] = {}
     if list_changed:
         notifications["resourcesListChanged"] = True
+        notifications["toolsListChanged"] = True
+        notifications["promptsListChanged"] = True
     if uris:
         notifications["resourceSubscriptions"] = sorted(uris)
+        if embed_resources:
+            notifications["embedResources"] = True
     return {"notifications": notifications}
 
 
@@ -406,6 +418,65 @@ def read_reply(
     )
 
 
+def pushed_contents(params: Mapping[str, Any]) -> tuple[ResourceContents, ...] | None:
+    """The body a ``notifications/resources/updated`` pushed (``contents``, in the shape
+    of a read result's), or ``None`` when it has none or a malformed one (then the
+    notification is a plain change hint: a broken envelope may only invalidate)."""
+    raw = params.get("contents")
+    if not isinstance(raw, list) or not raw:
+        return None
+    uri = params.get("uri")
+    try:
+        items = [_Contents.model_validate(item) for item in raw]
+    except ValidationError:
+        return None
+    if any(item.text is None and item.blob is None for item in items):
+        return None
+    if not any(item.uri == uri for item in items):
+        return None  # a body that is not this URI's is no proof of it
+    return tuple(
+        ResourceContents(
+            uri=c.uri,
+            text=c.text,
+            blob=c.blob,
+            mime_type=c.mimeType,
+            annotations=c.annotations,
+            meta=c.meta,
+        )
+        for c in items
+    )
+
+
+def catalog_reply(
+    kind: CatalogKind, result: Mapping[str, Any], *, hintless: bool = False
+) -> ListReply | RequestFailed:
+    """Turn a ``tools/list`` / ``prompts/list`` / ``resources/templates/list`` result into
+    a page whose items are deeply frozen copies (``hintless``: a 2025-11-25 result)."""
+    name = CATALOG_FIELDS[kind]
+    items = result.get(name)
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        return RequestFailed("server_error", f"malformed {kind} list result: {name}")
+    cursor = result.get("nextCursor")
+    ttl = result.get("ttlMs")
+    scope = result.get("cacheScope")
+    if (
+        not (cursor is None or isinstance(cursor, str))
+        or not (ttl is None or (isinstance(ttl, (int, float)) and not isinstance(ttl, bool)))
+        or scope not in (None, "public", "private")
+    ):
+        return RequestFailed("server_error", f"malformed {kind} list result: hints or cursor")
+    size = len(json.dumps(items, separators=(",", ":"), default=str))
+    return ListReply(
+        (),
+        next_cursor=cursor,
+        ttl_ms=None if hintless else ttl,
+        cache_scope=None if hintless else scope,
+        items=frozen(items),
+        item_bytes=size,
+        hintless=hintless,
+    )
+
+
 def list_reply(result: Mapping[str, Any]) -> ListReply | RequestFailed:
     """Turn a ``resources/list`` result into a page."""
     try:
@@ -510,6 +581,9 @@ def failure_from_error(
     Raises `ProtocolError` subclasses for errors that are configuration problems
     (header mismatch, method not found), not resource states.
     """
+    remediation = denial_envelope(data)
+    if remediation is not None:
+        return RequestFailed("denied", message, code, remediation=remediation)
     if code in (INVALID_PARAMS, LEGACY_RESOURCE_NOT_FOUND):
         return RequestFailed("not_found", message, code)
     if denial.is_denial(code, message):
@@ -520,11 +594,48 @@ def failure_from_error(
             "This is a bug in freshcache or a proxy rewriting headers; please report it."
         )
     if code == METHOD_NOT_FOUND:
-        raise ProtocolError(
+        raise MethodNotFoundError(
             f"the server does not implement this method (-32601): {message}. Check that "
             "the URL points at an MCP 2026-07-28 endpoint."
         )
     return RequestFailed("server_error", f"{message} ({code})", code)
+
+
+def denial_envelope(data: Any) -> Remediation | None:
+    """The authorization denial envelope of an error's ``data`` (``authorization``:
+    ``reason``, ``authorizationContextId``, ``credentialDisposition``,
+    ``remediationHints``; a proposal: SEP-2643), or ``None`` when there is none.
+
+    An envelope means denied whatever the error code (none is assigned yet). With no
+    usable remediation hint the remediation is *unavailable* (denied, nothing to
+    retry with); hints (objects with a string ``type``) make it *available* and are
+    handed on, read-only. A malformed envelope is no envelope: the code and message
+    decide, as before.
+    """
+    if not isinstance(data, Mapping):
+        return None
+    envelope = data.get("authorization")
+    if not isinstance(envelope, Mapping) or not isinstance(envelope.get("reason"), str):
+        return None
+    raw_hints = envelope.get("remediationHints")
+    hints = (
+        tuple(
+            frozen(hint)
+            for hint in raw_hints
+            if isinstance(hint, Mapping) and isinstance(hint.get("type"), str)
+        )
+        if isinstance(raw_hints, list)
+        else ()
+    )
+    context_id = envelope.get("authorizationContextId")
+    disposition = envelope.get("credentialDisposition")
+    return Remediation(
+        available=bool(hints),
+        hints=hints,
+        context_id=context_id if isinstance(context_id, str) else None,
+        reason=envelope["reason"],
+        credential_disposition=disposition if isinstance(disposition, str) else None,
+    )
 
 
 def subscription_id_of(params: Mapping[str, Any] | None) -> str | int | None:

@@ -65,6 +65,8 @@ import anyio
 import httpx
 
 from .._core import (
+    CATALOG_METHODS,
+    CatalogKind,
     ListenAcknowledged,
     ListenStarted,
     ListenUnsupported,
@@ -100,7 +102,7 @@ from .._protocol._http import (
     answer_kind,
     from_intermediary,
 )
-from .._protocol._wire import ClientIdentity, DenialRules, Message, list_reply
+from .._protocol._wire import ClientIdentity, DenialRules, Message, catalog_reply, list_reply
 from ._http_legacy import LegacyHttp, LegacyLink
 from ._source import ServerInfo
 from ._sse import (
@@ -303,6 +305,21 @@ class HttpSource:
         hints: list[StreamEvent] = []
         result, _ = await self._call("resources/list", params, principal, hints)
         page = result if isinstance(result, RequestFailed) else list_reply(result)
+        return replace(page, hints=tuple(hints)) if hints else page
+
+    async def list_catalog(
+        self, kind: CatalogKind, cursor: str | None, principal: Partition
+    ) -> ListReply | RequestFailed:
+        """One page of a catalog (``tools/list``, ``prompts/list``,
+        ``resources/templates/list``), with the change hints its answer carried."""
+        params: dict[str, Any] = {} if cursor is None else {"cursor": cursor}
+        hints: list[StreamEvent] = []
+        result, _ = await self._call(CATALOG_METHODS[kind], params, principal, hints)
+        page = (
+            result
+            if isinstance(result, RequestFailed)
+            else catalog_reply(kind, result, hintless=self.protocol.legacy is not None)
+        )
         return replace(page, hints=tuple(hints)) if hints else page
 
     async def listen(

@@ -25,10 +25,33 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from .._core import ListReply, Partition, ReadReply, RequestFailed, StreamEvent
+from .._core import CatalogKind, ListReply, Partition, ReadReply, RequestFailed, StreamEvent
 from .._protocol._wire import PROTOCOL_VERSION
 
-__all__ = ["PROTOCOL_VERSION", "ServerInfo", "Source", "SourceWrapper"]
+__all__ = [
+    "PROTOCOL_VERSION",
+    "CatalogSource",
+    "ServerInfo",
+    "Source",
+    "SourceWrapper",
+    "ask_pushed_bodies",
+    "no_catalogs",
+]
+
+
+def ask_pushed_bodies(source: object) -> bool:
+    """Ask ``source`` to request pushed bodies on its listens (``embedResources``): its
+    own ``ask_pushed_bodies()``, else the ``embed_resources`` switch of the protocol
+    object it speaks through (`HttpSource`, `StdioSource`). ``False`` when it has
+    neither: it then only ever hears change hints."""
+    ask = getattr(source, "ask_pushed_bodies", None)
+    if callable(ask):
+        return bool(ask())
+    protocol = getattr(source, "protocol", None)
+    if protocol is None or not hasattr(protocol, "embed_resources"):
+        return False
+    protocol.embed_resources = True
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,3 +143,34 @@ class SourceWrapper:
 
     def listen(self, uris: frozenset[str], list_changed: bool) -> AsyncGenerator[StreamEvent, None]:
         return self.inner.listen(uris, list_changed)
+
+    def ask_pushed_bodies(self) -> bool:
+        return ask_pushed_bodies(self.inner)
+
+    async def list_catalog(
+        self, kind: CatalogKind, cursor: str | None, principal: Partition
+    ) -> ListReply | RequestFailed:
+        lister = getattr(self.inner, "list_catalog", None)
+        if lister is None:
+            return no_catalogs(self.inner, kind)
+        page: ListReply | RequestFailed = await lister(kind, cursor, principal)
+        return page
+
+
+@runtime_checkable
+class CatalogSource(Protocol):
+    """A `Source` that can also list catalogs (tools, prompts, resource templates).
+    Optional: a source without it hands out catalogs as ``server_error`` states."""
+
+    async def list_catalog(
+        self, kind: CatalogKind, cursor: str | None, principal: Partition
+    ) -> ListReply | RequestFailed:
+        """One page of ``tools/list``, ``prompts/list`` or ``resources/templates/list``."""
+        ...
+
+
+def no_catalogs(source: object, kind: CatalogKind) -> RequestFailed:
+    """The answer for a source that cannot list catalogs."""
+    return RequestFailed(
+        "server_error", f"{type(source).__name__} cannot list {kind} (no list_catalog)"
+    )

@@ -68,6 +68,7 @@ import signal
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import anyio
@@ -75,6 +76,10 @@ import anyio.abc
 import anyio.lowlevel
 
 from .._core import (
+    CATALOG_METHODS,
+    CatalogKind,
+    CatalogListChanged,
+    ChangeHint,
     ListenStarted,
     ListenUnsupported,
     ListReply,
@@ -116,6 +121,7 @@ from .._protocol._wire import (
     ErrorResponse,
     Message,
     Response,
+    catalog_reply,
     list_reply,
 )
 from ._background import BackgroundTask, Inbox
@@ -396,7 +402,7 @@ class _Waiter:
 class _Hint:
     """One change hint, handed to the engine once, by whichever consumer takes it first."""
 
-    event: ResourceUpdated | ResourceListChanged
+    event: ChangeHint
     number: int
     taken: bool = False
 
@@ -725,11 +731,21 @@ class StdioSource:
         self, cursor: str | None, principal: Partition
     ) -> ListReply | RequestFailed:
         """One page of ``resources/list`` (with the change hints no one took yet)."""
+        return await self._page("resources/list", cursor, list_reply)
+
+    async def list_catalog(
+        self, kind: CatalogKind, cursor: str | None, principal: Partition
+    ) -> ListReply | RequestFailed:
+        """One page of a catalog (``tools/list``, ...), with the hints no one took yet."""
+        parse = partial(catalog_reply, kind, hintless=self.protocol.legacy is not None)
+        return await self._page(CATALOG_METHODS[kind], cursor, parse)
+
+    async def _page(
+        self, method: str, cursor: str | None, parse: Callable[[Any], ListReply | RequestFailed]
+    ) -> ListReply | RequestFailed:
         params: dict[str, Any] = {} if cursor is None else {"cursor": cursor}
-        outcome = self._outcome(
-            "resources/list", await self._call("resources/list", params, self.timeout)
-        )
-        page = outcome if isinstance(outcome, RequestFailed) else list_reply(outcome)
+        outcome = self._outcome(method, await self._call(method, params, self.timeout))
+        page = outcome if isinstance(outcome, RequestFailed) else parse(outcome)
         hints = self._take_hints()
         return replace(page, hints=page.hints + hints) if hints else page
 
@@ -750,7 +766,7 @@ class StdioSource:
             hint.taken = True
         return tuple(hint.event for hint in held)
 
-    def _hold(self, event: ResourceUpdated | ResourceListChanged) -> _Hint:
+    def _hold(self, event: ChangeHint) -> _Hint:
         if len(self._hints) >= self.max_backlog:
             del self._hints[next(iter(self._hints))]
             self.counters.hints_dropped += 1
@@ -949,7 +965,7 @@ class _Supervisor:
         settings: StdioSettings,
         counters: StdioCounters,
         protocol: ClientProtocol,
-        hold: Callable[[ResourceUpdated | ResourceListChanged], _Hint],
+        hold: Callable[[ChangeHint], _Hint],
         budget: ReconnectBudget,
     ) -> None:
         self.settings = settings
@@ -1176,7 +1192,9 @@ class _Supervisor:
                         )
                 case EventFor(subscription_id=sid, event=event, final=final):
                     item: StreamEvent | _Hint = event
-                    if isinstance(event, (ResourceUpdated, ResourceListChanged)):
+                    if isinstance(
+                        event, (ResourceUpdated, ResourceListChanged, CatalogListChanged)
+                    ):
                         item = self._hold(event)
                     inbox = conn.inboxes.get(id_key(sid))
                     if inbox is None:

@@ -28,8 +28,9 @@ from typing import Any
 
 import anyio
 
-from .._core import ReadResult, ResourceInfo
+from .._core import Catalog, ReadResult, ResourceInfo
 from .._middleware._cache import ListResult
+from .._middleware._catalogs import checked_kind
 from ._driver import DriverError, DriverProcess, Hello
 from ._format import Case
 from ._http_server import ReferenceHttpServer
@@ -46,7 +47,17 @@ from ._runner import (
 )
 from ._settle import wait_for
 from ._steering import apply_to_reference, configure_reference
-from ._steps import Given, NextRead, Notify, Observe, ServerChange, ServerSets, TimePasses
+from ._steps import (
+    Given,
+    NextRead,
+    Notify,
+    Observe,
+    ServerChange,
+    ServerSets,
+    TimePasses,
+    catalog_version_of,
+    text_for,
+)
 
 ServerStep = ServerSets | Notify | NextRead | ServerChange
 
@@ -64,6 +75,12 @@ def client_unplayable(case: Case, hello: Hello, transport: str) -> str | None:
         match step:
             case Observe(how="status") if "status" not in hello.ops:
                 return "the row looks without I/O (status); the client offers no such look"
+            case Observe(how="catalog") if "catalog" not in hello.ops:
+                return "the row asks for a catalog (tools, prompts, templates); no catalog op"
+            case Observe(how="catalog_status"):
+                return "the row looks at a catalog without I/O (freshcache's catalog_status)"
+            case Observe(how="mutate_catalog"):
+                return "the row mutates what the client handed out, inside the client's process"
             case Observe(how="context"):
                 return "the row reads an agent step's snapshot (freshcache's context())"
             case Observe(principal=who) if who is not None and not hello.principals:
@@ -86,6 +103,8 @@ def client_unplayable(case: Case, hello: Hello, transport: str) -> str | None:
     for expect in case.row.expect:
         if expect.what == "stream" and expect.word == "live" and hello.listens:
             continue  # seen from the server: a listen open for the selection
+        if expect.what == "remediation":
+            return "the row checks a denial's remediation; the driver protocol carries none"
         if expect.what in _INSPECTED and "inspect" not in hello.ops:
             return f"the row checks the client's {expect.what.replace('_', ' ')}; it reports none"
     return None
@@ -243,6 +262,37 @@ class ClientWorld(World):
             detail=answer.get("error"),
         )
 
+    async def catalog_lists_now(self) -> int:
+        """Catalog pages the server has been asked for, counted now."""
+        raise NotImplementedError
+
+    async def catalog(
+        self, kind: str, *, principal: str | None = None, worker: int | None = None
+    ) -> Catalog | Said:
+        """A catalog as the client hands it over: its items' names with a state, or (a
+        client without states) the names it would offer as current, or an error."""
+        before = await self.catalog_lists_now()
+        answer = await self.driver.request("catalog", wait=60.0, kind=kind, principal=principal)
+        seen = await self.catalog_lists_now() > before
+        server_read = answer.get("server_read")
+        server_read = bool(seen if server_read is None else server_read)
+        names = tuple(str(n) for n in answer.get("names", ()))
+        if answer.get("state") is not None:
+            return Catalog(
+                checked_kind(kind),
+                answer["state"],
+                answer.get("reason"),
+                items=tuple({"name": name} for name in names),
+                server_read=server_read,
+                detail=answer.get("error"),
+            )
+        error = answer.get("error")
+        if error is None and "names" not in answer:
+            error = "neither names nor an error"
+        label = catalog_version_of(names) or "(unversioned)"
+        text = None if error is not None else text_for(kind, label)
+        return Said(kind, text, error, server_read)
+
     async def select(self, uris: Sequence[str]) -> None:
         self.selected = tuple(uris)
         await self.driver.request("select", uris=list(uris))
@@ -349,6 +399,9 @@ class ClientHttpWorld(ClientWorld):
     async def lists_now(self) -> int:
         return self.server.lists
 
+    async def catalog_lists_now(self) -> int:
+        return sum(self.server.catalogs.lists.values())
+
     def server_busy(self) -> str | None:
         server = self.server
         for sid, sub in server.subscribers.items():
@@ -404,6 +457,7 @@ class ClientStdioWorld(ClientWorld):
         self._state: dict[str, Any] | None = None
         self._reads = 0
         self._lists = 0
+        self._catalog_lists = 0
         self._control_lock = anyio.Lock()  # a background read asks for the state too
         self._gone: set[int] = set()
         """Server processes that exited (a driver's ``look`` waits until its client saw it)."""
@@ -543,6 +597,12 @@ class ClientStdioWorld(ClientWorld):
         if state is not None:
             self._lists = int(state["lists"])
         return self._lists
+
+    async def catalog_lists_now(self) -> int:
+        state = await self._server_state()
+        if state is not None:
+            self._catalog_lists = int(state["catalog_lists"])
+        return self._catalog_lists
 
     def server_busy(self) -> str | None:
         state = self._state

@@ -27,6 +27,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from .._core import (
     AWAITING_FRESH_SOURCE,
     FRESH,
+    Catalog,
+    CatalogKind,
     Decision,
     FreshnessEngine,
     ListenAcknowledged,
@@ -51,8 +53,10 @@ from .._core import (
 )
 from .._core._backoff import BackoffSettings
 from .._core._streams import CloseStream, ListenSupervisor, OpenStream, StreamDecision
+from .._middleware._catalogs import checked_kind
 from .._middleware._store import MemoryStore
 from ._format import Case
+from ._mutation import mutate_everything
 from ._reference import Push, ReferenceServer, push_event
 from ._runner import (
     CaseReport,
@@ -195,8 +199,10 @@ class CoreWorld:
                     key = (uri, partition)
                     if key not in self._flights and key not in self._scheduled:
                         self._scheduled.append(key)
-                case Relist():
+                case Relist(kind="resources"):
                     self.relist_wanted = True
+                case Relist():
+                    pass  # a catalog is walked when next asked for (`catalog`)
                 case Relisten(resource_uris=uris):
                     if self.listening:
                         self.obey(self.supervisor.want(uris, self.stream_clock))
@@ -221,7 +227,9 @@ class CoreWorld:
         if not server.listen_supported:
             self._ended(attempt, sid, ListenUnsupported("listening switched off"), "unsupported")
             return
-        registered = server.subscribe(sid, uris, True)
+        registered = server.subscribe(
+            sid, uris, True, frozenset({"tools", "prompts"}), embed=self.engine.policy.pushed_bodies
+        )
         if registered is None:
             self._ended(attempt, sid, StreamLost(sid, "connection refused"), "lost")
             return
@@ -371,6 +379,18 @@ class CoreWorld:
         assert walk.result is not None
         return walk.result
 
+    def catalog(self, kind: CatalogKind, principal: str | None = None) -> Catalog:
+        """A catalog as `FreshCache.tools` & co. hand it out: the hit, else one walk."""
+        partition = self.principal if principal is None else principal
+        hit = self.engine.catalog_lookup(kind, partition)
+        if hit is not None:
+            return hit
+        done = self.engine.begin_catalog(kind, partition)
+        while (ticket := done.walk.next_page()) is not None:
+            reply = self.server.catalogs.page(kind, ticket.cursor, partition, down=self.server.down)
+            done.walk.landed(ticket, reply)
+        return self.engine.settle_catalog(done)
+
     # ------------------------------------------------------------------ steps
 
     def act(self, step: ServerSets | Notify | NextRead | ServerChange) -> None:
@@ -476,6 +496,13 @@ def _do(world: CoreWorld, step: object, last: Observation | None) -> Observation
             return last
         case Observe(how="await_background"):
             return world.await_background()
+        case Observe(how="catalog", uri=kind, principal=principal):
+            return world.catalog(checked_kind(kind), principal)
+        case Observe(how="catalog_status", uri=kind):
+            return world.engine.catalog_status(checked_kind(kind), world.principal)
+        case Observe(how="mutate_catalog", uri=kind):
+            mutate_everything(world.catalog(checked_kind(kind)))
+            return world.catalog(checked_kind(kind))
         case TimePasses(seconds=seconds):
             world.clock.advance(seconds)
             return last

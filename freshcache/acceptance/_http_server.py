@@ -468,8 +468,8 @@ class _Connection:
                     await self._frame(json.dumps(body))
                     return await self._finish()
                 return await self._json(status, body)
-            case Denied(request_id=rid, message=text):
-                body = error(rid, DENIED_CODE, f"Forbidden: {text}")
+            case Denied(request_id=rid, message=text, data=data):
+                body = error(rid, DENIED_CODE, f"Forbidden: {text}", data)
                 if self.committed:
                     await self._frame(json.dumps(body))
                     return await self._finish()

@@ -11,6 +11,7 @@ from collections.abc import AsyncGenerator
 import anyio
 
 from .._core import (
+    CatalogKind,
     ListenStarted,
     ListenUnsupported,
     ListReply,
@@ -36,6 +37,12 @@ class InMemorySource:
     ) -> None:
         self.server = server if server is not None else ReferenceServer()
         self._identity = identity
+        self._embed_resources = False
+
+    def ask_pushed_bodies(self) -> bool:
+        """Ask every listen from now on for pushed bodies (``embedResources``)."""
+        self._embed_resources = True
+        return True
 
     @property
     def identity(self) -> str:
@@ -68,6 +75,14 @@ class InMemorySource:
         await anyio.lowlevel.checkpoint()
         return self.server.list_page(cursor)
 
+    async def list_catalog(
+        self, kind: CatalogKind, cursor: str | None, principal: Partition
+    ) -> ListReply | RequestFailed:
+        await anyio.lowlevel.checkpoint()
+        if self.server.catalogs.faults.get(kind) == "timeout":
+            await anyio.sleep_forever()
+        return self.server.catalogs.page(kind, cursor, principal, down=self.server.down)
+
     async def listen(
         self, uris: frozenset[str], list_changed: bool
     ) -> AsyncGenerator[StreamEvent, None]:
@@ -77,7 +92,10 @@ class InMemorySource:
         if not server.listen_supported:
             yield ListenUnsupported("the reference server has listening switched off")
             return
-        registered = server.subscribe(sid, uris, list_changed)
+        catalogs = frozenset({"tools", "prompts"}) if list_changed else frozenset()
+        registered = server.subscribe(
+            sid, uris, list_changed, catalogs, embed=self._embed_resources
+        )
         if registered is None:
             yield StreamLost(sid, "connection refused: reference server is down")
             return

@@ -16,9 +16,13 @@ from typing import Any
 import anyio
 
 from .._core import (
+    CATALOG_FIELDS,
+    CatalogListChanged,
+    ChangeHint,
     ListenAcknowledged,
     ListReply,
     ReadReply,
+    Remediation,
     RequestFailed,
     ResourceListChanged,
     ResourceUpdated,
@@ -26,6 +30,7 @@ from .._core import (
     StreamEvent,
     UntrustedMessage,
 )
+from .._core._frozen import thawed
 from ._reference import ReferenceServer, push_event
 
 # The spec's names, spelled here as the reference server's own (not taken from
@@ -67,6 +72,8 @@ class Denied:
 
     request_id: str | int
     message: str
+    data: Any = None
+    """The error's ``data`` (an authorization denial envelope, when the server sends one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +141,8 @@ def refused_read(
     """A read the `ReferenceServer` refused, as both revisions answer it. They differ
     only in the error code and HTTP status for an unknown resource (``not_found``)."""
     match failed:
-        case RequestFailed(kind="denied", detail=detail):
-            return Denied(request_id, detail)
+        case RequestFailed(kind="denied", detail=detail, remediation=remediation):
+            return Denied(request_id, detail, denial_data(remediation))
         case RequestFailed(kind="not_found", detail=detail):
             code, status = not_found
             return Reply(error(request_id, code, "Resource not found", {"detail": detail}), status)
@@ -143,6 +150,37 @@ def refused_read(
             return HangUp()
         case RequestFailed(detail=detail):
             return Reply(error(request_id, INTERNAL_ERROR, detail or "Internal error"))
+
+
+def tool_call_answer(
+    server: ReferenceServer, request_id: str | int, params: dict[str, Any]
+) -> Answer:
+    """``tools/call``: a tool the server lists answers with its name and arguments; any
+    other is ``-32602`` "Unknown tool" (spec server/tools, error handling)."""
+    if server.down:
+        return HangUp()
+    name = params.get("name")
+    server.tool_calls.append(str(name))
+    if name in server.tools_unknown_once:
+        server.tools_unknown_once.discard(str(name))
+        return Reply(error(request_id, INVALID_PARAMS, f"Unknown tool: {name}"), 200)
+    if name not in server.catalogs.names("tools"):
+        return Reply(error(request_id, INVALID_PARAMS, f"Unknown tool: {name}"), 200)
+    text = f"{name} called with {json.dumps(params.get('arguments') or {}, sort_keys=True)}"
+    return Reply(_result(request_id, {"content": [{"type": "text", "text": text}]}))
+
+
+def denial_data(remediation: Remediation | None) -> dict[str, Any] | None:
+    """A denial's error ``data``: the authorization denial envelope (SEP-2643) the
+    reference server sends when a row asks for one, else none."""
+    if remediation is None:
+        return None
+    envelope: dict[str, Any] = {"reason": remediation.reason or "insufficient_authorization"}
+    if remediation.context_id is not None:
+        envelope["authorizationContextId"] = remediation.context_id
+    if remediation.hints:
+        envelope["remediationHints"] = [thawed(hint) for hint in remediation.hints]
+    return {"authorization": envelope}
 
 
 def refused_list(request_id: str | int, failed: RequestFailed, *, status: int) -> Answer:
@@ -213,7 +251,7 @@ class ReferenceProtocol:
             case "server/discover":
                 if server.down:
                     return HangUp()
-                caps: dict[str, Any] = {"resources": {}}
+                caps: dict[str, Any] = {"resources": {}, **catalog_capabilities(server)}
                 if server.listen_supported:
                     caps["resources"] = {
                         "subscribe": True,
@@ -271,6 +309,28 @@ class ReferenceProtocol:
                 cursor = params.get("cursor")
                 page = server.list_page(cursor if isinstance(cursor, str) else None)
                 return self._list_answer(request_id, page)
+            case "tools/call":
+                return tool_call_answer(server, request_id, params)
+            case "tools/list" | "prompts/list" | "resources/templates/list":
+                if server.down:
+                    return HangUp()
+                kind = CATALOG_OF_METHOD[method]
+                if kind not in server.catalogs.items:
+                    return Reply(error(request_id, METHOD_NOT_FOUND, "Method not found"), 404)
+                if server.catalogs.faults.get(kind) == "timeout":
+                    return Stall()
+                cursor = params.get("cursor")
+                page = server.catalogs.page(
+                    kind, cursor if isinstance(cursor, str) else None, principal, down=False
+                )
+                if isinstance(page, RequestFailed):
+                    return refused_catalog(request_id, page, status=400)
+                body = {
+                    **catalog_body(kind, page),
+                    "ttlMs": int(page.ttl_ms or 0),
+                    "cacheScope": page.cache_scope or "private",
+                }
+                return Reply(_result(request_id, body))
             case "subscriptions/listen":
                 if server.down:
                     return HangUp()
@@ -284,8 +344,20 @@ class ReferenceProtocol:
                     return Reply(refusal, 400)
                 filt = params.get("notifications") or {}
                 uris = frozenset(filt.get("resourceSubscriptions") or ())
+                catalogs = frozenset(
+                    kind
+                    for kind, name in (
+                        ("tools", "toolsListChanged"),
+                        ("prompts", "promptsListChanged"),
+                    )
+                    if filt.get(name) is True
+                )
                 registered = server.subscribe(
-                    request_id, uris, bool(filt.get("resourcesListChanged"))
+                    request_id,
+                    uris,
+                    bool(filt.get("resourcesListChanged")),
+                    catalogs,
+                    embed=filt.get("embedResources") is True,
                 )
                 if registered is None:
                     return HangUp()
@@ -340,17 +412,27 @@ class ReferenceProtocol:
             async with receive:
                 async for kind, payload in receive:
                     match push_event(request_id, (kind, payload)):
-                        case ListenAcknowledged(resource_uris=honoured, list_changed=list_changed):
+                        case ListenAcknowledged(
+                            resource_uris=honoured, list_changed=list_changed, catalogs=catalogs
+                        ):
                             filt: dict[str, Any] = {}
                             if list_changed:
                                 filt["resourcesListChanged"] = True
+                            if "tools" in catalogs:
+                                filt["toolsListChanged"] = True
+                            if "prompts" in catalogs:
+                                filt["promptsListChanged"] = True
                             if honoured:
                                 filt["resourceSubscriptions"] = sorted(honoured)
                             yield _notification(
                                 "notifications/subscriptions/acknowledged",
                                 {"_meta": sid_meta, "notifications": filt},
                             )
-                        case ResourceUpdated() | ResourceListChanged() as change:
+                        case (
+                            ResourceUpdated()
+                            | ResourceListChanged()
+                            | CatalogListChanged() as change
+                        ):
                             yield change_notification(change)
                         case UntrustedMessage():
                             yield Garbage(str(payload))
@@ -384,17 +466,55 @@ def _upcoming_fault(server: ReferenceServer, uri: str) -> str | None:
     return queue[0] if queue else server.sticky_faults.get(uri)
 
 
-def change_notification(
-    change: ResourceUpdated | ResourceListChanged, *, meta: bool = True
-) -> dict[str, Any]:
+def change_notification(change: ChangeHint, *, meta: bool = True) -> dict[str, Any]:
     """A change as the notification a server writes; with ``meta`` (2026-07-28) it
     names the change's subscription id, when it has one, in ``_meta``."""
     params: dict[str, Any] = {}
     if meta and change.subscription_id is not None:
         params["_meta"] = {META_SUBSCRIPTION_ID: change.subscription_id}
     if isinstance(change, ResourceUpdated):
-        return _notification("notifications/resources/updated", {**params, "uri": change.uri})
+        params["uri"] = change.uri
+        if change.contents is not None:  # a pushed body (embedResources, SEP-3119)
+            params["contents"] = [item.to_mcp() for item in change.contents]
+        return _notification("notifications/resources/updated", params)
+    if isinstance(change, CatalogListChanged):
+        return _notification(f"notifications/{change.kind}/list_changed", params)
     return _notification("notifications/resources/list_changed", params)
+
+
+CATALOG_OF_METHOD = {
+    "tools/list": "tools",
+    "prompts/list": "prompts",
+    "resources/templates/list": "resource_templates",
+}
+"""The catalog each list method asks for."""
+
+
+def catalog_capabilities(server: ReferenceServer) -> dict[str, Any]:
+    """The ``tools`` and ``prompts`` capabilities (``listChanged`` when granted)."""
+    changing = server.listen_supported and server.catalogs.list_changed_supported
+    return {"tools": {"listChanged": changing}, "prompts": {"listChanged": changing}}
+
+
+def catalog_body(kind: str, page: ListReply) -> dict[str, Any]:
+    """A catalog page's items and cursor, written alike by both revisions."""
+    body: dict[str, Any] = {CATALOG_FIELDS[kind]: thawed(page.items)}  # type: ignore[index]
+    if page.next_cursor is not None:
+        body["nextCursor"] = page.next_cursor
+    return body
+
+
+def refused_catalog(request_id: str | int, failed: RequestFailed, *, status: int) -> Answer:
+    """A catalog page the reference server refused (a bad cursor, a fault)."""
+    match failed.kind:
+        case "unreachable":
+            return HangUp()
+        case "denied":
+            return Denied(request_id, failed.detail)
+        case "not_found":
+            return Reply(error(request_id, INVALID_PARAMS, failed.detail), status)
+        case _:
+            return Reply(error(request_id, INTERNAL_ERROR, failed.detail))
 
 
 def hint_notifications(

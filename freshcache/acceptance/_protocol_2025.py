@@ -34,6 +34,7 @@ from typing import Any
 import anyio
 
 from .._core import (
+    CatalogListChanged,
     ListenAcknowledged,
     ListReply,
     ReadReply,
@@ -44,6 +45,7 @@ from .._core import (
     UntrustedMessage,
 )
 from ._protocol import (
+    CATALOG_OF_METHOD,
     SERVER_INFO,
     Accepted,
     Answer,
@@ -54,10 +56,13 @@ from ._protocol import (
     Stall,
     Stream,
     StreamItem,
+    catalog_body,
+    catalog_capabilities,
     change_notification,
     error,
     hint_notifications,
     list_body,
+    refused_catalog,
     refused_list,
     refused_read,
 )
@@ -172,6 +177,19 @@ class Protocol2025:
                 cursor = params.get("cursor")
                 page = server.list_page(cursor if isinstance(cursor, str) else None)
                 return self._list_answer(request_id, page)
+            case "tools/list" | "prompts/list" | "resources/templates/list":
+                kind = CATALOG_OF_METHOD[method]
+                if kind not in server.catalogs.items:
+                    return Reply(error(request_id, METHOD_NOT_FOUND, "Method not found"))
+                if server.catalogs.faults.get(kind) == "timeout":
+                    return Stall()
+                cursor = params.get("cursor")
+                page = server.catalogs.page(
+                    kind, cursor if isinstance(cursor, str) else None, principal, down=False
+                )
+                if isinstance(page, RequestFailed):
+                    return refused_catalog(request_id, page, status=200)
+                return Reply(_result(request_id, catalog_body(kind, page)))
             case "resources/subscribe" | "resources/unsubscribe":
                 uri = params.get("uri")
                 if not isinstance(uri, str):
@@ -199,7 +217,7 @@ class Protocol2025:
             resources = {"subscribe": True, "listChanged": server.list_changed_supported}
         result = {
             "protocolVersion": version,
-            "capabilities": {"resources": resources},
+            "capabilities": {"resources": resources, **catalog_capabilities(server)},
             "serverInfo": SERVER_INFO,
         }
         return Reply(_result(request_id, result), session_id=session.id)
@@ -261,7 +279,10 @@ class Protocol2025:
         session.channels += 1
         key = f"{session.id}#{session.channels}"
         registered = server.subscribe(
-            key, frozenset(session.subscribed), bool(server.list_changed_supported)
+            key,
+            frozenset(session.subscribed),
+            bool(server.list_changed_supported),
+            frozenset({"tools", "prompts"}),  # the channel carries every list_changed
         )
         if registered is None:
             return None
@@ -278,7 +299,11 @@ class Protocol2025:
                     match push_event(key, (kind, payload)):
                         case ListenAcknowledged():
                             continue  # 2025 has no acknowledgment: subscribe answers instead
-                        case ResourceUpdated() | ResourceListChanged() as change:
+                        case (
+                            ResourceUpdated()
+                            | ResourceListChanged()
+                            | CatalogListChanged() as change
+                        ):
                             yield change_notification(change, meta=False)
                         case UntrustedMessage():
                             yield Garbage(str(payload))

@@ -19,9 +19,11 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._core import (
+    CatalogListChanged,
     ListenAcknowledged,
     ListReply,
     ReadReply,
+    Remediation,
     RequestFailed,
     ResourceContents,
     ResourceInfo,
@@ -32,11 +34,14 @@ from .._core import (
     StreamLost,
     UntrustedMessage,
 )
+from .._core._frozen import frozen
+from ._reference_catalogs import ReferenceCatalogs
 
 Shape = Literal[
     "hint",
     "hint_no_id",
     "hint_unknown_id",
+    "hint_body",
     "no_contents",
     "ttl_string",
     "ttl_bool",
@@ -58,6 +63,9 @@ out in JSON (`freshcache.acceptance.ReferenceProtocol`)."""
 Push = tuple[str, object]
 """A message queued for one subscriber: (kind, payload)."""
 
+APPROVAL_URL = "https://reference.invalid/approve"
+"""Where a remediable denial of the reference server sends the user."""
+
 FOREIGN_SUBSCRIPTION = "not-a-subscription"
 """The subscription id a ``foreign_update`` push carries: one no client opened."""
 
@@ -74,10 +82,22 @@ def push_event(subscription_id: str | int, push: Push) -> StreamEvent:
     match kind:
         case "ack":
             assert isinstance(payload, tuple)
-            honoured, list_changed = payload
-            return ListenAcknowledged(subscription_id, honoured, list_changed)
+            honoured, list_changed, catalogs = payload
+            return ListenAcknowledged(subscription_id, honoured, list_changed, catalogs)
+        case "catalog_changed":
+            return CatalogListChanged(
+                "prompts" if payload == "prompts" else "tools", subscription_id
+            )
         case "updated":
             return ResourceUpdated(str(payload), subscription_id)
+        case "updated_body":
+            assert isinstance(payload, tuple)
+            uri, contents = payload
+            return ResourceUpdated(uri, subscription_id, contents)
+        case "foreign_body":
+            assert isinstance(payload, tuple)
+            uri, contents = payload
+            return ResourceUpdated(uri, FOREIGN_SUBSCRIPTION, contents)
         case "list_changed":
             return ResourceListChanged(subscription_id)
         case "foreign_update":
@@ -115,6 +135,11 @@ class Subscriber:
     acknowledged: bool = False
     requested: frozenset[str] = frozenset()
     """The filter the listen asked for (``resource_uris`` is what the ack honoured)."""
+    embed: bool = False
+    """The listen asked for pushed bodies (``embedResources``): its ``resources/updated``
+    notifications carry the new contents."""
+    catalogs: frozenset[str] = frozenset()
+    """Catalog changes the ack honoured (``tools``, ``prompts``)."""
 
 
 @dataclass(slots=True)
@@ -134,6 +159,14 @@ class ReferenceServer:
     """Per URI, a fault every read hits until it is cleared."""
     denied_principals: dict[str, set[str | None]] = field(default_factory=dict)
     """Per URI, principals refused until further notice."""
+    tool_calls: list[str] = field(default_factory=list)
+    """Names of the ``tools/call`` requests answered (or refused) so far."""
+    tools_unknown_once: set[str] = field(default_factory=set)
+    """Tools whose next call is refused as unknown although listed (a server reloading
+    its tool registry)."""
+    denial_envelopes: dict[str, bool] = field(default_factory=dict)
+    """Per URI, a structured denial envelope (SEP-2643) on its refusals: ``True`` with a
+    remediation hint (a URL to approve access at), ``False`` with none."""
     local_copies: dict[str, str] = field(default_factory=dict)
     """What a loader's local copy holds (for the ``local_copy`` fault)."""
     page_size: int = 100
@@ -151,6 +184,8 @@ class ReferenceServer:
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     early_notifications: list[str] = field(default_factory=list)
     """URIs to notify about *before* the acknowledgment of the next listen (invariant 9)."""
+    early_bodies: list[str] = field(default_factory=list)
+    """URIs whose body to push *before* the acknowledgment of the next listen."""
     cursor_epoch: int = 0
     list_hints: int = 0
     """First list pages still to answer as a list that raced a change (`list_page`)."""
@@ -167,6 +202,8 @@ class ReferenceServer:
     """How often the server ended its sessions (`end_sessions`); a 2025 session opened
     before the latest end is unknown to the server (HTTP 404)."""
     _acks_released: anyio.Event | None = None
+    catalogs: ReferenceCatalogs = field(default_factory=ReferenceCatalogs)
+    """Tools, prompts and resource templates (`set_catalog` changes one)."""
 
     # --- content -----------------------------------------------------------------
 
@@ -262,7 +299,11 @@ class ReferenceServer:
             case _:
                 pass  # none, or an answer-shape fault
         if principal in self.denied_principals.get(uri, set()):
-            return RequestFailed("denied", f"principal {principal!r} may not read {uri}")
+            return RequestFailed(
+                "denied",
+                f"principal {principal!r} may not read {uri}",
+                remediation=denial_remediation(self, uri),
+            )
         resource = self.resources.get(uri)
         if resource is None:
             return RequestFailed("not_found", f"Resource not found: {uri}", code=-32602)
@@ -291,6 +332,9 @@ class ReferenceServer:
             return (ResourceUpdated(uri, None),)
         if shape == "hint_unknown_id":
             return (ResourceUpdated(uri, "not-a-subscription"),)
+        if shape == "hint_body":
+            live = next(reversed(self.subscribers), None)
+            return (ResourceUpdated(uri, live, body_of(self, uri)),)
         return ()
 
     def list_page(self, cursor: str | None) -> ListReply | RequestFailed:
@@ -329,21 +373,33 @@ class ReferenceServer:
     # --- subscriptions -------------------------------------------------------------
 
     def subscribe(
-        self, subscription_id: str | int, resource_uris: frozenset[str], list_changed: bool
+        self,
+        subscription_id: str | int,
+        resource_uris: frozenset[str],
+        list_changed: bool,
+        catalogs: frozenset[str] = frozenset(),
+        *,
+        embed: bool = False,
     ) -> tuple[Subscriber, MemoryObjectReceiveStream[Push]] | None:
         """Register a listen stream; ``None`` when down. Queues the acknowledgment."""
         if self.down:
             return None
         send, receive = anyio.create_memory_object_stream[Push](max_buffer_size=10_000)
         sub = Subscriber(
-            subscription_id, resource_uris, list_changed, send, requested=resource_uris
+            subscription_id, resource_uris, list_changed, send, requested=resource_uris, embed=embed
         )
         self.subscribers[subscription_id] = sub
         for uri in self.early_notifications:
             send.send_nowait(("updated", uri))
         self.early_notifications.clear()
+        for uri in self.early_bodies:
+            send.send_nowait(("updated_body", (uri, body_of(self, uri))))
+        self.early_bodies.clear()
         sub.resource_uris = frozenset(resource_uris - self.omit_from_ack)
         sub.list_changed = list_changed and self.list_changed_supported
+        granted = catalogs if self.catalogs.list_changed_supported else frozenset()
+        templates = {"resource_templates"} if sub.list_changed else set()
+        sub.catalogs = frozenset({*granted, *templates})
         if self.acks_held:
             self.held_acks.add(subscription_id)
         else:
@@ -351,7 +407,7 @@ class ReferenceServer:
         return sub, receive
 
     def _acknowledge(self, sub: Subscriber) -> None:
-        sub.send.send_nowait(("ack", (sub.resource_uris, sub.list_changed)))
+        sub.send.send_nowait(("ack", (sub.resource_uris, sub.list_changed, sub.catalogs)))
         sub.acknowledged = True
 
     def hold_acks(self) -> None:
@@ -415,19 +471,42 @@ class ReferenceServer:
             sub.send.close()
 
     def notify_updated(self, uri: str, *, raw: bool = False) -> None:
-        """Publish ``resources/updated`` for ``uri`` to subscribers that asked for it.
+        """Publish ``resources/updated`` for ``uri`` to subscribers that asked for it,
+        with the new contents to those whose listen asked for pushed bodies.
 
         With ``raw`` it goes to every subscriber whatever its filter (a misbehaving server).
         """
         for sub in list(self.subscribers.values()):
             if raw or uri in sub.resource_uris:
-                self._push(sub, ("updated", uri))
+                if sub.embed and not raw and uri in self.resources and uri in sub.resource_uris:
+                    self._push(sub, ("updated_body", (uri, body_of(self, uri))))
+                else:
+                    self._push(sub, ("updated", uri))
 
     def notify_list_changed(self) -> None:
         """Publish ``resources/list_changed`` to subscribers that asked for it."""
         for sub in list(self.subscribers.values()):
             if sub.list_changed:
                 self._push(sub, ("list_changed", None))
+
+    def set_catalog(
+        self, kind: str, items: list[dict[str, object]], *, notify: bool = True
+    ) -> None:
+        """Change catalog ``kind``; with ``notify`` publish its ``list_changed``
+        (templates: ``resources/list_changed``)."""
+        self.catalogs.set(kind, items)
+        if notify:
+            self.notify_catalog_changed(kind)
+
+    def notify_catalog_changed(self, kind: str) -> None:
+        """Publish ``tools/list_changed`` or ``prompts/list_changed`` to subscribers
+        granted it (resource templates change with the resource list)."""
+        if kind == "resource_templates":
+            self.notify_list_changed()
+            return
+        for sub in list(self.subscribers.values()):
+            if kind in sub.catalogs:
+                self._push(sub, ("catalog_changed", kind))
 
     def push_raw(self, kind: str, payload: object = None) -> None:
         """Queue an arbitrary message to every subscriber (garbage, foreign ids ...)."""
@@ -461,3 +540,37 @@ class ReferenceServer:
         except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
             # A subscriber that cannot keep up or went away loses its stream.
             self.unsubscribe(sub.subscription_id)
+
+
+def body_of(server: ReferenceServer, uri: str) -> tuple[ResourceContents, ...]:
+    """What a read of ``uri`` would hold now, as a pushed body carries it."""
+    resource = server.resources[uri]
+    return (
+        ResourceContents(
+            uri,
+            text=None if resource.blob is not None else resource.text,
+            blob=resource.blob,
+            mime_type=resource.mime_type,
+        ),
+    )
+
+
+def push_body_raw(server: ReferenceServer, uri: str, *, foreign: bool = False) -> None:
+    """Push ``uri``'s body to every subscriber, asked for or not (a misbehaving
+    server); with ``foreign`` under a subscription id nobody opened."""
+    kind = "foreign_body" if foreign else "updated_body"
+    server.push_raw(kind, (uri, body_of(server, uri)))
+
+
+def denial_remediation(server: ReferenceServer, uri: str) -> Remediation | None:
+    """The denial envelope a refusal of ``uri`` carries (`denial_envelopes`)."""
+    remediable = server.denial_envelopes.get(uri)
+    if remediable is None:
+        return None
+    hints = (frozen({"type": "url", "url": APPROVAL_URL}),) if remediable else ()
+    return Remediation(
+        available=remediable,
+        hints=hints,
+        context_id="authzctx-reference",
+        reason="insufficient_authorization",
+    )

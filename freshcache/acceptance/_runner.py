@@ -19,13 +19,14 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from .._core import Policy, ReadResult
+from .._core import Catalog, Policy, ReadResult
 from .._core._backoff import BackoffSettings
 from .._middleware._cache import FreshCache, ListResult
 from .._middleware._context import StateChanges
 from .._middleware._store import MemoryStore
 from .._sources._source import Source
 from ._format import Case
+from ._mutation import mutate_everything
 from ._reference import ReferenceServer
 from ._settle import settle, wait_for
 from ._steering import apply_to_reference, configure_reference
@@ -45,6 +46,7 @@ from ._steps import (
     Step,
     TimePasses,
     bulk_uri,
+    catalog_version_of,
     fleet_size,
     text_for,
 )
@@ -67,7 +69,7 @@ class Said:
         return "withheld" if self.text is None else "cited"
 
 
-Observation = ReadResult | ListResult | Said
+Observation = ReadResult | ListResult | Catalog | Said
 
 KNOWN_FAILING: dict[str, str] = {}
 """Rows that fail on the current code because of a known, open defect: row id -> the
@@ -117,6 +119,10 @@ class Setup:
     acks_held: bool = False
     fleet: int | None = None
     """How many workers share one freshness view (a fleet row), else ``None``."""
+    catalog_page_size: int = 100
+    catalog_later_ttl_ms: int | None = None
+    catalog_later_private: bool = False
+    catalog_public: bool = False
     deadline_row: bool = False
     """The row makes a server read go unanswered (*times out*): all it needs of the
     request deadline is that it passes, so a wire world plays it with a short one
@@ -171,6 +177,18 @@ class Setup:
                     setup.acks_held = True
                 case "fleet":
                     setup.fleet = int(given.arg)
+                case "pushed_bodies":
+                    setup.policy["pushed_bodies"] = True
+                case "catalog_page_size":
+                    setup.catalog_page_size = int(given.arg)
+                case "catalog_later_ttl":
+                    setup.catalog_later_ttl_ms = int(given.arg)
+                case "catalog_later_private":
+                    setup.catalog_later_private = True
+                case "catalog_public":
+                    setup.catalog_public = True
+                case "stale_catalogs":
+                    setup.policy["stale_catalogs_on_error"] = True
         return setup
 
 
@@ -273,6 +291,22 @@ class World(abc.ABC):
 
     async def list_resources(self, *, worker: int | None = None) -> ListResult:
         return await self.cache_for(worker).list_resources()
+
+    async def catalog(
+        self, kind: str, *, principal: str | None = None, worker: int | None = None
+    ) -> Catalog | Said:
+        """One catalog as the client hands it out (``tools()``, ``prompts()`` ...)."""
+        cache = self.cache_for(worker)
+        match kind:
+            case "tools":
+                return await cache.tools(principal=principal)
+            case "prompts":
+                return await cache.prompts(principal=principal)
+            case _:
+                return await cache.resource_templates(principal=principal)
+
+    async def catalog_status(self, kind: str, *, worker: int | None = None) -> Catalog | Said:
+        return self.cache_for(worker).catalog_status(kind)
 
     async def select(self, uris: Sequence[str]) -> None:
         self.cache.select(uris)
@@ -380,6 +414,14 @@ def describe(observation: Observation | None) -> str:
         if observation.state == "withheld":
             return f"list withheld ({_clip_error(observation.detail)})"
         return f"list {observation.state} ({observation.reason})"
+    if isinstance(observation, Catalog):
+        words = [f"{observation.kind} {observation.state}"]
+        label = catalog_version_of(observation.names)
+        if label:
+            words.append(label)
+        if observation.reason:
+            words.append(f"({observation.reason})")
+        return " ".join(words)
     label = _version_label(observation)
     parts: list[str] = [observation.state]
     if label:
@@ -566,6 +608,22 @@ async def _do(
             tg.start_soon(context_later)
             await world.settle()
             return last
+        case Observe(how="catalog", uri=kind, principal=principal, worker=worker):
+            catalog = await world.catalog(kind, principal=principal, worker=worker)
+            await world.settle()
+            return catalog
+        case Observe(how="catalog_status", uri=kind, worker=worker):
+            await world.settle()
+            return await world.catalog_status(kind, worker=worker)
+        case Observe(how="mutate_catalog", uri=kind, worker=worker):
+            # Mutate everything reachable of what the client handed out; what the next
+            # caller gets must not change (invariant 13).
+            handed = await world.catalog(kind, worker=worker)
+            if isinstance(handed, Catalog):
+                mutate_everything(handed)
+            again = await world.catalog(kind, worker=worker)
+            await world.settle()
+            return again
         case Observe(how="await_background"):
             await wait_for(lambda: background, limit=30.0, what="the background read")
             await world.settle()
@@ -643,7 +701,11 @@ def check(
                     failures.append(f"state is {last.state}, expected {expect.state}")
                 if expect.reason is not None and last.reason != expect.reason:
                     failures.append(f"reason is {last.reason}, expected {expect.reason}")
-                if expect.version is not None:
+                if expect.version is not None and isinstance(last, Catalog):
+                    label = catalog_version_of(last.names)
+                    if label != expect.version:
+                        failures.append(f"catalog is {label or 'empty'}, expected {expect.version}")
+                elif expect.version is not None:
                     if not isinstance(last, ReadResult) or last.text is None:
                         failures.append(f"no text, expected {expect.version}")
                     elif last.text != text_for(last.uri, expect.version):
@@ -679,6 +741,10 @@ def check(
                     failures.append(
                         f"{got} untrusted messages counted, expected at least {expect.number}"
                     )
+            case "remediation":
+                said = _remediation_word(last)
+                if said != expect.word:
+                    failures.append(f"remediation {said}, expected {expect.word}")
             case "tracked_uris_at_most":
                 tracked = world.engine.tracked_uris
                 if tracked > expect.number:
@@ -692,6 +758,15 @@ def check(
                         f"the fleet counted {counted} {expect.word}, expected {expect.number}"
                     )
     return failures
+
+
+def _remediation_word(last: Observation | None) -> str:
+    """What a denied result said can be done: ``available``, ``unavailable`` or ``none``
+    (no structured denial envelope; a client without states has none either)."""
+    remediation = getattr(last, "remediation", None)
+    if remediation is None:
+        return "none"
+    return "available" if remediation.available else "unavailable"
 
 
 def _judge_stateless(expect: Expect, last: Observation) -> list[str]:
@@ -741,6 +816,8 @@ def _phrase(expect: Expect) -> str:
             return f"stream {expect.word}"
         case "untrusted":
             return f"untrusted messages at least {expect.number}"
+        case "remediation":
+            return f"remediation {expect.word}"
         case "tracked_uris_at_most":
             return f"tracked uris at most {expect.number}"
         case "fleet":
@@ -787,6 +864,8 @@ def _compared(
                 return "(nothing observed)"
             text: str | None = getattr(last, "text", None)
             version = None if text is None else _label(getattr(last, "uri", ""), text)
+            if isinstance(last, Catalog):
+                version = catalog_version_of(last.names)
             if isinstance(last, Said) or last.state in ("cited", "withheld"):
                 # A client without states: what it handed over, in the words its
                 # failure line uses ("cited v1"), never a state's reason it has not.
@@ -807,6 +886,8 @@ def _compared(
             return f"stream {world.stream_status}"
         case "untrusted":
             return f"untrusted messages {world.engine.counters.untrusted_messages}"
+        case "remediation":
+            return f"remediation {_remediation_word(last)}"
         case "tracked_uris_at_most":
             return f"tracked uris {world.engine.tracked_uris}"
         case "fleet":
@@ -902,7 +983,11 @@ def unplayable_on_2025(case: Case) -> str | None:
                 return "2025-11-25 negotiates once, in initialize: no read is refused with -32022"
             case ServerChange(what="listen_version_refused"):
                 return "2025-11-25 has no subscriptions/listen to refuse with -32022"
-            case NextRead(fault="hint_unknown_id") | Notify(kind="foreign"):
+            case (
+                NextRead(fault="hint_unknown_id")
+                | Notify(kind="foreign")
+                | ServerSets(push="unknown_subscription")
+            ):
                 return "2025-11-25 notifications carry no subscription id: none can be unknown"
             case _:
                 pass

@@ -71,6 +71,7 @@ from ._protocol import (
 from ._protocol_2025 import REVISION as LEGACY_REVISION
 from ._protocol_2025 import Protocol2025, ServedSession
 from ._reference import ReferenceServer, Resource
+from ._reference_catalogs import ReferenceCatalogs
 from ._steering import apply_to_reference
 from ._steps import ALIASES, NextRead, Notify, ServerChange, ServerSets, text_for
 
@@ -132,6 +133,7 @@ def reference_to_state(server: ReferenceServer) -> dict[str, Any]:
         "denied_principals": {
             uri: sorted(who, key=str) for uri, who in server.denied_principals.items()
         },
+        "denial_envelopes": dict(server.denial_envelopes),
         "local_copies": dict(server.local_copies),
         "page_size": server.page_size,
         "list_ttl_ms": server.list_ttl_ms,
@@ -139,11 +141,13 @@ def reference_to_state(server: ReferenceServer) -> dict[str, Any]:
         "reads": server.reads,
         "lists": server.lists,
         "early_notifications": list(server.early_notifications),
+        "early_bodies": list(server.early_bodies),
         "cursor_epoch": server.cursor_epoch,
         "held": getattr(server, "_held", None) is not None,
         "list_hints": server.list_hints,
         "listen_refusals": server.listen_refusals,
         "acks_held": server.acks_held,
+        "catalogs": dataclasses.asdict(server.catalogs),
     }
 
 
@@ -161,6 +165,7 @@ def reference_from_state(state: dict[str, Any]) -> ReferenceServer:
     server.denied_principals = {
         uri: set(who) for uri, who in state.get("denied_principals", {}).items()
     }
+    server.denial_envelopes = dict(state.get("denial_envelopes", {}))
     server.local_copies = dict(state.get("local_copies", {}))
     server.page_size = int(state.get("page_size", 100))
     server.list_ttl_ms = int(state.get("list_ttl_ms", 60_000))
@@ -168,9 +173,12 @@ def reference_from_state(state: dict[str, Any]) -> ReferenceServer:
     server.reads = int(state.get("reads", 0))
     server.lists = int(state.get("lists", 0))
     server.early_notifications = list(state.get("early_notifications", ()))
+    server.early_bodies = list(state.get("early_bodies", ()))
     server.cursor_epoch = int(state.get("cursor_epoch", 0))
     server.list_hints = int(state.get("list_hints", 0))
     server.listen_refusals = int(state.get("listen_refusals", 0))
+    if "catalogs" in state:
+        server.catalogs = ReferenceCatalogs(**state["catalogs"])
     if state.get("held"):
         server.hold_reads()
     if state.get("acks_held"):
@@ -415,8 +423,8 @@ class StdioReferenceServer:
                 self.write_message(reply)
                 if opened is not None:
                     self._open_session(opened)
-            case Denied(request_id=request_id, message=text):
-                self.write_message(error(request_id, DENIED_CODE, f"Forbidden: {text}"))
+            case Denied(request_id=request_id, message=text, data=data):
+                self.write_message(error(request_id, DENIED_CODE, f"Forbidden: {text}", data))
             case Stall():
                 await anyio.sleep_forever()
             case HangUp():
@@ -495,6 +503,7 @@ class StdioReferenceServer:
             "pending_out": self.pending_out,
             "reads": reference.reads,
             "lists": reference.lists,
+            "catalog_lists": sum(reference.catalogs.lists.values()),
             "reads_in_flight": reference.reads_in_flight,
             "subscribers": len(reference.subscribers),
             "down": reference.down,

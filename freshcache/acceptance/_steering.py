@@ -10,8 +10,17 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Protocol
 
-from ._reference import ReferenceServer
-from ._steps import ALIASES, NextRead, Notify, ServerChange, ServerSets, text_for, unread_uri
+from ._reference import ReferenceServer, push_body_raw
+from ._steps import (
+    ALIASES,
+    NextRead,
+    Notify,
+    ServerChange,
+    ServerSets,
+    catalog_items,
+    text_for,
+    unread_uri,
+)
 
 
 class Setup(Protocol):
@@ -34,6 +43,14 @@ class Setup(Protocol):
     def ttl_ms(self) -> int: ...
     @property
     def scope(self) -> str: ...
+    @property
+    def catalog_page_size(self) -> int: ...
+    @property
+    def catalog_later_ttl_ms(self) -> int | None: ...
+    @property
+    def catalog_later_private(self) -> bool: ...
+    @property
+    def catalog_public(self) -> bool: ...
 
 
 def configure_reference(server: ReferenceServer, setup: Setup) -> None:
@@ -48,6 +65,15 @@ def configure_reference(server: ReferenceServer, setup: Setup) -> None:
     for alias in ("selected", "other", "extra"):
         uri = ALIASES[alias]
         server.set(uri, text_for(uri, "v1"), ttl_ms=setup.ttl_ms, cache_scope=setup.scope)
+    catalogs = server.catalogs
+    for kind in ("tools", "prompts", "resource_templates"):
+        catalogs.set(kind, catalog_items(kind, "v1"))
+    catalogs.epoch = 0
+    catalogs.page_size = setup.catalog_page_size
+    catalogs.later_pages_ttl_ms = setup.catalog_later_ttl_ms
+    catalogs.scope = "public" if setup.catalog_public else "private"
+    catalogs.later_pages_scope = "private" if setup.catalog_later_private else None
+    catalogs.list_changed_supported = setup.list_changed
 
 
 def apply_to_reference(
@@ -57,6 +83,12 @@ def apply_to_reference(
 ) -> None:
     """Carry out one server-side step on a `ReferenceServer` (``principal``: the cache's)."""
     match step:
+        case ServerSets(uri=uri, version=version, push="every_stream" | "unknown_subscription"):
+            server.set(uri, text_for(uri, version))
+            push_body_raw(server, uri, foreign=step.push == "unknown_subscription")
+        case ServerSets(uri=uri, version=version, push="before_ack"):
+            server.set(uri, text_for(uri, version))
+            server.early_bodies.append(uri)
         case ServerSets(uri=uri, version=version, notify=notify):
             server.set(uri, text_for(uri, version), notify=notify)
         case Notify(kind="updated", uri=uri, count=count):
@@ -96,6 +128,9 @@ def apply_to_reference(
             server.hide(uri)
         case ServerChange(what="deny", uri=uri, principal=who):
             server.denied_principals.setdefault(uri, set()).add(who or principal)
+        case ServerChange(what="deny_remediable" | "deny_final", uri=uri):
+            server.denied_principals.setdefault(uri, set()).add(principal)
+            server.denial_envelopes[uri] = step.what == "deny_remediable"
         case ServerChange(what="allow", uri=uri, principal=who):
             server.denied_principals.get(uri, set()).discard(who or principal)
         case ServerChange(what="invalidate_cursors"):
@@ -119,6 +154,17 @@ def apply_to_reference(
             server.hold_acks()
         case ServerChange(what="release_acks"):
             server.release_acks()
+        case Notify(kind="catalog_changed", uri=kind):
+            server.notify_catalog_changed(kind)
+        case ServerChange(what="catalog_set" | "catalog_set_notify", uri=kind, version=version):
+            server.set_catalog(
+                kind, catalog_items(kind, version), notify=step.what == "catalog_set_notify"
+            )
+        case ServerChange(what="catalog_fault", uri=kind, version=fault):
+            if fault:
+                server.catalogs.faults[kind] = fault  # type: ignore[assignment]
+            else:
+                server.catalogs.faults.pop(kind, None)
         case Notify(kind="updated_unread", count=count):
             for n in range(count):
                 server.notify_updated(unread_uri(n), raw=True)

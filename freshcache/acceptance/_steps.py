@@ -68,6 +68,12 @@ class Given:
         "later_pages_ttl",
         "acks_held",
         "fleet",
+        "pushed_bodies",
+        "catalog_page_size",
+        "catalog_later_ttl",
+        "catalog_later_private",
+        "catalog_public",
+        "stale_catalogs",
     ]
     arg: str = ""
 
@@ -77,11 +83,16 @@ class Given:
 
 @dataclass(frozen=True, slots=True)
 class ServerSets:
-    """The server changes a resource; with ``notify`` it publishes ``resources/updated``."""
+    """The server changes a resource; with ``notify`` it publishes ``resources/updated``
+    (with the new contents to listens that asked for pushed bodies). ``push`` sends
+    the body whether asked or not: ``every_stream`` (on every open stream, with its
+    id), ``unknown_subscription`` (with an id nobody opened), ``before_ack`` (on the
+    next stream, before its acknowledgment)."""
 
     uri: str
     version: str
     notify: bool
+    push: Literal["", "every_stream", "unknown_subscription", "before_ack"] = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +104,13 @@ class Notify:
     URIs the cache never read, `unread_uri`)."""
 
     kind: Literal[
-        "updated", "list_changed", "updated_before_ack", "foreign", "garbage", "updated_unread"
+        "updated",
+        "list_changed",
+        "updated_before_ack",
+        "foreign",
+        "garbage",
+        "updated_unread",
+        "catalog_changed",
     ]
     uri: str = ""
     count: int = 1
@@ -114,9 +131,10 @@ class NextRead:
     sticky: bool = False
 
 
-ANSWER_HINTS = ("hint", "hint_no_id", "hint_unknown_id")
+ANSWER_HINTS = ("hint", "hint_no_id", "hint_unknown_id", "hint_body")
 """Faults that put a ``resources/updated`` for the URI on the read's own answer (with
-the live stream's subscription id, none, or one nobody asked for)."""
+the live stream's subscription id, none, or one nobody asked for; ``hint_body``: with
+the live stream's id and a pushed body)."""
 SCHEMA_FAULTS = ("no_contents", "ttl_string", "ttl_bool")
 """Faults whose read result breaks the schema (no ``contents``; ``ttlMs`` as a string
 or a boolean): only a wire has JSON to break."""
@@ -156,6 +174,8 @@ class ServerChange:
         "remove",
         "hide",
         "deny",
+        "deny_remediable",
+        "deny_final",
         "allow",
         "invalidate_cursors",
         "list_hint",
@@ -167,9 +187,48 @@ class ServerChange:
         "hold_unsubscribes",
         "release_unsubscribes",
         "share_publicly",
+        "catalog_set",
+        "catalog_set_notify",
+        "catalog_fault",
     ]
     uri: str = ""
+    """The resource; for the ``catalog_*`` changes the catalog (`CATALOG_WORDS`)."""
     principal: str | None = None
+    version: str = ""
+    """``catalog_set*``: the catalog's new version; ``catalog_fault``: the fault
+    every list of it meets (``""``: none)."""
+
+
+CATALOG_WORDS = {"tools": "tools", "prompts": "prompts", "templates": "resource_templates"}
+"""How a row names a catalog."""
+
+
+def catalog_items(kind: str, version: str) -> list[dict[str, object]]:
+    """The items of catalog ``kind`` at ``version`` on the reference server: the first
+    item's name carries the version (``search-v2``), so a check can tell v1 from v2."""
+    match kind:
+        case "tools":
+            return [
+                {
+                    "name": f"search-{version}",
+                    "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
+                },
+                {"name": "help", "inputSchema": {"type": "object"}},
+            ]
+        case "prompts":
+            return [{"name": f"summarize-{version}"}, {"name": "explain"}]
+        case _:
+            return [
+                {"name": f"guide-{version}", "uriTemplate": "guide://{section}/{name}"},
+                {"name": "note", "uriTemplate": "note://{id}"},
+            ]
+
+
+def catalog_version_of(names: tuple[str, ...]) -> str | None:
+    """The version label of a reference catalog (``v2``) from its items' names."""
+    first = names[0] if names else ""
+    label = first.rsplit("-", 1)[-1]
+    return label if first != label else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +270,17 @@ class Observe:
     """The client looks: ``read`` (may do I/O), ``status`` (no I/O), ``list``,
     ``background`` (a read that is left running; observed with ``await background``)."""
 
-    how: Literal["read", "status", "list", "background", "await_background", "context"]
+    how: Literal[
+        "read",
+        "status",
+        "list",
+        "background",
+        "await_background",
+        "context",
+        "catalog",
+        "catalog_status",
+        "mutate_catalog",
+    ]
     uri: str = ""
     principal: str | None = None
     timeout: float | None = None
@@ -293,14 +362,55 @@ _rule(r"given principal (\w+)")(lambda m: Given("principal", m[1]))
 _rule(r"given page size (\d+)")(lambda m: Given("page_size", m[1]))
 _rule(r"given store holds (\d+) entr(?:y|ies)")(lambda m: Given("store_entries", m[1]))
 _rule(r"given later list pages ttl (\d+) ?ms")(lambda m: Given("later_pages_ttl", m[1]))
+_rule(r"given pushed bodies")(lambda m: Given("pushed_bodies"))
+
+# catalogs: tools, prompts, resource templates (invariants 13, 14)
+_CATALOG = r"(tools|prompts|templates)"
+_rule(rf"given {_CATALOG} page size (\d+)")(lambda m: Given("catalog_page_size", m[2]))
+_rule(rf"given later {_CATALOG} pages ttl (\d+) ?ms")(lambda m: Given("catalog_later_ttl", m[2]))
+_rule(rf"given later {_CATALOG} pages private")(lambda m: Given("catalog_later_private"))
+_rule(rf"given {_CATALOG} public")(lambda m: Given("catalog_public"))
+_rule(r"given stale catalogs allowed")(lambda m: Given("stale_catalogs"))
+_rule(rf"server changes {_CATALOG} to (v\d+)( and notifies)?")(
+    lambda m: ServerChange(
+        "catalog_set_notify" if m[3] else "catalog_set", CATALOG_WORDS[m[1]], version=m[2]
+    )
+)
+_rule(rf"notify {_CATALOG} changed")(lambda m: Notify("catalog_changed", CATALOG_WORDS[m[1]]))
+_rule(rf"{_CATALOG} lists (are denied|fail|time out|recover)")(
+    lambda m: ServerChange(
+        "catalog_fault",
+        CATALOG_WORDS[m[1]],
+        version={"are denied": "denied", "fail": "server_error", "time out": "timeout"}.get(
+            m[2], ""
+        ),
+    )
+)
+_rule(rf"{_CATALOG}(?: as (\w+))?")(lambda m: Observe("catalog", CATALOG_WORDS[m[1]], m[2]))
+_rule(rf"status {_CATALOG}")(lambda m: Observe("catalog_status", CATALOG_WORDS[m[1]]))
+_rule(rf"mutate {_CATALOG}")(lambda m: Observe("mutate_catalog", CATALOG_WORDS[m[1]]))
 
 # server content
 _rule(rf"server sets {_URI} (v\d+)( and notifies)?")(
     lambda m: ServerSets(resolve(m[1]), m[2], bool(m[3]))
 )
+_rule(rf"server sets {_URI} (v\d+) and pushes its body (to every stream|before ack)")(
+    lambda m: ServerSets(
+        resolve(m[1]), m[2], False, "before_ack" if m[3] == "before ack" else "every_stream"
+    )
+)
+_rule(rf"server sets {_URI} (v\d+) and pushes its body with unknown subscription")(
+    lambda m: ServerSets(resolve(m[1]), m[2], False, "unknown_subscription")
+)
 _rule(rf"server removes {_URI}")(lambda m: ServerChange("remove", resolve(m[1])))
 _rule(rf"server unlists {_URI}")(lambda m: ServerChange("hide", resolve(m[1])))
 _rule(rf"server denies {_URI}(?: to (\w+))?")(lambda m: ServerChange("deny", resolve(m[1]), m[2]))
+_rule(rf"server denies {_URI} with remediation")(
+    lambda m: ServerChange("deny_remediable", resolve(m[1]))
+)
+_rule(rf"server denies {_URI} without remediation")(
+    lambda m: ServerChange("deny_final", resolve(m[1]))
+)
 _rule(rf"server allows {_URI}(?: to (\w+))?")(lambda m: ServerChange("allow", resolve(m[1]), m[2]))
 _rule(r"server invalidates cursors")(lambda m: ServerChange("invalidate_cursors"))
 _rule(rf"server shares {_URI} publicly")(lambda m: ServerChange("share_publicly", resolve(m[1])))
@@ -351,6 +461,7 @@ _rule(rf"next read of {_URI} carries a hint without subscription id")(
 _rule(rf"next read of {_URI} carries a hint with unknown subscription")(
     lambda m: NextRead(resolve(m[1]), "hint_unknown_id")
 )
+_rule(rf"next read of {_URI} carries a pushed body")(lambda m: NextRead(resolve(m[1]), "hint_body"))
 _rule(rf"next read of {_URI} has no contents")(lambda m: NextRead(resolve(m[1]), "no_contents"))
 _rule(rf"next read of {_URI} has ttl as string")(lambda m: NextRead(resolve(m[1]), "ttl_string"))
 _rule(rf"next read of {_URI} has ttl as bool")(lambda m: NextRead(resolve(m[1]), "ttl_bool"))
@@ -444,6 +555,7 @@ class Expect:
         "untrusted",
         "tracked_uris_at_most",
         "fleet",
+        "remediation",
     ]
     state: ExpectState | None = None
     version: str | None = None
@@ -484,6 +596,8 @@ def parse_expect(text: str) -> Expect:
         return Expect("not_listed", uri=resolve(m[1]))
     if m := re.match(r"stream (live|lost|closed|unsupported|opening)$", phrase):
         return Expect("stream", word=m[1])
+    if m := re.match(r"remediation (available|unavailable|none)$", phrase):
+        return Expect("remediation", word=m[1])
     if m := re.match(r"untrusted messages (\d+)$", phrase):
         return Expect("untrusted", number=int(m[1]))
     if m := re.match(r"tracked uris at most (\d+)$", phrase):

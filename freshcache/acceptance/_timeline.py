@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._core import (
+    CatalogChange,
     ChangesMissed,
     ListenAcknowledged,
     ListenStarted,
@@ -163,4 +164,9 @@ async def note_changes(changes: StateChanges, timeline: Timeline, who: str = "")
                 timeline.note(f"cache: {change.count} state changes dropped", who)
                 continue
             reason = f" ({change.reason})" if change.reason else ""
+            if isinstance(change, CatalogChange):
+                timeline.note(
+                    f"cache: the {change.kind} catalog is {change.new_state}{reason}", who
+                )
+                continue
             timeline.note(f"cache: {alias_of(change.uri)} is {change.new_state}{reason}", who)

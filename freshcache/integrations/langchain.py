@@ -14,24 +14,35 @@ reason), or, with ``withheld="skip"``, those URIs are left out.
 cache reaches the server through any freshcache source, e.g.
 ``McpClientSource.connect(url)``, whose subscription stream is the change feed: a
 ``load_resources`` call inside ``ttlMs`` costs no server read until a change is heard.
+
+``load_tools(cache)`` mirrors ``load_mcp_tools``: one ``StructuredTool`` per tool of the
+cache's *current* tool catalog (`FreshCache.tools`), its JSON schema as the tool's
+arguments, each call through `FreshCache.call_tool` (an "unknown tool" answer re-lists
+once and retries at most once). Call it at every agent step to follow the server's
+list. The result is a list with the catalog beside it (`FreshTools.catalog`): when the
+catalog is not fresh (the server is down ...) the list is empty and the catalog says
+why, instead of an exception that ends the run.
 """
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Iterable
-from typing import Literal
+from typing import Any, Literal
 
+from .._core import Catalog
+from .._core._frozen import thawed
 from .._errors import ResourceWithheldError
 from .._middleware._cache import FreshCache
 from . import missing
 
 try:
     from langchain_core.documents.base import Blob
+    from langchain_core.tools import StructuredTool, ToolException
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the extra
     raise missing("langchain_core", "langchain") from exc
 
-__all__ = ["load_resources"]
+__all__ = ["FreshTools", "load_resources", "load_tools"]
 
 
 async def load_resources(
@@ -65,3 +76,41 @@ async def load_resources(
             metadata = {"uri": result.uri, "version": result.version}
             blobs.append(Blob.from_data(data=data, mime_type=item.mime_type, metadata=metadata))
     return blobs
+
+
+class FreshTools(list[StructuredTool]):
+    """The tools of one `load_tools` call, with the catalog they came from."""
+
+    def __init__(self, tools: Iterable[StructuredTool], catalog: Catalog) -> None:
+        super().__init__(tools)
+        self.catalog = catalog
+        """The tool catalog (its ``state`` and ``reason`` when the list is empty for it)."""
+
+
+async def load_tools(cache: FreshCache, *, timeout: float | None = None) -> FreshTools:
+    """The server's tools as LangChain tools, from the cache's current tool catalog."""
+    catalog = await cache.tools(timeout=timeout)
+    if not catalog.ok:
+        return FreshTools((), catalog)
+    return FreshTools((_tool(cache, item, timeout) for item in catalog.items), catalog)
+
+
+def _tool(cache: FreshCache, item: Any, timeout: float | None) -> StructuredTool:
+    name = str(item["name"])
+
+    async def call(**arguments: Any) -> str:
+        result = await cache.call_tool(name, arguments, timeout=timeout)
+        if result.ok and not result.is_error:
+            return result.text or ""
+        reason = f": {result.reason}" if result.reason else ""
+        raise ToolException(
+            result.detail or result.text or f"{name} could not be called ({result.state}{reason})"
+        )
+
+    return StructuredTool(
+        name=name,
+        description=str(item.get("description") or name),
+        args_schema=thawed(item.get("inputSchema") or {"type": "object", "properties": {}}),
+        coroutine=call,
+        handle_tool_error=True,
+    )

@@ -10,6 +10,16 @@ SDK would have returned; any other state raises `ResourceWithheldError` (a
 `RuntimeError` carrying the results), because ``ReadResourceResult`` has no room for
 "not fresh". `FreshMCPServer.context` is the agent-step shape (`FreshCache.context`).
 
+**Tools.** When the cache's source lists catalogs (`HttpSource`, `StdioSource`),
+``list_tools`` is the cache's tool catalog at every agent step (`FreshCache.tools`: a
+``tools/list_changed`` heard mid-run is what the next step offers) and ``call_tool``
+goes through `FreshCache.call_tool` (an "unknown tool" answer re-lists once and
+retries at most once; what is left is an ``isError`` result saying so). When the
+catalog is not fresh (the server is down, the list refused ...) the step gets no tools
+from this server and `FreshMCPServer.catalog` says why: the run goes on instead of
+aborting. Otherwise the wrapped server's tools are used, and a failure to list them is
+likewise an empty list, logged, not an exception.
+
 **Wiring.** The Agents SDK server holds its own ``ClientSession``; its
 ``read_resource`` goes to the server on every call and it does not listen. The cache
 gets its own connection to the same server, ``McpClientSource.connect(url)`` (the same
@@ -20,21 +30,28 @@ the cache while no change was heard, and re-read once one was.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any, cast
 
+from .._core import Catalog
+from .._core._frozen import thawed
 from .._errors import ResourceWithheldError
 from .._middleware._cache import FreshCache
 from .._middleware._context import Context
+from .._middleware._tools import ToolCall
+from .._sources._source import SourceWrapper
 from . import missing
 
 try:
     from agents.mcp import MCPServer
-    from mcp.types import ReadResourceResult
+    from mcp.types import CallToolResult, ReadResourceResult, TextContent, Tool
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the extra
     raise missing("agents", "openai-agents") from exc
 
 __all__ = ["FreshMCPServer"]
+
+log = logging.getLogger("freshcache.integrations")
 
 
 class FreshMCPServer(MCPServer):
@@ -56,6 +73,8 @@ class FreshMCPServer(MCPServer):
         self.server = server
         self.cache = cache
         self.timeout = timeout
+        self.catalog: Catalog | None = None
+        """The tool catalog the latest step was offered (its state when not fresh)."""
 
     @property
     def name(self) -> str:
@@ -72,12 +91,26 @@ class FreshMCPServer(MCPServer):
         await cast(Any, self.server).cleanup()
 
     async def list_tools(self, run_context: Any = None, agent: Any = None) -> Any:
-        return await self.server.list_tools(run_context, agent)
+        """The tools to offer this step: the cache's fresh tool catalog, or none."""
+        if not _lists_catalogs(self.cache):
+            try:
+                return await self.server.list_tools(run_context, agent)
+            except Exception as exc:  # a server that is down must not abort the run
+                log.warning("%s: no tools this step: %r", self.name, exc)
+                return []
+        catalog = await self.cache.tools(timeout=self.timeout)
+        self.catalog = catalog
+        if not catalog.ok:
+            log.warning("%s: no tools this step (%s: %s)", self.name, catalog.state, catalog.reason)
+            return []
+        return [Tool.model_validate(thawed(item)) for item in catalog.items]
 
     async def call_tool(
         self, tool_name: str, arguments: dict[str, Any] | None, meta: dict[str, Any] | None = None
     ) -> Any:
-        return await self.server.call_tool(tool_name, arguments, meta)
+        if not _lists_catalogs(self.cache):
+            return await self.server.call_tool(tool_name, arguments, meta)
+        return _call_result(await self.cache.call_tool(tool_name, arguments, timeout=self.timeout))
 
     async def list_prompts(self) -> Any:
         return await self.server.list_prompts()
@@ -103,3 +136,22 @@ class FreshMCPServer(MCPServer):
     async def context(self, uris: Iterable[str]) -> Context:
         """`FreshCache.context` over this server's cache."""
         return await self.cache.context(uris, timeout=self.timeout)
+
+
+def _lists_catalogs(cache: FreshCache) -> bool:
+    """Whether the cache's own connection can list the server's catalogs."""
+    source: object = cache.source
+    while isinstance(source, SourceWrapper):
+        source = source.inner
+    return callable(getattr(source, "list_catalog", None))
+
+
+def _call_result(call: ToolCall) -> CallToolResult:
+    """The SDK's ``CallToolResult``: the server's answer, or an error result naming the
+    state (the tool is gone from the server's new list, the list is not current ...)."""
+    if call.state == "answered" and call.result is not None:
+        return CallToolResult.model_validate(thawed(call.result))
+    reason = f": {call.reason}" if call.reason else ""
+    text = call.detail if call.state == "unknown_tool" and call.detail else None
+    message = text or f"{call.name} could not be called ({call.state}{reason})"
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)

@@ -10,6 +10,14 @@ are returned as plain sentences the model can act on. No old text is ever return
 `fresh_instructions(cache, uris)` is the agent-step shape: an instructions function
 that puts `FreshCache.context` into the prompt of every run.
 
+`fresh_tools(cache)` is the server's **tools** as a toolset whose list is the cache's
+current tool catalog at every agent step (`FreshCache.tools`): a change heard mid-run
+(``notifications/tools/list_changed``) is what the model is offered at the next step,
+not the next conversation. A call goes through `FreshCache.call_tool` (an "unknown
+tool" answer re-lists once and retries at most once). When the catalog is not fresh
+(the server is down, the list is denied ...) the step offers none of its tools and the
+instructions say so (`FreshToolset.catalog` holds the state): the run goes on.
+
 **Wiring.** pydantic-ai's ``MCPToolset`` holds its own fastmcp client; its
 ``read_resource`` goes to the server on every call (its ``cache_resources`` caches the
 *list* only, and ignores ``ttlMs``) and it does not listen. Keep the ``MCPToolset`` for
@@ -30,18 +38,22 @@ from typing import Any, Literal
 
 from typing_extensions import assert_never
 
-from .._core import ReadResult
+from .._core import Catalog, ReadResult
+from .._core._frozen import thawed
 from .._middleware._cache import FreshCache
+from .._middleware._tools import ToolCall
 from . import missing
 
 try:
     from pydantic_ai import ModelRetry, RunContext, Tool
     from pydantic_ai.messages import BinaryContent
-    from pydantic_ai.toolsets import FunctionToolset
+    from pydantic_ai.tools import ToolDefinition
+    from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool
+    from pydantic_core import SchemaValidator, core_schema
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the extra
     raise missing("pydantic_ai", "pydantic-ai") from exc
 
-__all__ = ["fresh_instructions", "fresh_resources"]
+__all__ = ["FreshToolset", "fresh_instructions", "fresh_resources", "fresh_tools"]
 
 
 def fresh_resources(
@@ -138,3 +150,93 @@ def _tool_result(
             return f"{result.uri} does not exist (not_found)."
         case _:
             assert_never(result.state)
+
+
+_ANY_ARGS = SchemaValidator(schema=core_schema.any_schema())
+"""The server validates a tool's arguments (its ``inputSchema`` goes to the model)."""
+
+
+class FreshToolset(AbstractToolset[Any]):
+    """The server's tools, from the cache's tool catalog at every step (`fresh_tools`)."""
+
+    def __init__(
+        self,
+        cache: FreshCache,
+        *,
+        timeout: float | None = None,
+        id: str | None = None,
+        max_retries: int = 1,
+    ) -> None:
+        self.cache = cache
+        self.timeout = timeout
+        self._id = id
+        self.max_retries = max_retries
+        self.catalog: Catalog | None = None
+        """The tool catalog the latest step was offered (its state when not fresh)."""
+
+    @property
+    def id(self) -> str | None:
+        return self._id
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        catalog = await self.cache.tools(timeout=self.timeout)
+        self.catalog = catalog
+        if not catalog.ok:
+            return {}  # the server's tools sit this step out; the instructions say why
+        tools: dict[str, ToolsetTool[Any]] = {}
+        for item in catalog.items:
+            tool_def = ToolDefinition(
+                name=str(item["name"]),
+                description=item.get("description"),
+                parameters_json_schema=thawed(item.get("inputSchema") or {"type": "object"}),
+            )
+            tools[tool_def.name] = ToolsetTool(
+                toolset=self,
+                tool_def=tool_def,
+                max_retries=self.max_retries,
+                args_validator=_ANY_ARGS,
+            )
+        return tools
+
+    async def get_instructions(self, ctx: RunContext[Any]) -> str | None:
+        catalog = self.catalog
+        if catalog is None or catalog.ok:
+            return None
+        return (
+            f"The tools of {self.cache.source.identity} are not available now "
+            f"({catalog.state}: {catalog.reason}). Do not call them."
+        )
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        call = await self.cache.call_tool(name, tool_args, timeout=self.timeout)
+        return _call_result(call)
+
+
+def fresh_tools(
+    cache: FreshCache, *, timeout: float | None = None, id: str | None = None, max_retries: int = 1
+) -> FreshToolset:
+    """The server's tools as a toolset that follows the cache's tool catalog (module
+    docstring). Use it instead of ``MCPToolset``'s tools for the same server."""
+    return FreshToolset(cache, timeout=timeout, id=id, max_retries=max_retries)
+
+
+def _call_result(call: ToolCall) -> Any:
+    """What the model gets back: the answer's text (a tool error, an unknown tool and
+    a list that could not be proved fresh make it retry with the new list)."""
+    match call.state:
+        case "answered":
+            if call.is_error:
+                raise ModelRetry(call.text or f"tool {call.name} failed")
+            structured = None if call.result is None else call.result.get("structuredContent")
+            return call.text if structured is None else thawed(structured)
+        case "unknown_tool":
+            raise ModelRetry(call.detail or f"there is no tool {call.name} any more")
+        case "denied":
+            return f"{call.name} is not available to this user (denied)."
+        case _:
+            raise ModelRetry(
+                f"{call.name} could not be called now ({call.state}: {call.reason}). "
+                "Its server's tool list is not current."
+            )

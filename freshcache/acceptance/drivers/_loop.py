@@ -28,8 +28,15 @@ PROTOCOL_VERSION = 1
 
 BASE_OPS = ("read", "list", "select", "close")
 """The ops every driver answers; the others (`OPTIONAL_OPS`) it names in ``hello``."""
-OPTIONAL_OPS = ("status", "advance", "inspect", "look")
-POLICIES = ("subscription_backed", "uncovered", "stale_on_error", "share_public")
+OPTIONAL_OPS = ("status", "advance", "inspect", "look", "catalog")
+POLICIES = (
+    "subscription_backed",
+    "uncovered",
+    "stale_on_error",
+    "share_public",
+    "stale_catalogs_on_error",
+    "pushed_bodies",
+)
 """Every row policy a client may have a setting for."""
 REVISIONS = ("2026-07-28", "2025-11-25")
 """The MCP revisions the reference server can speak (the ``-2025`` wires)."""
@@ -166,7 +173,7 @@ async def _answer(rows: _Rows, driver: Driver, message: dict[str, Any]) -> dict[
     session = rows.session
     if session is None and rows.ended is not None:
         # The client died mid-row: it hands nothing any more (what an app would see).
-        if op in ("read", "status", "list"):
+        if op in ("read", "status", "list", "catalog"):
             return {"error": f"the client ended: {rows.ended}"}
         return {"ok": True}
     if session is None:
@@ -178,7 +185,8 @@ async def _answer(rows: _Rows, driver: Driver, message: dict[str, Any]) -> dict[
     if op == "select":
         await session.select(list(message["uris"]))
         return {"ok": True}
-    extra = getattr(session, op, None) if op in ("status", "look", "advance", "inspect") else None
+    optional = ("status", "look", "advance", "inspect", "catalog")
+    extra = getattr(session, op, None) if op in optional else None
     if extra is None:
         raise ProtocolError(f"unknown or unsupported op {op!r}")
     answer: dict[str, Any] = await extra(message)

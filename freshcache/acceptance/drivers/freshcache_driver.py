@@ -68,6 +68,21 @@ class FreshcacheSession(OnVirtualClock):
             "server_read": listed.server_read,
         }
 
+    async def catalog(self, message: dict[str, Any]) -> dict[str, Any]:
+        kind, principal = message["kind"], message.get("principal")
+        if kind == "tools":
+            catalog = await self.cache.tools(principal=principal)
+        elif kind == "prompts":
+            catalog = await self.cache.prompts(principal=principal)
+        else:
+            catalog = await self.cache.resource_templates(principal=principal)
+        return {
+            "state": catalog.state,
+            "reason": catalog.reason,
+            "names": list(catalog.names),
+            "server_read": catalog.server_read,
+        }
+
     async def select(self, uris: list[str]) -> None:
         self.cache.select(uris)
 

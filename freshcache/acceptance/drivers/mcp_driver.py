@@ -60,6 +60,30 @@ class McpSession(OnVirtualClock):
             return {"error": f"{type(exc).__name__}: {exc}"}
         return {"uris": uris}
 
+    async def catalog(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A catalog as an app gets it: every page through the SDK (its cache on)."""
+        kind = message["kind"]
+        names: list[str] = []
+        cursor: str | None = None
+        try:
+            while True:
+                if kind == "tools":
+                    page: Any = await self.client.list_tools(cursor=cursor)
+                    items = page.tools
+                elif kind == "prompts":
+                    page = await self.client.list_prompts(cursor=cursor)
+                    items = page.prompts
+                else:
+                    page = await self.client.list_resource_templates(cursor=cursor)
+                    items = page.resource_templates
+                names.extend(str(item.name) for item in items)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        except Exception as exc:
+            return {"error": f"{type(exc).__name__}: {exc}"}
+        return {"names": names}
+
     async def select(self, uris: list[str]) -> None:
         if self._listening is not None:
             self._listening.cancel()
@@ -76,7 +100,10 @@ class McpSession(OnVirtualClock):
             while True:
                 try:
                     async with self.client.listen(
-                        resource_subscriptions=uris, resources_list_changed=True
+                        resource_subscriptions=uris,
+                        resources_list_changed=True,
+                        tools_list_changed=True,
+                        prompts_list_changed=True,
                     ) as subscription:
                         async for _ in subscription:
                             pass  # the SDK's cache has evicted before the event is handed over
@@ -96,7 +123,7 @@ class McpDriver:
         version = importlib.metadata.version("mcp")
         return hello(
             f"mcp {version}",
-            ops=["advance"],
+            ops=["advance", "catalog"],
             policies=["share_public"],
             listens=True,
             store_entries=True,

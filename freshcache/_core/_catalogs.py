@@ -1,0 +1,443 @@
+"""Catalogs: tools, prompts and resource templates (DESIGN §2 invariants 13, 14).
+
+A catalog is a whole list (``tools/list``, ``prompts/list``,
+``resources/templates/list``) walked over every page with the list machinery of
+`_lists` (`ListPages`, `ListWalk`: the cursor rule, a generation per list). It keeps
+the promise resource text keeps:
+
+- a ``*/list_changed`` (tools, prompts; templates change with ``resources/list_changed``)
+  bumps the catalog's generation: nothing walked before it is fresh again, and a walk
+  overtaken by it starts again;
+- only a complete walk is fresh; its window is the minimum over its pages, and any
+  private page makes the whole catalog private;
+- a catalog a live acknowledged stream covers (the ack honoured ``toolsListChanged``,
+  ``promptsListChanged``, ``resourcesListChanged``) is fresh within that window; one no
+  stream covers is walked before each use (`Policy.uncovered`), like an uncovered URI;
+- an acknowledgment that newly covers a catalog, and the loss of the stream that
+  covered it, invalidate it (invariant 4);
+- 2025-11-25 pages have no hints: fresh until notified while covered, else walked
+  before each use.
+
+`CatalogBook` holds that bookkeeping for one server; the engine feeds it events and
+asks it; the middleware walks and hands out what `settle` returns. A fresh catalog is
+built once and handed out as the same immutable object on every hit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, get_args
+
+from ._entries import PUBLIC, EntryKey, Partition, Store
+from ._events import ListReply, RequestFailed
+from ._frozen import canonical_json
+from ._lists import ListPages, ListResult, ListTicket, ListWalk
+from ._model import AWAITING_FRESH_SOURCE, DENIED, FRESH, NOT_FOUND, STALE, Reason, State
+from ._policy import Policy
+
+CatalogKind = Literal["tools", "prompts", "resource_templates"]
+"""The catalogs an agent acts on."""
+
+CATALOG_KINDS: tuple[CatalogKind, ...] = get_args(CatalogKind)
+
+CATALOG_METHODS: Mapping[CatalogKind, str] = {
+    "tools": "tools/list",
+    "prompts": "prompts/list",
+    "resource_templates": "resources/templates/list",
+}
+"""The list request of each catalog."""
+
+CATALOG_FIELDS: Mapping[CatalogKind, str] = {
+    "tools": "tools",
+    "prompts": "prompts",
+    "resource_templates": "resourceTemplates",
+}
+"""The field of a list result that holds the catalog's items."""
+
+_METHOD_KINDS = {method: kind for kind, method in CATALOG_METHODS.items()}
+
+SubscriptionId = str | int
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    """One catalog as handed out: its items only when ``fresh`` (or opt-in ``stale``).
+
+    Immutable all the way down (items are read-only mappings over frozen copies), so
+    the same object can be handed to every caller: mutating it is impossible, and
+    nothing a caller does changes what the next caller gets (invariant 13).
+    """
+
+    kind: CatalogKind
+    state: State
+    reason: Reason | None = None
+    """Why the catalog is not plain ``fresh``; ``None`` for a fresh one."""
+    items: tuple[Mapping[str, Any], ...] = ()
+    """The tools, prompts or templates, in MCP's shape; ``()`` unless fresh or stale."""
+    version: str | None = None
+    """Digest of the items."""
+    fetched_at: float | None = None
+    """Wall-clock time the walk that produced the items completed."""
+    server_read: bool = False
+    """Whether a server request happened for this call."""
+    age: float | None = None
+    """Seconds since the items were fetched; set on ``stale``."""
+    detail: str | None = field(default=None, compare=False)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The items' names (a tool's, a prompt's, a template's ``name``)."""
+        return tuple(str(item.get("name", "")) for item in self.items)
+
+    @property
+    def ok(self) -> bool:
+        """True when the catalog may be acted on as current (``fresh``)."""
+        return self.state == FRESH
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogChange:
+    """A catalog moved from one (state, version) to another (`FreshCache.changes`)."""
+
+    kind: CatalogKind
+    old_state: State | None
+    old_version: str | None
+    new_state: State
+    new_version: str | None
+    reason: Reason | None = None
+
+
+def catalog_version(items: tuple[Mapping[str, Any], ...]) -> str:
+    """A short digest of a catalog's items (so "v1"/"v2" are observable)."""
+    digest = hashlib.blake2b(digest_size=8)
+    digest.update(canonical_json(items).encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def catalog_kind_of(method: str) -> CatalogKind | None:
+    """The catalog a list method fetches, else ``None``."""
+    return _METHOD_KINDS.get(method)
+
+
+@dataclass(slots=True)
+class _Held:
+    """A catalog that was fresh when its walk completed."""
+
+    catalog: Catalog
+    generation: int
+    expires_at: float
+    received_at: float
+    backed: bool
+    """Its pages had no caching hints (2025): fresh until notified while covered."""
+
+
+class _PagesJudge:
+    """The `ListJudge` of one catalog: a `ListWalk` walks it as it walks resources."""
+
+    def __init__(self, pages: ListPages, policy: Policy, clock: Callable[[], float]) -> None:
+        self.policy = policy
+        self._pages = pages
+        self._clock = clock
+
+    def lookup_list_page(self, cursor: str | None, partition: Partition) -> ListReply | None:
+        return self._pages.lookup(cursor, partition, self._clock())
+
+    def begin_list(self, cursor: str | None, partition: Partition) -> ListTicket:
+        return self._pages.begin(cursor, partition)
+
+    def finish_list(
+        self, ticket: ListTicket, reply: ListReply | RequestFailed
+    ) -> ListReply | RequestFailed | None:
+        return self._pages.finish(ticket, reply, self._clock())
+
+    def page_window(self, cursor: str | None, partition: Partition) -> tuple[float, bool] | None:
+        return self._pages.window(cursor, partition)
+
+
+@dataclass(slots=True)
+class CatalogWalk:
+    """A walk of one catalog for one partition; ``generation``: the catalog's when it
+    began, then (`CatalogBook.settle`) the one its complete walk is true under."""
+
+    kind: CatalogKind
+    partition: Partition
+    generation: int
+    walk: ListWalk
+
+
+_STALE_REASONS = frozenset({"timeout", "unreachable", "server_error"})
+
+
+class CatalogBook:
+    """Every catalog of one server: pages, generations, coverage and what was walked."""
+
+    def __init__(
+        self,
+        store: Store,
+        server_id: str,
+        policy: Policy,
+        clock: Callable[[], float],
+        wall_clock: Callable[[], float],
+    ) -> None:
+        self.policy = policy
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self.pages = {
+            kind: ListPages(store, server_id, policy, CATALOG_METHODS[kind])
+            for kind in CATALOG_KINDS
+        }
+        self._judges = {
+            kind: _PagesJudge(self.pages[kind], policy, clock) for kind in CATALOG_KINDS
+        }
+        self._held: dict[tuple[CatalogKind, Partition], _Held] = {}
+        self._problems: dict[tuple[CatalogKind, Partition], tuple[int, Catalog]] = {}
+        self._reasons: dict[CatalogKind, Reason] = dict.fromkeys(CATALOG_KINDS, "not_cached")
+        self._covering: dict[SubscriptionId, frozenset[CatalogKind]] = {}
+        self._covered: dict[CatalogKind, int] = {}
+        self._denied: set[tuple[CatalogKind, Partition]] = set()
+        self.rows: dict[CatalogKind, dict[Partition, tuple[Catalog, float]]] = {
+            kind: {} for kind in CATALOG_KINDS
+        }
+        """The hit tables: kind -> partition -> (the fresh catalog, until when). A row
+        exists only while `lookup` would hand that catalog out (one dict lookup and
+        one clock compare on the hit path); rebuilt whenever coverage or a
+        generation moves."""
+        self.walks = 0
+        """Walks begun (each may take cached pages or fetch them)."""
+
+    # ------------------------------------------------------------------ queries
+
+    def covers(self, kind: CatalogKind) -> bool:
+        """Whether a live acknowledged stream carries ``kind``'s ``list_changed``."""
+        return kind in self._covered
+
+    def held_kinds(self) -> set[CatalogKind]:
+        """Catalogs someone asked for (the ones worth re-listing in the background)."""
+        return {kind for kind, _ in self._held} | {kind for kind, _ in self._problems}
+
+    def lookup(self, kind: CatalogKind, partition: Partition) -> Catalog | None:
+        """The fresh catalog, or ``None`` when a walk is needed. No I/O, no copy."""
+        held = self._held_for(kind, partition)
+        if held is None or held.generation != self.pages[kind].generation:
+            return None
+        if kind in self._covered:
+            if held.backed or self.policy.subscription_backed:
+                return held.catalog
+        elif self.policy.uncovered == "read_before_use":
+            return None
+        return held.catalog if self._clock() < held.expires_at else None
+
+    def _index(self, kind: CatalogKind) -> None:
+        """Rebuild ``kind``'s hit-table rows from what is held and covered now."""
+        rows = self.rows[kind]
+        rows.clear()
+        generation = self.pages[kind].generation
+        covered = kind in self._covered
+        for (held_kind, partition), held in self._held.items():
+            if held_kind != kind or held.generation != generation:
+                continue
+            if covered and (held.backed or self.policy.subscription_backed):
+                rows[partition] = (held.catalog, float("inf"))
+            elif covered or self.policy.uncovered == "ttl":
+                rows[partition] = (held.catalog, held.expires_at)
+
+    def _held_for(self, kind: CatalogKind, partition: Partition) -> _Held | None:
+        """``partition``'s own catalog, else the shared public one where allowed (never
+        while a denial of ``partition`` stands: only its own walk ends that)."""
+        held = self._held.get((kind, partition))
+        if (
+            held is None
+            and partition != PUBLIC
+            and self.policy.share_public
+            and (kind, partition) not in self._denied
+        ):
+            held = self._held.get((kind, PUBLIC))
+        return held
+
+    def status(self, kind: CatalogKind, partition: Partition) -> Catalog:
+        """What `lookup` or a walk would hand out now, without any I/O."""
+        fresh = self.lookup(kind, partition)
+        if fresh is not None:
+            return fresh
+        generation = self.pages[kind].generation
+        problem = self._problems.get((kind, partition))
+        if problem is not None and problem[0] == generation:
+            return self._maybe_stale(problem[1], partition)
+        held = self._held.get((kind, partition))
+        if held is not None and held.generation == generation:
+            if kind not in self._covered and self.policy.uncovered == "read_before_use":
+                return Catalog(kind, AWAITING_FRESH_SOURCE, "uncovered")
+            return Catalog(kind, AWAITING_FRESH_SOURCE, "expired")
+        return Catalog(kind, AWAITING_FRESH_SOURCE, self._reasons[kind])
+
+    # ------------------------------------------------------------------ walks
+
+    def begin(self, kind: CatalogKind, partition: Partition) -> CatalogWalk:
+        """A walk to run now; cached pages are taken only when the catalog is covered
+        (or the policy relaxes read-before-use)."""
+        self.walks += 1
+        cached = kind in self._covered or self.policy.uncovered == "ttl"
+        walk = ListWalk(self._judges[kind], partition, cached=cached)
+        return CatalogWalk(kind, partition, self.pages[kind].generation, walk)
+
+    def settle(self, done: CatalogWalk) -> Catalog:
+        """Judge a finished walk: the fresh catalog (kept for the next callers), or
+        an explicit state (with the last-known catalog, labelled ``stale``, where
+        `Policy.stale_catalogs_on_error` opted in)."""
+        kind, partition, walk = done.kind, done.partition, done.walk
+        result = walk.result
+        assert result is not None
+        key = (kind, partition)
+        # A complete walk holds only pages of the current generation (`ListWalk` starts
+        # again whenever a change overtakes it), so it is true under this one.
+        generation = done.generation = self.pages[kind].generation
+        if result.state != FRESH:
+            return self._failed(done, result)
+        items = tuple(walk.items)
+        handed = Catalog(
+            kind,
+            FRESH,
+            items=items,
+            version=catalog_version(items),
+            fetched_at=self._wall_clock(),
+            server_read=result.server_read,
+        )
+        public = not walk.private and self.policy.share_public
+        stored = PUBLIC if public else partition
+        held = _Held(
+            replace(handed, server_read=False) if handed.server_read else handed,
+            generation,
+            walk.expires_at,
+            self._clock(),
+            walk.hintless,
+        )
+        self._held[(kind, stored)] = held
+        if stored != partition:
+            self._held.pop(key, None)  # its own copy is superseded by the shared one
+        self._problems.pop(key, None)
+        self._denied.discard(key)
+        self._reasons[kind] = "not_cached"
+        self._index(kind)
+        return handed
+
+    def _failed(self, done: CatalogWalk, result: ListResult) -> Catalog:
+        kind, partition = done.kind, done.partition
+        key = (kind, partition)
+        reason: Reason = _reason(result.reason)
+        state: State = (
+            DENIED
+            if result.state == DENIED
+            else NOT_FOUND
+            if result.state == NOT_FOUND
+            else AWAITING_FRESH_SOURCE
+        )
+        problem = Catalog(kind, state, reason, server_read=result.server_read, detail=result.detail)
+        if state in (DENIED, NOT_FOUND):
+            # Do not offer it to this principal; its copy is dropped (DESIGN §1).
+            self._held.pop(key, None)
+            self.rows[kind].pop(partition, None)
+            if state == DENIED:
+                self._denied.add(key)
+        if done.generation == self.pages[kind].generation:
+            self._problems[key] = (done.generation, problem)
+        return self._maybe_stale(problem, partition)
+
+    def timed_out(self, kind: CatalogKind, partition: Partition) -> Catalog:
+        """The caller's deadline passed before the walk completed."""
+        problem = Catalog(
+            kind,
+            AWAITING_FRESH_SOURCE,
+            "timeout",
+            server_read=True,
+            detail="the list did not complete before the deadline",
+        )
+        return self._maybe_stale(problem, partition)
+
+    def _maybe_stale(self, problem: Catalog, partition: Partition) -> Catalog:
+        """The opt-in last-known catalog, labelled ``stale`` with its age."""
+        if not self.policy.stale_catalogs_on_error or problem.reason not in _STALE_REASONS:
+            return problem
+        held = self._held_for(problem.kind, partition)
+        if held is None:
+            return problem
+        return replace(
+            held.catalog,
+            state=STALE,
+            reason=problem.reason,
+            server_read=problem.server_read,
+            age=max(0.0, self._clock() - held.received_at),
+            detail=problem.detail,
+        )
+
+    # ------------------------------------------------------------------ changes
+
+    def invalidate(self, kind: CatalogKind, reason: Reason) -> bool:
+        """``kind`` changed (or may have): nothing walked before now is fresh; walks in
+        flight start again. Returns whether anyone had asked for it (re-list it)."""
+        self._reasons[kind] = reason
+        self.pages[kind].invalidate()
+        self._index(kind)
+        return kind in self.held_kinds()
+
+    def reason_now(self, kind: CatalogKind) -> Reason:
+        """Why ``kind`` is not fresh after an acknowledgment newly covers it: a catalog
+        held is now ``invalidated``; one already not fresh keeps its reason."""
+        generation = self.pages[kind].generation
+        held = any(k == kind and h.generation == generation for (k, _), h in self._held.items())
+        return "invalidated" if held else self._reasons[kind]
+
+    def acknowledged(
+        self, subscription_id: SubscriptionId, kinds: frozenset[CatalogKind]
+    ) -> list[CatalogKind]:
+        """An acknowledgment honoured ``kinds``: those no other stream covered are
+        invalidated (a new stream proves nothing about the time before it)."""
+        self._covering[subscription_id] = kinds
+        newly = []
+        for kind in CATALOG_KINDS:
+            if kind in kinds:
+                before = self._covered.get(kind, 0)
+                self._covered[kind] = before + 1
+                if before == 0:
+                    newly.append(kind)
+                    self._index(kind)
+        return newly
+
+    def covered_by(self, subscription_id: SubscriptionId) -> frozenset[CatalogKind]:
+        return self._covering.get(subscription_id, frozenset())
+
+    def dropped(self, subscription_id: SubscriptionId) -> None:
+        """A subscription is gone: what it covered is covered by one stream fewer."""
+        for kind in self._covering.pop(subscription_id, frozenset()):
+            left = self._covered.get(kind, 0) - 1
+            if left > 0:
+                self._covered[kind] = left
+            else:
+                self._covered.pop(kind, None)
+                self._index(kind)
+
+    def evicted(self, key: EntryKey) -> None:
+        kind = catalog_kind_of(key[1])
+        if kind is not None:
+            self.pages[kind].evicted(key)
+
+
+def _reason(reason: str | None) -> Reason:
+    if reason in ("timeout", "unreachable", "server_error", "denied", "not_found"):
+        return reason  # type: ignore[return-value]
+    return "invalidated"
+
+
+__all__ = [
+    "CATALOG_FIELDS",
+    "CATALOG_KINDS",
+    "CATALOG_METHODS",
+    "Catalog",
+    "CatalogBook",
+    "CatalogChange",
+    "CatalogKind",
+    "CatalogWalk",
+    "catalog_kind_of",
+    "catalog_version",
+]

@@ -1,0 +1,159 @@
+"""``FreshCache.call_tool``: a tool call that revalidates the tool catalog on error.
+
+A ``tools/call`` answered "unknown tool" or ``-32602`` (`catalog_may_be_old`, the
+protocol's rule) means the caller acted on a tool list the server no longer has. The
+cache then re-lists once (``invalidate_catalog("tools")`` and ``tools()``: a walk sent
+after the error) and retries at most once, only if the tool is in the new, fresh
+catalog. The caller gets the answer of the retry, or an explicit state: the tool is
+gone from the new catalog (``unknown_tool``, with that catalog), or the catalog could
+not be proved fresh (its state and reason), never a guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from .._core import Catalog, RequestFailed, StreamEvent
+from .._core._frozen import frozen
+from .._protocol._tools import catalog_may_be_old
+from .._sources._tools import call_tool
+from ._setup import checked_deadline
+
+if TYPE_CHECKING:
+    from .._sources._source import Source
+
+ToolCallState = Literal[
+    "answered",
+    "unknown_tool",
+    "denied",
+    "not_found",
+    "unavailable",
+    "awaiting_fresh_source",
+    "stale",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """What one `FreshCache.call_tool` came to.
+
+    ``answered``: the server's ``CallToolResult`` is in ``result`` (read-only; a tool
+    error has ``is_error``). ``unknown_tool``: the server says there is no such tool,
+    and the catalog re-listed after it (``catalog``, fresh) does not have it.
+    ``awaiting_fresh_source`` (or an opted-in ``stale``): the re-list that the error
+    asked for gave no fresh catalog; ``reason`` says why. ``denied``: the server
+    refused this principal. ``unavailable``: the call got no answer (``reason``:
+    ``unreachable``, ``timeout``, ``server_error``).
+    """
+
+    name: str
+    state: ToolCallState
+    result: Mapping[str, Any] | None = None
+    reason: str | None = None
+    catalog: Catalog | None = None
+    """The tool catalog re-listed after an "unknown tool" answer, when there was one."""
+    retried: bool = False
+    """Whether the call was sent again after the re-list."""
+    detail: str | None = field(default=None, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        """True when the server answered the call (a tool error is still an answer)."""
+        return self.state == "answered"
+
+    @property
+    def is_error(self) -> bool:
+        """The answer's ``isError`` (a tool execution error)."""
+        return self.result is not None and self.result.get("isError") is True
+
+    @property
+    def text(self) -> str | None:
+        """The answer's text content, joined by newlines; ``None`` without any."""
+        if self.result is None:
+            return None
+        items = self.result.get("content") or ()
+        texts = [str(i["text"]) for i in items if isinstance(i, Mapping) and "text" in i]
+        return "\n".join(texts) if texts else None
+
+
+class ToolCalls:
+    """`FreshCache.call_tool` (a mixin: the cache provides what is declared here)."""
+
+    source: Source
+    principal: str | None
+    read_timeout: float
+
+    if TYPE_CHECKING:  # provided by `FreshCache` and its catalog methods
+
+        def _feed_hints(self, hints: tuple[StreamEvent, ...]) -> None: ...
+        def invalidate_catalog(self, kind: str) -> None: ...
+        async def tools(
+            self, *, timeout: float | None = None, principal: str | None = None
+        ) -> Catalog: ...
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        principal: str | None = None,
+    ) -> ToolCall:
+        """Call tool ``name`` on the server; on "unknown tool" / ``-32602`` re-list the
+        tool catalog once and retry at most once (see the module docstring)."""
+        deadline = checked_deadline(timeout, self.read_timeout)
+        who = principal if principal is not None else self.principal
+        outcome = await self._send_tool_call(name, arguments, who, deadline)
+        if not catalog_may_be_old(outcome):
+            return _judged(name, outcome)
+        self.invalidate_catalog("tools")  # the spec allows re-fetching before the TTL
+        catalog = await self.tools(timeout=deadline, principal=principal)
+        if catalog.state != "fresh":  # a stale (opted-in) list is no ground to call on
+            return ToolCall(
+                name, catalog.state, reason=catalog.reason, catalog=catalog, detail=catalog.detail
+            )
+        if name not in catalog.names:
+            listed = ", ".join(catalog.names) or "none"
+            detail = f"the server has no tool {name!r} any more; its tools now: {listed}"
+            return ToolCall(name, "unknown_tool", catalog=catalog, detail=detail)
+        outcome = await self._send_tool_call(name, arguments, who, deadline)
+        if catalog_may_be_old(outcome):
+            return ToolCall(
+                name, "unknown_tool", catalog=catalog, retried=True, detail=_why(outcome)
+            )
+        return _judged(name, outcome, catalog=catalog, retried=True)
+
+    async def _send_tool_call(
+        self, name: str, arguments: Mapping[str, Any] | None, who: str | None, deadline: float
+    ) -> dict[str, Any] | RequestFailed:
+        outcome, hints = await call_tool(self.source, name, arguments, who, deadline)
+        if hints:
+            self._feed_hints(hints)  # a change heard on the way counts (invariant 9)
+        return outcome
+
+
+def _judged(
+    name: str,
+    outcome: dict[str, Any] | RequestFailed,
+    *,
+    catalog: Catalog | None = None,
+    retried: bool = False,
+) -> ToolCall:
+    if isinstance(outcome, RequestFailed):
+        state: ToolCallState = "denied" if outcome.kind == "denied" else "unavailable"
+        reason = None if outcome.kind == "denied" else outcome.kind
+        return ToolCall(
+            name, state, reason=reason, catalog=catalog, retried=retried, detail=_why(outcome)
+        )
+    return ToolCall(name, "answered", result=frozen(outcome), catalog=catalog, retried=retried)
+
+
+def _why(outcome: dict[str, Any] | RequestFailed) -> str:
+    if isinstance(outcome, RequestFailed):
+        return outcome.detail or outcome.kind
+    return ToolCall("", "answered", result=outcome).text or "an error result"
+
+
+__all__ = ["ToolCall", "ToolCallState", "ToolCalls"]

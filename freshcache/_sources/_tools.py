@@ -1,0 +1,61 @@
+"""One ``tools/call`` through a source's own connection (`FreshCache.call_tool`).
+
+A source moves the bytes; `freshcache._protocol._tools` decides what the answer means.
+`HttpSource` and `StdioSource` send it on the channel they read and list on (the same
+``_meta``, headers, session and renegotiation); `McpClientSource` through its SDK
+client; a wrapper (`SourceWrapper`) through what it wraps. Any other source cannot
+call tools and says so as a failure, never by raising.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .._core import Partition, RequestFailed, StreamEvent
+from .._protocol._tools import tool_call_params
+from ._http import HttpSource
+from ._mcp_client import McpClientSource
+from ._source import SourceWrapper
+from ._stdio import StdioSource
+
+ToolOutcome = tuple[dict[str, Any] | RequestFailed, tuple[StreamEvent, ...]]
+"""A ``tools/call`` result (or why there is none) and the change hints its answer carried."""
+
+
+async def call_tool(
+    source: object,
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    principal: Partition,
+    timeout: float,
+) -> ToolOutcome:
+    """Send one ``tools/call`` for ``principal`` through ``source``."""
+    while isinstance(source, SourceWrapper):
+        source = source.inner
+    params = tool_call_params(name, arguments)
+    if isinstance(source, HttpSource):
+        hints: list[StreamEvent] = []
+        result, _ = await source._call("tools/call", params, principal, hints)
+        return result, tuple(hints)
+    if isinstance(source, StdioSource):
+        answer = await source.send_request("tools/call", params, timeout=timeout)
+        return source._outcome("tools/call", answer), source._take_hints()
+    if isinstance(source, McpClientSource):
+        return await _sdk_call(source, params), ()
+    return RequestFailed("server_error", f"{type(source).__name__} cannot call tools"), ()
+
+
+async def _sdk_call(
+    source: McpClientSource, params: dict[str, Any]
+) -> dict[str, Any] | RequestFailed:
+    async def call(client: Any) -> dict[str, Any]:
+        result = await client.call_tool(params["name"], params["arguments"])
+        dumped: dict[str, Any] = result.model_dump(by_alias=True, exclude_none=True)
+        return dumped
+
+    outcome: dict[str, Any] | RequestFailed = await source._request(call)
+    return outcome
+
+
+__all__ = ["ToolOutcome", "call_tool"]

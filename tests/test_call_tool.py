@@ -1,0 +1,109 @@
+"""`FreshCache.call_tool`: an "unknown tool" answer revalidates the tool catalog
+(issue 26 part 3). Real HTTP on loopback against the reference server, whose
+``tools/call`` answers a tool it lists and refuses any other with ``-32602``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+
+from freshcache import FreshCache, HttpSource, RequestFailed
+from freshcache._protocol._tools import catalog_may_be_old
+from freshcache.acceptance import ReferenceServer
+from freshcache.acceptance._http_server import ReferenceHttpServer
+from tests.polling import until
+
+pytestmark = pytest.mark.anyio
+
+U = "guide://shipping/approval"
+SEARCH = {"name": "search", "inputSchema": {"type": "object"}}
+LOOKUP = {"name": "lookup", "inputSchema": {"type": "object"}}
+
+
+@asynccontextmanager
+async def cache_on(server: ReferenceServer) -> AsyncIterator[FreshCache]:
+    server.set(U, "v1")
+    async with (
+        ReferenceHttpServer(server) as http,
+        FreshCache(HttpSource(http.url), select=[U], read_timeout=5.0) as cache,
+    ):
+        await until(lambda: cache.stream_status == "live")  # its ack re-lists what it covers
+        await until(lambda: cache.pending_reads == 0)
+        yield cache
+
+
+async def test_a_listed_tool_is_answered_without_a_re_list() -> None:
+    server = ReferenceServer()
+    async with cache_on(server) as cache:
+        await cache.tools()
+        lists = server.catalogs.lists.get("tools", 0)
+        call = await cache.call_tool("search", {"q": "returns"})
+        assert call.state == "answered" and call.ok and not call.retried
+        assert call.text == 'search called with {"q": "returns"}'
+        assert server.catalogs.lists.get("tools", 0) == lists
+        assert server.tool_calls == ["search"]
+
+
+async def test_a_tool_the_server_dropped_re_lists_once_and_says_it_is_gone() -> None:
+    server = ReferenceServer()
+    async with cache_on(server) as cache:
+        assert (await cache.tools()).names == ("search",)
+        server.set_catalog("tools", [LOOKUP], notify=False)  # renamed, nothing heard
+        assert (await cache.tools()).names == ("search",)  # the old list, still in its TTL
+        call = await cache.call_tool("search", {"q": "x"})
+        assert call.state == "unknown_tool" and not call.retried
+        assert call.catalog is not None and call.catalog.names == ("lookup",)
+        assert server.tool_calls == ["search"]  # no retry of a tool the new list lacks
+        assert (await cache.tools()).names == ("lookup",)  # the next step sees the new list
+
+
+async def test_a_tool_still_listed_after_the_re_list_is_retried_once() -> None:
+    server = ReferenceServer()
+    async with cache_on(server) as cache:
+        await cache.tools()
+        server.tools_unknown_once.add("search")
+        call = await cache.call_tool("search", {})
+        assert call.state == "answered" and call.retried
+        assert server.tool_calls == ["search", "search"]
+
+
+async def test_at_most_one_retry() -> None:
+    server = ReferenceServer()
+    async with cache_on(server) as cache:
+        server.set_catalog("tools", [SEARCH], notify=False)
+        server.tools_unknown_once.add("search")
+        first = await cache.call_tool("search", {})
+        assert first.retried and server.tool_calls == ["search", "search"]
+        server.tools_unknown_once.add("search")
+        server.tools_unknown_once.add("lookup")  # (a name it never lists: no effect)
+        again = await cache.call_tool("search", {})
+        assert again.state == "answered" and len(server.tool_calls) == 4
+
+
+async def test_no_fresh_catalog_after_the_error_is_an_explicit_state() -> None:
+    server = ReferenceServer()
+    async with cache_on(server) as cache:
+        await cache.tools()
+        server.set_catalog("tools", [LOOKUP], notify=False)
+        server.catalogs.faults["tools"] = "server_error"
+        call = await cache.call_tool("search", {})
+        assert call.state == "awaiting_fresh_source" and call.reason == "server_error"
+        assert call.result is None and server.tool_calls == ["search"]
+
+
+@pytest.mark.parametrize(
+    ("outcome", "old"),
+    [
+        (RequestFailed("not_found", "Unknown tool: x", -32602), True),
+        (RequestFailed("server_error", "tool 'x' not found", -32000), True),
+        (RequestFailed("server_error", "database down", -32603), False),
+        (RequestFailed("unreachable", "Unknown tool: x"), False),  # no answer: no word on it
+        ({"content": [{"type": "text", "text": "Unknown tool: x"}], "isError": True}, True),
+        ({"content": [{"type": "text", "text": "Unknown tool: x"}]}, False),  # not an error
+        ({"content": [{"type": "text", "text": "division by zero"}], "isError": True}, False),
+    ],
+)
+async def test_which_answers_mean_the_catalog_may_be_old(outcome: object, old: bool) -> None:
+    assert catalog_may_be_old(outcome) is old  # type: ignore[arg-type]
