@@ -130,6 +130,11 @@ def complete(sid: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": sid, "result": {"resultType": "complete", "_meta": {SID: sid}}}
 
 
+TEMPLATES = frozenset({"resource_templates"})
+"""What an ack granting ``resourcesListChanged`` alone covers of the catalogs."""
+ALL_CATALOGS = frozenset({"tools", "prompts", "resource_templates"})
+"""What the reference server's ack covers (it grants every list change asked for)."""
+
 def reference() -> ReferenceServer:
     server = ReferenceServer()
     server.set(U, "v1")
@@ -593,7 +598,7 @@ async def test_a_listen_stream_yields_started_ack_updates_and_the_graceful_close
     assert isinstance(sid, int)
     assert events == [
         ListenStarted(sid, frozenset({U}), True),
-        ListenAcknowledged(sid, frozenset({U}), True),
+        ListenAcknowledged(sid, frozenset({U}), True, ALL_CATALOGS),
         ResourceUpdated(U, sid),
         ResourceListChanged(sid),
         StreamClosed(sid),
@@ -693,7 +698,7 @@ LISTEN_TABLE: list[tuple[str, Answer, Callable[[Any], list[StreamEvent]]]] = [
         sse(_before_ack),
         lambda s: [
             ResourceUpdated(U, s),
-            ListenAcknowledged(s, frozenset({U}), True),
+            ListenAcknowledged(s, frozenset({U}), True, TEMPLATES),
             StreamClosed(s),
         ],
     ),
@@ -702,7 +707,7 @@ LISTEN_TABLE: list[tuple[str, Answer, Callable[[Any], list[StreamEvent]]]] = [
         sse(_wrong_type_id),
         lambda s: [
             UntrustedMessage(f"acknowledgment for subscription {str(s)!r}", str(s)),
-            ListenAcknowledged(s, frozenset({U}), True),
+            ListenAcknowledged(s, frozenset({U}), True, TEMPLATES),
             # Kept with its own id, which names no open subscription: it only invalidates.
             ResourceUpdated(U, str(s)),
             StreamClosed(s),
@@ -712,7 +717,7 @@ LISTEN_TABLE: list[tuple[str, Answer, Callable[[Any], list[StreamEvent]]]] = [
         "unknown-subscription-id",
         sse(_foreign_id),
         lambda s: [
-            ListenAcknowledged(s, frozenset({U}), True),
+            ListenAcknowledged(s, frozenset({U}), True, TEMPLATES),
             ResourceUpdated(OTHER, "not-a-subscription"),  # unknown to the engine
             StreamClosed(s),
         ],
@@ -721,7 +726,7 @@ LISTEN_TABLE: list[tuple[str, Answer, Callable[[Any], list[StreamEvent]]]] = [
         "garbage-frames",
         sse(_garbage),
         lambda s: [
-            ListenAcknowledged(s, frozenset({U}), True),
+            ListenAcknowledged(s, frozenset({U}), True, TEMPLATES),
             UntrustedMessage(
                 "invalid JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"
             ),
@@ -734,7 +739,7 @@ LISTEN_TABLE: list[tuple[str, Answer, Callable[[Any], list[StreamEvent]]]] = [
         "server-requests-unknown-methods-and-stray-responses",
         sse(_requests_and_unknown_methods),
         lambda s: [
-            ListenAcknowledged(s, frozenset({U}), True),
+            ListenAcknowledged(s, frozenset({U}), True, TEMPLATES),
             UntrustedMessage("the server sent a request (sampling/createMessage); not allowed"),
             UntrustedMessage("unexpected notification notifications/frobnicated", s),
             UntrustedMessage("response for unknown request id 12345"),
@@ -745,7 +750,7 @@ LISTEN_TABLE: list[tuple[str, Answer, Callable[[Any], list[StreamEvent]]]] = [
         "a-second-acknowledgment",
         sse(_second_ack),
         lambda s: [
-            ListenAcknowledged(s, frozenset({U}), True),
+            ListenAcknowledged(s, frozenset({U}), True, TEMPLATES),
             UntrustedMessage("a second acknowledgment", s),
             StreamClosed(s),
         ],
@@ -753,13 +758,13 @@ LISTEN_TABLE: list[tuple[str, Answer, Callable[[Any], list[StreamEvent]]]] = [
     (
         "server-cancelled-the-listen",
         sse(_cancelled, end="hold"),
-        lambda s: [ListenAcknowledged(s, frozenset({U}), True), StreamClosed(s)],
+        lambda s: [ListenAcknowledged(s, frozenset({U}), True, TEMPLATES), StreamClosed(s)],
     ),
     (
         "cancelled-for-another-request",
         sse(_cancelled_other),
         lambda s: [
-            ListenAcknowledged(s, frozenset({U}), True),
+            ListenAcknowledged(s, frozenset({U}), True, TEMPLATES),
             UntrustedMessage(f"notifications/cancelled for unknown request {str(s)!r}"),
             StreamClosed(s),
         ],
@@ -768,7 +773,7 @@ LISTEN_TABLE: list[tuple[str, Answer, Callable[[Any], list[StreamEvent]]]] = [
         "stream-ends-without-result",
         sse(_ends_without_result),
         lambda s: [
-            ListenAcknowledged(s, frozenset({U}), True),
+            ListenAcknowledged(s, frozenset({U}), True, TEMPLATES),
             StreamLost(s, "the listen stream ended without the listen result"),
         ],
     ),
@@ -776,7 +781,7 @@ LISTEN_TABLE: list[tuple[str, Answer, Callable[[Any], list[StreamEvent]]]] = [
         "cut-mid-frame",
         sse(_cut_mid_frame, end="abort"),
         lambda s: [
-            ListenAcknowledged(s, frozenset({U}), True),
+            ListenAcknowledged(s, frozenset({U}), True, TEMPLATES),
             StreamLost(
                 s,
                 "RemoteProtocolError: peer closed connection without sending complete message body (incomplete chunked read)",
@@ -787,7 +792,7 @@ LISTEN_TABLE: list[tuple[str, Answer, Callable[[Any], list[StreamEvent]]]] = [
         "frame-over-the-limit",
         sse(_oversized, end="hold"),
         lambda s: [
-            ListenAcknowledged(s, frozenset({U}), True),
+            ListenAcknowledged(s, frozenset({U}), True, TEMPLATES),
             StreamLost(s, "a frame grew past max_frame_bytes=4096 bytes"),
         ],
     ),
@@ -1191,7 +1196,7 @@ async def test_listen_frames_split_at_every_byte_boundary_give_the_same_events()
         events = await collect(source, frozenset({U, OTHER}))
         sid = events[0].subscription_id  # type: ignore[union-attr]
         assert events[1:] == [
-            ListenAcknowledged(sid, frozenset({U, OTHER}), True),
+            ListenAcknowledged(sid, frozenset({U, OTHER}), True, TEMPLATES),
             ResourceUpdated(U, sid),
             ResourceUpdated("guide://shipping/\u00e9t\u00e9", sid),
             StreamClosed(sid),

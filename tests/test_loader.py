@@ -46,6 +46,7 @@ from freshcache.acceptance._steps import (
     ALIASES,
     Given,
     Notify,
+    Observe,
     ServerChange,
     odd_answer,
     text_for,
@@ -87,6 +88,8 @@ class LoaderWorld(EngineWorld):
                     f"hints or rounds ({odd_answer(step)})"
                 )
             match step:
+                case Observe(how="catalog" | "catalog_status" | "mutate_catalog"):
+                    return "a loader serves resources: it has no tools, prompts or templates"
                 case Given(what="ack_omits" | "no_listen" | "no_list_changed" | "page_size"):
                     return f"a loader's feed covers everything and lists one page ({step.what})"
                 case Notify(kind="updated_before_ack" | "foreign"):

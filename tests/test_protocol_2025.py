@@ -47,6 +47,11 @@ EVERYTHING_NOT_INITIALIZED = (
 ``server/discover`` without a session over Streamable HTTP (HTTP 400)."""
 
 
+TEMPLATES = frozenset({"resource_templates"})
+"""What a session whose capabilities say ``resources.listChanged`` (and no tools or
+prompts ``listChanged``) covers of the catalogs."""
+
+
 def recorded(line: str) -> Any:
     return parse_message(json.loads(line))
 
@@ -194,7 +199,7 @@ def test_without_resources_subscribe_nothing_is_subscribed_and_nothing_covered()
     info = initialized(protocol, SDK1_INITIALIZE.replace('"subscribe":true', '"subscribe":false'))
     assert info.subscribe is False and "read before each use" in info.detail
     assert protocol.legacy_listen("s1", frozenset({U}), True) == []
-    assert protocol.acknowledge("s1") == ListenAcknowledged("s1", frozenset(), True)
+    assert protocol.acknowledge("s1") == ListenAcknowledged("s1", frozenset(), True, TEMPLATES)
 
 
 def test_a_virtual_subscription_covers_only_what_subscribed():
@@ -203,7 +208,7 @@ def test_a_virtual_subscription_covers_only_what_subscribed():
     assert protocol.legacy_listen("s1", frozenset({U, OTHER}), True) == [OTHER, U]
     protocol.subscribed(U, True)
     protocol.subscribed(OTHER, False)  # refused: stays uncovered (read before use)
-    assert protocol.acknowledge("s1") == ListenAcknowledged("s1", frozenset({U}), True)
+    assert protocol.acknowledge("s1") == ListenAcknowledged("s1", frozenset({U}), True, TEMPLATES)
 
 
 def test_a_replacement_subscribes_only_new_uris_and_closing_the_old_unsubscribes_the_rest():
@@ -216,7 +221,9 @@ def test_a_replacement_subscribes_only_new_uris_and_closing_the_old_unsubscribes
     third = "guide://third"
     assert protocol.legacy_listen("s2", frozenset({U, third}), True) == [third]
     protocol.subscribed(third, True)
-    assert protocol.acknowledge("s2") == ListenAcknowledged("s2", frozenset({U, third}), True)
+    assert protocol.acknowledge("s2") == ListenAcknowledged(
+        "s2", frozenset({U, third}), True, TEMPLATES
+    )
     assert protocol.legacy_close("s1") == [OTHER]
     assert protocol.legacy_close("s2") == sorted([third, U])
 

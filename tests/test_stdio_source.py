@@ -612,7 +612,10 @@ async def test_subscriptions_are_demultiplexed_when_another_ones_messages_come_b
             assert isinstance(started, ListenStarted)
             ack = await next_event(second)
             assert ack == ListenAcknowledged(
-                started.subscription_id, frozenset({SELECTED}), True, frozenset({"tools", "prompts"})
+                started.subscription_id,
+                frozenset({SELECTED}),
+                True,
+                frozenset({"tools", "prompts", "resource_templates"}),
             )
             firsts = [await next_event(first) for _ in range(3)]
             assert all(isinstance(e, ResourceUpdated) and e.uri == OTHER for e in firsts)
