@@ -48,6 +48,7 @@ from freshcache.acceptance._steps import (
     Notify,
     Observe,
     ServerChange,
+    ServerSets,
     odd_answer,
     text_for,
 )
@@ -100,6 +101,12 @@ class LoaderWorld(EngineWorld):
                     return "a user's change feed has no acknowledgment to hold back"
                 case ServerChange(what="share_publicly"):
                     return "a loader serves one principal: nothing is shared across principals"
+                case Given(what="pushed_bodies") | ServerSets(push="every_stream"):
+                    return "a user's change feed names what changed; it carries no bodies"
+                case ServerSets(push="unknown_subscription" | "before_ack"):
+                    return "a user's change feed has no acknowledgment and no subscription ids"
+                case ServerChange(what="deny_remediable" | "deny_final"):
+                    return "a user's loader raises PermissionError: it carries no denial envelope"
         return None
 
     async def load(self, uri: str) -> Loaded:

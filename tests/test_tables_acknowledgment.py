@@ -60,7 +60,9 @@ async def test_a_held_acknowledgment_waits_for_release_and_reaches_the_stream():
         receive.receive_nowait()
     server.release_acks()
     assert sub.acknowledged
-    assert receive.receive_nowait() == ("ack", (frozenset({"u://a"}), True, frozenset()))
+    # A listen for resource list changes covers the templates catalog too.
+    catalogs = frozenset({"resource_templates"})
+    assert receive.receive_nowait() == ("ack", (frozenset({"u://a"}), True, catalogs))
     # Released: the next listen is acknowledged at once again.
     again = server.subscribe("s2", frozenset(), False)
     assert again is not None

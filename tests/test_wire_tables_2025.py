@@ -71,6 +71,8 @@ NOT_IN_2025 = {
     "hint-unknown-subscription-id": "no subscription id",
     "unknown-subscription-invalidates": "no subscription id",
     "unknown-subscription-other-untouched": "no subscription id",
+    "pushed-body-unknown-subscription": "no subscription id",
+    "pushed-body-unknown-subscription-rereads": "no subscription id",
     "input-rounds-every-read": "requestState",
     "input-rounds-followed": "requestState",
     "input-rounds-not-cached": "requestState",
