@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import abc
 import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any, Protocol
 
 import anyio
@@ -456,9 +458,29 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
             exc = inner[0]
             inner = getattr(exc, "exceptions", None)
         failures = [f"crashed: {type(exc).__name__}: {exc}"]
+        timeline.note(f"crashed at {crash_site(exc)}")
     played = report(case, last, failures, started, actual, timeline, expect)
     played.settle_gave_up = world.settle_timeouts
     return played
+
+
+def crash_site(exc: BaseException, frames: int = 3) -> str:
+    """Where ``exc`` was raised: its innermost frames, innermost first (for the timeline
+    that ``-v`` prints; a crash is a bug of the library or of the test world)."""
+    stack = traceback.extract_tb(exc.__traceback__)[-frames:]
+    sites = [f"{_short_path(f.filename)}:{f.lineno} {f.name}" for f in reversed(stack)]
+    return " <- ".join(sites) or "an unknown place"
+
+
+def _short_path(filename: str) -> str:
+    """``freshcache/_fleet/_follow.py``, ``anyio/streams/memory.py``: from the package."""
+    parts = PurePath(filename).parts
+    if "freshcache" in parts:
+        last = len(parts) - 1 - parts[::-1].index("freshcache")
+        return "/".join(parts[last:])
+    if "site-packages" in parts:
+        return "/".join(parts[parts.index("site-packages") + 1 :])
+    return PurePath(filename).name
 
 
 FLEET_ROW = (
