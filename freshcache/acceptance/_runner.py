@@ -10,6 +10,7 @@ behind a real transport.
 from __future__ import annotations
 
 import abc
+import contextlib
 import time
 import traceback
 from collections.abc import Sequence
@@ -429,7 +430,13 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
     timeline = world.timeline = Timeline()
     try:
         with anyio.fail_after(step_timeout * (len(steps) + 2)):
-            await world.start(setup)
+            try:
+                await world.start(setup)
+            except BaseException:
+                # A half-started world (the deadline passed while it reached the seed
+                # situation) must not leave its servers' task groups open.
+                await _stop_quietly(world)
+                raise
             try:
                 baseline = world.server_reads()
                 background: list[ReadResult | Said] = []
@@ -462,6 +469,14 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
     played = report(case, last, failures, started, actual, timeline, expect)
     played.settle_gave_up = world.settle_timeouts
     return played
+
+
+async def _stop_quietly(world: World) -> None:
+    """Stop ``world`` after its start failed, whatever it got to; its own error (what
+    start left unset) would hide the real one. Not in a scope of its own: the task
+    groups start entered must be exited from where they were entered."""
+    with contextlib.suppress(Exception):
+        await world.stop()
 
 
 def crash_site(exc: BaseException, frames: int = 3) -> str:
