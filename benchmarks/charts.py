@@ -303,22 +303,32 @@ def hit_chart(hit_path: dict[str, Any], scale: dict[str, Any] | None) -> str:
 def fleet_chart(report: dict[str, Any]) -> str:
     rows = report["rows"] if isinstance(report, dict) else report
     done = [r for r in rows if "reads_per_change" in r]
+
+    def store(r: dict[str, Any]) -> str:
+        # Rows from before the cluster rows have no "store": one Valkey.
+        return "none" if not r["fleet"] else str(r.get("store") or "single")
+
     lines = [
         Series(
             name,
             sorted(
                 (float(r["workers"]), float(r["reads_per_change"]))
                 for r in done
-                if bool(r["fleet"]) is fleet
+                if store(r) == kind
             ),
         )
-        for name, fleet in (("without fleet=", False), ("with fleet= (Valkey)", True))
+        for name, kind in (
+            ("without fleet=", "none"),
+            ("with fleet= (Valkey)", "single"),
+            ("with fleet= (Valkey Cluster)", "cluster"),
+        )
     ]
     unfinished = [r for r in rows if "reads_per_change" not in r]
     subtitle = f"benchmarks/fleet.py, official SDK server over HTTP; {machine_of(report)}"
     if unfinished:
         subtitle += "; did not finish: " + ", ".join(
-            f"{r['workers']} workers{' with fleet' if r['fleet'] else ''}" for r in unfinished
+            f"{r['workers']} workers{'' if store(r) == 'none' else ' with fleet, ' + store(r)}"
+            for r in unfinished
         )
     return line_chart(
         "Server reads per change against workers",

@@ -27,7 +27,10 @@ machine's load average is printed beside it (2 shared cores: wall-clock is noise
 - **fleet** (``--fleet``, needs Valkey and the SDK fixture server): ``resources/updated``
   on the server until every one of ``--workers`` fleet worker processes no longer
   hands out the old text (median and p99), beside a raw Valkey publish reaching as many
-  plain redis-py subscriber processes, on the same Valkey, halves interleaved.
+  plain redis-py subscriber processes, on the same Valkey; and the fan-out hop alone (an
+  invalidation published on the fleet channel until every worker is not fresh). Both
+  populations of processes stay up; blocks of samples interleaved over
+  ``--fleet-rounds`` rounds, each round's p99 ratio kept (the spread on 2 shared cores).
 
 Writes ``benchmarks/results/costs.json``.
 """
@@ -38,6 +41,7 @@ import argparse
 import asyncio
 import gc
 import json
+import math
 import os
 import platform
 import statistics
@@ -390,125 +394,203 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
 
 
 def p50_p99(seconds: list[float]) -> tuple[float, float]:
+    """Median and nearest-rank p99 (of 1,000 samples: the 990th), in milliseconds."""
     ordered = sorted(seconds)
     return (
         statistics.median(ordered) * 1e3,
-        ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1e3,
+        ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)] * 1e3,
     )
 
 
-def raw_pubsub(valkey_url: str, workers: int, samples: int) -> list[float]:
-    """Publish → received by every one of ``workers`` subscriber processes (seconds)."""
-    import queue
-    import subprocess
-    import threading
+class RawSubscribers:
+    """The floor: ``workers`` plain redis-py subscriber processes on one channel."""
 
-    import redis
+    def __init__(self, valkey_url: str, workers: int) -> None:
+        import queue
+        import subprocess
+        import threading
 
-    channel = "costs-floor"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", SUBSCRIBER, valkey_url, channel],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(workers)
-    ]
-    lines: queue.Queue[tuple[int, str]] = queue.Queue()
+        import redis
 
-    def pump(n: int, proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put((n, line))
-
-    for n, proc in enumerate(procs):
-        threading.Thread(target=pump, args=(n, proc), daemon=True).start()
-    try:
+        self.channel = "costs-floor"
+        self.procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", SUBSCRIBER, valkey_url, self.channel],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(workers)
+        ]
+        self.lines: queue.Queue[tuple[int, str]] = queue.Queue()
+        for n, proc in enumerate(self.procs):
+            threading.Thread(target=self._pump, args=(n, proc), daemon=True).start()
         ready = 0
         while ready < workers:
-            ready += lines.get(timeout=60)[1].startswith("ready")
-        client = redis.Redis.from_url(valkey_url)
-        took = []
-        for i in range(samples):
-            sent = time.time()
-            client.publish(channel, str(i))
-            got: dict[int, float] = {}
-            while len(got) < workers:
-                n, line = lines.get(timeout=30)
-                tag, at = line.split()
-                if tag == str(i):
-                    got[n] = float(at)
-            took.append(max(got.values()) - sent)
-            time.sleep(0.005)
-        client.close()
-        return took
-    finally:
-        for proc in procs:
+            ready += self.lines.get(timeout=120)[1].startswith("ready")
+        self.client = redis.Redis.from_url(valkey_url)
+        self.client.ping()  # a warm connection before the first sample
+        self.sent = 0
+
+    def _pump(self, n: int, proc: Any) -> None:
+        for line in proc.stdout:
+            self.lines.put((n, line))
+
+    def sample(self) -> float:
+        """Publish -> received by every subscriber process (seconds)."""
+        self.sent += 1
+        tag = str(self.sent)
+        sent = time.time()
+        self.client.publish(self.channel, tag)
+        got: dict[int, float] = {}
+        while len(got) < len(self.procs):
+            n, line = self.lines.get(timeout=30)
+            seen, at = line.split()
+            if seen == tag:
+                got[n] = float(at)
+        return max(got.values()) - sent
+
+    def close(self) -> None:
+        self.client.close()
+        for proc in self.procs:
             proc.kill()
             proc.wait()
 
 
-def fleet_not_fresh(valkey_url: str, workers: int, samples: int) -> list[float]:
-    """``resources/updated`` on the server → every fleet worker not fresh (seconds)."""
-    import httpx
+class FleetCrew:
+    """``workers`` fleet worker processes (`benchmarks/fleet.py`'s) on the fixture server.
 
-    from benchmarks.fleet import URI as FLEET_URI
-    from benchmarks.fleet import Worker, text_of, wait
-    from tests.conftest import start_sdk_server, stop_process
+    Two samples: ``end_to_end``, ``resources/updated`` on the server (its control
+    endpoint sets and notifies) until every worker stopped handing out the old text; and
+    ``channel``, an invalidation published on the fleet channel by this process (the
+    store's own script, as a worker publishes) until every worker is not fresh: the
+    fan-out hop alone, what the raw floor measures, without the server -> listener hop."""
 
-    sdk = start_sdk_server()
-    crew: list[Worker] = []
-    try:
-        control = httpx.Client(timeout=10.0)  # one client for every change
-        control.post(sdk.control_url, json={"op": "set", "uri": FLEET_URI, "text": "v0"})
-        crew = [Worker(sdk.url, valkey_url) for _ in range(workers)]
-        wait(lambda: all(text_of(w) == "v0" for w in crew), "every worker at v0", crew, 180)
-        took = []
-        for i in range(1, samples + 1):
-            mark = [len(w.drain()) for w in crew]
-            sent = time.time()
-            control.post(
-                sdk.control_url,
-                json={"op": "set", "uri": FLEET_URI, "text": f"v{i}", "notify": True},
-            )
-            wait(lambda i=i: all(text_of(w) == f"v{i}" for w in crew), f"at v{i}", crew)
-            firsts = []
-            for w, m in zip(crew, mark, strict=True):
-                gone = [x for x in w.seen[m:] if "state" in x and x["text"] != f"v{i - 1}"]
-                firsts.append(gone[0]["at"] if gone else sent)
-            took.append(max(firsts) - sent)
-        control.close()
+    def __init__(self, valkey_url: str, workers: int) -> None:
+        import queue
+
+        from benchmarks.fleet import Trigger, Worker, start_workers
+        from freshcache import HttpSource
+        from freshcache._fleet._store import SharedStore
+        from freshcache.fleet import Fleet
+        from tests.conftest import start_sdk_server
+
+        self.sdk = start_sdk_server()
+        self.trigger = Trigger(self.sdk)
+        self.arrived: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self.crew: list[Worker] = []
+        self.crew = start_workers(workers, self.sdk.url, valkey_url, self.arrived, self.trigger)
+        self.version = 0
+        self.loop = asyncio.new_event_loop()
+        fleet = Fleet(valkey_url, namespace="bench")
+        import redis.asyncio as aredis
+
+        self.redis = aredis.Redis.from_url(valkey_url)
+        server = HttpSource(self.sdk.url).identity
+        self.store = SharedStore(self.redis, "bench", server, fleet.binding_key)
+        self.trigger.set("v0", notify=False)  # a warm connection before the first sample
+        self.loop.run_until_complete(self.redis.ping())
+
+    def end_to_end(self) -> float:
+        from benchmarks.fleet import change
+
+        self.version += 1
+        took, _ = change(self.trigger, self.crew, self.arrived, self.version)
         return took
-    finally:
-        for w in crew:
+
+    def channel(self) -> float:
+        from benchmarks.fleet import URI as FLEET_URI
+        from benchmarks.fleet import wait
+
+        marks = [len(w.seen) for w in self.crew]
+        text = f"v{self.version}"
+
+        def away(w: Any, m: int) -> list[float]:
+            return [x["at"] for x in w.seen[m:] if "state" in x and x["state"] != "fresh"]
+
+        def back(w: Any, m: int) -> bool:
+            last = w.last("state")
+            return bool(away(w, m)) and last is not None and last["state"] == "fresh"
+
+        sent = time.time()
+        self.loop.run_until_complete(
+            self.store.invalidate([FLEET_URI], "costs", "updated", int(sent * 1000))
+        )
+        wait(
+            lambda: all(back(w, m) for w, m in zip(self.crew, marks, strict=True)),
+            f"every worker not fresh, then fresh at {text}",
+            self.crew,
+            self.arrived,
+        )
+        return max(away(w, m)[0] for w, m in zip(self.crew, marks, strict=True)) - sent
+
+    def close(self) -> None:
+        from tests.conftest import stop_process
+
+        self.trigger.close()
+        self.loop.run_until_complete(self.redis.aclose())
+        self.loop.close()
+        for w in self.crew:
             if w.proc.poll() is None:
                 w.proc.kill()
             w.proc.wait()
-        stop_process(sdk.process)
+        stop_process(self.sdk.process)
 
 
-def fleet_rows(workers: int, samples: int) -> dict[str, float]:
-    """The raw Valkey pub/sub floor and the fleet, on one Valkey, rounds interleaved."""
+def fleet_rows(workers: int, samples: int, rounds: int) -> dict[str, Any]:
+    """The raw Valkey pub/sub floor and the fleet on one Valkey: both populations of
+    processes alive throughout, the three kinds of sample interleaved in blocks of 50
+    (a busy spell weighs on all of them), ``samples`` of each over ``rounds`` rounds;
+    every round's p99 ratio is kept, to show the spread on a shared machine."""
     from tests.valkey_support import Valkey
 
     valkey = Valkey()
     valkey.start()
+    floor_subs: RawSubscribers | None = None
+    crew: FleetCrew | None = None
     try:
-        floor: list[float] = []
-        fleet: list[float] = []
-        for _ in range(2):  # interleaved halves: a busy spell weighs on both
-            floor += raw_pubsub(valkey.url, workers, samples // 2)
-            fleet += fleet_not_fresh(valkey.url, workers, samples // 2)
+        floor_subs = RawSubscribers(valkey.url, workers)
+        crew = FleetCrew(valkey.url, workers)
+        kinds: dict[str, Callable[[], float]] = {
+            "floor": floor_subs.sample,
+            "end_to_end": crew.end_to_end,
+            "channel": crew.channel,
+        }
+        per_round = max(1, samples // rounds)
+        block = min(50, per_round)
+        taken: dict[str, list[list[float]]] = {k: [] for k in kinds}
+        for r in range(rounds):
+            for seen in taken.values():
+                seen.append([])
+            order = list(kinds) if r % 2 == 0 else list(reversed(kinds))
+            for _ in range(0, per_round, block):
+                for kind in order:
+                    for _ in range(block):
+                        taken[kind][-1].append(kinds[kind]())
+                        time.sleep(0.005)  # the same pause after every kind of sample
     finally:
+        if crew is not None:
+            crew.close()
+        if floor_subs is not None:
+            floor_subs.close()
         valkey.stop()
-    floor_p50, floor_p99 = p50_p99(floor)
-    fleet_p50, fleet_p99 = p50_p99(fleet)
+    pooled = {k: p50_p99([x for one in v for x in one]) for k, v in taken.items()}
+    spread = {
+        f"{k}_p99_ratio_by_round": [
+            round(p50_p99(one)[1] / p50_p99(taken["floor"][i])[1], 2) for i, one in enumerate(v)
+        ]
+        for k, v in taken.items()
+        if k != "floor"
+    }
     return {
-        "floor_p50_ms": floor_p50,
-        "floor_p99_ms": floor_p99,
-        "fleet_p50_ms": fleet_p50,
-        "fleet_p99_ms": fleet_p99,
-        "samples": len(fleet),
+        "floor_p50_ms": pooled["floor"][0],
+        "floor_p99_ms": pooled["floor"][1],
+        "fleet_p50_ms": pooled["end_to_end"][0],
+        "fleet_p99_ms": pooled["end_to_end"][1],
+        "channel_p50_ms": pooled["channel"][0],
+        "channel_p99_ms": pooled["channel"][1],
+        "samples": sum(len(one) for one in taken["end_to_end"]),
+        "rounds": rounds,
+        **spread,
     }
 
 
@@ -640,19 +722,27 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         )
     )
     if args.fleet:
-        fleet = fleet_rows(args.workers, args.fleet_samples)
-        for which in ("p50", "p99"):
+        fleet = fleet_rows(args.workers, args.fleet_samples, args.fleet_rounds)
+        for which, what, name in (
+            ("p50", "fleet updated -> {n} workers not fresh, p50", "fleet"),
+            ("p99", "fleet updated -> {n} workers not fresh, p99", "fleet"),
+            ("p50", "fleet channel -> {n} workers not fresh, p50", "channel"),
+            ("p99", "fleet channel -> {n} workers not fresh, p99", "channel"),
+        ):
             rows.append(
                 row(
-                    f"fleet updated -> {args.workers} workers not fresh, {which}",
+                    what.format(n=args.workers),
                     "raw Valkey pub/sub",
                     fleet[f"floor_{which}_ms"],
                     "fleet=",
-                    fleet[f"fleet_{which}_ms"],
+                    fleet[f"{name}_{which}_ms"],
                     "ms",
                 )
             )
             rows[-1]["samples"] = fleet["samples"]
+            if which == "p99":
+                key = "end_to_end" if name == "fleet" else "channel"
+                rows[-1]["p99_ratio_by_round"] = fleet[f"{key}_p99_ratio_by_round"]
     return rows
 
 
@@ -665,7 +755,10 @@ def main() -> None:
     parser.add_argument("--label", default="")
     parser.add_argument("--fleet", action="store_true", help="also the fleet rows (Valkey)")
     parser.add_argument("--workers", type=int, default=8)
-    parser.add_argument("--fleet-samples", type=int, default=200)
+    parser.add_argument(
+        "--fleet-samples", type=int, default=1000, help="samples of each kind (fleet)"
+    )
+    parser.add_argument("--fleet-rounds", type=int, default=5)
     parser.add_argument(
         "--json", type=Path, default=Path(__file__).parent / "results" / "costs.json"
     )

@@ -1,10 +1,12 @@
-"""Fleet benchmark: 1, 4 and 8 worker processes, with and without ``fleet=``, side by side.
+"""Fleet benchmark: 1, 4, 8 and 16 worker processes, without ``fleet=``, with a fleet on
+one Valkey and with a fleet on a three-primary Valkey Cluster, side by side.
 
-Against the official-SDK fixture server over HTTP and a Valkey server started here.
+Against the official-SDK fixture server over HTTP and Valkey servers started here.
 Reports, per row: server reads per change, the notification-to-every-worker latency
 (median, p99 and max over ``--changes`` samples, 1,000 by default), the hit-path cost,
-and (fleet rows with > 1 worker) the time to a new listener after the old one is
-killed (SIGKILL).
+the listener lease's changes of hands while the samples ran (a lease that keeps lapsing
+shows here: the fleet fails closed and makes no progress), and (fleet rows with > 1
+worker) the time to a new listener after the old one is killed (SIGKILL).
 
 A sample is one change: the clock starts just before the trigger (one HTTP client,
 built once, sets the resource and notifies) and stops when the last worker has stopped
@@ -14,7 +16,7 @@ is fresh at the new version. Server reads are counted over the whole row (every
 trigger's answer carries the server's read count), after the last re-reads landed.
 The workers' lines are waited on, not polled, so this process takes no CPU from them.
 
-    python benchmarks/fleet.py [--changes 1000] [--workers 1,4,8]
+    python benchmarks/fleet.py [--changes 1000] [--workers 1,4,8,16] [--stores single,cluster]
 
 Writes the rows to ``benchmarks/results/fleet.json`` (with the machine and the load
 average) and prints them side by side. Timing lives here, never in the tests.
@@ -44,6 +46,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.cluster_support import LocalCluster  # noqa: E402
 from tests.conftest import SdkServer, start_sdk_server, stop_process  # noqa: E402
 from tests.valkey_support import Valkey  # noqa: E402
 
@@ -137,41 +140,81 @@ class Trigger:
         self.client.close()
 
 
-def row(n: int, fleet: bool, changes: int, valkey: Valkey) -> dict[str, Any]:
+def leaders(w: Worker, since: float) -> list[float]:
+    """When ``w`` took the listener lease after ``since`` (wall clock, its own lines)."""
+    return [m["at"] for m in w.seen if m.get("leading") and m["at"] >= since]
+
+
+def change(
+    trigger: Trigger, workers: list[Worker], arrived: queue.SimpleQueue[None], i: int
+) -> tuple[float, float | None]:
+    """One sample: ``v{i}`` set and notified; the seconds until every worker stopped
+    handing out ``v{i-1}``, and the fan-out hop alone (the listener not fresh -> the
+    last worker not fresh; ``None`` without a known listener among several workers)."""
+    old, new = f"v{i - 1}", f"v{i}"
+    mark = [len(w.seen) for w in workers]
+    sent = time.time()
+    trigger.set(new, notify=True)
+    wait(
+        lambda: all(text_of(w) == new for w in workers),
+        f"every worker at {new}",
+        workers,
+        arrived,
+    )
+    firsts = []
+    for w, m in zip(workers, mark, strict=True):
+        gone = [x for x in w.seen[m:] if "state" in x and x["text"] != old]
+        firsts.append(gone[0]["at"] if gone else sent)
+    listener = [
+        at
+        for w, at in zip(workers, firsts, strict=True)
+        if (w.last("leading") or {}).get("leading")
+    ]
+    hop = max(firsts) - listener[0] if len(listener) == 1 and len(workers) > 1 else None
+    return max(firsts) - sent, hop
+
+
+def start_workers(
+    n: int, mcp: str, store: str, arrived: queue.SimpleQueue[None], trigger: Trigger
+) -> list[Worker]:
+    trigger.set("v0", notify=False)
+    workers = [Worker(mcp, store, arrived) for _ in range(n)]
+    # Starting N processes on a loaded machine takes a while (imports, first read).
+    wait(
+        lambda: all(text_of(w) == "v0" for w in workers),
+        "every worker at v0",
+        workers,
+        arrived,
+        300,
+    )
+    if store != "-" and n > 1:
+        wait(
+            lambda: any((w.last("leading") or {}).get("leading") for w in workers),
+            "a listener",
+            workers,
+            arrived,
+        )
+    return workers
+
+
+def row(n: int, store: str, store_url: str | None, changes: int) -> dict[str, Any]:
+    fleet = store_url is not None
     sdk = start_sdk_server()
     trigger = Trigger(sdk)
     arrived: queue.SimpleQueue[None] = queue.SimpleQueue()
     workers: list[Worker] = []
     try:
-        trigger.set("v0", notify=False)
-        workers = [Worker(sdk.url, valkey.url if fleet else "-", arrived) for _ in range(n)]
-        # Starting N processes on a loaded machine takes a while (imports, first read).
-        wait(
-            lambda: all(text_of(w) == "v0" for w in workers),
-            "every worker at v0",
-            workers,
-            arrived,
-            180,
-        )
+        workers = start_workers(n, sdk.url, store_url or "-", arrived, trigger)
         trigger.set("v0", notify=False)  # a warm connection before the first sample
         reads_before = trigger.reads()
+        began = time.time()
         latencies: list[float] = []
+        hops: list[float] = []
         for i in range(1, changes + 1):
-            old, new = f"v{i - 1}", f"v{i}"
-            mark = [len(w.seen) for w in workers]
-            sent = time.time()
-            trigger.set(new, notify=True)
-            wait(
-                lambda new=new: all(text_of(w) == new for w in workers),
-                f"every worker at {new}",
-                workers,
-                arrived,
-            )
-            firsts = []
-            for w, m in zip(workers, mark, strict=True):
-                gone = [x for x in w.seen[m:] if "state" in x and x["text"] != old]
-                firsts.append(gone[0]["at"] if gone else sent)
-            latencies.append(max(firsts) - sent)
+            took, hop = change(trigger, workers, arrived, i)
+            latencies.append(took)
+            if hop is not None:
+                hops.append(hop)
         # Late re-reads (a worker re-reading after it already saw the new version)
         # land within a moment: count once the count stops moving.
         reads = trigger.reads()
@@ -182,6 +225,8 @@ def row(n: int, fleet: bool, changes: int, valkey: Valkey) -> dict[str, Any]:
             if now == reads:
                 break
             reads = now
+        # A lease that lapsed and was taken again while the samples ran.
+        lease_takings = sum(len(leaders(w, began)) for w in workers)
         for w in workers:
             w.tell("hits")
         wait(
@@ -203,22 +248,22 @@ def row(n: int, fleet: bool, changes: int, valkey: Valkey) -> dict[str, Any]:
             killed = time.time()
             leader.proc.send_signal(signal.SIGKILL)
             rest = [w for w in workers if w is not leader]
-            wait(
-                lambda: any((w.last("leading") or {}).get("leading") for w in rest),
-                "a new listener",
-                rest,
-                arrived,
-            )
-            takeover = max((w.last("leading") or {}).get("at", killed) for w in rest) - killed
+            wait(lambda: any(leaders(w, killed) for w in rest), "a new listener", rest, arrived)
+            takeover = min(at for w in rest for at in leaders(w, killed)) - killed
         latencies.sort()
+        hops.sort()
         return {
             "workers": n,
             "fleet": fleet,
+            "store": store if fleet else None,
             "samples": len(latencies),
             "reads_per_change": (reads - reads_before) / changes,
             "latency_median_ms": statistics.median(latencies) * 1000,
             "latency_p99_ms": percentile(latencies, 0.99) * 1000,
             "latency_max_ms": latencies[-1] * 1000,
+            "fanout_hop_median_ms": statistics.median(hops) * 1000 if hops else None,
+            "fanout_hop_p99_ms": percentile(hops, 0.99) * 1000 if hops else None,
+            "lease_takings_during_samples": lease_takings if fleet else None,
             "hit_ns": hit_ns,
             "takeover_s": takeover,
             "fleet_counters": counters or None,
@@ -247,48 +292,68 @@ def machine() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--changes", type=int, default=1000, help="samples per row")
-    parser.add_argument("--workers", default="1,4,8")
+    parser.add_argument("--workers", default="1,4,8,16")
+    parser.add_argument(
+        "--stores", default="single,cluster", help="fleet stores: single (Valkey), cluster"
+    )
     parser.add_argument(
         "--json", type=Path, default=Path(__file__).parent / "results" / "fleet.json"
     )
     args = parser.parse_args()
+    stores = [x for x in args.stores.split(",") if x]
     load_before = [round(x, 2) for x in os.getloadavg()]
     valkey = Valkey()
-    valkey.start()
+    cluster = LocalCluster()
     rows: list[dict[str, Any]] = []
     try:
+        urls: dict[str, str] = {}
+        if "single" in stores:
+            valkey.start()
+            urls["single"] = valkey.url
+        if "cluster" in stores:
+            cluster.start()
+            urls["cluster"] = cluster.url
         for n in [int(x) for x in args.workers.split(",")]:
-            for fleet in (False, True):
+            for store, url in [("none", None), *urls.items()]:
                 try:
-                    rows.append(row(n, fleet, args.changes, valkey))
+                    rows.append(row(n, store, url, args.changes))
                 except TimeoutError as exc:  # reported as such, never hidden
-                    rows.append({"workers": n, "fleet": fleet, "did_not_finish": str(exc)})
+                    rows.append(
+                        {"workers": n, "fleet": url is not None, "store": store,
+                         "did_not_finish": str(exc)}
+                    )  # fmt: skip
                 print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     finally:
         valkey.stop()
+        cluster.stop()
     load = {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]}
     plain = {r["workers"]: r for r in rows if not r["fleet"] and "hit_ns" in r}
     print(f"{machine()}; {args.changes} changes per row; load average {load}")
     print(
-        f"{'workers':>7} {'fleet':>5} {'reads/change':>12} {'median ms':>9} {'p99 ms':>7} "
-        f"{'max ms':>7} {'hit ns':>7} {'hit vs no fleet':>15} {'new listener s':>14}"
+        f"{'workers':>7} {'fleet':>7} {'reads/change':>12} {'median ms':>9} {'p99 ms':>7} "
+        f"{'max ms':>7} {'hop p50/p99':>11} {'lease takings':>13} {'hit ns':>7} "
+        f"{'hit vs none':>11} {'new listener s':>14}"
     )
     for r in rows:
+        fleet = r["store"] if r["fleet"] else "no"
         if "did_not_finish" in r:
-            print(
-                f"{r['workers']:>7} {'yes' if r['fleet'] else 'no':>5}  did not finish: "
-                f"{r['did_not_finish']}"
-            )
+            print(f"{r['workers']:>7} {fleet:>7}  did not finish: {r['did_not_finish']}")
             continue
         base = plain.get(r["workers"])
         ratio = "-" if base is None else f"{r['hit_ns'] / base['hit_ns']:.2f}"
         r["hit_vs_no_fleet"] = None if base is None else round(r["hit_ns"] / base["hit_ns"], 3)
         takeover = "-" if r["takeover_s"] is None else f"{r['takeover_s']:.2f}"
+        hop = (
+            "-"
+            if r["fanout_hop_median_ms"] is None
+            else f"{r['fanout_hop_median_ms']:.1f}/{r['fanout_hop_p99_ms']:.1f}"
+        )
+        takings = r["lease_takings_during_samples"]
         print(
-            f"{r['workers']:>7} {'yes' if r['fleet'] else 'no':>5} {r['reads_per_change']:>12.2f} "
+            f"{r['workers']:>7} {fleet:>7} {r['reads_per_change']:>12.2f} "
             f"{r['latency_median_ms']:>9.1f} {r['latency_p99_ms']:>7.1f} "
-            f"{r['latency_max_ms']:>7.1f} {r['hit_ns']:>7.0f} "
-            f"{ratio:>15} {takeover:>14}"
+            f"{r['latency_max_ms']:>7.1f} {hop:>11} {'-' if takings is None else takings:>13} "
+            f"{r['hit_ns']:>7.0f} {ratio:>11} {takeover:>14}"
         )
     report = {
         "benchmark": "fleet",

@@ -371,3 +371,25 @@ def test_the_suite_does_not_play_again_the_rows_a_run_of_the_command_passed(tmp_
     ):
         assert kept in collected, done.stdout + done.stderr
     assert "2 deselected" in done.stdout
+
+
+def test_a_crash_names_where_it_happened_and_a_failed_read_says_why():
+    from freshcache._core import RequestFailed
+    from freshcache._core._backoff import BackoffSettings
+    from freshcache.acceptance._runner import crash_site
+    from freshcache.acceptance._steps import ALIASES
+    from freshcache.acceptance._timeline import answer
+
+    try:
+        BackoffSettings(base=-1.0)
+    except Exception as exc:
+        sites = crash_site(exc).split(" <- ")
+    where, function = sites[0].split(" ")
+    assert re.fullmatch(r"freshcache/_core/_backoff\.py:\d+", where)
+    assert function == "__post_init__"
+    assert sites[-1].startswith("test_acceptance_report.py:")
+    failed = RequestFailed("unreachable", "resources/read: RemoteProtocolError: illegal status")
+    assert answer(ALIASES["selected"], failed) == (
+        "read landed selected: failed (unreachable: resources/read: RemoteProtocolError: "
+        "illegal status)"
+    )

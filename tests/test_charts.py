@@ -106,6 +106,26 @@ def test_the_fleet_chart_plots_each_series_and_names_rows_that_did_not_finish(tm
     assert "2 cores, Test CPU, Python 3" in words
 
 
+def test_the_fleet_chart_draws_one_valkey_and_the_cluster_as_their_own_series(tmp_path):
+    rows = [
+        {"workers": n, "fleet": store != "none", "store": None if store == "none" else store,
+         "reads_per_change": float(n if store == "none" else 1)}
+        for n in (1, 4, 8, 16)
+        for store in ("none", "single", "cluster")
+    ]  # fmt: skip
+    rows[-1] = {"workers": 16, "fleet": True, "store": "cluster", "did_not_finish": "lapsed"}
+    report = {"benchmark": "fleet", "machine": "2 cores, Test CPU, Python 3", "rows": rows}
+    (tmp_path / "fleet.json").write_text(json.dumps(report))
+    done = charts(tmp_path, tmp_path / "out")
+    assert done.returncode == 0, done.stdout + done.stderr
+    root = ET.parse(tmp_path / "out" / "fleet.svg").getroot()
+    points = [len(line.get("points", "").split()) for line in root.iter(f"{SVG}polyline")]
+    assert points == [4, 4, 3]
+    words = " ".join(texts(tmp_path / "out" / "fleet.svg"))
+    assert "with fleet= (Valkey Cluster)" in words
+    assert "did not finish: 16 workers with fleet, cluster" in words
+
+
 def test_a_missing_results_folder_is_a_one_line_error(tmp_path):
     done = charts(tmp_path / "nope", tmp_path / "out")
     assert done.returncode == 2

@@ -537,6 +537,15 @@ def test_backoff_grows_with_failures_up_to_the_cap_and_resets_on_acknowledgment(
     assert budget.delay_after_failure() == 1.0
 
 
+def test_backoff_stays_at_the_cap_however_long_the_failures_last():
+    # Seen under load: a listen refused over a thousand times in a row overflowed
+    # ``2.0 ** failures`` and crashed the cache's listening task (at the default
+    # 60 s cap, a server down for about eight hours).
+    budget = ReconnectBudget(BackoffSettings(base=0.01, cap=0.1), jitter=lambda: 1.0)
+    delays = [budget.delay_after_failure() for _ in range(5000)]
+    assert delays[-1] == 0.1 and max(delays) == 0.1
+
+
 def test_backoff_gives_up_after_streams_that_keep_dying_at_once():
     budget = ReconnectBudget(
         BackoffSettings(base=1.0, quick_death=10.0, max_quick_deaths=3, cooldown=7200),

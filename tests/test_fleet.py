@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from freshcache import AWAITING_FRESH_SOURCE, FRESH, FreshCache, MissingDependencyError, Policy
-from freshcache._core import ResourceUpdated
+from freshcache._core import ListenAcknowledged, ListenStarted, ResourceUpdated, StreamLost
 from freshcache.acceptance import InMemorySource, ReferenceServer
 from freshcache.fleet import Fleet
 from tests.polling import until as eventually
@@ -423,3 +423,55 @@ async def test_a_worker_with_a_restricted_acl_user_works_and_sees_only_its_names
             await tenant.aclose()
     finally:
         await admin.aclose()
+
+
+async def test_a_notice_to_a_follower_stream_that_has_ended_breaks_nothing(valkey: Valkey) -> None:
+    # Seen on a loaded machine: the store went down, a follower stream ended on the
+    # "lost" notice, and while its StreamLost waited to be taken, the next "lost"
+    # (the registry tick failing too) was sent to its closed notices and the
+    # BrokenResourceError crashed the worker.
+    server = ReferenceServer()
+    server.set(URI, "v1", ttl_ms=60_000)
+    async with workers(server, valkey.url, 2) as caches:
+        follower = next(c for c in caches if not c.describe()["fleet"]["leading"])
+        fleet = follower._fleet
+        assert fleet is not None
+        stream = fleet.followers.follow("extra", frozenset({URI}), False)
+        try:
+            with anyio.fail_after(10):
+                assert isinstance(await anext(stream), ListenStarted)
+                assert isinstance(await anext(stream), ListenAcknowledged)
+                fleet.followers.notify("lost", "the fleet channel broke")
+                event = await anext(stream)
+            assert isinstance(event, StreamLost)
+            assert event.detail == "the fleet channel broke"
+            # The stream waits at its StreamLost: a later notice must not break.
+            fleet.followers.notify("lost", "the store did not answer")
+            fleet.followers.notify("tick", None)
+        finally:
+            await stream.aclose()
+        # The worker lives on: its own stream, ended by the same notices, comes back.
+        await eventually(lambda: follower.stream_status == "live")
+
+
+async def test_a_follower_stream_opened_while_the_store_is_down_ends_with_its_reason(
+    valkey: Valkey,
+) -> None:
+    server = ReferenceServer()
+    server.set(URI, "v1", ttl_ms=60_000)
+    async with workers(server, valkey.url, 2) as caches:
+        follower = next(c for c in caches if not c.describe()["fleet"]["leading"])
+        fleet = follower._fleet
+        assert fleet is not None
+        valkey.stop()
+        stream = fleet.followers.follow("extra", frozenset({URI}), False)
+        try:
+            with anyio.fail_after(10):
+                assert isinstance(await anext(stream), ListenStarted)
+                event = await anext(stream)
+            assert isinstance(event, StreamLost)
+            assert event.detail.startswith("the fleet store failed")
+            fleet.followers.notify("lost", "the store did not answer")
+        finally:
+            await stream.aclose()
+            valkey.start()

@@ -15,6 +15,7 @@ from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import httpx
 import pytest
 
@@ -321,6 +322,34 @@ async def test_a_slow_answer_kept_alive_by_comments_does_not_time_out():
             await until(lambda: source.stats.keepalives >= 10)
             server.release_reads()
     assert isinstance(replies[0], ReadReply) and replies[0].contents[0].text == "v1"
+
+
+class AnsweringAfterTurns(ReferenceServer):
+    """Answers each read after ``turns`` event-loop turns: with ``commit_after=0`` the
+    answer is ready while the server is committing the answer to SSE."""
+
+    turns = 0
+
+    async def read(self, uri: str, principal: str | None = None) -> ReadReply | RequestFailed:
+        for _ in range(self.turns):
+            await anyio.lowlevel.checkpoint()
+        return await super().read(uri, principal)
+
+
+@pytest.mark.wire
+async def test_an_answer_ready_while_the_server_commits_to_sse_still_arrives_whole():
+    # Seen on a loaded machine: a held read, released just as the reference server
+    # began its SSE answer, landed as "unreachable" (the cancelled commit had told
+    # h11 the headers were sent, but never wrote them: the client read garbage).
+    server = AnsweringAfterTurns()
+    server.set(U, "v1")
+    async with serving(server, reply_mode="auto", commit_after=0.0) as (_http, make):
+        source = make()
+        for turns in range(12):
+            server.turns = turns
+            reply = await source.read_resource(U, None)
+            assert isinstance(reply, ReadReply), (turns, reply)
+            assert reply.contents[0].text == "v1"
 
 
 # ---------------------------------------------------------------------- errors to states

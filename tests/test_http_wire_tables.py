@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from freshcache.acceptance import Case, HttpWorld, is_fleet_row, load_cases, play
@@ -112,3 +113,24 @@ def test_the_sdk_world_plays_every_seed_and_says_why_it_cannot_play_a_row() -> N
         "catalog-ack-makes-earlier-list-not-fresh",  # the SDK acknowledges at once
     }
     assert all("SDK" in why for why in skipped.values())
+
+
+class StartsTooSlowly(HttpWorld):
+    """Its start outlasts the case's deadline with its server up and its cache open."""
+
+    async def start(self, setup):  # type: ignore[no-untyped-def]
+        await super().start(setup)
+        await anyio.sleep_forever()
+
+
+@pytest.mark.anyio
+async def test_a_world_whose_start_outlasts_the_deadline_is_stopped_and_reported() -> None:
+    # Seen on a loaded machine: the seed situation took longer than the case's deadline,
+    # the half-started world was never stopped, its server's task group stayed open
+    # (RuntimeError: a cancel scope exited out of order) and the command never ended.
+    world = StartsTooSlowly()
+    with anyio.fail_after(30):
+        report = await play(SEEDS[0], world, step_timeout=0.5)
+    assert len(report.failures) == 1
+    assert report.failures[0].startswith("the case did not finish within"), report.failures
+    assert world.http._tg is None  # the server was stopped (its task group exited)

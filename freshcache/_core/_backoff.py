@@ -98,7 +98,9 @@ class ReconnectBudget:
         self._failures += 1
         self.exhausted = False
         s = self.settings
-        return self._jittered(min(s.cap, s.base * 2.0 ** (self._failures - 1)))
+        # The exponent is bounded: 2.0 ** 1024 overflows (a server down for hours).
+        doublings = min(self._failures - 1, 64)
+        return self._jittered(min(s.cap, s.base * 2.0**doublings))
 
     def _jittered(self, delay: float) -> float:
         # "Equal jitter": half fixed, half random, so a herd of clients spreads out

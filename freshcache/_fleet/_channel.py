@@ -131,6 +131,7 @@ class ChangeChannel:
         if bound is None:
             return
         self.worker.counters.remote_invalidations += 1
+        self.worker.reads.heard_remote(uri)
         subscription = self.worker.followers.acknowledged_id()
         self.applying_remote = True
         try:

@@ -63,6 +63,7 @@ class FollowerStreams:
         self._open.add(follower)
         reason = "the fleet listener went away"
         covered: frozenset[str] = frozenset()
+        store_failed = False
         try:
             live: dict[str, Any] | None = None
             try:
@@ -74,10 +75,10 @@ class FollowerStreams:
                 raise
             except Exception as exc:
                 reason = f"the fleet store failed: {exc!r}"
-                notices.close()
+                store_failed = True
             term: str | None = None
             async with notices:
-                while True:
+                while not store_failed:
                     if (
                         term is None
                         and live is not None
@@ -112,6 +113,9 @@ class FollowerStreams:
                             break
                         if term is None and detail is not None and live is None:
                             live = await self._live_now()
+            # Its notices are closed: no notice may reach it while it ends (a send
+            # to them would raise in the notifier and crash the worker).
+            self._open.discard(follower)
             follower.acknowledged = False
             self._open.discard(follower)  # its notices are closed: tell it nothing more
             if covered and worker.channel.usable:

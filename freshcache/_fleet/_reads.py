@@ -4,8 +4,14 @@ A read of a covered URI first looks in the store (`PEEK`). A current entry is a 
 its text came from a server read sent after the URI's last fleet-wide invalidation
 (that is what the `FILL` fence guarantees). With no entry, one worker takes the
 single-flight lock of that generation and reads the server; the others wait for its
-fill, up to `Fleet.fill_lock`, then read the server themselves. A fill is written only
-if the generation is still the one peeked before the read was sent; otherwise it is
+fill, up to `Fleet.fill_lock`, then read the server themselves. A waiting worker looks
+again first after about as long as the fills it waited for lately took (`FillWait`),
+not every few milliseconds; and a re-read after another worker's invalidation (heard
+on the channel) looks first about when that worker's fill is due, since the publisher
+(the listener, or the worker that heard a hint) reads it for the fleet at once. With
+N workers a change cost ~3.5 store round trips per waiting worker, most of them while
+the change was still reaching the other workers: CPU taken from the fan-out. A fill
+is written only if the generation is still the one peeked before the read was sent; otherwise it is
 *fenced off* (counted, a metric and a span event). Uncovered URIs, a store that does
 not answer and URIs with a hint still to publish are read from the server directly.
 After a sequence gap or a takeover (the store still answering), a read of a selected
@@ -36,11 +42,37 @@ RELISTEN_CAP = 2.0
 on the store after an outage, a read waits this long past a lease to be covered."""
 
 
+class FillWait:
+    """How long a worker waits before it looks for another worker's fill again.
+
+    The first look comes after ``first()``: 0.8 of a moving average of how long the
+    fills this worker waited for took (a server read, usually the same each time), so
+    one look mostly finds the entry; later looks back off from 2 ms. Waiting longer
+    only delays this worker's re-read: nothing is served meanwhile."""
+
+    FLOOR = 0.002
+    CEILING = 0.25
+
+    def __init__(self) -> None:
+        self.average = self.FLOOR
+
+    def first(self) -> float:
+        return max(self.FLOOR, 0.8 * self.average)
+
+    def took(self, seconds: float) -> None:
+        """A fill was found ``seconds`` after the first look that saw it locked."""
+        sample = min(self.CEILING, max(self.FLOOR, seconds))
+        self.average += 0.2 * (sample - self.average)
+
+
 class SharedReads:
     """One worker's reads through the shared store (see the module docstring)."""
 
     def __init__(self, worker: ReadsWorker) -> None:
         self.worker = worker
+        self.fill_wait = FillWait()
+        self._heard: dict[str, float] = {}
+        """URIs another worker's invalidation dropped, and when (loop time)."""
         self._regain_until = -float("inf")
         self.filled: dict[str, str] = {}
         """The generation this worker last filled each URI under (`fence_lost`)."""
@@ -57,6 +89,14 @@ class SharedReads:
             self.filled.pop(uri, None)
         worker.counters.published += bumped
         worker.store_answered()
+
+    def heard_remote(self, uri: str) -> None:
+        """Another worker published an invalidation of ``uri``: it reads it for the
+        fleet, so this worker's re-read looks for its fill a little later."""
+        self._heard.pop(uri, None)
+        self._heard[uri] = anyio.current_time()
+        if len(self._heard) > 4096:
+            del self._heard[next(iter(self._heard))]
 
     def expect_proof(self, *, outage: bool = False) -> None:
         """The worker lost its proof while the store still answers (a sequence gap, its
@@ -93,7 +133,15 @@ class SharedReads:
         ):
             return await self._direct(inner, uri, partition)
         deadline = anyio.current_time() + worker.config.fill_lock
-        delay = 0.002
+        waiting_since = self._heard.pop(uri, None)
+        if waiting_since is not None and anyio.current_time() - waiting_since > FillWait.CEILING:
+            waiting_since = None  # heard long ago (read directly meanwhile): says nothing
+        if waiting_since is not None:
+            # Its publisher reads it for the fleet: look when its fill is likely there.
+            # Only this re-read waits (nothing is served meanwhile); `took` learns.
+            due = waiting_since + self.fill_wait.first() - anyio.current_time()
+            await anyio.sleep(max(0.0, due))
+        delay = FillWait.FLOOR
         while True:
             peeked = await self._peek(uri, partition, bound)
             if peeked is None:
@@ -111,15 +159,22 @@ class SharedReads:
                     worker.counters.refused_copies += 1
                     return await self._direct(inner, uri, partition, marked=peeked.denied)
                 worker.counters.store_replies += 1
+                if waiting_since is not None:
+                    self.fill_wait.took(anyio.current_time() - waiting_since)
                 return peeked.reply
             if peeked.locked:
                 return await self._read_and_fill(inner, uri, partition, peeked, bound)
-            if anyio.current_time() >= deadline:
+            now = anyio.current_time()
+            if now >= deadline:
                 return await self._direct(inner, uri, partition)
             # Another worker reads this generation for the fleet: wait for its fill.
             worker.counters.fill_waits += 1
-            await anyio.sleep(delay)
-            delay = min(0.05, delay * 1.5)
+            if waiting_since is None:
+                waiting_since = now
+                await anyio.sleep(min(self.fill_wait.first(), deadline - now))
+            else:
+                await anyio.sleep(delay)
+                delay = min(0.05, delay * 1.5)
 
     async def _direct(
         self, inner: Source, uri: str, partition: Partition, *, marked: bool = False

@@ -66,6 +66,8 @@ Revision = Literal["2026-07-28", "2025-11-25"]
 
 _KEEPALIVE = b": keep-alive\r\n\r\n"
 _MAX_BODY = 1 << 20
+_WRITE_LIMIT = 5.0
+"""How long one write may wait for a client that takes no bytes (`_Connection._write`)."""
 _ROUTING = ("mcp-protocol-version", "mcp-method", "mcp-name")
 
 
@@ -611,11 +613,9 @@ class _Connection:
         async with self.lock:
             if self.committed:
                 return
-            data = self.h11.send(h11.Response(status_code=status, headers=headers))
             # Set with the state change, so a cancellation cannot separate the two.
             self.committed = True
-            if data:
-                await self.stream.send(data)
+            await self._write(h11.Response(status_code=status, headers=headers))
 
     async def _frame(self, data: str) -> None:
         lines = data.replace("\r\n", "\n").replace("\r", "\n").split("\n")
@@ -652,9 +652,19 @@ class _Connection:
 
     async def _send(self, event: h11.Event) -> None:
         async with self.lock:
-            data = self.h11.send(event)
-            if data:
+            await self._write(event)
+
+    async def _write(self, event: h11.Event) -> None:
+        """Hand ``event`` to h11 and its bytes to the socket as one step. Cancelled
+        between the two (an answer ready just as ``auto`` commits to SSE), h11 would
+        believe it sent headers the client never got, and the client would read the
+        next chunk as a status line (a read that lands as "unreachable")."""
+        data = self.h11.send(event)
+        if data:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_WRITE_LIMIT) as bounded:
                 await self.stream.send(data)
+            if bounded.cancelled_caught:  # the client stopped reading: give it up
+                raise anyio.BrokenResourceError(f"the client took no bytes for {_WRITE_LIMIT:g} s")
 
 
 # ---------------------------------------------------------------------- checks

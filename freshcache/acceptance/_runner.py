@@ -10,9 +10,12 @@ behind a real transport.
 from __future__ import annotations
 
 import abc
+import contextlib
 import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any, Protocol
 
 import anyio
@@ -469,7 +472,13 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
     timeline = world.timeline = Timeline()
     try:
         with anyio.fail_after(step_timeout * (len(steps) + 2)):
-            await world.start(setup)
+            try:
+                await world.start(setup)
+            except BaseException:
+                # A half-started world (the deadline passed while it reached the seed
+                # situation) must not leave its servers' task groups open.
+                await _stop_quietly(world)
+                raise
             try:
                 baseline = world.server_reads()
                 background: list[ReadResult | Said] = []
@@ -498,9 +507,37 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
             exc = inner[0]
             inner = getattr(exc, "exceptions", None)
         failures = [f"crashed: {type(exc).__name__}: {exc}"]
+        timeline.note(f"crashed at {crash_site(exc)}")
     played = report(case, last, failures, started, actual, timeline, expect)
     played.settle_gave_up = world.settle_timeouts
     return played
+
+
+async def _stop_quietly(world: World) -> None:
+    """Stop ``world`` after its start failed, whatever it got to; its own error (what
+    start left unset) would hide the real one. Not in a scope of its own: the task
+    groups start entered must be exited from where they were entered."""
+    with contextlib.suppress(Exception):
+        await world.stop()
+
+
+def crash_site(exc: BaseException, frames: int = 3) -> str:
+    """Where ``exc`` was raised: its innermost frames, innermost first (for the timeline
+    that ``-v`` prints; a crash is a bug of the library or of the test world)."""
+    stack = traceback.extract_tb(exc.__traceback__)[-frames:]
+    sites = [f"{_short_path(f.filename)}:{f.lineno} {f.name}" for f in reversed(stack)]
+    return " <- ".join(sites) or "an unknown place"
+
+
+def _short_path(filename: str) -> str:
+    """``freshcache/_fleet/_follow.py``, ``anyio/streams/memory.py``: from the package."""
+    parts = PurePath(filename).parts
+    if "freshcache" in parts:
+        last = len(parts) - 1 - parts[::-1].index("freshcache")
+        return "/".join(parts[last:])
+    if "site-packages" in parts:
+        return "/".join(parts[parts.index("site-packages") + 1 :])
+    return PurePath(filename).name
 
 
 FLEET_ROW = (

@@ -100,7 +100,8 @@ def _clip(text: str, width: int = 80) -> str:
 def answer(uri: str, reply: ReadReply | RequestFailed) -> str:
     """A read's answer, for the timeline: ``read landed selected: v2``."""
     if isinstance(reply, RequestFailed):
-        return f"read landed {alias_of(uri)}: failed ({reply.kind})"
+        detail = f": {_clip(reply.detail, 60)}" if reply.detail else ""
+        return f"read landed {alias_of(uri)}: failed ({reply.kind}{detail})"
     texts = [c.text for c in reply.contents if c.text is not None]
     if not texts:
         return f"read landed {alias_of(uri)}: {len(reply.contents)} contents, no text"
