@@ -552,16 +552,19 @@ BAD_URIS = ["", "not a uri", "guide://a\x01b", "file:///%zz", "x" * 5000, "-"]
 
 
 def _bad_inputs(url: str, group: str) -> list[list[str]]:
-    """Every command fed malformed URLs and ports (``group`` ``urls``), URIs (``uris``)
-    or options (``options``); ``url``: a live server."""
-    cases: list[list[str]] = []
-    for bad in BAD_URLS if group == "urls" else ():
-        cases += [
+    """Every command fed malformed URLs and ports (``group`` ``urls`` and the command),
+    URIs (``uris``) or options (``options``); ``url``: a live server."""
+    cases: list[list[str]] = [
+        argv
+        for bad in BAD_URLS
+        for argv in (
             ["read", bad, APPROVAL, "--timeout", "1"],
             ["watch", bad, APPROVAL, "--duration", "0.5", "--timeout", "1"],
             ["doctor", bad, "--timeout", "1"],
             ["list", bad, "--timeout", "1"],
-        ]
+        )
+        if group == f"urls {argv[0]}"
+    ]
     for uri in BAD_URIS if group == "uris" else ():
         cases += [
             ["read", url, uri, "--timeout", "2"],
@@ -595,11 +598,13 @@ def _bad_inputs(url: str, group: str) -> list[list[str]]:
     return cases + (options if group == "options" else [])
 
 
-@pytest.mark.parametrize("group", ["urls", "uris", "options"])
+@pytest.mark.parametrize(
+    "group", ["urls read", "urls watch", "urls doctor", "urls list", "uris", "options"]
+)
 def test_no_command_prints_a_traceback_whatever_the_input(served, group):
     # Exit 0 is right for some (a watch that heard the server answer not_found); 70,
-    # an exception freshcache did not expect, and a traceback never are. In three
-    # groups, which the suite's workers run side by side.
+    # an exception freshcache did not expect, and a traceback never are. In groups,
+    # which the suite's workers run side by side.
     failures = []
     for argv in _bad_inputs(served.url, group):
         done = run_cli(*argv, timeout=120)
