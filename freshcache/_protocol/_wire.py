@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -397,7 +397,20 @@ def read_reply(
         return RequestFailed("server_error", f"unknown resultType {parsed.resultType!r}")
     if parsed.contents is None:
         return RequestFailed("server_error", "malformed read result: contents: Field required")
-    contents = tuple(
+    contents = _contents_of(parsed.contents)
+    if hintless:
+        return ReadReply(contents, hintless=True)
+    return ReadReply(
+        contents,
+        ttl_ms=parsed.ttlMs,
+        cache_scope=parsed.cacheScope,
+        multi_round_trip=retried,
+    )
+
+
+def _contents_of(items: Iterable[_Contents]) -> tuple[ResourceContents, ...]:
+    """Validated wire items as `ResourceContents` (a read result's or a pushed body's)."""
+    return tuple(
         ResourceContents(
             uri=c.uri,
             text=c.text,
@@ -406,15 +419,7 @@ def read_reply(
             annotations=c.annotations,
             meta=c.meta,
         )
-        for c in parsed.contents
-    )
-    if hintless:
-        return ReadReply(contents, hintless=True)
-    return ReadReply(
-        contents,
-        ttl_ms=parsed.ttlMs,
-        cache_scope=parsed.cacheScope,
-        multi_round_trip=retried,
+        for c in items
     )
 
 
@@ -434,17 +439,7 @@ def pushed_contents(params: Mapping[str, Any]) -> tuple[ResourceContents, ...] |
         return None
     if not any(item.uri == uri for item in items):
         return None  # a body that is not this URI's is no proof of it
-    return tuple(
-        ResourceContents(
-            uri=c.uri,
-            text=c.text,
-            blob=c.blob,
-            mime_type=c.mimeType,
-            annotations=c.annotations,
-            meta=c.meta,
-        )
-        for c in items
-    )
+    return _contents_of(items)
 
 
 def catalog_reply(
