@@ -157,3 +157,37 @@ async def test_a_lost_notice_before_a_follower_registers_still_ends_its_stream(
         finally:
             await stream.aclose()
         await eventually(lambda: follower.stream_status == "live")
+
+
+async def test_a_follower_with_a_full_notice_buffer_does_not_keep_a_lost_from_the_others(
+    valkey: Valkey,
+) -> None:
+    from tests.test_fleet import workers
+
+    server = ReferenceServer()
+    server.set(URI, "v1", ttl_ms=60_000)
+    async with workers(server, valkey.url, 2) as caches:
+        follower = next(c for c in caches if not c.describe()["fleet"]["leading"])
+        fleet = _fleet(follower)
+        holder = fleet.lease.leader
+        stuck = fleet.followers.follow("stuck", frozenset({URI}), False)
+        reading = fleet.followers.follow("reading", frozenset({URI}), False)
+        try:
+            with anyio.fail_after(10):
+                assert isinstance(await anext(stuck), ListenStarted)
+                assert isinstance(await anext(stuck), ListenAcknowledged)
+                for _ in range(1000):  # nobody reads "stuck": its buffer fills
+                    fleet.followers.notify("tick", holder)
+                assert isinstance(await anext(reading), ListenStarted)
+                assert isinstance(await anext(reading), ListenAcknowledged)
+                fleet.followers.notify("lost", "the store did not answer (test)")  # no raise
+                event = await anext(reading)
+                assert isinstance(event, StreamLost)
+                assert event.detail == "the store did not answer (test)"
+                # The stuck one missed the "lost": it ends as soon as it reads again.
+                event = await anext(stuck)
+                assert isinstance(event, StreamLost)
+        finally:
+            await stuck.aclose()
+            await reading.aclose()
+        await eventually(lambda: follower.stream_status == "live")
