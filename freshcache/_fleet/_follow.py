@@ -6,7 +6,10 @@ asked for all of the follower's URIs, covering what the listener's acknowledgmen
 covered; it is lost when the listener says ``down``, a different listener goes live,
 the lease changes hands or lapses, or the channel fails closed (``lost``). Whoever
 notices a listener's loss fences off what it covered: an entry read while it covered
-u proves nothing after the loss (invariant 4, fleet-wide).
+u proves nothing after the loss (invariant 4, fleet-wide). An announcement found in
+the store rather than heard on the channel may be left by a listener that stopped
+while the store was away (its ``down`` never written, its lease not yet run out): it
+vouches only once a renewal of that lease is seen.
 """
 
 from __future__ import annotations
