@@ -40,6 +40,9 @@ class ChangeChannel:
         self.applying_remote = False
         """True while a fleet message is fed to the engine (not to be published back)."""
         self._scope = anyio.CancelScope()
+        self.breaks = 0
+        """How many times the channel failed closed: a follower stream acknowledged only
+        while it is unchanged since the stream registered (no notice slipped by)."""
         self._failed_closed = False
         """Failed closed since the last subscription: the next one, back on the store
         (after a failover, a moved slot, a store restart), re-proves through the fleet."""
@@ -147,6 +150,7 @@ class ChangeChannel:
         """The channel can no longer vouch for us: drop the local index, lose coverage."""
         worker = self.worker
         self.usable = False
+        self.breaks += 1
         self._failed_closed = True
         log.info("fleet worker %s fails closed: %s", worker.id, reason)
         worker.telemetry.event("freshcache.fleet.fail_closed", reason=reason)

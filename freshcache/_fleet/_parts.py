@@ -75,6 +75,9 @@ class ChannelState(Protocol):
     @property
     def applying_remote(self) -> bool: ...
 
+    @property
+    def breaks(self) -> int: ...
+
 
 class Followers(Protocol):
     def notify(self, kind: str, detail: Any) -> None: ...

@@ -457,6 +457,15 @@ class SharedStore:
     async def release_lease(self, holder: str) -> None:
         await self._release(keys=[self.lease_key], args=[holder])
 
+    async def lease_state(self) -> tuple[str | None, int]:
+        """The lease holder and the lease's time to live (ms, negative when none): a
+        time to live that grew between two looks proves a renewal in between."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.get(self.lease_key)
+            pipe.pttl(self.lease_key)
+            holder, pttl = await pipe.execute()
+        return (None if holder is None else str(holder)), int(pttl)
+
     async def lease_holder(self) -> str | None:
         holder = await self.redis.get(self.lease_key)
         return None if holder is None else str(holder)
