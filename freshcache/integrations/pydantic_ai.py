@@ -233,6 +233,8 @@ def _call_result(call: ToolCall) -> Any:
             return call.text if structured is None else thawed(structured)
         case "unknown_tool":
             raise ModelRetry(call.detail or f"there is no tool {call.name} any more")
+        case "not_found":  # the server refused the call's params: its message says why
+            raise ModelRetry(call.detail or f"{call.name} refused these arguments")
         case "denied":
             return f"{call.name} is not available to this user (denied)."
         case _:
