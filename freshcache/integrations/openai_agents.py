@@ -34,6 +34,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any, cast
 
+from pydantic import ValidationError
+
 from .._core import Catalog
 from .._core._frozen import thawed
 from .._errors import ResourceWithheldError
@@ -103,7 +105,7 @@ class FreshMCPServer(MCPServer):
         if not catalog.ok:
             log.warning("%s: no tools this step (%s: %s)", self.name, catalog.state, catalog.reason)
             return []
-        return [Tool.model_validate(thawed(item)) for item in catalog.items]
+        return [tool for tool in map(_sdk_tool, catalog.items) if tool is not None]
 
     async def call_tool(
         self, tool_name: str, arguments: dict[str, Any] | None, meta: dict[str, Any] | None = None
@@ -144,6 +146,16 @@ def _lists_catalogs(cache: FreshCache) -> bool:
     while isinstance(source, SourceWrapper):
         source = source.inner
     return callable(getattr(source, "list_catalog", None))
+
+
+def _sdk_tool(item: Any) -> Tool | None:
+    """The SDK's ``Tool`` for a catalog item; ``None`` (left out, logged) for an item
+    the SDK refuses, so one bad item cannot abort the run."""
+    try:
+        return Tool.model_validate(thawed(item))
+    except ValidationError as exc:
+        log.warning("a tool item the MCP SDK refuses is left out: %s", exc)
+        return None
 
 
 def _call_result(call: ToolCall) -> CallToolResult:

@@ -185,6 +185,8 @@ class FreshToolset(AbstractToolset[Any]):
             return {}  # the server's tools sit this step out; the instructions say why
         tools: dict[str, ToolsetTool[Any]] = {}
         for item in catalog.items:
+            if not isinstance(item.get("name"), str) or not item["name"]:
+                continue  # a nameless item (a source that does not check): never crash
             tool_def = ToolDefinition(
                 name=str(item["name"]),
                 description=item.get("description"),
