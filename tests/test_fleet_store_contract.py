@@ -213,3 +213,17 @@ async def test_the_fill_lock_can_wait_for_a_live_listener(redis: Any) -> None:
     assert not (await store.peek(URI, None, lock_for="w1", **args)).locked
     await store.announce("w9", "live", {"term": "t1", "requested": [URI], "covered": [URI]}, 5000)
     assert (await store.peek(URI, None, lock_for="w1", **args)).locked
+
+
+async def test_a_cluster_peek_whose_myid_fails_fails_the_script(redis: Any) -> None:
+    # A standalone server refuses CLUSTER MYID: the epoch could name no primary, so it
+    # would never change after a failover. The script must fail (the worker fails
+    # closed), not go on with an epoch under no node.
+    from redis.exceptions import ResponseError
+
+    from freshcache._fleet._store import SharedStore
+
+    store = SharedStore(redis, "t", "server", cluster=True)
+    with pytest.raises(ResponseError, match="CLUSTER MYID failed"):
+        await peek(store)
+    assert await redis.get(store.epoch_key) is None  # nothing set under no node
