@@ -22,7 +22,7 @@ replica was promoted, or the slot was migrated to it) starts a new one, atomical
 the first worker's `PEEK` there starts it and every other worker adopts it: one new
 epoch, and one server read per URI, fleet-wide. A ``CLUSTER MYID`` that fails inside
 `PEEK` fails the script (never an epoch that names no node and so never changes): the
-worker takes it as a store that does not answer and fails closed. Not covered: a
+worker takes it as a store that does not answer and reads the server itself. Not covered: a
 primary restarted from its own persistence (RDB/AOF) keeps its node id and its old
 epoch, so fills fenced by invalidations after its last snapshot are not fenced off
 (README, fleet Limits).
