@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 
 from freshcache import FreshCache, HttpSource, RequestFailed
 from freshcache._protocol._tools import catalog_may_be_old
-from freshcache.acceptance import ReferenceServer
+from freshcache.acceptance import ReferenceServer, _protocol
 from freshcache.acceptance._http_server import ReferenceHttpServer
 from tests.polling import until
 
@@ -19,6 +20,7 @@ pytestmark = pytest.mark.anyio
 
 U = "guide://shipping/approval"
 SEARCH = {"name": "search", "inputSchema": {"type": "object"}}
+SEARCH_V2 = {"name": "search", "inputSchema": {"type": "object", "required": ["q"]}}
 LOOKUP = {"name": "lookup", "inputSchema": {"type": "object"}}
 
 
@@ -59,27 +61,69 @@ async def test_a_tool_the_server_dropped_re_lists_once_and_says_it_is_gone() -> 
         assert (await cache.tools()).names == ("lookup",)  # the next step sees the new list
 
 
-async def test_a_tool_still_listed_after_the_re_list_is_retried_once() -> None:
+async def test_a_tool_whose_schema_changed_is_called_again_once() -> None:
     server = ReferenceServer()
     async with cache_on(server) as cache:
         await cache.tools()
+        server.set_catalog("tools", [SEARCH_V2], notify=False)  # its inputSchema changed
         server.tools_unknown_once.add("search")
         call = await cache.call_tool("search", {})
         assert call.state == "answered" and call.retried
         assert server.tool_calls == ["search", "search"]
 
 
+async def test_minus_32602_for_a_tool_listed_unchanged_is_reported_not_retried() -> None:
+    # -32602 is also "invalid arguments": a re-list showing the tool unchanged is no
+    # ground to send the call again; the caller gets the server's error as is.
+    server = ReferenceServer()
+    async with cache_on(server) as cache:
+        await cache.tools()
+        server.tools_unknown_once.add("search")
+        call = await cache.call_tool("search", {})
+        assert call.state == "not_found" and not call.retried, call
+        assert call.detail == "Unknown tool: search"
+        assert call.catalog is not None and call.catalog.names == ("search",)
+        assert server.tool_calls == ["search"]
+
+
 async def test_at_most_one_retry() -> None:
     server = ReferenceServer()
     async with cache_on(server) as cache:
-        server.set_catalog("tools", [SEARCH], notify=False)
+        await cache.tools()
+        server.set_catalog("tools", [SEARCH_V2], notify=False)
         server.tools_unknown_once.add("search")
         first = await cache.call_tool("search", {})
         assert first.retried and server.tool_calls == ["search", "search"]
         server.tools_unknown_once.add("search")
         server.tools_unknown_once.add("lookup")  # (a name it never lists: no effect)
-        again = await cache.call_tool("search", {})
-        assert again.state == "answered" and len(server.tool_calls) == 4
+        again = await cache.call_tool("search", {})  # listed as before: not sent again
+        assert again.state == "not_found" and not again.retried
+        assert len(server.tool_calls) == 3
+
+
+async def test_a_tool_error_result_is_never_run_twice(monkeypatch: Any) -> None:
+    # A CallToolResult with isError means the tool ran (its side effects happened),
+    # whatever its text says; the reviewer's case: an ordinary failure that mentions
+    # "tool ... no longer" was taken for "unknown tool" and the tool ran twice.
+    server = ReferenceServer()
+    async with cache_on(server) as cache:
+        server.set_catalog("tools", [SEARCH], notify=False)
+        await cache.tools()
+        texts = ["The search tool failed: the index main no longer exists", "Unknown tool: search"]
+        runs: list[str] = []
+
+        def answer(server_: Any, request_id: Any, params: dict[str, Any]) -> Any:
+            runs.append(params["name"])
+            text = texts[len(runs) - 1]
+            result = {"isError": True, "content": [{"type": "text", "text": text}]}
+            return _protocol.Reply(_protocol._result(request_id, result))
+
+        monkeypatch.setattr(_protocol, "tool_call_answer", answer)
+        first = await cache.call_tool("search", {})
+        assert runs == ["search"] and first.state == "answered" and first.is_error
+        second = await cache.call_tool("search", {})  # says unknown, yet listed: ran once
+        assert runs == ["search", "search"] and second.state == "answered", second
+        assert not second.retried and second.text == "Unknown tool: search"
 
 
 async def test_no_fresh_catalog_after_the_error_is_an_explicit_state() -> None:
@@ -103,6 +147,11 @@ async def test_no_fresh_catalog_after_the_error_is_an_explicit_state() -> None:
         ({"content": [{"type": "text", "text": "Unknown tool: x"}], "isError": True}, True),
         ({"content": [{"type": "text", "text": "Unknown tool: x"}]}, False),  # not an error
         ({"content": [{"type": "text", "text": "division by zero"}], "isError": True}, False),
+        # a tool's own failure that mentions tools in passing (the reviewer's texts)
+        ({"content": [{"type": "text", "text": "Invalid tool input: q must be a string"}],
+          "isError": True}, False),
+        ({"content": [{"type": "text", "text": "The deploy tool failed: main no longer exists"}],
+          "isError": True}, False),
     ],
 )
 async def test_which_answers_mean_the_catalog_may_be_old(outcome: object, old: bool) -> None:

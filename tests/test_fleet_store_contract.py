@@ -213,3 +213,57 @@ async def test_the_fill_lock_can_wait_for_a_live_listener(redis: Any) -> None:
     assert not (await store.peek(URI, None, lock_for="w1", **args)).locked
     await store.announce("w9", "live", {"term": "t1", "requested": [URI], "covered": [URI]}, 5000)
     assert (await store.peek(URI, None, lock_for="w1", **args)).locked
+
+
+async def test_a_cluster_peek_whose_myid_fails_fails_the_script(redis: Any) -> None:
+    # A standalone server refuses CLUSTER MYID: the epoch could name no primary, so it
+    # would never change after a failover. The script must fail (the worker fails
+    # closed), not go on with an epoch under no node.
+    from redis.exceptions import ResponseError
+
+    from freshcache._fleet._store import SharedStore
+
+    store = SharedStore(redis, "t", "server", cluster=True)
+    with pytest.raises(ResponseError, match="CLUSTER MYID failed"):
+        await peek(store)
+    assert await redis.get(store.epoch_key) is None  # nothing set under no node
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known limit (README, fleet Limits): the epoch cannot tell a restart from its "
+    "own persistence; the process's run_id needs INFO, which an ACL user with "
+    "-@dangerous (the documented restricted user) may not call",
+)
+@pytest.mark.parametrize("kind", STORE_KINDS)
+async def test_a_store_restarted_from_its_own_snapshot_serves_nothing_filled_before(
+    kind: str, tmp_path: Any
+) -> None:
+    # A store that comes back with its data (RDB here; AOF without fsync alike) has the
+    # generations and entries of its last snapshot: a change invalidated after it is
+    # lost. The restarted process is a new epoch, so nothing filled before counts.
+    from redis.asyncio import Redis
+
+    from freshcache._fleet._store import SharedStore
+
+    process = start_store(kind)
+    process.stop()
+    process.extra_args = ("--dir", str(tmp_path), "--dbfilename", "fleet.rdb")
+    process.start()
+    try:
+        client = Redis.from_url(process.url, decode_responses=True)
+        store = SharedStore(client, "t", "server")
+        fence = await peek(store, "w1")
+        assert await store.fill(URI, None, fence, reply("v1"), public=False, expiry_ms=60_000)
+        await client.save()  # the last snapshot: v1 current
+        await store.invalidate([URI], "w2", "updated", 0)  # a change after it
+        await client.aclose()
+        process.stop()  # killed: the change never reached the disk
+        process.start()  # back from fleet.rdb, on the same port
+        client = Redis.from_url(process.url, decode_responses=True)
+        again = await peek(SharedStore(client, "t", "server"))
+        await client.aclose()
+        assert again.reply is None, again.reply  # v1 is not served as current
+        assert again.started and again.epoch != fence.epoch
+    finally:
+        process.stop()

@@ -20,7 +20,12 @@ cluster the epoch also names the primary that serves the server's slot (``node/r
 `PEEK` asks ``CLUSTER MYID``): a primary that finds an epoch set under another node (its
 replica was promoted, or the slot was migrated to it) starts a new one, atomically, so
 the first worker's `PEEK` there starts it and every other worker adopts it: one new
-epoch, and one server read per URI, fleet-wide.
+epoch, and one server read per URI, fleet-wide. A ``CLUSTER MYID`` that fails inside
+`PEEK` fails the script (never an epoch that names no node and so never changes): the
+worker takes it as a store that does not answer and reads the server itself. Not covered: a
+primary restarted from its own persistence (RDB/AOF) keeps its node id and its old
+epoch, so fills fenced by invalidations after its last snapshot are not fenced off
+(README, fleet Limits).
 """
 
 from __future__ import annotations
@@ -40,7 +45,10 @@ PEEK = """
 local node = ''
 if ARGV[6] == '1' then
   local id = redis.pcall('CLUSTER', 'MYID')
-  if type(id) == 'string' then node = id .. '/' end
+  if type(id) ~= 'string' then
+    return redis.error_reply('freshcache PEEK: CLUSTER MYID failed, no epoch can name its primary')
+  end
+  node = id .. '/'
 end
 local epoch = redis.call('GET', KEYS[1])
 local started = 0

@@ -1,12 +1,16 @@
 """``FreshCache.call_tool``: a tool call that revalidates the tool catalog on error.
 
 A ``tools/call`` answered "unknown tool" or ``-32602`` (`catalog_may_be_old`, the
-protocol's rule) means the caller acted on a tool list the server no longer has. The
-cache then re-lists once (``invalidate_catalog("tools")`` and ``tools()``: a walk sent
-after the error) and retries at most once, only if the tool is in the new, fresh
-catalog. The caller gets the answer of the retry, or an explicit state: the tool is
-gone from the new catalog (``unknown_tool``, with that catalog), or the catalog could
-not be proved fresh (its state and reason), never a guess.
+protocol's rule) may mean the caller acted on a tool list the server no longer has.
+The cache then re-lists once (``invalidate_catalog("tools")`` and ``tools()``: a walk
+sent after the error). It sends the call again at most once, and only when the server
+refused it with a JSON-RPC error (a ``CallToolResult``, even ``isError``, means the
+tool ran: never twice) and the new, fresh catalog shows the tool changed against the
+catalog held before the call (it appeared, or its ``inputSchema`` changed:
+`tool_changed`). ``-32602`` also means invalid arguments: for a tool listed unchanged
+the server's error is reported as is. The caller gets an answer, or an explicit
+state: the tool is gone from the new catalog (``unknown_tool``, with that catalog),
+the catalog could not be proved fresh (its state and reason), never a guess.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .._core import Catalog, RequestFailed, StreamEvent
 from .._core._frozen import frozen
-from .._protocol._tools import catalog_may_be_old
+from .._protocol._tools import catalog_may_be_old, may_call_again, tool_changed
 from .._sources._tools import call_tool
 from ._setup import checked_deadline
 
@@ -44,8 +48,10 @@ class ToolCall:
     and the catalog re-listed after it (``catalog``, fresh) does not have it.
     ``awaiting_fresh_source`` (or an opted-in ``stale``): the re-list that the error
     asked for gave no fresh catalog; ``reason`` says why. ``denied``: the server
-    refused this principal. ``unavailable``: the call got no answer (``reason``:
-    ``unreachable``, ``timeout``, ``server_error``).
+    refused this principal. ``not_found``: the server refused the call's params
+    (``-32602``: invalid arguments, or "unknown tool" for a tool its new list shows
+    unchanged); ``detail`` is the server's message. ``unavailable``: the call got no
+    answer (``reason``: ``unreachable``, ``timeout``, ``server_error``).
     """
 
     name: str
@@ -89,6 +95,7 @@ class ToolCalls:
 
         def _feed_hints(self, hints: tuple[StreamEvent, ...]) -> None: ...
         def invalidate_catalog(self, kind: str) -> None: ...
+        def catalog_status(self, kind: str, *, principal: str | None = None) -> Catalog: ...
         async def tools(
             self, *, timeout: float | None = None, principal: str | None = None
         ) -> Catalog: ...
@@ -105,6 +112,9 @@ class ToolCalls:
         tool catalog once and retry at most once (see the module docstring)."""
         deadline = checked_deadline(timeout, self.read_timeout)
         who = principal if principal is not None else self.principal
+        held = self.catalog_status("tools", principal=principal)
+        known = held.state in ("fresh", "stale")  # a list the caller may have acted on
+        before = _entry(held, name)
         outcome = await self._send_tool_call(name, arguments, who, deadline)
         if not catalog_may_be_old(outcome):
             return _judged(name, outcome)
@@ -114,15 +124,18 @@ class ToolCalls:
             return ToolCall(
                 name, catalog.state, reason=catalog.reason, catalog=catalog, detail=catalog.detail
             )
-        if name not in catalog.names:
+        after = _entry(catalog, name)
+        if after is None:
             listed = ", ".join(catalog.names) or "none"
             detail = f"the server has no tool {name!r} any more; its tools now: {listed}"
             return ToolCall(name, "unknown_tool", catalog=catalog, detail=detail)
+        if (
+            not may_call_again(outcome)
+            or not known
+            or not tool_changed(before, after)
+        ):
+            return _judged(name, outcome, catalog=catalog)  # the server's answer, as is
         outcome = await self._send_tool_call(name, arguments, who, deadline)
-        if catalog_may_be_old(outcome):
-            return ToolCall(
-                name, "unknown_tool", catalog=catalog, retried=True, detail=_why(outcome)
-            )
         return _judged(name, outcome, catalog=catalog, retried=True)
 
     async def _send_tool_call(
@@ -134,6 +147,11 @@ class ToolCalls:
         return outcome
 
 
+def _entry(catalog: Catalog, name: str) -> Mapping[str, Any] | None:
+    """Tool ``name``'s item in ``catalog`` (``None``: not listed)."""
+    return next((item for item in catalog.items if item.get("name") == name), None)
+
+
 def _judged(
     name: str,
     outcome: dict[str, Any] | RequestFailed,
@@ -142,8 +160,10 @@ def _judged(
     retried: bool = False,
 ) -> ToolCall:
     if isinstance(outcome, RequestFailed):
-        state: ToolCallState = "denied" if outcome.kind == "denied" else "unavailable"
-        reason = None if outcome.kind == "denied" else outcome.kind
+        state: ToolCallState = "unavailable"
+        if outcome.kind == "denied" or outcome.kind == "not_found":
+            state = outcome.kind
+        reason = None if state != "unavailable" else outcome.kind
         return ToolCall(
             name, state, reason=reason, catalog=catalog, retried=retried, detail=_why(outcome)
         )

@@ -446,11 +446,14 @@ def catalog_reply(
     kind: CatalogKind, result: Mapping[str, Any], *, hintless: bool = False
 ) -> ListReply | RequestFailed:
     """Turn a ``tools/list`` / ``prompts/list`` / ``resources/templates/list`` result into
-    a page whose items are deeply frozen copies (``hintless``: a 2025-11-25 result)."""
+    a page whose items are deeply frozen copies (``hintless``: a 2025-11-25 result).
+    An item without the fields the schema requires of it (`usable_item`) is left out:
+    no caller could use it, and a framework's tool registry would fail on it."""
     name = CATALOG_FIELDS[kind]
     items = result.get(name)
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
         return RequestFailed("server_error", f"malformed {kind} list result: {name}")
+    items = [item for item in items if usable_item(kind, item)]
     cursor = result.get("nextCursor")
     ttl = result.get("ttlMs")
     scope = result.get("cacheScope")
@@ -470,6 +473,22 @@ def catalog_reply(
         item_bytes=size,
         hintless=hintless,
     )
+
+
+_REQUIRED_OBJECTS: dict[str, tuple[str, ...]] = {"tools": ("inputSchema",)}
+_REQUIRED_TEXTS: dict[str, tuple[str, ...]] = {"resource_templates": ("uriTemplate",)}
+
+
+def usable_item(kind: CatalogKind, item: Mapping[str, Any]) -> bool:
+    """Whether a catalog item has what the schema requires of it: a non-empty string
+    ``name`` (every kind), a tool's ``inputSchema`` object, a template's
+    ``uriTemplate`` string."""
+    name = item.get("name")
+    if not isinstance(name, str) or not name:
+        return False
+    if not all(isinstance(item.get(key), dict) for key in _REQUIRED_OBJECTS.get(kind, ())):
+        return False
+    return all(isinstance(item.get(key), str) for key in _REQUIRED_TEXTS.get(kind, ()))
 
 
 def list_reply(result: Mapping[str, Any]) -> ListReply | RequestFailed:

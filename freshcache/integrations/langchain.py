@@ -92,7 +92,13 @@ async def load_tools(cache: FreshCache, *, timeout: float | None = None) -> Fres
     catalog = await cache.tools(timeout=timeout)
     if not catalog.ok:
         return FreshTools((), catalog)
-    return FreshTools((_tool(cache, item, timeout) for item in catalog.items), catalog)
+    usable = (item for item in catalog.items if _named(item))  # never crash on a bad item
+    return FreshTools((_tool(cache, item, timeout) for item in usable), catalog)
+
+
+def _named(item: Any) -> bool:
+    name = item.get("name")
+    return isinstance(name, str) and bool(name)
 
 
 def _tool(cache: FreshCache, item: Any, timeout: float | None) -> StructuredTool:

@@ -34,6 +34,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any, cast
 
+from pydantic import ValidationError
+
 from .._core import Catalog
 from .._core._frozen import thawed
 from .._errors import ResourceWithheldError
@@ -103,7 +105,7 @@ class FreshMCPServer(MCPServer):
         if not catalog.ok:
             log.warning("%s: no tools this step (%s: %s)", self.name, catalog.state, catalog.reason)
             return []
-        return [Tool.model_validate(thawed(item)) for item in catalog.items]
+        return [tool for tool in map(_sdk_tool, catalog.items) if tool is not None]
 
     async def call_tool(
         self, tool_name: str, arguments: dict[str, Any] | None, meta: dict[str, Any] | None = None
@@ -146,12 +148,23 @@ def _lists_catalogs(cache: FreshCache) -> bool:
     return callable(getattr(source, "list_catalog", None))
 
 
+def _sdk_tool(item: Any) -> Tool | None:
+    """The SDK's ``Tool`` for a catalog item; ``None`` (left out, logged) for an item
+    the SDK refuses, so one bad item cannot abort the run."""
+    try:
+        return Tool.model_validate(thawed(item))
+    except ValidationError as exc:
+        log.warning("a tool item the MCP SDK refuses is left out: %s", exc)
+        return None
+
+
 def _call_result(call: ToolCall) -> CallToolResult:
     """The SDK's ``CallToolResult``: the server's answer, or an error result naming the
     state (the tool is gone from the server's new list, the list is not current ...)."""
     if call.state == "answered" and call.result is not None:
         return CallToolResult.model_validate(thawed(call.result))
     reason = f": {call.reason}" if call.reason else ""
-    text = call.detail if call.state == "unknown_tool" and call.detail else None
+    said = call.state in ("unknown_tool", "not_found")  # the server's or the list's word
+    text = call.detail if said and call.detail else None
     message = text or f"{call.name} could not be called ({call.state}{reason})"
     return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)

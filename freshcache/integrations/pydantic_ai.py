@@ -185,6 +185,8 @@ class FreshToolset(AbstractToolset[Any]):
             return {}  # the server's tools sit this step out; the instructions say why
         tools: dict[str, ToolsetTool[Any]] = {}
         for item in catalog.items:
+            if not isinstance(item.get("name"), str) or not item["name"]:
+                continue  # a nameless item (a source that does not check): never crash
             tool_def = ToolDefinition(
                 name=str(item["name"]),
                 description=item.get("description"),
@@ -233,6 +235,8 @@ def _call_result(call: ToolCall) -> Any:
             return call.text if structured is None else thawed(structured)
         case "unknown_tool":
             raise ModelRetry(call.detail or f"there is no tool {call.name} any more")
+        case "not_found":  # the server refused the call's params: its message says why
+            raise ModelRetry(call.detail or f"{call.name} refused these arguments")
         case "denied":
             return f"{call.name} is not available to this user (denied)."
         case _:
