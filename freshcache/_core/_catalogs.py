@@ -33,7 +33,7 @@ from typing import Any, Literal, get_args
 from ._denials import LIMIT, Denials
 from ._entries import PUBLIC, EntryKey, Partition, Store
 from ._events import ListReply, RequestFailed
-from ._frozen import canonical_json, frozen_mapping
+from ._frozen import canonical_json
 from ._lists import ListPages, ListResult, ListTicket, ListWalk
 from ._model import AWAITING_FRESH_SOURCE, DENIED, FRESH, NOT_FOUND, STALE, Reason, State
 from ._policy import Policy
@@ -310,9 +310,7 @@ class CatalogBook:
         generation = done.generation = self.pages[kind].generation
         if result.state != FRESH:
             return self._failed(done, result)
-        # Frozen once per walk (a source may give plain dicts): every caller gets the
-        # same object, so none may change what the next one gets (invariant 13).
-        items = tuple(frozen_mapping(item) or {} for item in walk.items)
+        items = tuple(walk.items)  # frozen when each page landed (`ListPages.finish`)
         handed = Catalog(
             kind,
             FRESH,

@@ -12,13 +12,14 @@ both drive it, so they cannot disagree on when a walk starts again or gives up.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from typing_extensions import assert_never
 
 from ._entries import PUBLIC, Entry, EntryKey, Partition, Store
 from ._events import ListReply, RequestFailed, ResourceInfo
+from ._frozen import frozen_mapping
 from ._model import AWAITING_FRESH_SOURCE, FRESH
 
 if TYPE_CHECKING:
@@ -88,6 +89,13 @@ class ListPages:
             case ListReply():
                 if ticket.generation != self.generation:
                     return None
+                if reply.items:
+                    # Frozen once per page from the server (a source may give plain
+                    # dicts), never on a walk over cached pages: every caller gets the
+                    # same items, none may change what the next gets (invariant 13).
+                    reply = replace(
+                        reply, items=tuple(frozen_mapping(item) or {} for item in reply.items)
+                    )
                 scope = reply.cache_scope or "private"
                 part = (
                     PUBLIC if scope == "public" and self._policy.share_public else ticket.partition
