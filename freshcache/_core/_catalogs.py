@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
+from ._denials import LIMIT, Denials
 from ._entries import PUBLIC, EntryKey, Partition, Store
 from ._events import ListReply, RequestFailed
 from ._frozen import canonical_json
@@ -192,11 +193,18 @@ class CatalogBook:
             kind: _PagesJudge(self.pages[kind], policy, clock) for kind in CATALOG_KINDS
         }
         self._held: dict[tuple[CatalogKind, Partition], _Held] = {}
+        """Catalogs fresh when walked; one goes when one of its pages leaves the store,
+        and past `limit` the oldest goes (its items are outside the store's byte bound)."""
         self._problems: dict[tuple[CatalogKind, Partition], tuple[int, Catalog]] = {}
+        """The last failed walk per (kind, partition); past `limit` the oldest goes."""
+        self.limit = LIMIT
         self._reasons: dict[CatalogKind, Reason] = dict.fromkeys(CATALOG_KINDS, "not_cached")
         self._covering: dict[SubscriptionId, frozenset[CatalogKind]] = {}
         self._covered: dict[CatalogKind, int] = {}
-        self._denied: set[tuple[CatalogKind, Partition]] = set()
+        self._denied = Denials(LIMIT)
+        """(kind, partition) refused, until that partition's own walk succeeds."""
+        self.unusable = False
+        """The server cannot be used: no hit-table row is built again."""
         self.rows: dict[CatalogKind, dict[Partition, tuple[Catalog, float]]] = {
             kind: {} for kind in CATALOG_KINDS
         }
@@ -233,6 +241,8 @@ class CatalogBook:
         """Rebuild ``kind``'s hit-table rows from what is held and covered now."""
         rows = self.rows[kind]
         rows.clear()
+        if self.unusable:
+            return
         generation = self.pages[kind].generation
         covered = kind in self._covered
         for (held_kind, partition), held in self._held.items():
@@ -278,7 +288,11 @@ class CatalogBook:
         """A walk to run now; cached pages are taken only when the catalog is covered
         (or the policy relaxes read-before-use)."""
         self.walks += 1
-        cached = kind in self._covered or self.policy.uncovered == "ttl"
+        # A denied partition takes no cached page (not its own from before the
+        # denial, not a shared one): only its own successful read ends a denial.
+        cached = (kind in self._covered or self.policy.uncovered == "ttl") and (
+            (kind, partition) not in self._denied
+        )
         walk = ListWalk(self._judges[kind], partition, cached=cached)
         return CatalogWalk(kind, partition, self.pages[kind].generation, walk)
 
@@ -290,12 +304,13 @@ class CatalogBook:
         result = walk.result
         assert result is not None
         key = (kind, partition)
-        # A complete walk holds only pages of the current generation (`ListWalk` starts
-        # again whenever a change overtakes it), so it is true under this one.
+        # A complete walk, and the failed page that ended a walk, are of the current
+        # generation (`ListPages.finish` starts the walk again when a change overtook
+        # an answer), so the result is true under this one.
         generation = done.generation = self.pages[kind].generation
         if result.state != FRESH:
             return self._failed(done, result)
-        items = tuple(walk.items)
+        items = tuple(walk.items)  # frozen when each page landed (`ListPages.finish`)
         handed = Catalog(
             kind,
             FRESH,
@@ -313,11 +328,16 @@ class CatalogBook:
             self._clock(),
             walk.hintless,
         )
+        self._held.pop((kind, stored), None)
         self._held[(kind, stored)] = held
+        while len(self._held) > self.limit:
+            old_kind, old_partition = next(iter(self._held))
+            del self._held[(old_kind, old_partition)]
+            self.rows[old_kind].pop(old_partition, None)
         if stored != partition:
             self._held.pop(key, None)  # its own copy is superseded by the shared one
         self._problems.pop(key, None)
-        self._denied.discard(key)
+        self._denied.cleared(kind, partition)  # its own walk succeeded (see `begin`)
         self._reasons[kind] = "not_cached"
         self._index(kind)
         return handed
@@ -339,9 +359,10 @@ class CatalogBook:
             self._held.pop(key, None)
             self.rows[kind].pop(partition, None)
             if state == DENIED:
-                self._denied.add(key)
-        if done.generation == self.pages[kind].generation:
-            self._problems[key] = (done.generation, problem)
+                self._denied.note(kind, partition)
+        self._problems.pop(key, None)
+        self._problems[key] = (done.generation, problem)
+        _trim(self._problems, self.limit)
         return self._maybe_stale(problem, partition)
 
     def timed_out(self, kind: CatalogKind, partition: Partition) -> Catalog:
@@ -418,9 +439,18 @@ class CatalogBook:
                 self._index(kind)
 
     def evicted(self, key: EntryKey) -> None:
+        """A page left the store: the catalog walked over it goes too."""
         kind = catalog_kind_of(key[1])
         if kind is not None:
             self.pages[kind].evicted(key)
+            if self._held.pop((kind, key[3]), None) is not None:
+                self.rows[kind].pop(key[3], None)
+
+
+def _trim(book: dict[Any, Any], limit: int) -> None:
+    """Forget the oldest entries of ``book`` past ``limit``."""
+    while len(book) > limit:
+        del book[next(iter(book))]
 
 
 def _reason(reason: str | None) -> Reason:

@@ -173,6 +173,9 @@ StreamStatus = str  # "idle" | "opening" | "live" | "closed" | "lost" | "unsuppo
 class _Bookkeeping:
     """State shared by the rules below: records, coverage, hit tables, lists."""
 
+    _unusable: str | None = None
+    """Why the server cannot be used (`_Judgements.server_unusable`); no row after it."""
+
     def __init__(
         self,
         *,
@@ -271,7 +274,7 @@ class _Bookkeeping:
 
     def _index(self, uri: str, partition: Partition, state: UriRecord, entry: Entry) -> None:
         assert isinstance(entry.value, ReadResult)
-        if self._uncovered_strict(uri, state):
+        if self._unusable is not None or self._uncovered_strict(uri, state):
             return
         backed = self.policy.subscription_backed or entry.hintless or entry.pushed
         if backed and state.selected and self._subs.covers(uri):
@@ -601,7 +604,6 @@ class _Judgements(_ReadRules):
     middleware, the fleet and `context()` ask these and carry out the answer.
     """
 
-    _unusable: str | None = None
     denied_elsewhere: Callable[[str, Partition], bool] | None = None
     """Set by a fleet: whether another worker announced a denial of (URI, partition)."""
 
@@ -618,6 +620,7 @@ class _Judgements(_ReadRules):
         self._unusable = detail or "the server cannot be used"
         for table in self.hit_tables.values():
             table.clear()
+        self.catalogs.unusable = True  # no row is built again (a coverage change)
         for rows in self.catalogs.rows.values():
             rows.clear()
 

@@ -12,13 +12,14 @@ both drive it, so they cannot disagree on when a walk starts again or gives up.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from typing_extensions import assert_never
 
 from ._entries import PUBLIC, Entry, EntryKey, Partition, Store
 from ._events import ListReply, RequestFailed, ResourceInfo
+from ._frozen import frozen_mapping
 from ._model import AWAITING_FRESH_SOURCE, FRESH
 
 if TYPE_CHECKING:
@@ -79,6 +80,8 @@ class ListPages:
         """Judge a page reply; ``None``: list again from the first page."""
         match reply:
             case RequestFailed():
+                if ticket.generation != self.generation:
+                    return None  # an answer from before a change says nothing now
                 if reply.kind == "not_found" and ticket.cursor is not None:
                     self.invalidate()  # a refused cursor discards every cached page
                     return None
@@ -86,6 +89,13 @@ class ListPages:
             case ListReply():
                 if ticket.generation != self.generation:
                     return None
+                if reply.items:
+                    # Frozen once per page from the server (a source may give plain
+                    # dicts), never on a walk over cached pages: every caller gets the
+                    # same items, none may change what the next gets (invariant 13).
+                    reply = replace(
+                        reply, items=tuple(frozen_mapping(item) or {} for item in reply.items)
+                    )
                 scope = reply.cache_scope or "private"
                 part = (
                     PUBLIC if scope == "public" and self._policy.share_public else ticket.partition
@@ -188,6 +198,7 @@ class ListWalk:
         self._resources: list[ResourceInfo] = []
         self._cursor: str | None = None
         self._seen: set[str | None] = set()
+        self._from_cache: list[str | None] = []
 
     def next_page(self) -> ListTicket | None:
         """The page request to send now, or ``None``: the walk is over (`result`)."""
@@ -200,6 +211,7 @@ class ListWalk:
             if page is None:
                 self._server_read = True
                 return self._engine.begin_list(self._cursor, self._partition)
+            self._from_cache.append(self._cursor)
             self._take(page)
         return None
 
@@ -228,7 +240,19 @@ class ListWalk:
         self._seen.add(self._cursor)
         self._cursor = page.next_cursor
         if self._cursor is None or self._cursor in self._seen:
+            if self._cached_page_expired():
+                self._start_over()  # the expired page is asked for again
+                return
             self.result = ListResult(FRESH, tuple(self._resources), server_read=self._server_read)
+
+    def _cached_page_expired(self) -> bool:
+        """Whether a page taken from the cache stopped being fresh while the walk
+        waited on later pages (invariant 14: the whole list is fresh only while
+        every page is)."""
+        return any(
+            self._engine.lookup_list_page(cursor, self._partition) is None
+            for cursor in self._from_cache
+        )
 
 
 def _cursor_key(cursor: str | None) -> str:
