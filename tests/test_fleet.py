@@ -92,6 +92,18 @@ async def workers(
                 stop.set()
 
 
+@asynccontextmanager
+async def a_follower(valkey: Valkey) -> AsyncIterator[tuple[FreshCache, Any]]:
+    """Two workers on ``valkey`` over a reference server holding ``URI`` at v1: the one
+    that does not lead, and its fleet parts."""
+    server = ReferenceServer()
+    server.set(URI, "v1", ttl_ms=60_000)
+    async with workers(server, valkey.url, 2) as caches:
+        follower = next(c for c in caches if not c.describe()["fleet"]["leading"])
+        assert follower._fleet is not None
+        yield follower, follower._fleet
+
+
 def leader(caches: list[FreshCache]) -> FreshCache:
     leading = [c for c in caches if c.describe()["fleet"]["leading"]]
     assert len(leading) == 1
@@ -430,12 +442,7 @@ async def test_a_notice_to_a_follower_stream_that_has_ended_breaks_nothing(valke
     # "lost" notice, and while its StreamLost waited to be taken, the next "lost"
     # (the registry tick failing too) was sent to its closed notices and the
     # BrokenResourceError crashed the worker.
-    server = ReferenceServer()
-    server.set(URI, "v1", ttl_ms=60_000)
-    async with workers(server, valkey.url, 2) as caches:
-        follower = next(c for c in caches if not c.describe()["fleet"]["leading"])
-        fleet = follower._fleet
-        assert fleet is not None
+    async with a_follower(valkey) as (follower, fleet):
         stream = fleet.followers.follow("extra", frozenset({URI}), False)
         try:
             with anyio.fail_after(10):
@@ -457,12 +464,7 @@ async def test_a_notice_to_a_follower_stream_that_has_ended_breaks_nothing(valke
 async def test_a_follower_stream_opened_while_the_store_is_down_ends_with_its_reason(
     valkey: Valkey,
 ) -> None:
-    server = ReferenceServer()
-    server.set(URI, "v1", ttl_ms=60_000)
-    async with workers(server, valkey.url, 2) as caches:
-        follower = next(c for c in caches if not c.describe()["fleet"]["leading"])
-        fleet = follower._fleet
-        assert fleet is not None
+    async with a_follower(valkey) as (_follower, fleet):
         valkey.stop()
         stream = fleet.followers.follow("extra", frozenset({URI}), False)
         try:

@@ -137,13 +137,9 @@ async def test_a_live_announcement_left_from_before_the_outage_acknowledges_nobo
 async def test_a_lost_notice_before_a_follower_registers_still_ends_its_stream(
     valkey: Valkey,
 ) -> None:
-    from tests.test_fleet import workers
+    from tests.test_fleet import a_follower
 
-    server = ReferenceServer()
-    server.set(URI, "v1", ttl_ms=60_000)
-    async with workers(server, valkey.url, 2) as caches:
-        follower = next(c for c in caches if not c.describe()["fleet"]["leading"])
-        fleet = _fleet(follower)
+    async with a_follower(valkey) as (follower, fleet):
         stream = fleet.followers.follow("extra", frozenset({URI}), False)
         try:
             with anyio.fail_after(10):
@@ -162,13 +158,9 @@ async def test_a_lost_notice_before_a_follower_registers_still_ends_its_stream(
 async def test_a_follower_with_a_full_notice_buffer_does_not_keep_a_lost_from_the_others(
     valkey: Valkey,
 ) -> None:
-    from tests.test_fleet import workers
+    from tests.test_fleet import a_follower
 
-    server = ReferenceServer()
-    server.set(URI, "v1", ttl_ms=60_000)
-    async with workers(server, valkey.url, 2) as caches:
-        follower = next(c for c in caches if not c.describe()["fleet"]["leading"])
-        fleet = _fleet(follower)
+    async with a_follower(valkey) as (follower, fleet):
         holder = fleet.lease.leader
         stuck = fleet.followers.follow("stuck", frozenset({URI}), False)
         reading = fleet.followers.follow("reading", frozenset({URI}), False)
