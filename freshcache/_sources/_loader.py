@@ -238,6 +238,11 @@ class LoaderSource:
     def identity(self) -> str:
         return self._identity
 
+    @property
+    def lists_catalogs(self) -> bool:
+        """Whether this loader was given ``catalogs=`` (else every catalog is a state)."""
+        return self._catalogs is not None
+
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> ServerInfo:
