@@ -113,3 +113,14 @@ async def test_a_tool_change_while_no_stream_is_open_reaches_the_next_reply() ->
     assert [(type(h).__name__, h.kind) for h in page.hints] == [("CatalogListChanged", "tools")]
     again = await source.list_catalog("tools", None, None)
     assert again.hints == ()  # handed over once
+
+
+async def test_freshmcpserver_uses_a_loaders_catalog_only_when_it_has_one() -> None:
+    pytest.importorskip("agents")
+    from freshcache.integrations.openai_agents import _lists_catalogs
+
+    store = Catalogs()
+    async with FreshCache(LoaderSource(store.load, catalogs=store.catalogs)) as with_catalogs:
+        assert _lists_catalogs(with_catalogs)
+    async with FreshCache(LoaderSource(store.load)) as without:
+        assert not _lists_catalogs(without)  # the wrapped server's own tools, as before
