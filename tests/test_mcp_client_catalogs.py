@@ -56,6 +56,8 @@ async def test_without_a_listen_the_tools_are_listed_before_each_use(
         second = await cache.tools()
         assert first.state == second.state == "fresh"
         assert second.server_read  # no stream covers it: never a hit
+        prompts = await cache.prompts()  # the fixture has no prompts/list: a state
+        assert (prompts.state, prompts.items) == ("not_found", ())
 
 
 def test_a_catalog_is_covered_only_if_honoured_and_declared() -> None:
