@@ -14,8 +14,10 @@ with a model call between two steps); the framework alone has nothing to wait fo
 - **alone, cache_tools_list=False**: the same server listing on every step;
 - **with freshcache**: `FreshMCPServer` over the cache (``HttpSource``): the cache's tool
   catalog at every step, calls through `FreshCache.call_tool`;
-- **pydantic-ai alone**: ``MCPToolset`` with its default tool cache, the same steps
-  (its ``fresh_tools`` counterpart is the same cache catalog as the Agents SDK row's).
+- **pydantic-ai alone**: ``MCPToolset`` with its default tool cache, the same steps;
+- **pydantic-ai with freshcache**: `fresh_tools(cache)` (``HttpSource``): each step takes
+  its tools (``get_tools``, what a run does per step) and calls one through the toolset
+  (``call_tool``: `FreshCache.call_tool`; an error comes back as ``ModelRetry``).
 
 Counted: tool calls the server answered "Unknown tool" (made against a list it no
 longer has), calls answered, and ``tools/list`` requests the server received. Not a
@@ -141,9 +143,57 @@ async def run_pydantic_ai_alone(steps: int) -> dict[str, Any]:
     }
 
 
+async def run_pydantic_ai_fresh(steps: int) -> dict[str, Any]:
+    """pydantic-ai with `fresh_tools(cache)`: each step takes the toolset's tools
+    (``get_tools``: the cache's tool catalog) and calls one through it."""
+    from pydantic_ai import ModelRetry
+
+    from freshcache.integrations.pydantic_ai import fresh_tools
+
+    server = ReferenceServer()
+    server.set(U, "v1")
+    server.set_catalog("tools", [tool(0)], notify=False)
+    changes_at = {steps * (n + 1) // (CHANGES + 1) for n in range(CHANGES)}
+    unknown = answered = version = 0
+    async with (
+        ReferenceHttpServer(server) as http,
+        FreshCache(HttpSource(http.url), select=[U]) as cache,
+    ):
+        await until(lambda: cache.stream_status == "live")
+        toolset = fresh_tools(cache)
+        ctx: Any = None  # FreshToolset reads nothing from the run context
+        lists_before = server.catalogs.lists.get("tools", 0)
+        for step in range(steps):
+            if step in changes_at:
+                version += 1
+                server.set_catalog("tools", [tool(version)], notify=True)
+                new = (tool(version)["name"],)
+                await until(lambda new=new: cache.catalog_status("tools").names in ((), new))
+            tools = await toolset.get_tools(ctx)
+            if not tools:
+                continue
+            name, entry = next(iter(tools.items()))
+            try:
+                await toolset.call_tool(name, {}, ctx, entry)
+                answered += 1
+            except ModelRetry:  # the server's "Unknown tool", handed to the model to retry
+                unknown += 1
+        lists = server.catalogs.lists.get("tools", 0) - lists_before
+    return {
+        "framework": "pydantic-ai",
+        "variant": "with freshcache",
+        "steps": steps,
+        "tool_list_changes": CHANGES,
+        "calls_answered": answered,
+        "calls_against_a_list_the_server_no_longer_has": unknown,
+        "server_tool_calls": len(server.tool_calls),
+        "tools_list_requests": lists,
+    }
+
+
 async def main(steps: int) -> list[dict[str, Any]]:
     rows = [await run(variant, steps) for variant in VARIANTS]
-    return [*rows, await run_pydantic_ai_alone(steps)]
+    return [*rows, await run_pydantic_ai_alone(steps), await run_pydantic_ai_fresh(steps)]
 
 
 def table(rows: list[dict[str, Any]]) -> str:

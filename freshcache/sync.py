@@ -24,7 +24,7 @@ and cannot be used here.
 from __future__ import annotations
 
 import threading
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from functools import partial
 from types import TracebackType
@@ -33,11 +33,12 @@ from typing import Any, TypeVar
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from typing_extensions import Self
 
-from ._core import ReadResult
+from ._core import Catalog, CatalogKind, ReadResult
 from ._core._hits import NO_HITS, row_result
 from ._errors import FreshCacheError
 from ._middleware._cache import FreshCache, ListResult
 from ._middleware._context import Context
+from ._middleware._tools import ToolCall
 from ._sources._source import ServerInfo, Source
 
 T = TypeVar("T")
@@ -68,6 +69,7 @@ class SyncFreshCache:
             self._hits = self._cache.engine.hits
             self._hit_tables = self._cache.engine.hit_tables
             self._clock = self._cache.engine.clock
+            self._catalog_rows = self._cache.engine.catalogs.rows
             # Hits that must be counted or traced go through the loop like misses.
             self._hits_in_thread = not (
                 self._cache.telemetry.metering or self._cache.telemetry.trace_hits
@@ -148,6 +150,62 @@ class SyncFreshCache:
         """`FreshCache.select`: replace the selected URIs."""
         chosen = list(uris) if not isinstance(uris, str) else uris
         self._call(partial(self._cache.select, chosen))
+
+    # ------------------------------------------------------------------ catalogs
+
+    def tools(self, *, timeout: float | None = None, principal: str | None = None) -> Catalog:
+        """`FreshCache.tools`: the server's tools, ``fresh``, or an explicit state."""
+        return self._catalog("tools", self._cache.tools, timeout, principal)
+
+    def prompts(self, *, timeout: float | None = None, principal: str | None = None) -> Catalog:
+        """`FreshCache.prompts`: the server's prompts (see `tools`)."""
+        return self._catalog("prompts", self._cache.prompts, timeout, principal)
+
+    def resource_templates(
+        self, *, timeout: float | None = None, principal: str | None = None
+    ) -> Catalog:
+        """`FreshCache.resource_templates`: the server's resource templates (see `tools`)."""
+        return self._catalog(
+            "resource_templates", self._cache.resource_templates, timeout, principal
+        )
+
+    def catalog_status(self, kind: str, *, principal: str | None = None) -> Catalog:
+        """`FreshCache.catalog_status`: what `tools` & co. would hand out now, no I/O."""
+        return self._call(partial(self._cache.catalog_status, kind, principal=principal))
+
+    def invalidate_catalog(self, kind: str) -> None:
+        """`FreshCache.invalidate_catalog`: the next call of catalog ``kind`` lists it again."""
+        self._call(partial(self._cache.invalidate_catalog, kind))
+
+    def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        principal: str | None = None,
+    ) -> ToolCall:
+        """`FreshCache.call_tool`: one ``tools/call``; on "unknown tool" / ``-32602`` the
+        tool catalog is listed again once and the call sent again at most once."""
+        return self._run(
+            partial(self._cache.call_tool, name, arguments, timeout=timeout, principal=principal)
+        )
+
+    def _catalog(
+        self,
+        kind: CatalogKind,
+        get: Callable[..., Awaitable[Catalog]],
+        timeout: float | None,
+        principal: str | None,
+    ) -> Catalog:
+        """A fresh catalog row looked up in the calling thread (as `read` does; the
+        rows are replaced whole by the loop thread), else the call on the loop."""
+        if self._hits_in_thread and not self._closed:
+            rows = self._catalog_rows[kind]
+            row = rows.get(self._cache.principal if principal is None else principal)
+            if row is not None and self._clock() < row[1]:
+                return row[0]
+        return self._run(partial(get, timeout=timeout, principal=principal))
 
     @property
     def selected(self) -> frozenset[str]:

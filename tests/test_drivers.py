@@ -240,10 +240,12 @@ def test_what_a_client_lacks_is_a_stated_reason_for_each_kind_of_row():
         "| b | t | read selected as bob | fresh v1 |\n"
         "| c | t | given policy subscription-backed; read selected | fresh v1 |\n"
         "| d | t | read selected | fresh v1; stream lost |\n"
-        "| e | t | read selected | fresh v1 |\n",
+        "| e | t | read selected | fresh v1 |\n"
+        "| f | t | call tool help | call answered |\n",
         "inline.md",
     )[0]
     reasons = {case.id: client_unplayable(case, bare, "http") for case in rows}
+    assert "tool" in reasons["f"]  # no driver has a tool-call op (table 14)
     assert "clock" in reasons["a"]
     assert "principal" in reasons["b"]
     assert "subscription_backed" in reasons["c"]

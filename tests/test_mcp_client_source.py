@@ -21,7 +21,12 @@ import mcp_types as types
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.server import Server
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourcesListChanged
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    ResourcesListChanged,
+    ToolsListChanged,
+)
 from mcp.server.subscriptions import ResourceUpdated as SdkResourceUpdated
 
 from freshcache import (
@@ -34,6 +39,7 @@ from freshcache import (
     RequestFailed,
 )
 from freshcache._core import (
+    CatalogListChanged,
     ListenAcknowledged,
     ListenStarted,
     ListenUnsupported,
@@ -179,7 +185,9 @@ async def test_a_listen_is_started_acknowledged_fed_and_closed_gracefully(sdk_se
             started = await stream.__anext__()
             acked = await stream.__anext__()
         assert isinstance(started, ListenStarted)
-        assert acked == ListenAcknowledged(started.subscription_id, frozenset({URI}), True)
+        # The fixture lists tools and resources (listChanged declared), no prompts.
+        covered = frozenset({"tools", "resource_templates"})
+        assert acked == ListenAcknowledged(started.subscription_id, frozenset({URI}), True, covered)
         sdk_server.control("set", uri=URI, text="v2")
         sdk_server.control("list_changed")
         with anyio.fail_after(10):
@@ -286,7 +294,7 @@ async def test_an_owned_stdio_client_is_respawned_after_its_child_died():
         await until(lambda: cache.stream_status == "live", timeout=20)
         again = await cache.read(URI)
         (respawned,) = _stdio_children() - before
-    assert first.state == again.state == "fresh"
+    assert first.state == again.state == "fresh", (first.reason, first.detail)
     assert again.server_read or cache.engine.counters.server_reads >= 2
     assert respawned != child
     await until(lambda: not (_stdio_children() - before))  # aclose ended the child
@@ -397,13 +405,17 @@ async def test_listen_events_map_onto_the_source_contract_in_process():
             acked = await stream.__anext__()
             await state["bus"].publish(SdkResourceUpdated(uri=URI))
             await state["bus"].publish(ResourcesListChanged())
+            await state["bus"].publish(ToolsListChanged())
             updated = await stream.__anext__()
             listed = await stream.__anext__()
+            tools = await stream.__anext__()
         await stream.aclose()
     sid = started.subscription_id
-    assert acked == ListenAcknowledged(sid, frozenset({URI}), True)
+    # No tools/list handler: tools are not declared, so the ack covers templates only.
+    assert acked == ListenAcknowledged(sid, frozenset({URI}), True, frozenset({"resource_templates"}))
     assert updated == ResourceUpdated(URI, sid)
     assert listed == ResourceListChanged(sid)
+    assert tools == CatalogListChanged("tools", sid)
 
 
 # --------------------------------------------------------------------------- error mapping

@@ -96,6 +96,7 @@ EXPECT = {
     "The official MCP client #2": [f"fresh {V1}"],
     "Sources: how freshcache reaches a server #1": ["server read: guide://shipping/approval", V1],
     "Your own loader #1": ["Orders over $500 need a manager.", "Orders over $800 need a manager."],
+    "Your own loader #2": ["('search',)", "('search', 'lookup')"],
     "Without async #1": [f"fresh {V1}"],
     "An agent step #1": [V1],
     "An agent step #2": [V1],

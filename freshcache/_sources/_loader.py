@@ -44,6 +44,19 @@ is invalidated and re-read). It is read by one background task from the first
 ``start``/``listen`` on, and shared by every subscription stream. When it ends the
 streams close and URIs are read before each use from then on; when it raises, that
 counts as a loss first. Without a feed, every selected URI is read before each use.
+
+**Catalogs** (``catalogs=``, optional) is an async function ``(kind) -> items``: the
+tools, prompts or resource templates there are (``kind`` is ``"tools"``, ``"prompts"``
+or ``"resource_templates"``), as MCP-shaped mappings (a tool's ``name`` and
+``inputSchema``, a template's ``name`` and ``uriTemplate``; items without them are left
+out), in one page whose ``ttlMs`` is ``default_ttl_ms``. ``None`` means there is no
+such catalog (``not_found``); raising maps as for reads. The feed names catalog
+changes with ``LoaderSource.TOOLS_CHANGED`` and ``LoaderSource.PROMPTS_CHANGED``;
+resource templates change with ``LoaderSource.LIST_CHANGED``. With a feed and
+``catalogs=`` a catalog is fresh until such a change (or ``default_ttl_ms``); without a
+feed it is listed again before each use. Without ``catalogs=``, ``cache.tools()`` &
+co. answer ``awaiting_fresh_source`` (``server_error``) with a detail saying so.
+``tools/call`` is not a loader's: `FreshCache.call_tool` answers ``unavailable``.
 """
 
 from __future__ import annotations
@@ -52,14 +65,25 @@ import base64
 import itertools
 import logging
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Iterable, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import anyio
 
 from .._core import (
+    CATALOG_FIELDS,
     CacheScope,
+    CatalogKind,
+    CatalogListChanged,
     ChangesMissed,
     FailureKind,
     ListenAcknowledged,
@@ -80,6 +104,7 @@ from .._core import (
 )
 from .._core._backlog import overflowed
 from .._errors import ConfigurationError
+from .._protocol._wire import catalog_reply
 from ._background import BackgroundTask
 from ._source import PROTOCOL_VERSION, ServerInfo
 
@@ -110,6 +135,8 @@ class Loaded:
 LoaderResult = Loaded | Contents | RequestFailed | None
 Loader = Callable[[str], Awaitable[LoaderResult]]
 Lister = Callable[[], Awaitable[Iterable[str | ResourceInfo]]]
+CatalogLoader = Callable[[CatalogKind], Awaitable[Iterable[Mapping[str, Any]] | None]]
+"""``catalogs=``: the items of a catalog (``tools``, ``prompts``, ``resource_templates``)."""
 
 
 class _Signal:
@@ -126,6 +153,8 @@ class _Signal:
 
 LIST_CHANGED: Final = _Signal("LIST_CHANGED")
 LOST: Final = _Signal("LOST")
+TOOLS_CHANGED: Final = _Signal("TOOLS_CHANGED")
+PROMPTS_CHANGED: Final = _Signal("PROMPTS_CHANGED")
 
 _MAX_PENDING = 1024
 """Per stream; a stream that falls further behind is lost (its URIs are re-read)."""
@@ -148,13 +177,18 @@ class LoaderSource:
     result states and what the change feed may carry. ``list`` (optional) returns the
     URIs (or `ResourceInfo` items) there are; ``default_ttl_ms`` is the ``ttlMs`` of answers
     and lists that name none (``None``: 0, read again before each use). The loader is
-    called with the URI only: one loader serves one principal.
+    called with the URI only: one loader serves one principal. ``catalogs``
+    (optional) returns the items of a catalog (see the module docstring).
     """
 
     LIST_CHANGED: Final = LIST_CHANGED
     """Put this in the change feed when the list of resources changed."""
     LOST: Final = LOST
     """Put this in the change feed when the feed itself may have missed changes."""
+    TOOLS_CHANGED: Final = TOOLS_CHANGED
+    """Put this in the change feed when the tools (``catalogs("tools")``) changed."""
+    PROMPTS_CHANGED: Final = PROMPTS_CHANGED
+    """Put this in the change feed when the prompts changed."""
 
     def __init__(
         self,
@@ -162,6 +196,7 @@ class LoaderSource:
         *,
         changes: AsyncIterable[object] | None = None,
         list: Lister | None = None,
+        catalogs: CatalogLoader | None = None,
         identity: str | None = None,
         default_ttl_ms: float | None = None,
     ) -> None:
@@ -171,6 +206,10 @@ class LoaderSource:
             )
         if list is not None and not callable(list):
             raise ConfigurationError(f"list must be an async function () -> URIs, got {list!r}")
+        if catalogs is not None and not callable(catalogs):
+            raise ConfigurationError(
+                f"catalogs must be an async function (kind) -> items, got {catalogs!r}"
+            )
         if changes is not None and not hasattr(changes, "__aiter__"):
             raise ConfigurationError(
                 f"changes must be an async iterator of change events, got {changes!r}"
@@ -179,6 +218,7 @@ class LoaderSource:
             raise ConfigurationError(f"default_ttl_ms must be >= 0 or None, got {default_ttl_ms!r}")
         self._load = load
         self._list = list
+        self._catalogs = catalogs
         self._changes = changes
         self._identity = identity if identity is not None else _identity_of(load)
         self.default_ttl_ms = default_ttl_ms
@@ -197,6 +237,11 @@ class LoaderSource:
     @property
     def identity(self) -> str:
         return self._identity
+
+    @property
+    def lists_catalogs(self) -> bool:
+        """Whether this loader was given ``catalogs=`` (else every catalog is a state)."""
+        return self._catalogs is not None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -274,6 +319,35 @@ class LoaderSource:
         hints = (*self._take_undelivered(), *(ResourceUpdated(uri, None) for uri in left))
         return ListReply(resources, ttl_ms=self.default_ttl_ms, hints=hints)
 
+    async def list_catalog(
+        self, kind: CatalogKind, cursor: str | None, principal: Partition
+    ) -> ListReply | RequestFailed:
+        """The whole catalog ``kind`` as one page (``catalogs=``), with held hints."""
+        if self._catalogs is None:
+            return RequestFailed(
+                "server_error",
+                f"this LoaderSource was given no catalogs= function: it cannot list {kind}",
+                hints=self._take_undelivered(),
+            )
+        if cursor is not None:
+            return RequestFailed(
+                "not_found", f"unknown cursor {cursor!r}: loader catalogs have one page"
+            )
+        try:
+            items = await self._catalogs(kind)
+            listed = None if items is None else [dict(item) for item in items]
+        except Exception as exc:
+            return replace(failure_from_exception(exc), hints=self._take_undelivered())
+        if listed is None:
+            return RequestFailed(
+                "not_found", f"the loader has no {kind}", hints=self._take_undelivered()
+            )
+        result: dict[str, Any] = {CATALOG_FIELDS[kind]: listed}
+        if self.default_ttl_ms is not None:
+            result["ttlMs"] = self.default_ttl_ms
+        page = catalog_reply(kind, result)
+        return replace(page, hints=self._take_undelivered())
+
     # ------------------------------------------------------------------ listening
 
     async def listen(
@@ -288,10 +362,16 @@ class LoaderSource:
             yield ListenUnsupported(f"the change feed is over: {self._feed_over}")
             return
         self._feed_task.start()
+        # The feed names tool and prompt changes; templates change with the resource list.
+        covered = (
+            frozenset({"tools", "prompts", "resource_templates"})
+            if list_changed and self._catalogs is not None
+            else frozenset()
+        )
         inbox = _Inbox(uris, deque(), anyio.Event())
         self._inboxes.add(inbox)  # before the ack: nothing after it can be missed
         try:
-            yield ListenAcknowledged(sid, uris, list_changed and self._list is not None)
+            yield ListenAcknowledged(sid, uris, list_changed and self._list is not None, covered)
             while True:
                 while not inbox.items:
                     if inbox.overflowed:
@@ -306,6 +386,10 @@ class LoaderSource:
                     case "list_changed":
                         if list_changed:
                             yield ResourceListChanged(sid)
+                    case "tools":
+                        yield CatalogListChanged("tools", sid)
+                    case "prompts":
+                        yield CatalogListChanged("prompts", sid)
                     case "untrusted":
                         yield UntrustedMessage(value, sid)
                     case "closed":
@@ -346,6 +430,10 @@ class LoaderSource:
             self._deliver("updated", item)
         elif item is LIST_CHANGED:
             self._deliver("list_changed", "")
+        elif item is TOOLS_CHANGED:
+            self._deliver("tools", "")
+        elif item is PROMPTS_CHANGED:
+            self._deliver("prompts", "")
         elif item is LOST:
             self._deliver("lost", "the change feed reported that it lost changes")
         else:
@@ -369,6 +457,12 @@ class LoaderSource:
                 event: StreamEvent = ResourceUpdated(value, None)
             case "lost":
                 event = ChangesMissed(value)
+            case "tools":
+                event = CatalogListChanged("tools", None)
+            case "prompts":
+                event = CatalogListChanged("prompts", None)
+            case "list_changed" if self._catalogs is not None:
+                event = CatalogListChanged("resource_templates", None)
             case _:
                 return
         if self._undelivered and isinstance(self._undelivered[0], ChangesMissed):
@@ -425,4 +519,13 @@ def _identity_of(load: Callable[..., Any]) -> str:
     return f"loader:{module}.{name}"
 
 
-__all__ = ["LIST_CHANGED", "LOST", "Loaded", "LoaderSource", "failure_from_exception"]
+__all__ = [
+    "LIST_CHANGED",
+    "LOST",
+    "PROMPTS_CHANGED",
+    "TOOLS_CHANGED",
+    "CatalogLoader",
+    "Loaded",
+    "LoaderSource",
+    "failure_from_exception",
+]

@@ -25,6 +25,16 @@ events, and keeps three SDK habits away from `FreshCache`:
   own clients in a background task (see `._background`) and replaces a dead one on
   the next request, so a server that goes away and comes back is just a gap.
 
+**Catalogs.** ``list_catalog`` pages ``tools/list``, ``prompts/list`` and
+``resources/templates/list`` through the client (``cache_mode="refresh"``, so the SDK's
+response cache never answers), carrying the result's ``ttlMs``/``cacheScope`` on
+2026-07-28 and none on an older revision. The listen asks for ``toolsListChanged`` and
+``promptsListChanged`` too, and the acknowledgment reports a catalog as covered only
+when the server honoured its flag and declared ``listChanged`` for it in its
+capabilities (templates: ``resources.listChanged``); the SDK's ``ToolsListChanged`` /
+``PromptsListChanged`` events become `CatalogListChanged`. On a revision without
+``subscriptions/listen`` no stream covers a catalog: the engine lists it before each use.
+
 The SDK is imported when a source is built, never when freshcache is imported:
 without it, building one raises `MissingDependencyError` naming the install command.
 """
@@ -43,6 +53,8 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 
 from .._core import (
+    CatalogKind,
+    CatalogListChanged,
     ListenAcknowledged,
     ListenStarted,
     ListenUnsupported,
@@ -60,7 +72,7 @@ from .._core import (
 )
 from .._errors import ConfigurationError, MissingDependencyError
 from .._protocol._client import session_info
-from .._protocol._wire import METHOD_NOT_FOUND, DenialRules, failure_from_error
+from .._protocol._wire import METHOD_NOT_FOUND, DenialRules, catalog_reply, failure_from_error
 from ._background import BackgroundTask
 from ._source import ServerInfo
 
@@ -82,9 +94,11 @@ def load_sdk() -> SimpleNamespace:
         from mcp import Client, StdioServerParameters
         from mcp.client.subscriptions import (
             ListenNotSupportedError,
+            PromptsListChanged,
             ResourcesListChanged,
             ResourceUpdated,
             SubscriptionLost,
+            ToolsListChanged,
         )
         from mcp.shared.exceptions import MCPError
     except ImportError as exc:
@@ -98,6 +112,8 @@ def load_sdk() -> SimpleNamespace:
         ListenNotSupportedError=ListenNotSupportedError,
         ResourceUpdated=ResourceUpdated,
         ResourcesListChanged=ResourcesListChanged,
+        ToolsListChanged=ToolsListChanged,
+        PromptsListChanged=PromptsListChanged,
         SubscriptionLost=SubscriptionLost,
         MCPError=MCPError,
     )
@@ -445,6 +461,20 @@ class McpClientSource:
 
         return await self._request(page)
 
+    async def list_catalog(
+        self, kind: CatalogKind, cursor: str | None, principal: Partition
+    ) -> ListReply | RequestFailed:
+        """One page of ``tools/list``, ``prompts/list`` or ``resources/templates/list``."""
+
+        async def page(client: Any) -> ListReply | RequestFailed:
+            lister = getattr(client, _SDK_LISTERS[kind])
+            result = await lister(cursor=cursor, cache_mode="refresh")
+            dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+            modern = str(client.protocol_version) >= _LISTEN_REVISION
+            return catalog_reply(kind, dumped, hintless=not modern)
+
+        return await self._request(page)
+
     async def _request(self, call: Callable[[Any], Awaitable[T]]) -> T | RequestFailed:
         try:
             connection = await self._clients.get()
@@ -475,7 +505,10 @@ class McpClientSource:
         try:
             connection = await self._clients.get()
             manager = connection.client.listen(
-                resources_list_changed=list_changed, resource_subscriptions=sorted(uris)
+                tools_list_changed=list_changed,
+                prompts_list_changed=list_changed,
+                resources_list_changed=list_changed,
+                resource_subscriptions=sorted(uris),
             )
             subscription = await manager.__aenter__()
         except Exception as exc:
@@ -491,6 +524,7 @@ class McpClientSource:
                 sid,
                 frozenset(honored.resource_subscriptions or ()),
                 bool(honored.resources_list_changed),
+                covered_catalogs(honored, connection.client.server_capabilities),
             )
             while True:
                 try:
@@ -511,7 +545,10 @@ class McpClientSource:
                     yield ResourceUpdated(str(event.uri), sid)
                 elif isinstance(event, sdk.ResourcesListChanged):
                     yield ResourceListChanged(sid)
-                # Tool and prompt list changes were not asked for: nothing to do.
+                elif isinstance(event, sdk.ToolsListChanged):
+                    yield CatalogListChanged("tools", sid)
+                elif isinstance(event, sdk.PromptsListChanged):
+                    yield CatalogListChanged("prompts", sid)
         finally:
             # Leaving the SDK's context cancels the subscription (HTTP: closes the
             # stream; stdio: notifications/cancelled). Its exit does not block.
@@ -565,6 +602,35 @@ async def _until_closed(connection: _Connection, call: Callable[[Any], Awaitable
     if not outcome:
         raise _Unreachable("the connection to the server closed while the request was in flight")
     return outcome[0]
+
+
+_SDK_LISTERS: dict[CatalogKind, str] = {
+    "tools": "list_tools",
+    "prompts": "list_prompts",
+    "resource_templates": "list_resource_templates",
+}
+"""The ``mcp.Client`` method that lists each catalog."""
+
+_LISTEN_REVISION = "2026-07-28"
+"""The first revision whose list results carry ``ttlMs``/``cacheScope`` (dates compare
+as strings)."""
+
+
+def covered_catalogs(honored: Any, capabilities: Any) -> frozenset[str]:
+    """The catalogs a listen acknowledgment covers: the server honoured the flag and
+    declared ``listChanged`` for that catalog (templates: with the resource list)."""
+
+    def declared(name: str) -> bool:
+        return bool(getattr(getattr(capabilities, name, None), "list_changed", False))
+
+    covered: set[str] = set()
+    if getattr(honored, "tools_list_changed", None) and declared("tools"):
+        covered.add("tools")
+    if getattr(honored, "prompts_list_changed", None) and declared("prompts"):
+        covered.add("prompts")
+    if getattr(honored, "resources_list_changed", None) and declared("resources"):
+        covered.add("resource_templates")
+    return frozenset(covered)
 
 
 def _read_reply(result: Any, *, multi_round_trip: bool) -> ReadReply:

@@ -3,8 +3,10 @@
 A source moves the bytes; `freshcache._protocol._tools` decides what the answer means.
 `HttpSource` and `StdioSource` send it on the channel they read and list on (the same
 ``_meta``, headers, session and renegotiation); `McpClientSource` through its SDK
-client; a wrapper (`SourceWrapper`) through what it wraps. Any other source cannot
-call tools and says so as a failure, never by raising.
+client; a wrapper (`SourceWrapper`) through what it wraps; any other source through
+its own ``call_tool(name, arguments, principal)`` when it has one (an in-memory
+server). A source with none cannot call tools and says so as a failure, never by
+raising.
 """
 
 from __future__ import annotations
@@ -43,6 +45,12 @@ async def call_tool(
         return source._outcome("tools/call", answer), source._take_hints()
     if isinstance(source, McpClientSource):
         return await _sdk_call(source, params), ()
+    caller = getattr(source, "call_tool", None)
+    if callable(caller):
+        outcome: dict[str, Any] | RequestFailed = await caller(
+            params["name"], params["arguments"], principal
+        )
+        return outcome, ()
     return RequestFailed("server_error", f"{type(source).__name__} cannot call tools"), ()
 
 

@@ -83,6 +83,8 @@ def client_unplayable(case: Case, hello: Hello, transport: str) -> str | None:
                 return "the row mutates what the client handed out, inside the client's process"
             case Observe(how="context"):
                 return "the row reads an agent step's snapshot (freshcache's context())"
+            case Observe(how="call_tool"):
+                return "the row calls a tool (freshcache's call_tool); drivers have no tool-call op"
             case Observe(principal=who) if who is not None and not hello.principals:
                 return f"the row reads as principal {who}; the client serves one principal"
             case TimePasses() if "advance" not in hello.ops:

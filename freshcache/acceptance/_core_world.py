@@ -188,6 +188,11 @@ class CoreWorld:
     def unplayable(self, case: Case) -> str | None:
         if any(isinstance(s, Observe) and s.how == "context" for s in case.row.steps):
             return "no FreshCache at the bare-engine level: context() is the cache's"
+        if any(isinstance(s, Observe) and s.how == "call_tool" for s in case.row.steps):
+            return (
+                "no FreshCache at the bare-engine level: call_tool (its re-list and its one "
+                "retry) is the cache's"
+            )
         return engine_unplayable(case)
 
     # ------------------------------------------------------------------ decisions

@@ -6,7 +6,8 @@ and how `freshcache acceptance` demonstrates the cache with no setup.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any
 
 import anyio
 
@@ -23,7 +24,7 @@ from .._core import (
     StreamLost,
 )
 from .._sources._source import PROTOCOL_VERSION, ServerInfo
-from ._reference import ReferenceServer, push_event
+from ._reference import ReferenceServer, call_tool, push_event
 
 _BATCH = 64
 """Messages one receive hands on at most (a transport's chunk)."""
@@ -74,6 +75,13 @@ class InMemorySource:
     ) -> ListReply | RequestFailed:
         await anyio.lowlevel.checkpoint()
         return self.server.list_page(cursor)
+
+    async def call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None, principal: Partition
+    ) -> dict[str, Any] | RequestFailed:
+        """``tools/call`` on the reference server (`freshcache.acceptance._reference.call_tool`)."""
+        await anyio.lowlevel.checkpoint()
+        return call_tool(self.server, name, arguments)
 
     async def list_catalog(
         self, kind: CatalogKind, cursor: str | None, principal: Partition

@@ -31,7 +31,7 @@ from .._core import (
     UntrustedMessage,
 )
 from .._core._frozen import thawed
-from ._reference import ReferenceServer, push_event
+from ._reference import ReferenceServer, call_tool, push_event
 
 # The spec's names, spelled here as the reference server's own (not taken from
 # freshcache._protocol._wire): the stdio server process then never loads the client's pydantic
@@ -155,19 +155,14 @@ def refused_read(
 def tool_call_answer(
     server: ReferenceServer, request_id: str | int, params: dict[str, Any]
 ) -> Answer:
-    """``tools/call``: a tool the server lists answers with its name and arguments; any
-    other is ``-32602`` "Unknown tool" (spec server/tools, error handling)."""
-    if server.down:
-        return HangUp()
-    name = params.get("name")
-    server.tool_calls.append(str(name))
-    if name in server.tools_unknown_once:
-        server.tools_unknown_once.discard(str(name))
-        return Reply(error(request_id, INVALID_PARAMS, f"Unknown tool: {name}"), 200)
-    if name not in server.catalogs.names("tools"):
-        return Reply(error(request_id, INVALID_PARAMS, f"Unknown tool: {name}"), 200)
-    text = f"{name} called with {json.dumps(params.get('arguments') or {}, sort_keys=True)}"
-    return Reply(_result(request_id, {"content": [{"type": "text", "text": text}]}))
+    """``tools/call`` on the wire (both revisions): `call_tool`'s answer,
+    a JSON-RPC error for a refusal, a hang-up while the server is down."""
+    outcome = call_tool(server, params.get("name"), params.get("arguments"))
+    if isinstance(outcome, RequestFailed):
+        if outcome.kind == "unreachable":
+            return HangUp()
+        return Reply(error(request_id, outcome.code or INTERNAL_ERROR, outcome.detail), 200)
+    return Reply(_result(request_id, outcome))
 
 
 def denial_data(remediation: Remediation | None) -> dict[str, Any] | None:

@@ -65,6 +65,7 @@ from ._protocol import (
     refused_catalog,
     refused_list,
     refused_read,
+    tool_call_answer,
 )
 from ._reference import ReferenceServer, push_event
 
@@ -190,6 +191,8 @@ class Protocol2025:
                 if isinstance(page, RequestFailed):
                     return refused_catalog(request_id, page, status=200)
                 return Reply(_result(request_id, catalog_body(kind, page)))
+            case "tools/call":
+                return tool_call_answer(server, request_id, params)
             case "resources/subscribe" | "resources/unsubscribe":
                 uri = params.get("uri")
                 if not isinstance(uri, str):

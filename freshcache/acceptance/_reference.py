@@ -11,6 +11,7 @@ HTTP and stdio transports.
 from __future__ import annotations
 
 import itertools
+import json
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Literal, get_args
@@ -68,6 +69,27 @@ APPROVAL_URL = "https://reference.invalid/approve"
 
 FOREIGN_SUBSCRIPTION = "not-a-subscription"
 """The subscription id a ``foreign_update`` push carries: one no client opened."""
+
+
+def call_tool(
+    server: ReferenceServer, name: object, arguments: object
+) -> dict[str, object] | RequestFailed:
+    """One ``tools/call`` on ``server``: a tool it lists answers with its name and
+    arguments; any other (or one in ``tools_unknown_once``) is ``-32602`` "Unknown tool"
+    (spec server/tools, error handling); one in ``tools_error_once`` runs and answers a
+    tool error. The server down is ``unreachable`` (the wire hangs up)."""
+    if server.down:
+        return RequestFailed("unreachable", "reference server is down")
+    server.tool_calls.append(str(name))
+    if name in server.tools_unknown_once or name not in server.catalogs.names("tools"):
+        server.tools_unknown_once.discard(str(name))
+        return RequestFailed("not_found", f"Unknown tool: {name}", code=-32602)
+    if name in server.tools_error_once:
+        server.tools_error_once.discard(str(name))
+        text = f"Unknown tool: {name} (its backend reloaded while it ran)"
+        return {"isError": True, "content": [{"type": "text", "text": text}]}
+    shown = json.dumps(arguments or {}, sort_keys=True)
+    return {"content": [{"type": "text", "text": f"{name} called with {shown}"}]}
 
 
 def push_event(subscription_id: str | int, push: Push) -> StreamEvent:
@@ -164,6 +186,8 @@ class ReferenceServer:
     tools_unknown_once: set[str] = field(default_factory=set)
     """Tools whose next call is refused as unknown although listed (a server reloading
     its tool registry)."""
+    tools_error_once: set[str] = field(default_factory=set)
+    """Tools whose next call runs and answers a tool error starting "Unknown tool"."""
     denial_envelopes: dict[str, bool] = field(default_factory=dict)
     """Per URI, a structured denial envelope (SEP-2643) on its refusals: ``True`` with a
     remediation hint (a URL to approve access at), ``False`` with none."""

@@ -27,6 +27,7 @@ from .._core._backoff import BackoffSettings
 from .._middleware._cache import FreshCache, ListResult
 from .._middleware._context import StateChanges
 from .._middleware._store import MemoryStore
+from .._middleware._tools import ToolCall
 from .._sources._source import Source
 from ._format import Case
 from ._mutation import mutate_everything
@@ -72,7 +73,7 @@ class Said:
         return "withheld" if self.text is None else "cited"
 
 
-Observation = ReadResult | ListResult | Catalog | Said
+Observation = ReadResult | ListResult | Catalog | ToolCall | Said
 
 KNOWN_FAILING: dict[str, str] = {}
 """Rows that fail on the current code because of a known, open defect: row id -> the
@@ -311,6 +312,15 @@ class World(abc.ABC):
     async def catalog_status(self, kind: str, *, worker: int | None = None) -> Catalog | Said:
         return self.cache_for(worker).catalog_status(kind)
 
+    async def call_tool(self, name: str, *, worker: int | None = None) -> ToolCall:
+        """One `FreshCache.call_tool` of ``name`` (no arguments)."""
+        return await self.cache_for(worker).call_tool(name, {})
+
+    def tool_calls(self) -> int | None:
+        """``tools/call`` requests the server received so far (``None``: not counted)."""
+        server = getattr(self, "server", None)
+        return len(server.tool_calls) if isinstance(server, ReferenceServer) else None
+
     async def select(self, uris: Sequence[str]) -> None:
         self.cache.select(uris)
 
@@ -417,6 +427,8 @@ def describe(observation: Observation | None) -> str:
         if observation.state == "withheld":
             return f"list withheld ({_clip_error(observation.detail)})"
         return f"list {observation.state} ({observation.reason})"
+    if isinstance(observation, ToolCall):
+        return _call_phrase(observation)
     if isinstance(observation, Catalog):
         words = [f"{observation.kind} {observation.state}"]
         label = catalog_version_of(observation.names)
@@ -495,8 +507,12 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
                     for _, changes in feeds:
                         await changes.aclose()
                 reads = world.server_reads() - baseline
-                failures = check(expect, last, world.observed(), reads, world.fleet_counts())
-                actual = compared(expect, last, world.observed(), reads, world.fleet_counts())
+                counts = world.fleet_counts()
+                calls = world.tool_calls()
+                if calls is not None:
+                    counts = {**(counts or {}), TOOL_CALLS: calls}
+                failures = check(expect, last, world.observed(), reads, counts)
+                actual = compared(expect, last, world.observed(), reads, counts)
             finally:
                 await world.stop()
     except TimeoutError:
@@ -661,6 +677,10 @@ async def _do(
             again = await world.catalog(kind, worker=worker)
             await world.settle()
             return again
+        case Observe(how="call_tool", uri=name, worker=worker):
+            call = await world.call_tool(name, worker=worker)
+            await world.settle()
+            return call
         case Observe(how="await_background"):
             await wait_for(lambda: background, limit=30.0, what="the background read")
             await world.settle()
@@ -749,8 +769,8 @@ def check(
                         failures.append(f"text is {last.text!r}, expected version {expect.version}")
             case "server_read" | "no_server_read":
                 wanted = expect.what == "server_read"
-                if last is None or last.server_read != wanted:
-                    flag = None if last is None else last.server_read
+                flag = getattr(last, "server_read", None)
+                if flag != wanted:
                     failures.append(f"server_read is {flag}, expected {wanted}")
             case "server_reads":
                 if reads != expect.number:
@@ -794,7 +814,51 @@ def check(
                     failures.append(
                         f"the fleet counted {counted} {expect.word}, expected {expect.number}"
                     )
+            case "call" | "retried" | "not_retried" | "tool_error" | "tool_calls":
+                failures.extend(_judge_call(expect, last, fleet_counts))
     return failures
+
+
+TOOL_CALLS = "tool_calls"
+"""The ``tools/call`` count among the counters `check` is given."""
+
+
+def _judge_call(
+    expect: Expect, last: Observation | None, counts: dict[str, int] | None
+) -> list[str]:
+    """A ``call tool`` step's expectations: its state, whether it was sent again,
+    whether the answer is a tool error, how many calls the server received."""
+    if expect.what == "tool_calls":
+        counted = None if counts is None else counts.get(TOOL_CALLS)
+        if counted != expect.number:
+            return [f"the server received {counted} tool calls, expected {expect.number}"]
+        return []
+    if not isinstance(last, ToolCall):
+        return ["the last observation is not a tool call (add a 'call tool X' step)"]
+    match expect.what:
+        case "call":
+            wrong = (
+                [f"call is {last.state}, expected {expect.word}"]
+                if last.state != expect.word
+                else []
+            )
+            if expect.reason is not None and last.reason != expect.reason:
+                wrong.append(f"call reason is {last.reason}, expected {expect.reason}")
+            return wrong
+        case "retried" | "not_retried":
+            if last.retried != (expect.what == "retried"):
+                return [f"the call was {'' if last.retried else 'not '}sent again"]
+        case _:
+            if not last.is_error:
+                return ["the answer is not a tool error"]
+    return []
+
+
+def _call_phrase(call: ToolCall) -> str:
+    words = [f"call {call.state}"]
+    if call.reason:
+        words.append(f"({call.reason})")
+    return " ".join(words)
 
 
 def _remediation_word(last: Observation | None) -> str:
@@ -859,6 +923,12 @@ def _phrase(expect: Expect) -> str:
             return f"tracked uris at most {expect.number}"
         case "fleet":
             return f"{_FLEET_COUNTERS[expect.word]} {expect.number}"
+        case "call":
+            return f"call {expect.word}" + (f" ({expect.reason})" if expect.reason else "")
+        case "retried" | "not_retried" | "tool_error":
+            return expect.what.replace("_", " ")
+        case "tool_calls":
+            return f"tool calls {expect.number}"
     raise AssertionError(expect)
 
 
@@ -911,7 +981,7 @@ def _compared(
         case "server_read" | "no_server_read":
             if last is None:
                 return "(nothing observed)"
-            return "server read" if last.server_read else "no server read"
+            return "server read" if getattr(last, "server_read", False) else "no server read"
         case "server_reads" | "server_reads_at_most":
             return f"server reads {reads}"
         case "listed" | "not_listed":
@@ -930,6 +1000,20 @@ def _compared(
         case "fleet":
             counted = None if fleet_counts is None else fleet_counts.get(expect.word)
             return f"{_FLEET_COUNTERS[expect.word]} {counted}"
+        case "tool_calls":
+            counted = None if fleet_counts is None else fleet_counts.get(TOOL_CALLS)
+            return f"tool calls {counted}"
+        case "call" | "retried" | "not_retried" | "tool_error":
+            if not isinstance(last, ToolCall):
+                return "(no tool call observed)"
+            match expect.what:
+                case "call":
+                    reason = f" ({last.reason})" if expect.reason is not None else ""
+                    return f"call {last.state}{reason}"
+                case "retried" | "not_retried":
+                    return "retried" if last.retried else "not retried"
+                case _:
+                    return "tool error" if last.is_error else "no tool error"
     raise AssertionError(expect)
 
 

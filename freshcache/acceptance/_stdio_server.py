@@ -148,6 +148,9 @@ def reference_to_state(server: ReferenceServer) -> dict[str, Any]:
         "listen_refusals": server.listen_refusals,
         "acks_held": server.acks_held,
         "catalogs": dataclasses.asdict(server.catalogs),
+        "tool_calls": list(server.tool_calls),
+        "tools_unknown_once": sorted(server.tools_unknown_once),
+        "tools_error_once": sorted(server.tools_error_once),
     }
 
 
@@ -179,6 +182,9 @@ def reference_from_state(state: dict[str, Any]) -> ReferenceServer:
     server.listen_refusals = int(state.get("listen_refusals", 0))
     if "catalogs" in state:
         server.catalogs = ReferenceCatalogs(**state["catalogs"])
+    server.tool_calls = list(state.get("tool_calls", ()))
+    server.tools_unknown_once = set(state.get("tools_unknown_once", ()))
+    server.tools_error_once = set(state.get("tools_error_once", ()))
     if state.get("held"):
         server.hold_reads()
     if state.get("acks_held"):
@@ -504,6 +510,7 @@ class StdioReferenceServer:
             "reads": reference.reads,
             "lists": reference.lists,
             "catalog_lists": sum(reference.catalogs.lists.values()),
+            "tool_calls": len(reference.tool_calls),
             "reads_in_flight": reference.reads_in_flight,
             "subscribers": len(reference.subscribers),
             "down": reference.down,

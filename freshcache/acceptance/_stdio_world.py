@@ -486,9 +486,17 @@ class StdioWorld(StdioProcessWorld):
         state = await self._server_state()
         if state is not None:
             self._reads = int(state["reads"])
+            self._tool_calls = int(state.get("tool_calls", 0))
         else:
             with contextlib.suppress(OSError, ValueError):
-                self._reads = load_state(self.state_file).reads
+                saved = load_state(self.state_file)
+                self._reads, self._tool_calls = saved.reads, len(saved.tool_calls)
+
+    _tool_calls = 0
+
+    def tool_calls(self) -> int | None:
+        """``tools/call`` requests the server process received (noted as reads are)."""
+        return self._tool_calls
 
 
 __all__ = ["ControlChannel", "LocalCopyLoader", "StdioProcessWorld", "StdioWorld"]

@@ -165,6 +165,19 @@ def apply_to_reference(
                 server.catalogs.faults[kind] = fault  # type: ignore[assignment]
             else:
                 server.catalogs.faults.pop(kind, None)
+        case ServerChange(what="tool_refused_once", uri=name):
+            server.tools_unknown_once.add(name)
+        case ServerChange(what="tool_error_once", uri=name):
+            server.tools_error_once.add(name)
+        case ServerChange(what="tool_schema_changed", uri=name):
+            # The tool now requires an argument: its inputSchema changed, nothing notified.
+            items = [
+                {**item, "inputSchema": {"type": "object", "required": ["q"]}}
+                if item.get("name") == name
+                else dict(item)
+                for item in server.catalogs.items["tools"]
+            ]
+            server.set_catalog("tools", items, notify=False)
         case Notify(kind="updated_unread", count=count):
             for n in range(count):
                 server.notify_updated(unread_uri(n), raw=True)

@@ -190,9 +190,13 @@ class ServerChange:
         "catalog_set",
         "catalog_set_notify",
         "catalog_fault",
+        "tool_refused_once",
+        "tool_error_once",
+        "tool_schema_changed",
     ]
     uri: str = ""
-    """The resource; for the ``catalog_*`` changes the catalog (`CATALOG_WORDS`)."""
+    """The resource; for the ``catalog_*`` changes the catalog (`CATALOG_WORDS`); for
+    the ``tool_*`` changes the tool's name."""
     principal: str | None = None
     version: str = ""
     """``catalog_set*``: the catalog's new version; ``catalog_fault``: the fault
@@ -280,6 +284,7 @@ class Observe:
         "catalog",
         "catalog_status",
         "mutate_catalog",
+        "call_tool",
     ]
     uri: str = ""
     principal: str | None = None
@@ -389,6 +394,19 @@ _rule(rf"{_CATALOG} lists (are denied|fail|time out|recover)")(
 _rule(rf"{_CATALOG}(?: as (\w+))?")(lambda m: Observe("catalog", CATALOG_WORDS[m[1]], m[2]))
 _rule(rf"status {_CATALOG}")(lambda m: Observe("catalog_status", CATALOG_WORDS[m[1]]))
 _rule(rf"mutate {_CATALOG}")(lambda m: Observe("mutate_catalog", CATALOG_WORDS[m[1]]))
+
+# tool calls (`FreshCache.call_tool`): a tool is named as the reference catalog names it
+_TOOL = r"([\w-]+)"
+_rule(rf"call tool {_TOOL}")(lambda m: Observe("call_tool", m[1]))
+_rule(rf"next call of {_TOOL} is refused as unknown")(
+    lambda m: ServerChange("tool_refused_once", m[1])
+)
+_rule(rf"next call of {_TOOL} answers a tool error")(
+    lambda m: ServerChange("tool_error_once", m[1])
+)
+_rule(rf"server changes the input schema of {_TOOL}")(
+    lambda m: ServerChange("tool_schema_changed", m[1])
+)
 
 # server content
 _rule(rf"server sets {_URI} (v\d+)( and notifies)?")(
@@ -538,6 +556,17 @@ def parse_step(text: str) -> Step | Given:
 
 ExpectState = Literal["fresh", "awaiting_fresh_source", "denied", "not_found", "stale"]
 
+CALL_STATES = (
+    "answered",
+    "unknown_tool",
+    "denied",
+    "not_found",
+    "unavailable",
+    "awaiting_fresh_source",
+    "stale",
+)
+"""What a ``call tool`` step can come to (`freshcache.ToolCall.state`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Expect:
@@ -556,6 +585,11 @@ class Expect:
         "tracked_uris_at_most",
         "fleet",
         "remediation",
+        "call",
+        "retried",
+        "not_retried",
+        "tool_error",
+        "tool_calls",
     ]
     state: ExpectState | None = None
     version: str | None = None
@@ -602,6 +636,14 @@ def parse_expect(text: str) -> Expect:
         return Expect("untrusted", number=int(m[1]))
     if m := re.match(r"tracked uris at most (\d+)$", phrase):
         return Expect("tracked_uris_at_most", number=int(m[1]))
+    if m := re.match(r"call (\w+)(?: \((\w+)\))?$", phrase):
+        if m[1] not in CALL_STATES:
+            raise ValueError(f"{phrase!r}: a call is one of {', '.join(CALL_STATES)}")
+        return Expect("call", word=m[1], reason=m[2])
+    if phrase in ("retried", "not retried", "tool error"):
+        return Expect(phrase.replace(" ", "_"))  # type: ignore[arg-type]
+    if m := re.match(r"tool calls (\d+)$", phrase):
+        return Expect("tool_calls", number=int(m[1]))
     if m := re.match(r"(fenced-off writes|sequence gaps) (\d+)$", phrase):
         counter = "fenced_writes" if m[1] == "fenced-off writes" else "gaps"
         return Expect("fleet", word=counter, number=int(m[2]))

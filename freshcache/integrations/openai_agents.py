@@ -10,7 +10,8 @@ SDK would have returned; any other state raises `ResourceWithheldError` (a
 `RuntimeError` carrying the results), because ``ReadResourceResult`` has no room for
 "not fresh". `FreshMCPServer.context` is the agent-step shape (`FreshCache.context`).
 
-**Tools.** When the cache's source lists catalogs (`HttpSource`, `StdioSource`),
+**Tools.** When the cache's source lists catalogs (`HttpSource`, `StdioSource`,
+`McpClientSource`, a `LoaderSource` given ``catalogs=``),
 ``list_tools`` is the cache's tool catalog at every agent step (`FreshCache.tools`: a
 ``tools/list_changed`` heard mid-run is what the next step offers) and ``call_tool``
 goes through `FreshCache.call_tool` (an "unknown tool" answer re-lists once and
@@ -145,7 +146,9 @@ def _lists_catalogs(cache: FreshCache) -> bool:
     source: object = cache.source
     while isinstance(source, SourceWrapper):
         source = source.inner
-    return callable(getattr(source, "list_catalog", None))
+    if not callable(getattr(source, "list_catalog", None)):
+        return False
+    return bool(getattr(source, "lists_catalogs", True))
 
 
 def _sdk_tool(item: Any) -> Tool | None:
