@@ -2,7 +2,8 @@
 
 The lease is a store key (`SET NX PX`) holding ``worker:term``. Its holder opens the
 only ``subscriptions/listen`` stream, for the union of the workers' selections, and
-publishes what it hears before its own engine takes it in. The lease is renewed every
+publishes what it hears (``resources/updated``, and every ``*/list_changed``: the
+catalogs' changes) before its own engine takes it in. The lease is renewed every
 quarter of `Fleet.lease`, by a loop that does nothing else (a slow registry tick or a
 busy read path cannot delay it).
 
@@ -29,9 +30,11 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from .._core import (
+    CatalogListChanged,
     ListenAcknowledged,
     ListenStarted,
     ListenUnsupported,
+    ResourceListChanged,
     ResourceUpdated,
     StreamClosed,
     StreamEvent,
@@ -170,10 +173,15 @@ class ListenerLease:
                         case ListenAcknowledged(resource_uris=acked):
                             covered = acked
                             ending = await worker.attempt(
-                                self._went_live(union, acked, event.list_changed)
+                                self._went_live(union, acked, event.list_changed, event.catalogs)
                             )
                         case ResourceUpdated(uri=uri):
                             ending = await worker.attempt(worker.publish([uri], "updated"))
+                        case CatalogListChanged(kind=kind):
+                            # Before our own engine takes it in, as for a resource.
+                            ending = await worker.attempt(worker.publish_lists([kind]))
+                        case ResourceListChanged():
+                            ending = await worker.attempt(worker.publish_lists(["resources"]))
                         case StreamLost() | StreamClosed() | ListenUnsupported():
                             await worker.attempt(self._lost_coverage(covered, "stream ended"))
                     yield event
@@ -192,10 +200,15 @@ class ListenerLease:
             self._scopes.discard(scope)
 
     async def _went_live(
-        self, union: frozenset[str], covered: frozenset[str], list_changed: bool
+        self,
+        union: frozenset[str],
+        covered: frozenset[str],
+        list_changed: bool,
+        catalogs: frozenset[str],
     ) -> None:
         """A new listener stream was acknowledged: fence off what it newly covers
-        (invariant 4 fleet-wide), then tell the followers."""
+        (invariant 4 fleet-wide), then tell the followers, naming the catalogs whose
+        ``list_changed`` the acknowledgment honoured (a follower covers only those)."""
         newly = sorted(covered - self._covered)
         self._covered |= covered
         self.leading_uris = union
@@ -205,6 +218,7 @@ class ListenerLease:
             "requested": sorted(union),
             "covered": sorted(covered),
             "list_changed": list_changed,
+            "catalogs": sorted(catalogs),
         }
         await self.worker.publish(newly, "acknowledged")
         await self.worker.shared.announce(self.worker.id, "live", payload, self.px)

@@ -12,6 +12,8 @@ worker's command can fall between its steps (Valkey runs a script atomically):
   write old text over a newer change);
 - `INVALIDATE`: bump the generation, delete the URI's entries and publish, with the
   channel's next sequence number (a gap in them tells a worker it missed something);
+  a list's change (``tools``, ``prompts``, ``resources``: a ``*/list_changed`` the
+  listener heard) goes through the same script under the list's own keys;
 - `ANNOUNCE` / `RENEW`: the listener's coverage and its lease.
 
 The *epoch* is a random value the first worker sets; a store that restarted empty has
@@ -174,6 +176,12 @@ return 0
 
 _GENERATION_TTL_MS = 24 * 3600 * 1000
 
+LIST_CHANGED = "list_changed"
+"""The channel message kind of a list's change; its ``u`` names the list."""
+
+LIST_NAMES = ("tools", "prompts", "resources")
+"""The lists a ``list_changed`` message may name (templates change with ``resources``)."""
+
 
 def _digest(*parts: str, key: bytes | None = None) -> str:
     """A name part: a keyed hash (HMAC-SHA256, 128 bits) of ``parts``. Key names and
@@ -285,6 +293,10 @@ class SharedStore:
         """The keyed HMAC that ties an entry to the key it is stored under (`Fleet.key`)."""
         message = "\x1f".join((self._server_id, uri, where, scope, epoch, generation))
         return hmac.new(self._key, message.encode(), hashlib.sha256).hexdigest()
+
+    def _list(self, name: str) -> str:
+        """A list's keys (``tools``, ``prompts``, ``resources``): apart from every URI's."""
+        return f"{self.prefix}:l:{name}"
 
     def selection_key(self, worker: str) -> str:
         return f"{self.prefix}:sel:{worker}"
@@ -424,6 +436,20 @@ class SharedStore:
         await self._invalidate(
             keys=keys,
             args=[self.channel, origin, kind, sent_at_ms, _GENERATION_TTL_MS, *uris],
+        )
+
+    async def lists_changed(self, names: list[str], origin: str, sent_at_ms: int) -> None:
+        """Bump and publish (message kind ``list_changed``) for every list of ``names``
+        (``tools``, ``prompts``, ``resources``): `INVALIDATE` under the lists' keys."""
+        if not names:
+            return
+        keys = [self.seq_key]
+        for name in names:
+            base = self._list(name)
+            keys += [f"{base}:g", f"{base}:entries"]
+        await self._invalidate(
+            keys=keys,
+            args=[self.channel, origin, LIST_CHANGED, sent_at_ms, _GENERATION_TTL_MS, *names],
         )
 
     async def fence_lost(

@@ -237,6 +237,13 @@ class FleetWorker:
         self.counters.published += len(uris)
         self.store_answered()
 
+    async def publish_lists(self, names: list[str]) -> None:
+        """A list's change the listener heard (``tools``, ``prompts``, ``resources``):
+        every worker's copy of it stops being fresh."""
+        await self.shared.lists_changed(names, self.id, int(time.time() * 1000))
+        self.counters.published += len(names)
+        self.store_answered()
+
     async def attempt(self, action: Awaitable[None]) -> str | None:
         """Run a store action; the reason to end the stream when the store failed."""
         try:
