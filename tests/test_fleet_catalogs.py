@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from freshcache import FRESH, FreshCache
+from freshcache import FRESH, FreshCache, Policy
 from freshcache.acceptance import ReferenceServer
 from freshcache.acceptance._steps import catalog_items
 from tests.polling import until as eventually
@@ -24,6 +24,7 @@ from tests.valkey_support import Valkey
 pytestmark = pytest.mark.anyio
 
 KINDS = ("tools", "prompts", "resource_templates")
+SHARED = Policy(share_public=True)
 
 
 @pytest.fixture(scope="module")
@@ -179,3 +180,63 @@ async def test_a_lost_channel_makes_every_catalog_not_fresh(
         finally:
             valkey.start()
         await eventually(lambda: all(c.describe()["fleet"]["store"] == "up" for c in caches))
+
+
+# ---------------------------------------------------------------------- shared walks
+
+
+def public_reference() -> ReferenceServer:
+    server = reference()
+    server.catalogs.scope = "public"
+    return server
+
+
+async def test_n_workers_one_change_one_walk(valkey: Valkey, namespace: str) -> None:
+    server = public_reference()
+    async with workers(server, valkey.url, 4, namespace, policy=SHARED) as caches:
+        for cache in caches:
+            assert (await cache.tools()).state == FRESH
+        assert server.catalogs.lists["tools"] == 1  # one walk; three workers took it
+        takes = sum(c._fleet.counters.catalog_takes for c in caches if c._fleet)
+        assert takes == 3
+        before = server.catalogs.lists["tools"]
+        server.set_catalog("tools", catalog_items("tools", "v2"))  # and notifies
+        # Every worker had asked for tools: each re-lists in the background.
+        await eventually(lambda: all(names(c, "tools") == ("search-v2", "help") for c in caches))
+        for cache in caches:
+            tools = await cache.tools()
+            assert tools.names[0] == "search-v2" and not tools.server_read
+        assert server.catalogs.lists["tools"] - before == 1
+
+
+async def test_a_private_catalog_is_never_shared(valkey: Valkey, namespace: str) -> None:
+    server = reference()  # private pages
+    server.catalogs.page_size = 1
+    server.catalogs.later_pages_scope = "private"
+    server.catalogs.scope = "public"  # the first page public, a later one private
+    async with workers(server, valkey.url, 3, namespace, policy=SHARED) as caches:
+        for cache in caches:
+            tools = await cache.tools()
+            assert tools.state == FRESH and tools.server_read  # each walked it itself
+        assert all(c._fleet.counters.catalog_takes == 0 for c in caches if c._fleet)
+        fleet = caches[0]._fleet
+        assert fleet is not None
+        stored = [k async for k in fleet.redis.scan_iter(match=f"{namespace}:*:l:*:c:*")]
+        assert stored == []
+
+
+async def test_a_shared_walk_from_before_a_takeover_is_not_taken_after_it(
+    valkey: Valkey, namespace: str
+) -> None:
+    server = public_reference()
+    async with workers(server, valkey.url, 3, namespace, policy=SHARED) as caches:
+        for cache in caches:
+            await cache.tools()
+        assert server.catalogs.lists["tools"] == 1
+        server.set_catalog("tools", catalog_items("tools", "v2"), notify=False)  # unheard
+        await caches.leave(leader(caches))
+        await eventually(lambda: sum(c.describe()["fleet"]["leading"] for c in caches) == 1)
+        await eventually(lambda: all(c.stream_status == "live" for c in caches))
+        for cache in caches:
+            tools = await cache.tools()
+            assert tools.state == FRESH and tools.names[0] == "search-v2", tools

@@ -21,13 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._core import (
-    CATALOG_KINDS,
-    CatalogListChanged,
-    ResourceListChanged,
-    ResourceUpdated,
-    StreamEvent,
-)
+from .._core import CATALOG_KINDS, ResourceUpdated
 from ._cluster import ChannelSubscription
 from ._store import LIST_CHANGED
 
@@ -159,27 +153,15 @@ class ChangeChannel:
             self.applying_remote = False
 
     def _apply_list_change(self, name: str) -> None:
-        """A ``*/list_changed`` the listener heard: fed to this worker's engine as if
-        its own stream had carried it (the engine decides what stops being fresh)."""
-        subscription = self.worker.followers.acknowledged_id()
-        event: StreamEvent
-        if name == "resources":
-            event = ResourceListChanged(subscription)
-        elif name in ("tools", "prompts"):
-            event = CatalogListChanged(name, subscription)  # type: ignore[arg-type]
-        else:
-            return  # a list this version does not know: nothing of it is held
-        self.worker.counters.remote_invalidations += 1
-        self._feed(event, subscription is not None)
-
-    def _feed(self, event: StreamEvent, trusted: bool) -> None:
+        """A ``*/list_changed`` the listener heard (or a list it fenced off): this
+        worker's engine decides what stops being fresh."""
         bound = self.worker.bound
         if bound is None:
             return
+        self.worker.counters.remote_invalidations += 1
         self.applying_remote = True
         try:
-            engine = bound.engine
-            bound.carry_out(engine.handle(event) if trusted else engine.handle_hint(event))
+            bound.carry_out(bound.engine.list_changed_elsewhere(name))
         finally:
             self.applying_remote = False
 

@@ -41,6 +41,7 @@ from .._core import (
     StreamLost,
 )
 from .._sources._source import Source
+from ._store import catalog_lists
 
 if TYPE_CHECKING:
     from ._parts import LeaseWorker
@@ -61,6 +62,8 @@ class ListenerLease:
         self.leading_uris: frozenset[str] = frozenset()
         """What our live stream asked for (empty until it is acknowledged)."""
         self._covered: set[str] = set()
+        self._catalogs: frozenset[str] = frozenset()
+        """The catalogs our live stream's acknowledgment named."""
         self._scopes: set[anyio.CancelScope] = set()
         self._renewed_at = 0.0
 
@@ -211,6 +214,7 @@ class ListenerLease:
         ``list_changed`` the acknowledgment honoured (a follower covers only those)."""
         newly = sorted(covered - self._covered)
         self._covered |= covered
+        self._catalogs = catalogs
         self.leading_uris = union
         payload = {
             "term": self.term,
@@ -221,11 +225,16 @@ class ListenerLease:
             "catalogs": sorted(catalogs),
         }
         await self.worker.publish(newly, "acknowledged")
+        # A catalog walk shared before this ack proves nothing after it: fenced off.
+        await self.worker.publish_lists(catalog_lists(catalogs))
         await self.worker.shared.announce(self.worker.id, "live", payload, self.px)
 
     async def _lost_coverage(self, covered: frozenset[str], reason: str) -> None:
         self._covered = set()
         await self.worker.reads.fence_lost(sorted(covered), self.term)
+        if self._catalogs:
+            await self.worker.publish_lists(catalog_lists(self._catalogs))
+            self._catalogs = frozenset()
         await self._announce_down(reason)
 
     async def _announce_down(self, reason: str) -> None:
