@@ -64,6 +64,9 @@ class ListenerLease:
         self._covered: set[str] = set()
         self._catalogs: frozenset[str] = frozenset()
         """The catalogs our live stream's acknowledgment named."""
+        self.relaying = 0
+        """Events our stream heard that our engine has not taken in yet (published
+        first): a fleet is quiet only when this is 0."""
         self._scopes: set[anyio.CancelScope] = set()
         self._renewed_at = 0.0
 
@@ -163,7 +166,8 @@ class ListenerLease:
         send, receive = anyio.create_memory_object_stream[StreamEvent](1000)
         scope = anyio.CancelScope()
         self._scopes.add(scope)
-        worker.tg.start_soon(self._pump, inner, union, list_changed, send, scope)
+        pending = [0]  # this stream's share of `relaying`
+        worker.tg.start_soon(self._pump, inner, union, list_changed, send, scope, pending)
         sid: str | int | None = None
         covered: frozenset[str] = frozenset()
         ending: str | None = None
@@ -188,6 +192,8 @@ class ListenerLease:
                         case StreamLost() | StreamClosed() | ListenUnsupported():
                             await worker.attempt(self._lost_coverage(covered, "stream ended"))
                     yield event
+                    self.relaying -= 1  # published, and taken in by our engine
+                    pending[0] -= 1
                     if ending is not None or isinstance(
                         event, (StreamLost, StreamClosed, ListenUnsupported)
                     ):
@@ -201,6 +207,8 @@ class ListenerLease:
         finally:
             scope.cancel()
             self._scopes.discard(scope)
+            self.relaying -= pending[0]  # left unread: nobody will take them in
+            pending[0] = 0
 
     async def _went_live(
         self,
@@ -248,12 +256,17 @@ class ListenerLease:
         list_changed: bool,
         send: MemoryObjectSendStream[StreamEvent],
         scope: anyio.CancelScope,
+        pending: list[int],
     ) -> None:
         async with send:
             with scope:
                 try:
                     async with aclosing(inner.listen(union, list_changed)) as events:
                         async for event in events:
+                            if scope.cancel_called:
+                                return  # its stream ended: nobody reads it any more
+                            self.relaying += 1
+                            pending[0] += 1
                             await send.send(event)
                 except anyio.get_cancelled_exc_class():
                     raise
