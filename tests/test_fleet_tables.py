@@ -15,12 +15,22 @@ import pytest
 
 from freshcache.acceptance import EngineWorld, FleetWorld, is_fleet_row, load_cases, play
 from freshcache.acceptance._core_world import play_core
-from freshcache.acceptance._runner import FLEET_ROW
+from freshcache.acceptance._runner import FLEET_ROW, is_catalog_row
 from tests.valkey_support import Valkey
 
 TABLES = Path(__file__).resolve().parents[1] / "acceptance_tables"
 ALL = load_cases([TABLES])
 FLEET = [c for c in ALL if is_fleet_row(c)]
+CATALOG = [c for c in ALL if is_catalog_row(c) and not is_fleet_row(c)]
+CATALOG_ON_FLEET = (
+    "catalog-listed-then-hit",
+    "catalog-changed-heard-relisted",
+    "catalog-changed-never-old-items",
+    "catalog-templates-follow-resource-list",
+    "catalog-stream-drop-relisted",
+    "catalog-public-shared",
+)
+"""Table 12's rows the tests play on a fleet (the command plays every one of them)."""
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +71,29 @@ async def test_fleet_row_passes_on_a_fleet_of_workers(case, valkey: Valkey) -> N
         f"{case.where}: expected {report.expected}, got {report.actual}: {report.failures}"
     )
     assert world.settle_timeouts == 0, f"settle gave up waiting on: {world.last_busy}"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "case", [c for c in CATALOG if c.id in CATALOG_ON_FLEET], ids=list(CATALOG_ON_FLEET)
+)
+async def test_catalog_row_passes_through_a_follower(case, valkey: Valkey) -> None:
+    world = FleetWorld(valkey.url)
+    report = await play(case, world)
+    assert report.skipped is None, report.skipped
+    assert report.passed, (
+        f"{case.where}: expected {report.expected}, got {report.actual}: {report.failures}"
+    )
+    assert world.settle_timeouts == 0, f"settle gave up waiting on: {world.last_busy}"
+    assert world.cache is world.workers[1]  # looked through the follower
+
+
+def test_the_fleet_wire_plays_every_catalog_row_or_says_why_not() -> None:
+    assert {c.id for c in CATALOG} >= set(CATALOG_ON_FLEET)
+    world = FleetWorld("redis://127.0.0.1:1/0")
+    reasons = {c.id: world.unplayable(c) for c in CATALOG}
+    assert reasons["catalog-ack-makes-earlier-list-not-fresh"], reasons
+    assert [i for i, why in reasons.items() if why] == ["catalog-ack-makes-earlier-list-not-fresh"]
 
 
 @pytest.mark.anyio

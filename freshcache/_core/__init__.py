@@ -13,6 +13,7 @@ from ._catalogs import (
     CatalogChange,
     CatalogKind,
     CatalogWalk,
+    SharedWalk,
 )
 from ._engine import Counters, FreshnessEngine, Invalidation, ReadTicket
 from ._entries import PUBLIC, Entry, EntryKey, Partition, Principal, Store
@@ -70,6 +71,7 @@ __all__ = [
     "CatalogKind",
     "CatalogListChanged",
     "CatalogWalk",
+    "SharedWalk",
     "ChangeHint",
     "AWAITING_FRESH_SOURCE",
     "DENIED",

@@ -33,7 +33,7 @@ from typing import Any, Literal, get_args
 from ._denials import LIMIT, Denials
 from ._entries import PUBLIC, EntryKey, Partition, Store
 from ._events import ListReply, RequestFailed
-from ._frozen import canonical_json
+from ._frozen import canonical_json, frozen
 from ._lists import ListPages, ListResult, ListTicket, ListWalk
 from ._model import AWAITING_FRESH_SOURCE, DENIED, FRESH, NOT_FOUND, STALE, Reason, State
 from ._policy import Policy
@@ -120,6 +120,16 @@ def catalog_version(items: tuple[Mapping[str, Any], ...]) -> str:
 def catalog_kind_of(method: str) -> CatalogKind | None:
     """The catalog a list method fetches, else ``None``."""
     return _METHOD_KINDS.get(method)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedWalk:
+    """A complete public walk of a catalog as a fleet shares it (`CatalogBook.to_share`,
+    `CatalogBook.adopt`): its items and how long its window has left."""
+
+    items: tuple[Mapping[str, Any], ...]
+    ttl: float
+    """Seconds left of the walk's window (the minimum over its pages)."""
 
 
 @dataclass(slots=True)
@@ -214,6 +224,9 @@ class CatalogBook:
         generation moves."""
         self.walks = 0
         """Walks begun (each may take cached pages or fetch them)."""
+        self._alone: set[CatalogKind] = set()
+        """Catalogs changed by a word only this client heard (a hint on an answer, the
+        caller's): a fleet's shared walk may predate it, until this client's own walk."""
 
     # ------------------------------------------------------------------ queries
 
@@ -303,7 +316,6 @@ class CatalogBook:
         kind, partition, walk = done.kind, done.partition, done.walk
         result = walk.result
         assert result is not None
-        key = (kind, partition)
         # A complete walk, and the failed page that ended a walk, are of the current
         # generation (`ListPages.finish` starts the walk again when a change overtook
         # an answer), so the result is true under this one.
@@ -320,7 +332,6 @@ class CatalogBook:
             server_read=result.server_read,
         )
         public = not walk.private and self.policy.share_public
-        stored = PUBLIC if public else partition
         held = _Held(
             replace(handed, server_read=False) if handed.server_read else handed,
             generation,
@@ -328,6 +339,16 @@ class CatalogBook:
             self._clock(),
             walk.hintless,
         )
+        self._keep(kind, partition, PUBLIC if public else partition, held)
+        self._denied.cleared(kind, partition)  # its own walk succeeded (see `begin`)
+        self._alone.discard(kind)  # walked since whatever it alone heard
+        return handed
+
+    def _keep(
+        self, kind: CatalogKind, partition: Partition, stored: Partition, held: _Held
+    ) -> None:
+        """Hold ``held`` for ``stored`` (``partition``'s own, or the shared public one)."""
+        key = (kind, partition)
         self._held.pop((kind, stored), None)
         self._held[(kind, stored)] = held
         while len(self._held) > self.limit:
@@ -337,9 +358,61 @@ class CatalogBook:
         if stored != partition:
             self._held.pop(key, None)  # its own copy is superseded by the shared one
         self._problems.pop(key, None)
-        self._denied.cleared(kind, partition)  # its own walk succeeded (see `begin`)
         self._reasons[kind] = "not_cached"
         self._index(kind)
+
+    # ------------------------------------------------------------------ a fleet's walks
+
+    def shares(self, done: CatalogWalk) -> bool:
+        """Whether ``done`` may be taken from, or given to, the other workers of a fleet:
+        the catalog is covered by a live acknowledged stream (a fleet-wide change is
+        heard), no change only this client heard is pending, public catalogs are shared,
+        and ``done``'s partition is not denied."""
+        return (
+            not self.unusable
+            and done.kind in self._covered
+            and done.kind not in self._alone
+            and self.policy.share_public
+            and (done.kind, done.partition) not in self._denied
+        )
+
+    def to_share(self, done: CatalogWalk) -> SharedWalk | None:
+        """``done``'s catalog as the fleet may share it, else ``None``: only a complete
+        public walk with caching hints, every page from the server, whose window is
+        still open, and still current."""
+        walk = done.walk
+        if (
+            not self.shares(done)
+            or walk.result is None
+            or walk.result.state != FRESH
+            or walk.private
+            or walk.hintless
+            or not walk.all_from_server  # a cached page may predate the fleet's fence
+            or done.generation != self.pages[done.kind].generation
+        ):
+            return None
+        held = self._held.get((done.kind, PUBLIC))
+        ttl = walk.expires_at - self._clock()
+        if held is None or held.generation != done.generation or not 0 < ttl < float("inf"):
+            return None
+        return SharedWalk(held.catalog.items, ttl)
+
+    def adopt(self, done: CatalogWalk, shared: SharedWalk) -> Catalog | None:
+        """Another worker's walk, found current in the fleet's store (its fill fenced by
+        the shared generation: walked after the last change published): fresh here only
+        while `shares` holds and no change landed since ``done`` began; else ``None``
+        (walk it)."""
+        kind = done.kind
+        generation = self.pages[kind].generation
+        if not self.shares(done) or done.generation != generation or shared.ttl <= 0:
+            return None
+        items = tuple(frozen(item) for item in shared.items)
+        handed = Catalog(
+            kind, FRESH, items=items, version=catalog_version(items), fetched_at=self._wall_clock()
+        )
+        now = self._clock()
+        held = _Held(handed, generation, now + shared.ttl, now, False)
+        self._keep(kind, done.partition, PUBLIC, held)
         return handed
 
     def _failed(self, done: CatalogWalk, result: ListResult) -> Catalog:
@@ -394,9 +467,13 @@ class CatalogBook:
 
     # ------------------------------------------------------------------ changes
 
-    def invalidate(self, kind: CatalogKind, reason: Reason) -> bool:
+    def invalidate(self, kind: CatalogKind, reason: Reason, *, alone: bool = False) -> bool:
         """``kind`` changed (or may have): nothing walked before now is fresh; walks in
-        flight start again. Returns whether anyone had asked for it (re-list it)."""
+        flight start again. Returns whether anyone had asked for it (re-list it).
+        ``alone``: a change only this client heard: until its own walk is fresh, no
+        other worker's walk is taken for it (`shares`)."""
+        if alone:
+            self._alone.add(kind)
         self._reasons[kind] = reason
         self.pages[kind].invalidate()
         self._index(kind)
@@ -468,6 +545,7 @@ __all__ = [
     "CatalogChange",
     "CatalogKind",
     "CatalogWalk",
+    "SharedWalk",
     "catalog_kind_of",
     "catalog_version",
 ]

@@ -73,7 +73,14 @@ from dataclasses import dataclass, replace
 
 from typing_extensions import assert_never
 
-from ._catalogs import CATALOG_KINDS, Catalog, CatalogBook, CatalogKind, CatalogWalk
+from ._catalogs import (
+    CATALOG_KINDS,
+    Catalog,
+    CatalogBook,
+    CatalogKind,
+    CatalogWalk,
+    SharedWalk,
+)
 from ._counters import Tally
 from ._coverage import Coverage
 from ._denials import Denials
@@ -680,16 +687,51 @@ class _Judgements(_ReadRules):
             return Catalog(done.kind, AWAITING_FRESH_SOURCE, "server_error", detail=self._unusable)
         return catalog
 
+    def list_changed_elsewhere(self, name: str) -> list[Decision]:
+        """A list's change another worker of a fleet heard (``tools``, ``prompts``,
+        ``resources``: templates change with it), on the fleet's channel: as a change
+        hint here, but one the whole fleet knows of (its shared walks after it may
+        stand in for this worker's own)."""
+        self.counters.notifications += 1
+        if name == "resources":
+            self._lists.invalidate()
+            return [
+                Relist("list_changed"),
+                *self.invalidate_catalog("resource_templates", "list_changed", alone=False),
+            ]
+        for kind in CATALOG_KINDS:
+            if kind == name:
+                return self.invalidate_catalog(kind, "list_changed", alone=False)
+        return []  # a list this version does not know: nothing of it is held
+
+    def catalog_shared(self, done: CatalogWalk) -> bool:
+        """Whether a fleet may hand ``done`` another worker's walk (`CatalogBook.shares`)."""
+        return self._unusable is None and self.catalogs.shares(done)
+
+    def adopt_catalog(self, done: CatalogWalk, shared: SharedWalk) -> Catalog | None:
+        """Another worker's walk from the fleet's store: fresh, or ``None`` (walk it)."""
+        if self._unusable is not None:
+            return None
+        return self.catalogs.adopt(done, shared)
+
+    def catalog_to_share(self, done: CatalogWalk) -> SharedWalk | None:
+        """``done``'s settled catalog as the fleet may store it, else ``None``."""
+        return None if self._unusable is not None else self.catalogs.to_share(done)
+
     def catalog_current(self, walk: CatalogWalk) -> bool:
         """Whether no change of the catalog landed since ``walk`` began (invariant 1)."""
         return (
             self._unusable is None and walk.generation == self.catalogs.pages[walk.kind].generation
         )
 
-    def invalidate_catalog(self, kind: CatalogKind, cause: str = "invalidated") -> list[Decision]:
+    def invalidate_catalog(
+        self, kind: CatalogKind, cause: str = "invalidated", *, alone: bool = True
+    ) -> list[Decision]:
         """``kind`` may have changed (an "unknown tool" answer, a caller's word): not
-        fresh until walked again; re-listed in the background if anyone asked for it."""
-        if self.catalogs.invalidate(kind, "invalidated"):
+        fresh until walked again; re-listed in the background if anyone asked for it.
+        ``alone``: heard by this client only (not on a trusted stream, which a fleet's
+        listener publishes first): no other worker's walk stands in for its own."""
+        if self.catalogs.invalidate(kind, "invalidated", alone=alone):
             return [Relist(cause, kind)]
         return []
 
@@ -816,17 +858,19 @@ class FreshnessEngine(_Judgements):
                 return decisions
             case ResourceListChanged():
                 self.counters.notifications += 1
-                self._trusted(event.subscription_id)
+                trusted = self._trusted(event.subscription_id)
                 self._lists.invalidate()
                 # Templates change with the resource list.
                 return [
                     Relist("list_changed"),
-                    *self.invalidate_catalog("resource_templates", "list_changed"),
+                    *self.invalidate_catalog(
+                        "resource_templates", "list_changed", alone=not trusted
+                    ),
                 ]
             case CatalogListChanged():
                 self.counters.notifications += 1
-                self._trusted(event.subscription_id)
-                return self.invalidate_catalog(event.kind, "list_changed")
+                trusted = self._trusted(event.subscription_id)
+                return self.invalidate_catalog(event.kind, "list_changed", alone=not trusted)
             case StreamLost():
                 return self._stream_ended(event.subscription_id, lost=True)
             case StreamClosed():

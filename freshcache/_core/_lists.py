@@ -200,6 +200,11 @@ class ListWalk:
         self._seen: set[str | None] = set()
         self._from_cache: list[str | None] = []
 
+    @property
+    def all_from_server(self) -> bool:
+        """Every page of this walk (since it last started over) came from the server."""
+        return not self._from_cache
+
     def next_page(self) -> ListTicket | None:
         """The page request to send now, or ``None``: the walk is over (`result`)."""
         while self.result is None:

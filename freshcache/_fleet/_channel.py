@@ -1,10 +1,12 @@
 """The fleet's change channel as one worker hears it: fan-out and failing closed.
 
-Every invalidation a worker publishes (`INVALIDATE`) and every listener announcement
-(`ANNOUNCE`) carries the channel's next sequence number. `ChangeChannel` subscribes
+Every invalidation a worker publishes (`INVALIDATE`: a URI's, or a list's change the
+listener heard) and every listener announcement (`ANNOUNCE`) carries the channel's next
+sequence number. `ChangeChannel` subscribes
 first and reads the sequence baseline second (so nothing falls between them), then
-applies each message: another worker's invalidation drops this worker's local copy,
-an announcement goes to its follower streams. A broken subscription or a skipped
+applies each message: another worker's invalidation drops this worker's local copy
+(a ``list_changed`` its catalog of that kind), an announcement goes to its follower
+streams. A broken subscription or a skipped
 sequence number means a message may have been missed: the worker *fails closed*
 (drops its whole local index, loses coverage) and proves freshness again through the
 shared generation or a server read.
@@ -19,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._core import ResourceUpdated
+from .._core import CATALOG_KINDS, ResourceUpdated
 from ._cluster import ChannelSubscription
+from ._store import LIST_CHANGED
 
 if TYPE_CHECKING:
     from ._parts import ChannelWorker
@@ -123,6 +126,9 @@ class ChangeChannel:
         if kind in ("denied", "allowed"):
             worker.denials.heard(message["u"], str(message["p"]), denied=kind == "denied")
             return
+        if kind == LIST_CHANGED:
+            self._apply_list_change(str(message["u"]))
+            return
         self._apply_remote(message["u"])
         sent_at = message.get("t")
         if sent_at is not None:
@@ -146,6 +152,19 @@ class ChangeChannel:
         finally:
             self.applying_remote = False
 
+    def _apply_list_change(self, name: str) -> None:
+        """A ``*/list_changed`` the listener heard (or a list it fenced off): this
+        worker's engine decides what stops being fresh."""
+        bound = self.worker.bound
+        if bound is None:
+            return
+        self.worker.counters.remote_invalidations += 1
+        self.applying_remote = True
+        try:
+            bound.carry_out(bound.engine.list_changed_elsewhere(name))
+        finally:
+            self.applying_remote = False
+
     def fail_closed(self, reason: str) -> None:
         """The channel can no longer vouch for us: drop the local index, lose coverage."""
         worker = self.worker
@@ -161,6 +180,9 @@ class ChangeChannel:
             try:
                 for uri in uris:
                     bound.carry_out(bound.engine.handle_hint(ResourceUpdated(uri, None)))
+                # Catalogs as resources: a change to any may have slipped by.
+                for catalog in CATALOG_KINDS:
+                    bound.carry_out(bound.engine.invalidate_catalog(catalog, "fail_closed"))
             finally:
                 self.applying_remote = False
         worker.followers.notify("lost", reason)

@@ -3,10 +3,12 @@
 A worker that does not hold the lease opens no ``subscriptions/listen`` of its own.
 Its stream is acknowledged when the listener announces a live stream (``live``) that
 asked for all of the follower's URIs, covering what the listener's acknowledgment
-covered; it is lost when the listener says ``down``, a different listener goes live,
-the lease changes hands or lapses, or the channel fails closed (``lost``). Whoever
-notices a listener's loss fences off what it covered: an entry read while it covered
-u proves nothing after the loss (invariant 4, fleet-wide). An announcement found in
+covered (URIs, and the catalogs whose ``list_changed`` it honoured: the listener
+publishes every ``*/list_changed`` it hears); it is lost when the listener says
+``down``, a different listener goes live, the lease changes hands or lapses, or the
+channel fails closed (``lost``). Whoever notices a listener's loss fences off what it
+covered: an entry read while it covered u proves nothing after the loss (invariant 4,
+fleet-wide). An announcement found in
 the store rather than heard on the channel may be left by a listener that stopped
 while the store was away (its ``down`` never written, its lease not yet run out): it
 vouches only once a renewal of that lease is seen.
@@ -80,6 +82,7 @@ class FollowerStreams:
         breaks = worker.channel.breaks
         reason = "the fleet listener went away"
         covered: frozenset[str] = frozenset()
+        catalogs: frozenset[str] = frozenset()
         store_failed = False
         try:
             yield ListenStarted(sid, uris, list_changed)
@@ -112,10 +115,12 @@ class FollowerStreams:
                     ):
                         term = live["term"]
                         covered = uris & frozenset(live["covered"])
+                        lists = list_changed and bool(live["list_changed"])
+                        # The catalogs the listener's acknowledgment named (none from a
+                        # listener that names none): the engine covers only those.
+                        catalogs = frozenset(live.get("catalogs", ())) if lists else frozenset()
                         follower.acknowledged = True
-                        yield ListenAcknowledged(
-                            sid, covered, list_changed and bool(live["list_changed"])
-                        )
+                        yield ListenAcknowledged(sid, covered, lists, catalogs)
                     notice: Notice = ("look", None)
                     try:
                         if term is None and witness is not None:
@@ -133,7 +138,11 @@ class FollowerStreams:
                     elif kind == "live":
                         if term is None:
                             live, witness = detail, None  # announced while we listen
-                        elif detail["term"] != term or not uris <= set(detail["requested"]):
+                        elif (
+                            detail["term"] != term
+                            or not uris <= set(detail["requested"])
+                            or not catalogs <= set(detail.get("catalogs", ()))
+                        ):
                             reason = "the fleet listener changed"
                             break
                     elif kind in ("down", "lost"):

@@ -2,7 +2,8 @@
 
 The lease is a store key (`SET NX PX`) holding ``worker:term``. Its holder opens the
 only ``subscriptions/listen`` stream, for the union of the workers' selections, and
-publishes what it hears before its own engine takes it in. The lease is renewed every
+publishes what it hears (``resources/updated``, and every ``*/list_changed``: the
+catalogs' changes) before its own engine takes it in. The lease is renewed every
 quarter of `Fleet.lease`, by a loop that does nothing else (a slow registry tick or a
 busy read path cannot delay it).
 
@@ -29,15 +30,18 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from .._core import (
+    CatalogListChanged,
     ListenAcknowledged,
     ListenStarted,
     ListenUnsupported,
+    ResourceListChanged,
     ResourceUpdated,
     StreamClosed,
     StreamEvent,
     StreamLost,
 )
 from .._sources._source import Source
+from ._store import catalog_lists
 
 if TYPE_CHECKING:
     from ._parts import LeaseWorker
@@ -58,6 +62,11 @@ class ListenerLease:
         self.leading_uris: frozenset[str] = frozenset()
         """What our live stream asked for (empty until it is acknowledged)."""
         self._covered: set[str] = set()
+        self._catalogs: frozenset[str] = frozenset()
+        """The catalogs our live stream's acknowledgment named."""
+        self.relaying = 0
+        """Events our stream heard that our engine has not taken in yet (published
+        first): a fleet is quiet only when this is 0."""
         self._scopes: set[anyio.CancelScope] = set()
         self._renewed_at = 0.0
 
@@ -157,7 +166,8 @@ class ListenerLease:
         send, receive = anyio.create_memory_object_stream[StreamEvent](1000)
         scope = anyio.CancelScope()
         self._scopes.add(scope)
-        worker.tg.start_soon(self._pump, inner, union, list_changed, send, scope)
+        pending = [0]  # this stream's share of `relaying`
+        worker.tg.start_soon(self._pump, inner, union, list_changed, send, scope, pending)
         sid: str | int | None = None
         covered: frozenset[str] = frozenset()
         ending: str | None = None
@@ -170,13 +180,20 @@ class ListenerLease:
                         case ListenAcknowledged(resource_uris=acked):
                             covered = acked
                             ending = await worker.attempt(
-                                self._went_live(union, acked, event.list_changed)
+                                self._went_live(union, acked, event.list_changed, event.catalogs)
                             )
                         case ResourceUpdated(uri=uri):
                             ending = await worker.attempt(worker.publish([uri], "updated"))
+                        case CatalogListChanged(kind=kind):
+                            # Before our own engine takes it in, as for a resource.
+                            ending = await worker.attempt(worker.publish_lists([kind]))
+                        case ResourceListChanged():
+                            ending = await worker.attempt(worker.publish_lists(["resources"]))
                         case StreamLost() | StreamClosed() | ListenUnsupported():
                             await worker.attempt(self._lost_coverage(covered, "stream ended"))
                     yield event
+                    self.relaying -= 1  # published, and taken in by our engine
+                    pending[0] -= 1
                     if ending is not None or isinstance(
                         event, (StreamLost, StreamClosed, ListenUnsupported)
                     ):
@@ -190,14 +207,22 @@ class ListenerLease:
         finally:
             scope.cancel()
             self._scopes.discard(scope)
+            self.relaying -= pending[0]  # left unread: nobody will take them in
+            pending[0] = 0
 
     async def _went_live(
-        self, union: frozenset[str], covered: frozenset[str], list_changed: bool
+        self,
+        union: frozenset[str],
+        covered: frozenset[str],
+        list_changed: bool,
+        catalogs: frozenset[str],
     ) -> None:
         """A new listener stream was acknowledged: fence off what it newly covers
-        (invariant 4 fleet-wide), then tell the followers."""
+        (invariant 4 fleet-wide), then tell the followers, naming the catalogs whose
+        ``list_changed`` the acknowledgment honoured (a follower covers only those)."""
         newly = sorted(covered - self._covered)
         self._covered |= covered
+        self._catalogs = catalogs
         self.leading_uris = union
         payload = {
             "term": self.term,
@@ -205,13 +230,19 @@ class ListenerLease:
             "requested": sorted(union),
             "covered": sorted(covered),
             "list_changed": list_changed,
+            "catalogs": sorted(catalogs),
         }
         await self.worker.publish(newly, "acknowledged")
+        # A catalog walk shared before this ack proves nothing after it: fenced off.
+        await self.worker.publish_lists(catalog_lists(catalogs))
         await self.worker.shared.announce(self.worker.id, "live", payload, self.px)
 
     async def _lost_coverage(self, covered: frozenset[str], reason: str) -> None:
         self._covered = set()
         await self.worker.reads.fence_lost(sorted(covered), self.term)
+        if self._catalogs:
+            await self.worker.publish_lists(catalog_lists(self._catalogs))
+            self._catalogs = frozenset()
         await self._announce_down(reason)
 
     async def _announce_down(self, reason: str) -> None:
@@ -225,12 +256,17 @@ class ListenerLease:
         list_changed: bool,
         send: MemoryObjectSendStream[StreamEvent],
         scope: anyio.CancelScope,
+        pending: list[int],
     ) -> None:
         async with send:
             with scope:
                 try:
                     async with aclosing(inner.listen(union, list_changed)) as events:
                         async for event in events:
+                            if scope.cancel_called:
+                                return  # its stream ended: nobody reads it any more
+                            self.relaying += 1
+                            pending[0] += 1
                             await send.send(event)
                 except anyio.get_cancelled_exc_class():
                     raise

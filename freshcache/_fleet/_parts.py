@@ -1,10 +1,11 @@
 """What each part of a fleet worker may ask of the worker: narrow interfaces.
 
 `FleetWorker` (`_worker`) builds its parts (`ChangeChannel`, `ListenerLease`,
-`FollowerStreams`, `SharedReads`, `HintOutbox`) and hands each one itself, but a part
-knows the worker only as the `Protocol` below that names what it uses, so no part
-imports `_worker` (and `_worker` importing every part makes no circle). The counters
-and the cache's `Binding` live here because every part shares them.
+`FollowerStreams`, `SharedReads`, `SharedCatalogs`, `HintOutbox`) and hands each one
+itself, but a part knows the worker only as the `Protocol` below that names what it
+uses, so no part imports `_worker` (and `_worker` importing every part makes no
+circle). The counters and the cache's `Binding` live here because every part shares
+them.
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ class FleetCounters(Tally):
     channel_losses: int = 0
     lease_changes: int = 0
     published: int = 0
+    catalog_takes: int = 0
+    """Catalogs taken from the store: another worker's walk, no walk of this one's."""
+    catalog_fills: int = 0
+    """Complete public walks this worker stored for the others."""
 
 
 @dataclass(slots=True)
@@ -125,6 +130,8 @@ class _Worker(Protocol):
 
 class Publishes(_Worker, Protocol):
     async def publish(self, uris: list[str], kind: str) -> None: ...
+
+    async def publish_lists(self, names: list[str]) -> None: ...
 
     async def attempt(self, action: Awaitable[None]) -> str | None: ...
 

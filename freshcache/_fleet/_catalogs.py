@@ -1,0 +1,107 @@
+"""Catalogs through the shared store: one walk per change for the whole fleet.
+
+A walk of a catalog the listener's stream covers first looks in the store (`PEEK`
+under the catalog's list keys: ``tools``, ``prompts``, ``resources`` for templates).
+A current entry is another worker's complete public walk, filled under the list's
+generation peeked before its walk began, so it was walked after the list's last
+fleet-wide change; the engine alone decides whether it may be taken (`adopt_catalog`).
+With no entry, one worker takes the single-flight lock of that generation and walks;
+the others wait for its fill, up to `Fleet.fill_lock`, then walk themselves. The fill
+is written only if the generation is still the one peeked (fenced otherwise), and only
+what the engine offers (`catalog_to_share`): never a private page, never a page from
+this worker's own cache. Anything uncovered, or a store that does not answer, walks
+directly.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .._core import Catalog, CatalogWalk, SharedWalk
+from .._core._frozen import thawed
+from ._reads import FillWait
+from ._store import Peeked
+
+if TYPE_CHECKING:
+    from ._parts import Binding, ReadsWorker
+
+log = logging.getLogger("freshcache.fleet")
+
+Walk = Callable[[CatalogWalk], Awaitable[Catalog]]
+"""The cache's own walk of a catalog (every page, from its cache or the server)."""
+
+
+class SharedCatalogs:
+    """One worker's catalog walks through the shared store (see the module docstring)."""
+
+    def __init__(self, worker: ReadsWorker) -> None:
+        self.worker = worker
+
+    async def walk(self, done: CatalogWalk, walk: Walk) -> Catalog:
+        """``done``'s catalog: another worker's current walk, or this worker's own."""
+        worker = self.worker
+        bound = worker.bound
+        if bound is None or not worker.channel.usable or not bound.engine.catalog_shared(done):
+            return await walk(done)
+        deadline = anyio.current_time() + worker.config.fill_lock
+        delay = FillWait.FLOOR
+        while True:
+            peeked = await self._peek(done.kind)
+            if peeked is None:
+                return await walk(done)
+            fence, items, ttl = peeked
+            if items is not None:
+                adopted = bound.engine.adopt_catalog(done, SharedWalk(tuple(items), ttl))
+                if adopted is None:
+                    return await walk(done)
+                worker.counters.catalog_takes += 1
+                return adopted
+            if fence.locked:
+                return await self._walk_and_fill(done, fence, walk, bound)
+            if anyio.current_time() >= deadline or not bound.engine.catalog_shared(done):
+                return await walk(done)
+            # Another worker walks this generation for the fleet: wait for its fill.
+            worker.counters.fill_waits += 1
+            await anyio.sleep(delay)
+            delay = min(0.05, delay * 1.5)
+
+    async def _peek(self, kind: str) -> tuple[Peeked, list[Any] | None, float] | None:
+        config = self.worker.config
+        try:
+            with anyio.fail_after(config.op_timeout):
+                peeked = await self.worker.shared.peek_catalog(
+                    kind, lock_for=self.worker.id, lock_ms=int(config.fill_lock * 1000)
+                )
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            log.debug("fleet catalog peek failed: %r", exc)
+            return None
+        self.worker.store_answered()
+        return peeked
+
+    async def _walk_and_fill(
+        self, done: CatalogWalk, fence: Peeked, walk: Walk, bound: Binding
+    ) -> Catalog:
+        worker = self.worker
+        catalog = await walk(done)
+        try:
+            with anyio.fail_after(worker.config.op_timeout):
+                share = bound.engine.catalog_to_share(done)
+                ttl_ms = 0 if share is None else int(min(share.ttl * 1000, bound.max_ttl_ms))
+                if share is not None and ttl_ms > 0:
+                    items = [thawed(item) for item in share.items]
+                    if await worker.shared.fill_catalog(done.kind, fence, items, ttl_ms):
+                        worker.counters.catalog_fills += 1
+                    else:
+                        worker.counters.fenced_writes += 1  # changed while it was walked
+                await worker.shared.unlock_catalog(done.kind, fence, worker.id)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            log.debug("fleet catalog fill failed: %r", exc)
+        return catalog
