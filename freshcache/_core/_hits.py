@@ -10,7 +10,8 @@ A row has one of two shapes, and which one is the whole of the hit's time rule:
   stays fresh until an *event* — a notification, a stream loss, coverage ending — and
   every such event removes or replaces the row before it returns). A hit on it reads
   no clock: one lookup and a type check.
-- the stored `Entry`: an entry bounded by ``ttlMs``; a hit compares its
+- the stored entry (an `Entry`, or the URI's `UriRecord` holding it when the store
+  keeps records as entries): an entry bounded by ``ttlMs``; a hit compares its
   ``expires_at`` against the clock, every time. Why not remove such rows with a timer
   at the deadline and skip the clock: a timer runs on the event loop, and a hit never
   yields to it. A task that blocks the loop (a synchronous call in async code) and
@@ -24,10 +25,12 @@ from __future__ import annotations
 
 from ._entries import Entry, Partition
 from ._model import ReadResult
+from ._records import UriRecord
 
-Hit = ReadResult | Entry
+Hit = ReadResult | Entry | UriRecord
 """A row of a partition's hit table: the result (no time bound), or the stored entry
-(fresh while the clock is before its ``expires_at``; its value is a `ReadResult`)."""
+or record holding it (fresh while the clock is before its ``expires_at``; its value
+is a `ReadResult`)."""
 HitTable = dict[str, Hit]
 
 NO_HITS: HitTable = {}

@@ -5,6 +5,11 @@ reads in flight and the partitions that hold an entry. Generations come from one
 counter for all records, so they never restart: the record of a URI that holds no
 entry, is not selected and has no read in flight is dropped, and a reply to a read
 sent before that still finds a different generation when it lands.
+
+With a store that keeps objects in process (`ObjectStore`, the default `MemoryStore`),
+the record *is* also the stored entry of the URI for the engine's default partition and
+that entry's time-bounded hit row: one object per cached URI, stored under the bare URI.
+Its entry fields (`value` ... `flags`) are empty while it holds no such entry.
 """
 
 from __future__ import annotations
@@ -12,13 +17,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._entries import Partition
-from ._model import ReadResult, Reason
+from ._model import CacheScope, ReadResult, Reason, ResourceContents
 
 _DEFAULT_ONLY: tuple[Partition, ...] = (None,)
 
 REMEMBERED_IDLE = 1024
 """Records of URIs that hold nothing but a failure or an invalidation reason, kept
 for `status` (oldest dropped first)."""
+
+ENTRY_OVERHEAD = 256
+"""Rough bytes of bookkeeping per entry beyond the contents (the store's byte bound)."""
+
+HINTLESS = 1
+PUSHED = 2
+PUBLIC_SCOPE = 4
+
+
+def size_of(uri: str, contents: tuple[ResourceContents, ...]) -> int:
+    """Approximate bytes a read entry holds, for the store's byte bound."""
+    size = ENTRY_OVERHEAD + len(uri)
+    for item in contents:
+        size += len(item.uri) + len(item.text or "") + len(item.blob or "") + 64
+    return size
 
 
 @dataclass(slots=True)
@@ -36,6 +56,51 @@ class UriRecord:
     problems: dict[Partition, tuple[int, ReadResult]] | None = None
     """Latest failed outcome per partition, with the generation it happened at.
     Made on first use: most URIs never fail (an empty dict costs ~200 bytes)."""
+    # The entry held in the record itself (see the module docstring); `value` is None
+    # when there is none. The same fields as `Entry`, so the record stands in for one.
+    value: ReadResult | None = None
+    held_generation: int = 0
+    """`Entry.generation` of the held entry: the very int object `generation` was when
+    the reply was stored (so it costs no object of its own)."""
+    received_at: float = 0.0
+    expires_at: float = 0.0
+    flags: int = 0
+    """`HINTLESS`, `PUSHED`, `PUBLIC_SCOPE` (a small int: no object per record)."""
+
+    # ------------------------------------------------------------------ as an entry
+
+    @property
+    def hintless(self) -> bool:
+        return bool(self.flags & HINTLESS)
+
+    @property
+    def pushed(self) -> bool:
+        return bool(self.flags & PUSHED)
+
+    @property
+    def scope(self) -> CacheScope:
+        return "public" if self.flags & PUBLIC_SCOPE else "private"
+
+    @property
+    def size(self) -> int:
+        """Bytes of the held entry, recomputed from it (the store keeps only the sum)."""
+        value = self.value
+        return 0 if value is None else size_of(value.uri, value.contents)
+
+    def hold(self, value: ReadResult, received_at: float, expires_at: float, flags: int) -> None:
+        """Hold ``value`` as this URI's entry at the current generation."""
+        self.value = value
+        self.held_generation = self.generation
+        self.received_at = received_at
+        self.expires_at = expires_at
+        self.flags = flags
+
+    def let_go(self) -> None:
+        """Hold no entry any more (dropped or evicted)."""
+        self.value = None
+        self.held_generation = 0
+        self.received_at = self.expires_at = 0.0
+        self.flags = 0
 
     @property
     def idle(self) -> bool:

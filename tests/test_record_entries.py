@@ -1,0 +1,95 @@
+"""One object per cached URI: with the default `MemoryStore` the engine's record of a
+URI is its stored entry (under the bare URI) and its time-bounded hit row.
+
+The store keeps only the running byte total and recomputes an entry's size from it
+when it leaves, so every way an entry changes or leaves must keep the totals true, and
+no way of letting an entry go may let an older reply land as fresh.
+"""
+
+from __future__ import annotations
+
+from freshcache import Policy
+from freshcache._core import RequestFailed, ResourceContents, ResourceUpdated
+from freshcache._core._records import UriRecord, size_of
+from freshcache._middleware._store import MemoryStore
+from tests.test_engine import U, V, make, read, reply
+
+
+def held_bytes(*texts_by_uri: tuple[str, str]) -> int:
+    return sum(size_of(uri, (ResourceContents(uri, text=text),)) for uri, text in texts_by_uri)
+
+
+def test_the_record_is_the_stored_entry_and_the_ttl_row():
+    store = MemoryStore()
+    engine, _ = make(store=store)
+    read(engine, "v1")
+    record = store.get_object(U)
+    assert isinstance(record, UriRecord)
+    assert engine.hits[U] is record and record.value is engine.lookup(U, None)
+    assert (store.entry_count, store.bytes_held) == (1, held_bytes((U, "v1")))
+
+
+def test_a_newer_reply_replaces_the_bytes_of_the_older_one():
+    store = MemoryStore()
+    engine, _ = make(store=store)
+    read(engine, "v1")
+    engine.handle(ResourceUpdated(U, None))
+    read(engine, "a much longer second version")
+    read(engine, "v3 at the same generation")
+    assert (store.entry_count, store.bytes_held) == (
+        1,
+        held_bytes((U, "v3 at the same generation")),
+    )
+    assert engine.lookup(U, None).text == "v3 at the same generation"
+
+
+def test_a_denial_lets_the_entry_go_with_its_bytes():
+    store = MemoryStore()
+    engine, _ = make(store=store)
+    read(engine, "v1")
+    read(engine, "other", uri=V)
+    engine.finish_read(engine.begin_read(U, None), RequestFailed("denied"))
+    assert (store.entry_count, store.bytes_held) == (1, held_bytes((V, "other")))
+    assert engine.status(U).state == "denied" and engine.lookup(V, None).text == "other"
+
+
+def test_an_evicted_record_holds_no_entry_and_serves_nothing():
+    store = MemoryStore(max_entries=1)
+    engine, _ = make(store=store)
+    read(engine, "v1")
+    read(engine, "other", uri=V)  # evicts U's record from the store
+    assert engine.lookup(U, None) is None and U not in engine.hits
+    assert engine.status(U).reason == "not_cached"
+    assert (store.entry_count, store.bytes_held) == (1, held_bytes((V, "other")))
+
+
+def test_a_reply_sent_before_a_change_never_lands_after_its_record_was_evicted():
+    store = MemoryStore(max_entries=1)
+    engine, _ = make(store=store)
+    read(engine, "v1")
+    ticket = engine.begin_read(U, None)  # sent before the change below
+    engine.handle(ResourceUpdated(U, None))
+    read(engine, "other", uri=V)  # evicts U's entry while the read is in flight
+    assert engine.finish_read(ticket, reply("v1 again")) is None  # superseded
+    assert engine.lookup(U, None) is None
+    assert engine.status(U).reason == "invalidated"
+
+
+def test_an_entry_larger_than_the_store_is_handed_out_but_not_kept():
+    store = MemoryStore(max_bytes=300)
+    engine, _ = make(store=store)
+    result = read(engine, "x" * 400)
+    assert result.state == "fresh" and result.server_read
+    assert engine.lookup(U, None) is None
+    assert (store.entry_count, store.bytes_held) == (0, 0)
+
+
+def test_a_shared_public_copy_still_lives_in_the_store_as_an_entry():
+    store = MemoryStore()
+    engine, _ = make(Policy(share_public=True), store=store)
+    read(engine, "public text", partition="alice", scope="public")
+    assert store.get_object(U) is None  # not alice's own partition's record
+    assert engine.lookup(U, "bob").text == "public text"
+    read(engine, "alice's own", partition="alice", scope="private")
+    assert engine.lookup(U, "alice").text == "alice's own"
+    assert store.entry_count == 1  # the public copy was dropped for alice's own
