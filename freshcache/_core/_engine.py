@@ -116,7 +116,7 @@ from ._model import (
     served_copy,
 )
 from ._policy import Policy
-from ._records import HINTLESS, PUBLIC_SCOPE, PUSHED, UriRecord, UriRecords, size_of
+from ._records import HINTLESS, PUSHED, UriRecord, UriRecords, size_of
 from ._slots import filled_by_slots
 
 READ = "resources/read"
@@ -520,11 +520,7 @@ class _ReadRules(_Bookkeeping):
             self._hits.pop(uri, stored_partition)
             if state.value is not None:
                 objects.discard_object(uri)
-            flags = (
-                (HINTLESS if reply.hintless else 0)
-                | (PUSHED if pushed else 0)
-                | (PUBLIC_SCOPE if scope == "public" else 0)
-            )
+            flags = (HINTLESS if reply.hintless else 0) | (PUSHED if pushed else 0)
             state.hold(cached, now, now + ttl, flags)
             state.add_partition(stored_partition)
             objects.put_object(uri, state)

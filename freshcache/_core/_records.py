@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._entries import Partition
-from ._model import CacheScope, ReadResult, Reason, ResourceContents
+from ._model import ReadResult, Reason, ResourceContents
 
 _DEFAULT_ONLY: tuple[Partition, ...] = (None,)
 
@@ -30,7 +30,6 @@ ENTRY_OVERHEAD = 256
 
 HINTLESS = 1
 PUSHED = 2
-PUBLIC_SCOPE = 4
 
 
 def size_of(uri: str, contents: tuple[ResourceContents, ...]) -> int:
@@ -65,7 +64,8 @@ class UriRecord:
     received_at: float = 0.0
     expires_at: float = 0.0
     flags: int = 0
-    """`HINTLESS`, `PUSHED`, `PUBLIC_SCOPE` (a small int: no object per record)."""
+    """`HINTLESS` | `PUSHED` (a small int: no object per record). Its scope is not
+    kept: nothing asks a read entry for it once stored (the partition says it)."""
 
     # ------------------------------------------------------------------ as an entry
 
@@ -76,10 +76,6 @@ class UriRecord:
     @property
     def pushed(self) -> bool:
         return bool(self.flags & PUSHED)
-
-    @property
-    def scope(self) -> CacheScope:
-        return "public" if self.flags & PUBLIC_SCOPE else "private"
 
     @property
     def size(self) -> int:
