@@ -8,6 +8,8 @@ no way of letting an entry go may let an older reply land as fresh.
 
 from __future__ import annotations
 
+import pytest
+
 from freshcache import Policy
 from freshcache._core import RequestFailed, ResourceContents, ResourceUpdated
 from freshcache._core._records import UriRecord, size_of
@@ -93,3 +95,25 @@ def test_a_shared_public_copy_still_lives_in_the_store_as_an_entry():
     read(engine, "alice's own", partition="alice", scope="private")
     assert engine.lookup(U, "alice").text == "alice's own"
     assert store.entry_count == 1  # the public copy was dropped for alice's own
+
+
+def test_records_share_one_float_per_freshness_window_and_still_age_from_their_arrival():
+    store = MemoryStore()
+    engine, clock = make(Policy(stale_on_error=("guide://*",)), store=store)
+    read(engine, "v1")
+    clock.now += 7
+    read(engine, "other", uri=V)
+    first, second = store.get_object(U), store.get_object(V)
+    assert first.ttl is second.ttl == 60.0  # one object for the one window
+    clock.now += 30
+    stale = engine.finish_read(engine.begin_read(U, None), RequestFailed("unreachable"))
+    assert (stale.state, stale.text) == ("stale", "v1")
+    assert stale.age == pytest.approx(37)
+
+
+def test_the_shared_windows_stay_bounded():
+    engine, _ = make()
+    for n in range(300):
+        read(engine, "v", uri=f"guide://many/{n}", ttl_ms=1000 + n)
+    assert len(engine._windows) <= 65
+    assert engine.lookup("guide://many/299", None).text == "v"

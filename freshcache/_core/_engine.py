@@ -121,6 +121,7 @@ from ._slots import filled_by_slots
 
 READ = "resources/read"
 _INF = float("inf")
+_WINDOWS = 64
 
 HeldEntry = Entry | UriRecord
 """A read entry: an `Entry` from the store, or the URI's record holding its entry of
@@ -213,6 +214,9 @@ class _Bookkeeping:
             cast(ObjectStore, store) if getattr(store, "keeps_objects", False) is True else None
         )
         """The store, if it keeps records as entries (`ObjectStore`); else ``None``."""
+        self._windows: dict[float, float] = {}
+        """One float object per distinct freshness window held (`UriRecord.ttl`):
+        servers send few distinct ``ttlMs``; cleared past `_WINDOWS` of them."""
         self._uris = UriRecords()
         self.heard = ChangesHeard()
         """Changes heard of, for answers of unknown origin (`ReadReply.from_server` None)."""
@@ -510,6 +514,8 @@ class _ReadRules(_Bookkeeping):
         ttl = self.policy.ttl_seconds(reply.ttl_ms)
         if reply.hintless and not state.selected:
             ttl = min(self.policy.hintless_ttl, self.policy.max_ttl)  # the caller's opt-in
+        if len(self._windows) > _WINDOWS:
+            self._windows.clear()
         for other in (partition, PUBLIC):
             if other != stored_partition and other in state.partitions:
                 self._drop_entry(uri, other, state)
@@ -521,7 +527,7 @@ class _ReadRules(_Bookkeeping):
             if state.value is not None:
                 objects.discard_object(uri)
             flags = (HINTLESS if reply.hintless else 0) | (PUSHED if pushed else 0)
-            state.hold(cached, now, now + ttl, flags)
+            state.hold(cached, now + ttl, self._windows.setdefault(ttl, ttl), flags)
             state.add_partition(stored_partition)
             objects.put_object(uri, state)
             if stored_partition in state.partitions:  # not evicted at once by the bounds

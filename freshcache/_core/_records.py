@@ -20,6 +20,7 @@ from ._entries import Partition
 from ._model import ReadResult, Reason, ResourceContents
 
 _DEFAULT_ONLY: tuple[Partition, ...] = (None,)
+_INF = float("inf")
 
 REMEMBERED_IDLE = 1024
 """Records of URIs that hold nothing but a failure or an invalidation reason, kept
@@ -61,8 +62,11 @@ class UriRecord:
     held_generation: int = 0
     """`Entry.generation` of the held entry: the very int object `generation` was when
     the reply was stored (so it costs no object of its own)."""
-    received_at: float = 0.0
     expires_at: float = 0.0
+    ttl: float = 0.0
+    """The entry's freshness window, in seconds: ``received_at`` is derived from it (the
+    engine passes one shared float per distinct window, so a record keeps one clock
+    float, ``expires_at``, not two)."""
     flags: int = 0
     """`HINTLESS` | `PUSHED` (a small int: no object per record). Its scope is not
     kept: nothing asks a read entry for it once stored (the partition says it)."""
@@ -78,24 +82,31 @@ class UriRecord:
         return bool(self.flags & PUSHED)
 
     @property
+    def received_at(self) -> float:
+        """Monotonic clock reading when the held entry's reply arrived (`Entry.received_at`)."""
+        ttl = self.ttl
+        return self.expires_at - ttl if ttl < _INF else self.expires_at  # (never expires)
+
+    @property
     def size(self) -> int:
         """Bytes of the held entry, recomputed from it (the store keeps only the sum)."""
         value = self.value
         return 0 if value is None else size_of(value.uri, value.contents)
 
-    def hold(self, value: ReadResult, received_at: float, expires_at: float, flags: int) -> None:
-        """Hold ``value`` as this URI's entry at the current generation."""
+    def hold(self, value: ReadResult, expires_at: float, ttl: float, flags: int) -> None:
+        """Hold ``value`` as this URI's entry at the current generation, fresh for
+        ``ttl`` seconds until ``expires_at``."""
         self.value = value
         self.held_generation = self.generation
-        self.received_at = received_at
         self.expires_at = expires_at
+        self.ttl = ttl
         self.flags = flags
 
     def let_go(self) -> None:
         """Hold no entry any more (dropped or evicted)."""
         self.value = None
         self.held_generation = 0
-        self.received_at = self.expires_at = 0.0
+        self.expires_at = self.ttl = 0.0
         self.flags = 0
 
     @property
