@@ -117,3 +117,27 @@ def test_the_shared_windows_stay_bounded():
         read(engine, "v", uri=f"guide://many/{n}", ttl_ms=1000 + n)
     assert len(engine._windows) <= 65
     assert engine.lookup("guide://many/299", None).text == "v"
+
+
+def test_a_record_row_read_in_another_thread_is_never_torn():
+    from freshcache._core._hits import row_result
+
+    engine, clock = make()
+    read(engine, "v1")
+    row = engine.hits[U]
+    assert row_result(row, clock.now).text == "v1"
+
+    class ChangedBetweenReads:
+        """A record row whose value changed while its deadline was being read."""
+
+        def __init__(self) -> None:
+            self.values = iter([row.value, engine.lookup(V, None)])
+            self.expires_at = row.expires_at
+
+        @property
+        def value(self):
+            return next(self.values)
+
+    assert row_result(ChangedBetweenReads(), clock.now) is None
+    row.let_go()  # (as an eviction does, after taking the row out)
+    assert row_result(row, clock.now) is None

@@ -38,14 +38,21 @@ NO_HITS: HitTable = {}
 
 
 def row_result(hit: Hit | None, now: float) -> ReadResult | None:
-    """The result a row hands out at ``now`` (monotonic), or ``None``."""
+    """The result a row hands out at ``now`` (monotonic), or ``None``.
+
+    Safe in a thread other than the engine's: a record row (`UriRecord`) is changed in
+    place when its URI holds a new entry or lets one go, so its value is read before
+    and after its deadline and handed out only if it did not change in between
+    (`UriRecord.hold` closes the deadline before it changes the value).
+    """
     if hit is None:
         return None
     if isinstance(hit, ReadResult):
         return hit  # no time bound
-    if now < hit.expires_at:
-        assert isinstance(hit.value, ReadResult)
-        return hit.value
+    value = hit.value
+    if value is not None and now < hit.expires_at and hit.value is value:
+        assert isinstance(value, ReadResult)
+        return value
     return None
 
 

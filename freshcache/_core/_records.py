@@ -95,15 +95,20 @@ class UriRecord:
 
     def hold(self, value: ReadResult, expires_at: float, ttl: float, flags: int) -> None:
         """Hold ``value`` as this URI's entry at the current generation, fresh for
-        ``ttl`` seconds until ``expires_at``."""
+        ``ttl`` seconds until ``expires_at``.
+
+        The record may be a hit row another thread is reading (`row_result`): the
+        deadline is closed first and set last, so a reader that sees the new value
+        with a deadline sees the new one (it reads the value again after the deadline)."""
+        self.expires_at = 0.0
         self.value = value
         self.held_generation = self.generation
-        self.expires_at = expires_at
         self.ttl = ttl
         self.flags = flags
+        self.expires_at = expires_at
 
     def let_go(self) -> None:
-        """Hold no entry any more (dropped or evicted)."""
+        """Hold no entry any more (dropped or evicted). The value goes first (see `hold`)."""
         self.value = None
         self.held_generation = 0
         self.expires_at = self.ttl = 0.0
