@@ -141,3 +141,16 @@ def test_a_record_row_read_in_another_thread_is_never_torn():
     assert row_result(ChangedBetweenReads(), clock.now) is None
     row.let_go()  # (as an eviction does, after taking the row out)
     assert row_result(row, clock.now) is None
+
+
+def test_a_window_without_end_gives_no_arrival_to_derive_and_ages_as_new():
+    # Only with Policy(max_ttl=inf) and an endless ttlMs: the arrival is not kept, so a
+    # stale copy of such an entry says age 0 rather than nan.
+    engine, clock = make(Policy(max_ttl=float("inf"), stale_on_error=("guide://*",)))
+    read(engine, "v1", ttl_ms=float("inf"))
+    record = engine.hits[U]
+    assert isinstance(record, UriRecord) and record.received_at == float("inf")
+    clock.now += 5
+    engine.handle(ResourceUpdated(U, None))
+    stale = engine.finish_read(engine.begin_read(U, None), RequestFailed("unreachable"))
+    assert (stale.state, stale.text, stale.age) == ("stale", "v1", 0.0)
