@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from freshcache import FreshCache, Policy
-from freshcache._core import Entry, ReadResult, ResourceUpdated
+from freshcache._core import ReadResult, ResourceUpdated
 from freshcache.acceptance import InMemorySource, ReferenceServer
 from freshcache.sync import SyncFreshCache
 from tests.polling import until
@@ -65,7 +65,10 @@ async def test_a_covered_row_with_ttl_keeps_its_time_bound_without_the_opt_in():
     server.set(U, "v1", ttl_ms=60_000)
     async with FreshCache(InMemorySource(server), select=[U]) as cache:
         await until(lambda: cache.status(U).state == "fresh" and not cache.pending_reads)
-        assert isinstance(cache.engine.hits[U], Entry)  # compared with expires_at at each hit
+        row = cache.engine.hits[U]
+        # Not the bare result: a row with a deadline, compared with the clock at each hit.
+        assert not isinstance(row, ReadResult)
+        assert row.expires_at < float("inf") and row.value is cache.status(U)
 
 
 async def test_read_options_still_work_by_keyword():

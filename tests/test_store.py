@@ -29,6 +29,35 @@ def test_the_entry_bound_evicts_the_least_recently_used():
     assert store.entry_count == 2
 
 
+def test_a_large_store_evicts_the_least_recently_used_in_one_batch_below_its_bound():
+    store = MemoryStore(max_entries=640, max_bytes=10**9)
+    evicted = []
+    store.set_eviction_listener(evicted.append)
+    for n in range(640):
+        store.put(key(n), entry(10))
+    for n in range(0, 20, 2):
+        assert store.get(key(n)) is not None  # used again: now the most recent
+    store.discard(key(1))
+    assert evicted == [] and store.entry_count == 639
+    store.put(key(640), entry(10))
+    store.put(key(641), entry(10))  # passes the bound: down to 640 - 640 // 64 at once
+    least_recent = [key(n) for n in range(1, 20, 2) if n != 1] + [key(n) for n in range(20, 652)]
+    assert evicted == least_recent[:11]
+    assert (store.entry_count, store.bytes_held) == (630, 6300)
+    store.put(key(642), entry(10))
+    assert len(evicted) == 11  # within its bound again: nothing more
+
+
+def test_a_large_store_evicts_a_batch_below_its_byte_bound_too():
+    store = MemoryStore(max_entries=1000, max_bytes=6400)
+    evicted = []
+    store.set_eviction_listener(evicted.append)
+    for n in range(641):
+        store.put(key(n), entry(10))
+    assert evicted == [key(n) for n in range(11)]
+    assert store.bytes_held == 6300
+
+
 def test_the_repr_shows_the_counts():
     store = MemoryStore()
     evicted = []

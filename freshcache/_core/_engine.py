@@ -70,6 +70,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import cast
 
 from typing_extensions import assert_never
 
@@ -84,7 +85,7 @@ from ._catalogs import (
 from ._counters import Tally
 from ._coverage import Coverage
 from ._denials import Denials
-from ._entries import PUBLIC, Entry, EntryKey, Partition, Store
+from ._entries import PUBLIC, Entry, EntryKey, ObjectStore, Partition, Store
 from ._events import (
     CatalogListChanged,
     ChangesMissed,
@@ -122,12 +123,21 @@ from ._model import (
     served_copy,
 )
 from ._policy import Policy
-from ._records import UriRecord, UriRecords
+from ._records import HINTLESS, PUSHED, UriRecord, UriRecords, size_of
 from ._slots import filled_by_slots
 
 READ = "resources/read"
 _INF = float("inf")
-_ENTRY_OVERHEAD = 256  # rough bytes of bookkeeping per entry beyond the contents
+_WINDOWS = 64
+
+HeldEntry = Entry | UriRecord
+"""A read entry: an `Entry` from the store, or the URI's record holding its entry of
+the default partition (with an `ObjectStore`: see `_records`)."""
+
+
+def _generation_of(entry: HeldEntry) -> int:
+    """The generation ``entry`` was stored at (`Entry.generation`)."""
+    return entry.held_generation if entry.__class__ is UriRecord else entry.generation
 
 SubscriptionId = str | int
 
@@ -207,6 +217,13 @@ class _Bookkeeping:
         """The default partition's hit table: bare URI -> its row (see `Hit`)."""
         self._store = store
         self._store.set_eviction_listener(self._evicted)
+        self._objects: ObjectStore | None = (
+            cast(ObjectStore, store) if getattr(store, "keeps_objects", False) is True else None
+        )
+        """The store, if it keeps records as entries (`ObjectStore`); else ``None``."""
+        self._windows: dict[float, float] = {}
+        """One float object per distinct freshness window held (`UriRecord.ttl`):
+        servers send few distinct ``ttlMs``; cleared past `_WINDOWS` of them."""
         self._uris = UriRecords()
         self.heard = ChangesHeard()
         """Changes heard of, for answers of unknown origin (`ReadReply.from_server` None)."""
@@ -238,16 +255,23 @@ class _Bookkeeping:
                 named.append(parent)
         return named
 
-    def _entry(self, uri: str, partition: Partition) -> Entry | None:
-        entry = self._store.get((self.server_id, READ, uri, partition))
+    def _held(self, uri: str, partition: Partition) -> HeldEntry | None:
+        """``uri``'s entry in ``partition`` (touched in the store's use order), or ``None``."""
+        objects = self._objects
+        if objects is not None and partition == self.default_partition:
+            return cast(UriRecord | None, objects.get_object(uri))  # the record itself
+        return self._store.get((self.server_id, READ, uri, partition))
+
+    def _entry(self, uri: str, partition: Partition) -> HeldEntry | None:
+        entry = self._held(uri, partition)
         if entry is None and self.policy.share_public:
-            entry = self._store.get((self.server_id, READ, uri, PUBLIC))
+            entry = self._held(uri, PUBLIC)
         return entry
 
     def _has_current_entry(self, uri: str, state: UriRecord) -> bool:
         for part in state.partitions:
-            entry = self._store.get((self.server_id, READ, uri, part))
-            if entry is not None and entry.generation == state.generation:
+            entry = self._held(uri, part)
+            if entry is not None and _generation_of(entry) == state.generation:
                 return True
         return False
 
@@ -279,7 +303,7 @@ class _Bookkeeping:
         if self._on_invalidation is not None:
             self._on_invalidation(Invalidation(uri, cause, subscription_id, trusted))
 
-    def _index(self, uri: str, partition: Partition, state: UriRecord, entry: Entry) -> None:
+    def _index(self, uri: str, partition: Partition, state: UriRecord, entry: HeldEntry) -> None:
         assert isinstance(entry.value, ReadResult)
         if self._unusable is not None or self._uncovered_strict(uri, state):
             return
@@ -289,6 +313,7 @@ class _Bookkeeping:
             self._hits.put(uri, partition, entry.value)  # no time bound: no clock on a hit
         else:
             self._hits.put(uri, partition, entry)  # fresh until entry.expires_at
+            # (with an `ObjectStore`, that row is the record itself: no object of its own)
 
     def _unindex(self, uri: str, state: UriRecord) -> None:
         for part in state.partitions:
@@ -298,8 +323,8 @@ class _Bookkeeping:
         """Coverage or selection of ``uri`` changed: recompute its hit-table rows."""
         self._unindex(uri, state)
         for part in state.partitions:
-            entry = self._store.get((self.server_id, READ, uri, part))
-            if entry is not None and entry.generation == state.generation:
+            entry = self._held(uri, part)
+            if entry is not None and _generation_of(entry) == state.generation:
                 problem = state.problem(part)
                 if problem is None or problem[0] != state.generation:
                     self._index(uri, part, state, entry)
@@ -307,9 +332,23 @@ class _Bookkeeping:
     def _drop_entry(self, uri: str, partition: Partition, state: UriRecord) -> None:
         self._hits.pop(uri, partition)
         state.drop_partition(partition)
-        self._store.discard((self.server_id, READ, uri, partition))
+        objects = self._objects
+        if objects is not None and partition == self.default_partition:
+            if state.value is not None:
+                objects.discard_object(uri)  # (its size is counted from the value: first)
+                state.let_go()
+        else:
+            self._store.discard((self.server_id, READ, uri, partition))
 
-    def _evicted(self, key: EntryKey) -> None:
+    def _evicted(self, key: EntryKey | str) -> None:
+        if isinstance(key, str):  # a record held as its URI's entry (`ObjectStore`)
+            self._hits.pop(key, self.default_partition)
+            record = self._uris.get(key)
+            if record is not None:
+                record.let_go()
+                record.drop_partition(self.default_partition)
+                self._uris.forget_if_idle(key, record)
+            return
         _, method, param, partition = key
         if method == LIST:
             self._lists.evicted(key)
@@ -384,7 +423,7 @@ class _ReadRules(_Bookkeeping):
         if problem is not None and problem[0] == state.generation:
             return self._maybe_stale(problem[1], partition)
         entry = self._entry(uri, partition)
-        if entry is not None and entry.generation == state.generation:
+        if entry is not None and _generation_of(entry) == state.generation:
             if self._uncovered_strict(uri, state):
                 return problem_result(uri, AWAITING_FRESH_SOURCE, "uncovered")
             return problem_result(uri, AWAITING_FRESH_SOURCE, "expired")
@@ -482,19 +521,35 @@ class _ReadRules(_Bookkeeping):
         ttl = self.policy.ttl_seconds(reply.ttl_ms)
         if reply.hintless and not state.selected:
             ttl = min(self.policy.hintless_ttl, self.policy.max_ttl)  # the caller's opt-in
+        if len(self._windows) > _WINDOWS:
+            self._windows.clear()
+        for other in (partition, PUBLIC):
+            if other != stored_partition and other in state.partitions:
+                self._drop_entry(uri, other, state)
+        objects = self._objects
+        if objects is not None and stored_partition == self.default_partition:
+            # The record itself becomes the entry (and the time-bounded row): no row
+            # while it changes, and the old value's bytes leave the store first.
+            self._hits.pop(uri, stored_partition)
+            if state.value is not None:
+                objects.discard_object(uri)
+            flags = (HINTLESS if reply.hintless else 0) | (PUSHED if pushed else 0)
+            state.hold(cached, now + ttl, self._windows.setdefault(ttl, ttl), flags)
+            state.add_partition(stored_partition)
+            objects.put_object(uri, state)
+            if stored_partition in state.partitions:  # not evicted at once by the bounds
+                self._index(uri, stored_partition, state, state)
+            return handed
         entry = Entry(
             value=cached,
             generation=state.generation,
             received_at=now,
             expires_at=now + ttl,
             scope=scope,
-            size=_size_of(uri, contents),
+            size=size_of(uri, contents),
             hintless=reply.hintless,
             pushed=pushed,
         )
-        for other in (partition, PUBLIC):
-            if other != stored_partition and other in state.partitions:
-                self._drop_entry(uri, other, state)
         key: EntryKey = (self.server_id, READ, uri, stored_partition)
         state.add_partition(stored_partition)
         self._store.put(key, entry)
@@ -1054,13 +1109,6 @@ class FreshnessEngine(_Judgements):
             state = self._uris.get(uri)
             if state is not None and state.selected:
                 self._reindex(uri, state)
-
-
-def _size_of(uri: str, contents: tuple[ResourceContents, ...]) -> int:
-    size = _ENTRY_OVERHEAD + len(uri)
-    for item in contents:
-        size += len(item.uri) + len(item.text or "") + len(item.blob or "") + 64
-    return size
 
 
 __all__ = [

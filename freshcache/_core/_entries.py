@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from ._events import ListReply
 from ._model import CacheScope, ReadResult
@@ -80,4 +80,29 @@ class Store(Protocol):
     @property
     def bytes_held(self) -> int:
         """Approximate bytes held now."""
+        ...
+
+
+class ObjectStore(Store, Protocol):
+    """A `Store` that keeps what it is given, as is, in this process, under any hashable
+    key, and asks an entry only for its ``size`` (`MemoryStore`).
+
+    With one, the engine stores a URI's record itself under the bare URI as the entry
+    of its default partition (`UriRecord`), rather than an `Entry` under a key tuple:
+    one object per cached URI. Its eviction listener then also receives such keys.
+    """
+
+    keeps_objects: bool
+    """True: entries are kept as given, keys may be any hashable (see the class)."""
+
+    def get_object(self, key: Any) -> Any:
+        """What was put under ``key`` (touching it, as `get` does), or ``None``."""
+        ...
+
+    def put_object(self, key: Any, held: Any) -> None:
+        """`put` for any hashable key and any object with a ``size``."""
+        ...
+
+    def discard_object(self, key: Any) -> None:
+        """`discard` for any hashable key."""
         ...

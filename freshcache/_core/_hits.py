@@ -10,7 +10,8 @@ A row has one of two shapes, and which one is the whole of the hit's time rule:
   stays fresh until an *event* — a notification, a stream loss, coverage ending — and
   every such event removes or replaces the row before it returns). A hit on it reads
   no clock: one lookup and a type check.
-- the stored `Entry`: an entry bounded by ``ttlMs``; a hit compares its
+- the stored entry (an `Entry`, or the URI's `UriRecord` holding it when the store
+  keeps records as entries): an entry bounded by ``ttlMs``; a hit compares its
   ``expires_at`` against the clock, every time. Why not remove such rows with a timer
   at the deadline and skip the clock: a timer runs on the event loop, and a hit never
   yields to it. A task that blocks the loop (a synchronous call in async code) and
@@ -24,10 +25,12 @@ from __future__ import annotations
 
 from ._entries import Entry, Partition
 from ._model import ReadResult
+from ._records import UriRecord
 
-Hit = ReadResult | Entry
+Hit = ReadResult | Entry | UriRecord
 """A row of a partition's hit table: the result (no time bound), or the stored entry
-(fresh while the clock is before its ``expires_at``; its value is a `ReadResult`)."""
+or record holding it (fresh while the clock is before its ``expires_at``; its value
+is a `ReadResult`)."""
 HitTable = dict[str, Hit]
 
 NO_HITS: HitTable = {}
@@ -35,14 +38,21 @@ NO_HITS: HitTable = {}
 
 
 def row_result(hit: Hit | None, now: float) -> ReadResult | None:
-    """The result a row hands out at ``now`` (monotonic), or ``None``."""
+    """The result a row hands out at ``now`` (monotonic), or ``None``.
+
+    Safe in a thread other than the engine's: a record row (`UriRecord`) is changed in
+    place when its URI holds a new entry or lets one go, so its value is read before
+    and after its deadline and handed out only if it did not change in between
+    (`UriRecord.hold` closes the deadline before it changes the value).
+    """
     if hit is None:
         return None
     if isinstance(hit, ReadResult):
         return hit  # no time bound
-    if now < hit.expires_at:
-        assert isinstance(hit.value, ReadResult)
-        return hit.value
+    value = hit.value
+    if value is not None and now < hit.expires_at and hit.value is value:
+        assert isinstance(value, ReadResult)
+        return value
     return None
 
 

@@ -3,23 +3,42 @@
 Keys are ``(server identity, method, parameter, partition)``; the engine decides what
 may be served, the store only keeps entries within bounds and reports what it drops.
 
-One `OrderedDict` holds the entries in use order (least recent first); an entry's
-size is its own ``size`` field, summed as entries come and go. That is one table
-slot and one order link per entry, where `cachetools.LRUCache` keeps three tables
-(data, sizes, order) per entry.
+One plain dict holds the entries in use order (least recent first: a use moves an
+entry to the end by taking it out and putting it back); an entry's size is its own
+``size``, summed as entries come and go. That is one table slot per entry (38 B at
+100k entries), where an `OrderedDict` adds a link (~55 B) and `cachetools.LRUCache`
+keeps three tables (data, sizes, order).
+
+A plain dict leaves a hole where an entry was taken out, and finding its first entry
+walks the holes at its front until the dict next compacts itself. Evicting one entry
+per insertion from a large full store would walk thousands of them every time, so a
+store of more than `_BATCH_FROM` entries evicts in batches: when a bound is passed it
+evicts down to 1/64 under it (the entry bound and the byte bound alike), one walk per
+batch. A small store evicts exactly what the bounds require.
+
+It is an `ObjectStore`: it keeps what it is given as is, under any hashable key, so
+the engine stores a URI's record itself under the bare URI (one object per cached
+URI, no key tuple, no separate `Entry`); such an entry's ``size`` is recomputed from
+it when it leaves, so it must not change while stored (the engine discards first).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from typing import Any
 
 from .._core import Entry, EntryKey
 from .._errors import ConfigurationError
 
+_BATCH_FROM = 64
+"""Stores bounded to at least this many entries evict in batches (see the docstring)."""
+
 
 class MemoryStore:
     """In-process LRU store, bounded by entries and bytes."""
+
+    keeps_objects = True
+    """An `ObjectStore` (see the module docstring)."""
 
     def __init__(self, *, max_entries: int = 10_000, max_bytes: int = 64 * 1024 * 1024) -> None:
         if max_entries < 1:
@@ -28,40 +47,72 @@ class MemoryStore:
             raise ConfigurationError(f"max_bytes must be >= 1, got {max_bytes!r}")
         self.max_entries = max_entries
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[EntryKey, Entry] = OrderedDict()
+        self._entries: dict[Hashable, Any] = {}
+        batched = max_entries >= _BATCH_FROM
+        self._entries_after = max_entries - max_entries // 64 if batched else max_entries
+        self._bytes_after = max_bytes - max_bytes // 64 if batched else max_bytes
+        """What a batch evicts down to, once a bound is passed."""
         self._bytes = 0
-        self._on_evict: Callable[[EntryKey], None] | None = None
+        self._on_evict: Callable[[Any], None] | None = None
 
     def get(self, key: EntryKey) -> Entry | None:
-        entry = self._entries.get(key)
-        if entry is not None:
-            self._entries.move_to_end(key)  # now the most recently used
-        return entry
+        return self.get_object(key)  # type: ignore[no-any-return]
 
     def put(self, key: EntryKey, entry: Entry) -> None:
+        self.put_object(key, entry)
+
+    def discard(self, key: EntryKey) -> None:
+        self.discard_object(key)
+
+    def get_object(self, key: Hashable) -> Any:
+        entries = self._entries
+        entry = entries.pop(key, None)
+        if entry is not None:
+            entries[key] = entry  # now the most recently used
+        return entry
+
+    def put_object(self, key: Hashable, entry: Any) -> None:
         entries = self._entries
         old = entries.pop(key, None)
         if old is not None:
             self._bytes -= old.size  # replaced, not evicted
-        if entry.size > self.max_bytes:
+        size = entry.size
+        if size > self.max_bytes:
             # Larger than the whole store: keeping it would evict everything else.
             if self._on_evict is not None:
                 self._on_evict(key)
             return
         entries[key] = entry
-        self._bytes += entry.size
-        while self._bytes > self.max_bytes or len(entries) > self.max_entries:
-            evicted, gone = entries.popitem(last=False)  # the least recently used
-            self._bytes -= gone.size
-            if self._on_evict is not None:
-                self._on_evict(evicted)
+        self._bytes += size
+        if self._bytes > self.max_bytes or len(entries) > self.max_entries:
+            self._evict()
 
-    def discard(self, key: EntryKey) -> None:
+    def _evict(self) -> None:
+        """Evict the least recently used entries down to the batch's bounds."""
+        entries = self._entries
+        excess = len(entries) - self._entries_after if len(entries) > self.max_entries else 0
+        need_bytes = self._bytes - self._bytes_after if self._bytes > self.max_bytes else 0
+        victims: list[Hashable] = []
+        for key, entry in entries.items():  # one walk over the front's holes
+            if excess <= 0 and need_bytes <= 0:
+                break
+            victims.append(key)
+            excess -= 1
+            need_bytes -= entry.size
+        for key in victims:
+            gone = entries.pop(key, None)
+            if gone is None:
+                continue  # a listener took it out meanwhile: not an eviction
+            self._bytes -= gone.size  # (before the listener lets the entry go)
+            if self._on_evict is not None:
+                self._on_evict(key)
+
+    def discard_object(self, key: Hashable) -> None:
         old = self._entries.pop(key, None)
         if old is not None:
             self._bytes -= old.size
 
-    def set_eviction_listener(self, listener: Callable[[EntryKey], None]) -> None:
+    def set_eviction_listener(self, listener: Callable[[Any], None]) -> None:
         self._on_evict = listener
 
     @property

@@ -1,0 +1,156 @@
+"""One object per cached URI: with the default `MemoryStore` the engine's record of a
+URI is its stored entry (under the bare URI) and its time-bounded hit row.
+
+The store keeps only the running byte total and recomputes an entry's size from it
+when it leaves, so every way an entry changes or leaves must keep the totals true, and
+no way of letting an entry go may let an older reply land as fresh.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from freshcache import Policy
+from freshcache._core import RequestFailed, ResourceContents, ResourceUpdated
+from freshcache._core._records import UriRecord, size_of
+from freshcache._middleware._store import MemoryStore
+from tests.test_engine import U, V, make, read, reply
+
+
+def held_bytes(*texts_by_uri: tuple[str, str]) -> int:
+    return sum(size_of(uri, (ResourceContents(uri, text=text),)) for uri, text in texts_by_uri)
+
+
+def test_the_record_is_the_stored_entry_and_the_ttl_row():
+    store = MemoryStore()
+    engine, _ = make(store=store)
+    read(engine, "v1")
+    record = store.get_object(U)
+    assert isinstance(record, UriRecord)
+    assert engine.hits[U] is record and record.value is engine.lookup(U, None)
+    assert (store.entry_count, store.bytes_held) == (1, held_bytes((U, "v1")))
+
+
+def test_a_newer_reply_replaces_the_bytes_of_the_older_one():
+    store = MemoryStore()
+    engine, _ = make(store=store)
+    read(engine, "v1")
+    engine.handle(ResourceUpdated(U, None))
+    read(engine, "a much longer second version")
+    read(engine, "v3 at the same generation")
+    assert (store.entry_count, store.bytes_held) == (
+        1,
+        held_bytes((U, "v3 at the same generation")),
+    )
+    assert engine.lookup(U, None).text == "v3 at the same generation"
+
+
+def test_a_denial_lets_the_entry_go_with_its_bytes():
+    store = MemoryStore()
+    engine, _ = make(store=store)
+    read(engine, "v1")
+    read(engine, "other", uri=V)
+    engine.finish_read(engine.begin_read(U, None), RequestFailed("denied"))
+    assert (store.entry_count, store.bytes_held) == (1, held_bytes((V, "other")))
+    assert engine.status(U).state == "denied" and engine.lookup(V, None).text == "other"
+
+
+def test_an_evicted_record_holds_no_entry_and_serves_nothing():
+    store = MemoryStore(max_entries=1)
+    engine, _ = make(store=store)
+    read(engine, "v1")
+    read(engine, "other", uri=V)  # evicts U's record from the store
+    assert engine.lookup(U, None) is None and U not in engine.hits
+    assert engine.status(U).reason == "not_cached"
+    assert (store.entry_count, store.bytes_held) == (1, held_bytes((V, "other")))
+
+
+def test_a_reply_sent_before_a_change_never_lands_after_its_record_was_evicted():
+    store = MemoryStore(max_entries=1)
+    engine, _ = make(store=store)
+    read(engine, "v1")
+    ticket = engine.begin_read(U, None)  # sent before the change below
+    engine.handle(ResourceUpdated(U, None))
+    read(engine, "other", uri=V)  # evicts U's entry while the read is in flight
+    assert engine.finish_read(ticket, reply("v1 again")) is None  # superseded
+    assert engine.lookup(U, None) is None
+    assert engine.status(U).reason == "invalidated"
+
+
+def test_an_entry_larger_than_the_store_is_handed_out_but_not_kept():
+    store = MemoryStore(max_bytes=300)
+    engine, _ = make(store=store)
+    result = read(engine, "x" * 400)
+    assert result.state == "fresh" and result.server_read
+    assert engine.lookup(U, None) is None
+    assert (store.entry_count, store.bytes_held) == (0, 0)
+
+
+def test_a_shared_public_copy_still_lives_in_the_store_as_an_entry():
+    store = MemoryStore()
+    engine, _ = make(Policy(share_public=True), store=store)
+    read(engine, "public text", partition="alice", scope="public")
+    assert store.get_object(U) is None  # not alice's own partition's record
+    assert engine.lookup(U, "bob").text == "public text"
+    read(engine, "alice's own", partition="alice", scope="private")
+    assert engine.lookup(U, "alice").text == "alice's own"
+    assert store.entry_count == 1  # the public copy was dropped for alice's own
+
+
+def test_records_share_one_float_per_freshness_window_and_still_age_from_their_arrival():
+    store = MemoryStore()
+    engine, clock = make(Policy(stale_on_error=("guide://*",)), store=store)
+    read(engine, "v1")
+    clock.now += 7
+    read(engine, "other", uri=V)
+    first, second = store.get_object(U), store.get_object(V)
+    assert first.ttl is second.ttl == 60.0  # one object for the one window
+    clock.now += 30
+    stale = engine.finish_read(engine.begin_read(U, None), RequestFailed("unreachable"))
+    assert (stale.state, stale.text) == ("stale", "v1")
+    assert stale.age == pytest.approx(37)
+
+
+def test_the_shared_windows_stay_bounded():
+    engine, _ = make()
+    for n in range(300):
+        read(engine, "v", uri=f"guide://many/{n}", ttl_ms=1000 + n)
+    assert len(engine._windows) <= 65
+    assert engine.lookup("guide://many/299", None).text == "v"
+
+
+def test_a_record_row_read_in_another_thread_is_never_torn():
+    from freshcache._core._hits import row_result
+
+    engine, clock = make()
+    read(engine, "v1")
+    row = engine.hits[U]
+    assert row_result(row, clock.now).text == "v1"
+
+    class ChangedBetweenReads:
+        """A record row whose value changed while its deadline was being read."""
+
+        def __init__(self) -> None:
+            self.values = iter([row.value, engine.lookup(V, None)])
+            self.expires_at = row.expires_at
+
+        @property
+        def value(self):
+            return next(self.values)
+
+    assert row_result(ChangedBetweenReads(), clock.now) is None
+    row.let_go()  # (as an eviction does, after taking the row out)
+    assert row_result(row, clock.now) is None
+
+
+def test_a_window_without_end_gives_no_arrival_to_derive_and_ages_as_new():
+    # Only with Policy(max_ttl=inf) and an endless ttlMs: the arrival is not kept, so a
+    # stale copy of such an entry says age 0 rather than nan.
+    engine, clock = make(Policy(max_ttl=float("inf"), stale_on_error=("guide://*",)))
+    read(engine, "v1", ttl_ms=float("inf"))
+    record = engine.hits[U]
+    assert isinstance(record, UriRecord) and record.received_at == float("inf")
+    clock.now += 5
+    engine.handle(ResourceUpdated(U, None))
+    stale = engine.finish_read(engine.begin_read(U, None), RequestFailed("unreachable"))
+    assert (stale.state, stale.text, stale.age) == ("stale", "v1", 0.0)
