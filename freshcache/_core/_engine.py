@@ -263,7 +263,7 @@ class _Bookkeeping:
         cause: str,
         subscription_id: SubscriptionId | None,
         trusted: bool,
-    ) -> None:
+    ) -> UriRecord:
         state = self._uris.of(uri)
         state.generation = self._uris.new_generation()  # first: any read in flight is outdated
         state.invalid_reason = reason
@@ -271,6 +271,7 @@ class _Bookkeeping:
         self.counters.invalidations += 1
         if self._on_invalidation is not None:
             self._on_invalidation(Invalidation(uri, cause, subscription_id, trusted))
+        return state
 
     def _index(self, uri: str, partition: Partition, state: UriRecord, entry: Entry) -> None:
         assert isinstance(entry.value, ReadResult)
@@ -461,10 +462,12 @@ class _ReadRules(_Bookkeeping):
         now = self.clock()
         fetched_at = self.wall_clock()
         contents = reply.contents
-        # One result is built from the reply (its version digested on first use); what
-        # this call hands out is a copy that says a server read happened.
+        # The cached result and what this call hands out (it says a server read
+        # happened) share the joined text; each digests its version on first use.
         cached = fresh_result(uri, contents, fetched_at=fetched_at, server_read=False)
-        handed = served_copy(cached, server_read=True)
+        handed = fresh_result(
+            uri, contents, fetched_at=fetched_at, server_read=True, text=cached.text
+        )
         if state.problems is not None:
             state.clear_problem(partition)
         state.invalid_reason = "not_cached"  # what status says if this entry is evicted
@@ -803,13 +806,13 @@ class FreshnessEngine(_Judgements):
                 body = self._pushed_body(event, trusted)
                 decisions: list[Decision] = []
                 for uri in self._named_by(event.uri):
-                    self._invalidate(
+                    state = self._invalidate(
                         uri, "invalidated", "resources/updated", event.subscription_id, trusted
                     )
                     if body is not None and uri == event.uri:
                         self._fill_pushed(uri, body)  # one decision with the bump above
                         continue
-                    if self._uris.of(uri).selected:
+                    if state.selected:
                         decisions.append(
                             ReadResource(uri, self.default_partition, "resources/updated")
                         )
