@@ -274,13 +274,21 @@ class _Bookkeeping:
         return state
 
     def _index(self, uri: str, partition: Partition, state: UriRecord, entry: Entry) -> None:
-        assert isinstance(entry.value, ReadResult)
-        if self._unusable is not None or self._uncovered_strict(uri, state):
+        result = entry.value
+        assert isinstance(result, ReadResult)
+        if self._unusable is not None:
             return
-        backed = self.policy.subscription_backed or entry.hintless or entry.pushed
-        if backed and state.selected and self._subs.covers(uri):
+        covered = self._subs.covers(uri)  # (`_uncovered_strict`, asked once)
+        policy = self.policy
+        if state.selected and not covered and policy.uncovered == "read_before_use":
+            return
+        if (
+            covered
+            and state.selected
+            and (policy.subscription_backed or entry.hintless or entry.pushed)
+        ):
             # Fresh until notified: 2025 reads have no TTL, the subscription vouches.
-            self._hits.put(uri, partition, entry.value)  # no time bound: no clock on a hit
+            self._hits.put(uri, partition, result)  # no time bound: no clock on a hit
         else:
             self._hits.put(uri, partition, entry)  # fresh until entry.expires_at
 
@@ -406,29 +414,28 @@ class _ReadRules(_Bookkeeping):
         """Judge a reply. ``None`` means an invalidation overtook the read: read again."""
         uri, partition = ticket.uri, ticket.partition
         state = self._uris.of(uri)
-        state.reads_in_flight = max(0, state.reads_in_flight - 1)
+        if state.reads_in_flight > 0:
+            state.reads_in_flight -= 1
         try:
-            match reply:
-                case ReadReply():
-                    if ticket.generation != state.generation:
-                        self.counters.superseded_replies += 1
-                        return None
-                    if reply.from_server:
-                        self.heard.proved(uri, ticket.changes_heard)
-                    elif reply.from_server is False or self.heard.changed(uri):
-                        # A local copy proves nothing about the server (invariant 1, seed
-                        # 3); nor does an answer of unknown origin after a change of it.
-                        self.counters.local_copy_replies += 1
-                        return self._record_problem(
-                            state,
-                            partition,
-                            problem_result(uri, AWAITING_FRESH_SOURCE, "local_copy_only"),
-                        )
-                    return self._store_reply(ticket, state, reply)
-                case RequestFailed():
-                    return self._record_failure(ticket, state, reply)
-                case _:
-                    assert_never(reply)
+            if isinstance(reply, ReadReply):
+                if ticket.generation != state.generation:
+                    self.counters.superseded_replies += 1
+                    return None
+                if reply.from_server:
+                    self.heard.proved(uri, ticket.changes_heard)
+                elif reply.from_server is False or self.heard.changed(uri):
+                    # A local copy proves nothing about the server (invariant 1, seed
+                    # 3); nor does an answer of unknown origin after a change of it.
+                    self.counters.local_copy_replies += 1
+                    return self._record_problem(
+                        state,
+                        partition,
+                        problem_result(uri, AWAITING_FRESH_SOURCE, "local_copy_only"),
+                    )
+                return self._store_reply(ticket, state, reply)
+            if isinstance(reply, RequestFailed):
+                return self._record_failure(ticket, state, reply)
+            assert_never(reply)
         finally:
             # Kept a while even when idle: waiters of this reply ask `is_current`
             # after it, and a hint for the URI must still find its record.
@@ -473,11 +480,12 @@ class _ReadRules(_Bookkeeping):
         state.invalid_reason = "not_cached"  # what status says if this entry is evicted
         if reply.multi_round_trip:
             return handed  # spec: results of multi-round-trip retries are never cached
+        policy = self.policy
         scope = reply.cache_scope or "private"
-        stored_partition = PUBLIC if scope == "public" and self.policy.share_public else partition
-        ttl = self.policy.ttl_seconds(reply.ttl_ms)
+        stored_partition = PUBLIC if scope == "public" and policy.share_public else partition
+        ttl = policy.ttl_seconds(reply.ttl_ms)
         if reply.hintless and not state.selected:
-            ttl = min(self.policy.hintless_ttl, self.policy.max_ttl)  # the caller's opt-in
+            ttl = min(policy.hintless_ttl, policy.max_ttl)  # the caller's opt-in
         entry = Entry(
             value=cached,
             generation=state.generation,
@@ -488,11 +496,15 @@ class _ReadRules(_Bookkeeping):
             hintless=reply.hintless,
             pushed=pushed,
         )
-        for other in (partition, PUBLIC):
-            if other != stored_partition and other in state.partitions:
-                self._drop_entry(uri, other, state)
+        held = state.partitions
+        if held and held != (stored_partition,):  # (usually it holds this one alone)
+            for other in (partition, PUBLIC):
+                if other != stored_partition and other in state.partitions:
+                    self._drop_entry(uri, other, state)
+            state.add_partition(stored_partition)
+        elif not held:
+            state.add_partition(stored_partition)
         key: EntryKey = (self.server_id, READ, uri, stored_partition)
-        state.add_partition(stored_partition)
         self._store.put(key, entry)
         if stored_partition in state.partitions:  # not evicted at once by the store's bounds
             self._index(uri, stored_partition, state, entry)
@@ -803,7 +815,7 @@ class FreshnessEngine(_Judgements):
                 self.counters.notifications += 1
                 trusted = self._trusted(event.subscription_id)
                 self.heard.note(event.uri)
-                body = self._pushed_body(event, trusted)
+                body = None if event.contents is None else self._pushed_body(event, trusted)
                 decisions: list[Decision] = []
                 for uri in self._named_by(event.uri):
                     state = self._invalidate(
