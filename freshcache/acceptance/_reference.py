@@ -204,6 +204,9 @@ class ReferenceServer:
     _acks_released: anyio.Event | None = None
     catalogs: ReferenceCatalogs = field(default_factory=ReferenceCatalogs)
     """Tools, prompts and resource templates (`set_catalog` changes one)."""
+    _replies: dict[str, tuple[tuple[object, ...], ReadReply]] = field(default_factory=dict)
+    """Per URI, the last plain answer and what it was made of: read again unchanged,
+    the same (immutable) answer is handed out instead of a new one built."""
 
     # --- content -----------------------------------------------------------------
 
@@ -224,6 +227,7 @@ class ReferenceServer:
     def remove(self, uri: str, *, notify: bool = True) -> None:
         """Delete a resource (reads then answer not found)."""
         self.resources.pop(uri, None)
+        self._replies.pop(uri, None)
         if notify:
             self.notify_list_changed()
 
@@ -308,7 +312,18 @@ class ReferenceServer:
         if resource is None:
             return RequestFailed("not_found", f"Resource not found: {uri}", code=-32602)
         self.local_copies[uri] = resource.text
-        return ReadReply(
+        made_of = (
+            resource.text,
+            resource.blob,
+            resource.mime_type,
+            resource.ttl_ms,
+            resource.cache_scope,
+        )
+        if shape is None:
+            last = self._replies.get(uri)
+            if last is not None and last[0] == made_of:
+                return last[1]
+        reply = ReadReply(
             (
                 ResourceContents(
                     uri,
@@ -322,6 +337,9 @@ class ReferenceServer:
             multi_round_trip=shape == "input_rounds",
             hints=self._hints_for(uri, shape),
         )
+        if shape is None:
+            self._replies[uri] = (made_of, reply)
+        return reply
 
     def _hints_for(self, uri: str, shape: str | None) -> tuple[ResourceUpdated, ...]:
         """The change hint an answer-shape fault puts on the read's own answer."""
