@@ -660,7 +660,7 @@ class _Judgements(_ReadRules):
         elif result is not None and result.state == FRESH and isinstance(reply, ReadReply):
             if reply.shared_copy:
                 result = served_copy(result, server_read=False)  # another's read, not this call's
-            else:
+            elif self._denials:
                 self._denials.cleared(uri, partition)  # its own read succeeded
         if self._unusable is not None and result is not None and result.state == FRESH:
             for table in self.hit_tables.values():
