@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import anyio
 import pytest
 
 from freshcache import FreshCache, Policy
+from freshcache._core import ReadReply, RequestFailed
 from freshcache.acceptance import InMemorySource, ReferenceServer
 from tests.polling import until
 
@@ -68,3 +71,33 @@ async def test_re_reads_still_run_when_a_tracer_shows_up_while_re_readers_sleep(
         cache.telemetry._live = True  # as when an SDK provider is installed later
         server.set(U, "v3", notify=True)
         await until(lambda: cache.status(U).text == "v3")
+
+
+class AnswersAtOnce(InMemorySource):
+    """A source whose reads answer without yielding to the event loop (a loader
+    serving from memory): only the re-readers' own turns remain."""
+
+    async def read_resource(self, uri: str, principal: str | None) -> ReadReply | RequestFailed:
+        return await self.server.read(uri, principal)
+
+
+async def test_a_burst_of_re_reads_takes_one_loop_turn_per_batch_not_per_read():
+    server = ReferenceServer()
+    uris = [f"guide://batch/{n}" for n in range(256)]
+    for uri in uris:
+        server.set(uri, "v1", ttl_ms=60_000)
+    source = AnswersAtOnce(server)
+    async with FreshCache(source, select=uris, max_concurrent_reads=1) as cache:
+        await until(lambda: all(cache.status(u).state == "fresh" for u in uris))
+        await until(lambda: not cache.pending_reads)
+        reads = server.reads
+        for uri in uris:
+            server.set(uri, "v2", notify=True)
+        turns = 0
+        with anyio.fail_after(10):
+            while any(cache.status(u).text != "v2" for u in uris):
+                await asyncio.sleep(0)  # one per turn of the loop
+                turns += 1
+        assert server.reads == reads + len(uris)  # one read each, none lost
+        # A turn per read would be 256; a turn per batch of queued re-reads is a few.
+        assert turns <= len(uris) // 16

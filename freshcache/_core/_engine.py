@@ -294,7 +294,7 @@ class _Bookkeeping:
         cause: str,
         subscription_id: SubscriptionId | None,
         trusted: bool,
-    ) -> None:
+    ) -> UriRecord:
         state = self._uris.of(uri)
         state.generation = self._uris.new_generation()  # first: any read in flight is outdated
         state.invalid_reason = reason
@@ -302,15 +302,24 @@ class _Bookkeeping:
         self.counters.invalidations += 1
         if self._on_invalidation is not None:
             self._on_invalidation(Invalidation(uri, cause, subscription_id, trusted))
+        return state
 
     def _index(self, uri: str, partition: Partition, state: UriRecord, entry: HeldEntry) -> None:
-        assert isinstance(entry.value, ReadResult)
-        if self._unusable is not None or self._uncovered_strict(uri, state):
+        result = entry.value
+        assert isinstance(result, ReadResult)
+        if self._unusable is not None:
             return
-        backed = self.policy.subscription_backed or entry.hintless or entry.pushed
-        if backed and state.selected and self._subs.covers(uri):
+        covered = self._subs.covers(uri)  # (`_uncovered_strict`, asked once)
+        policy = self.policy
+        if state.selected and not covered and policy.uncovered == "read_before_use":
+            return
+        if (
+            covered
+            and state.selected
+            and (policy.subscription_backed or entry.hintless or entry.pushed)
+        ):
             # Fresh until notified: 2025 reads have no TTL, the subscription vouches.
-            self._hits.put(uri, partition, entry.value)  # no time bound: no clock on a hit
+            self._hits.put(uri, partition, result)  # no time bound: no clock on a hit
         else:
             self._hits.put(uri, partition, entry)  # fresh until entry.expires_at
             # (with an `ObjectStore`, that row is the record itself: no object of its own)
@@ -451,29 +460,28 @@ class _ReadRules(_Bookkeeping):
         """Judge a reply. ``None`` means an invalidation overtook the read: read again."""
         uri, partition = ticket.uri, ticket.partition
         state = self._uris.of(uri)
-        state.reads_in_flight = max(0, state.reads_in_flight - 1)
+        if state.reads_in_flight > 0:
+            state.reads_in_flight -= 1
         try:
-            match reply:
-                case ReadReply():
-                    if ticket.generation != state.generation:
-                        self.counters.superseded_replies += 1
-                        return None
-                    if reply.from_server:
-                        self.heard.proved(uri, ticket.changes_heard)
-                    elif reply.from_server is False or self.heard.changed(uri):
-                        # A local copy proves nothing about the server (invariant 1, seed
-                        # 3); nor does an answer of unknown origin after a change of it.
-                        self.counters.local_copy_replies += 1
-                        return self._record_problem(
-                            state,
-                            partition,
-                            problem_result(uri, AWAITING_FRESH_SOURCE, "local_copy_only"),
-                        )
-                    return self._store_reply(ticket, state, reply)
-                case RequestFailed():
-                    return self._record_failure(ticket, state, reply)
-                case _:
-                    assert_never(reply)
+            if isinstance(reply, ReadReply):
+                if ticket.generation != state.generation:
+                    self.counters.superseded_replies += 1
+                    return None
+                if reply.from_server:
+                    self.heard.proved(uri, ticket.changes_heard)
+                elif reply.from_server is False or self.heard.changed(uri):
+                    # A local copy proves nothing about the server (invariant 1, seed
+                    # 3); nor does an answer of unknown origin after a change of it.
+                    self.counters.local_copy_replies += 1
+                    return self._record_problem(
+                        state,
+                        partition,
+                        problem_result(uri, AWAITING_FRESH_SOURCE, "local_copy_only"),
+                    )
+                return self._store_reply(ticket, state, reply)
+            if isinstance(reply, RequestFailed):
+                return self._record_failure(ticket, state, reply)
+            assert_never(reply)
         finally:
             # Kept a while even when idle: waiters of this reply ask `is_current`
             # after it, and a hint for the URI must still find its record.
@@ -507,20 +515,23 @@ class _ReadRules(_Bookkeeping):
         now = self.clock()
         fetched_at = self.wall_clock()
         contents = reply.contents
-        # One result is built from the reply (its version digested on first use); what
-        # this call hands out is a copy that says a server read happened.
+        # The cached result and what this call hands out (it says a server read
+        # happened) share the joined text; each digests its version on first use.
         cached = fresh_result(uri, contents, fetched_at=fetched_at, server_read=False)
-        handed = served_copy(cached, server_read=True)
+        handed = fresh_result(
+            uri, contents, fetched_at=fetched_at, server_read=True, text=cached.text
+        )
         if state.problems is not None:
             state.clear_problem(partition)
         state.invalid_reason = "not_cached"  # what status says if this entry is evicted
         if reply.multi_round_trip:
             return handed  # spec: results of multi-round-trip retries are never cached
+        policy = self.policy
         scope = reply.cache_scope or "private"
-        stored_partition = PUBLIC if scope == "public" and self.policy.share_public else partition
-        ttl = self.policy.ttl_seconds(reply.ttl_ms)
+        stored_partition = PUBLIC if scope == "public" and policy.share_public else partition
+        ttl = policy.ttl_seconds(reply.ttl_ms)
         if reply.hintless and not state.selected:
-            ttl = min(self.policy.hintless_ttl, self.policy.max_ttl)  # the caller's opt-in
+            ttl = min(policy.hintless_ttl, policy.max_ttl)  # the caller's opt-in
         if len(self._windows) > _WINDOWS:
             self._windows.clear()
         for other in (partition, PUBLIC):
@@ -707,7 +718,7 @@ class _Judgements(_ReadRules):
         elif result is not None and result.state == FRESH and isinstance(reply, ReadReply):
             if reply.shared_copy:
                 result = served_copy(result, server_read=False)  # another's read, not this call's
-            else:
+            elif self._denials:
                 self._denials.cleared(uri, partition)  # its own read succeeded
         if self._unusable is not None and result is not None and result.state == FRESH:
             for table in self.hit_tables.values():
@@ -897,16 +908,16 @@ class FreshnessEngine(_Judgements):
                 self.counters.notifications += 1
                 trusted = self._trusted(event.subscription_id)
                 self.heard.note(event.uri)
-                body = self._pushed_body(event, trusted)
+                body = None if event.contents is None else self._pushed_body(event, trusted)
                 decisions: list[Decision] = []
                 for uri in self._named_by(event.uri):
-                    self._invalidate(
+                    state = self._invalidate(
                         uri, "invalidated", "resources/updated", event.subscription_id, trusted
                     )
                     if body is not None and uri == event.uri:
                         self._fill_pushed(uri, body)  # one decision with the bump above
                         continue
-                    if self._uris.of(uri).selected:
+                    if state.selected:
                         decisions.append(
                             ReadResource(uri, self.default_partition, "resources/updated")
                         )

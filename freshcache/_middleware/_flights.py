@@ -37,6 +37,12 @@ from ._telemetry import Telemetry
 
 log = logging.getLogger("freshcache")
 
+REREAD_BATCH = 64
+"""Queued re-reads a re-reader takes after one turn of the event loop. Each read
+yields to the loop in its source anyway; the turn before a batch lets notifications
+already queued land first, and bounds how long a source that never yields holds the
+loop."""
+
 
 @dataclass(slots=True)
 class _Flight:
@@ -139,14 +145,23 @@ class ReadFlights:
         await self._checkpoint()
         await self._fly(uri, partition, flight, "read")
 
-    async def _fly(self, uri: str, partition: Partition, flight: _Flight, cause: str) -> None:
+    async def _fly(
+        self,
+        uri: str,
+        partition: Partition,
+        flight: _Flight,
+        cause: str,
+        live: bool | None = None,
+    ) -> None:
         result: ReadResult | None = None
         unjudged: ReadTicket | None = None
         gave_up = False
         engine = self._engine
-        # Asked once per flight: with nothing recording, no span, metric or debug line
-        # is made for it at all (a provider installed meanwhile is seen by the next one).
-        live = self._telemetry.live()
+        # Asked once per flight (per batch of re-reads: ``live``): with nothing recording,
+        # no span, metric or debug line is made for it at all (a provider installed
+        # meanwhile is seen by the next one).
+        if live is None:
+            live = self._telemetry.live()
         try:
             for _ in range(engine.policy.max_rereads):
                 ticket = unjudged = engine.begin_read(uri, partition)
@@ -158,7 +173,10 @@ class ReadFlights:
                         if isinstance(reply, RequestFailed):
                             self._telemetry.request_failed(span, reply)
                 else:
-                    reply = await self._read(uri, partition, flight)
+                    try:  # (`_read` inlined: one coroutine less per re-read)
+                        reply = await self._source.read_resource(uri, partition)
+                    except Exception as exc:  # cancellation is a BaseException: not here
+                        reply = self._read_failed(uri, flight, exc)
                 if reply.hints:
                     self._feed_hints(reply.hints)
                 unjudged = None
@@ -233,21 +251,28 @@ class ReadFlights:
             while True:
                 queued = self._queued
                 while queued:
-                    if first in queued:
-                        assert first is not None
-                        key, cause = first, queued.pop(first)
-                    else:
-                        key, cause = queued.popitem(last=False)
-                    first = None
-                    flying = self._flights.get(key)
-                    if flying is not None:  # a caller's own read is under way
-                        flying.reread_wanted = cause
-                        continue
-                    flight = self._flights[key] = _Flight(background=True)
-                    # Let notifications already queued land first (see `_fly_soon`):
-                    # the flight is registered, so they mark it instead of queueing.
+                    # One turn of the loop for a batch of queued re-reads: notifications
+                    # already queued land first (see `_fly_soon`), so a burst of them
+                    # costs one read sent after the last. The reads stay queued until
+                    # taken (a caller's own read of one is not held behind the batch),
+                    # and a notification for a queued URI does not queue it twice.
                     await self._checkpoint()
-                    await self._fly(key[0], key[1], flight, cause)
+                    live = self._telemetry.live()
+                    for _ in range(REREAD_BATCH):
+                        if not queued:
+                            break
+                        if first in queued:
+                            assert first is not None
+                            key, cause = first, queued.pop(first)
+                        else:
+                            key, cause = queued.popitem(last=False)
+                        first = None
+                        flying = self._flights.get(key)
+                        if flying is not None:  # a caller's own read is under way
+                            flying.reread_wanted = cause
+                            continue
+                        flight = self._flights[key] = _Flight(background=True)
+                        await self._fly(key[0], key[1], flight, cause, live)
                 if self._telemetry.live():
                     return  # traced: a task per burst, each in its decision's context
                 wake = anyio.Event()
@@ -261,12 +286,14 @@ class ReadFlights:
     ) -> ReadReply | RequestFailed:
         try:
             return await self._source.read_resource(uri, partition)
-        except ProtocolError as exc:
+        except Exception as exc:  # cancellation is a BaseException: not caught here
+            return self._read_failed(uri, flight, exc)
+
+    def _read_failed(self, uri: str, flight: _Flight, exc: Exception) -> RequestFailed:
+        if isinstance(exc, ProtocolError):
             # Not a state of the resource: the caller misconfigured something.
             flight.error = exc
             return RequestFailed("server_error", f"{type(exc).__name__}: {exc}")
-        except anyio.get_cancelled_exc_class():
-            raise
-        except Exception as exc:  # a source bug must not tear the cache down
-            log.warning("source %s failed reading %s: %r", self._source.identity, uri, exc)
-            return RequestFailed("server_error", f"source raised {type(exc).__name__}: {exc}")
+        # A source bug must not tear the cache down.
+        log.warning("source %s failed reading %s: %r", self._source.identity, uri, exc)
+        return RequestFailed("server_error", f"source raised {type(exc).__name__}: {exc}")

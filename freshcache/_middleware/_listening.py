@@ -27,6 +27,7 @@ from .._core import (
     ListenStarted,
     ListenUnsupported,
     ResourceListChanged,
+    ResourceUpdated,
     StreamClosed,
     StreamEvent,
     StreamLost,
@@ -202,6 +203,9 @@ class StreamDriver:
 
     def _feed(self, stream: _Stream, event: StreamEvent) -> str | None:
         """Hand one event to the engine; the stream's outcome when the event ended it."""
+        if event.__class__ is ResourceUpdated:  # most events: straight to the engine
+            self._carry_out(self.engine.handle(event))
+            return None
         span = stream.span
         outcome: str | None = None
         match event:

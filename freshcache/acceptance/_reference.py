@@ -146,6 +146,47 @@ class Resource:
     """Base64 contents; when set the resource is a blob and ``text`` is unused."""
 
 
+def _plain_reply(
+    resource: Resource, multi_round_trip: bool, hints: tuple[ResourceUpdated, ...]
+) -> ReadReply:
+    item = ResourceContents(
+        resource.uri,
+        text=None if resource.blob is not None else resource.text,
+        blob=resource.blob,
+        mime_type=resource.mime_type,
+    )
+    return ReadReply(
+        (item,),
+        ttl_ms=resource.ttl_ms,
+        cache_scope=resource.cache_scope,
+        multi_round_trip=multi_round_trip,
+        hints=hints,
+    )
+
+
+class _SameReplies:
+    """Per URI, the last plain answer and what it was made of: a resource read again
+    unchanged gets the same (immutable) answer instead of a new one built per read."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[tuple[object, ...], ReadReply]] = {}
+
+    def of(self, resource: Resource) -> ReadReply:
+        made_of = (
+            resource.text,
+            resource.blob,
+            resource.mime_type,
+            resource.ttl_ms,
+            resource.cache_scope,
+        )
+        last = self._last.get(resource.uri)
+        if last is not None and last[0] == made_of:
+            return last[1]
+        reply = _plain_reply(resource, False, ())
+        self._last[resource.uri] = (made_of, reply)
+        return reply
+
+
 @dataclass(slots=True)
 class Subscriber:
     """One open listen stream, as the server sees it."""
@@ -228,6 +269,7 @@ class ReferenceServer:
     _acks_released: anyio.Event | None = None
     catalogs: ReferenceCatalogs = field(default_factory=ReferenceCatalogs)
     """Tools, prompts and resource templates (`set_catalog` changes one)."""
+    _replies: _SameReplies = field(default_factory=_SameReplies)
 
     # --- content -----------------------------------------------------------------
 
@@ -332,20 +374,9 @@ class ReferenceServer:
         if resource is None:
             return RequestFailed("not_found", f"Resource not found: {uri}", code=-32602)
         self.local_copies[uri] = resource.text
-        return ReadReply(
-            (
-                ResourceContents(
-                    uri,
-                    text=None if resource.blob is not None else resource.text,
-                    blob=resource.blob,
-                    mime_type=resource.mime_type,
-                ),
-            ),
-            ttl_ms=resource.ttl_ms,
-            cache_scope=resource.cache_scope,
-            multi_round_trip=shape == "input_rounds",
-            hints=self._hints_for(uri, shape),
-        )
+        if shape is None:
+            return self._replies.of(resource)
+        return _plain_reply(resource, shape == "input_rounds", self._hints_for(uri, shape))
 
     def _hints_for(self, uri: str, shape: str | None) -> tuple[ResourceUpdated, ...]:
         """The change hint an answer-shape fault puts on the read's own answer."""
