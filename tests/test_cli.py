@@ -6,6 +6,7 @@ HTTP and stdio, and ``python -m http.server`` for a URL that is not MCP.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -13,7 +14,9 @@ import signal
 import socket
 import subprocess
 import sys
+import traceback
 from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -598,20 +601,54 @@ def _bad_inputs(url: str, group: str) -> list[list[str]]:
     return cases + (options if group == "options" else [])
 
 
-@pytest.mark.parametrize(
-    "group", ["urls read", "urls watch", "urls doctor", "urls list", "uris", "options"]
-)
-def test_no_command_prints_a_traceback_whatever_the_input(served, group):
+GROUPS = ("urls read", "urls watch", "urls doctor", "urls list", "uris", "options")
+
+
+def run_main_here(argv: list[str]) -> tuple[int, str]:
+    """`main` in this process (no interpreter start per input): its exit status and what
+    it said; an exception that leaves `main` is what a console script would print as a
+    traceback, so it is returned as said text starting with "Traceback"."""
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                status = main(argv)
+            except SystemExit as exc:  # argparse's usage errors, --help
+                status = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    except Exception:
+        return 70, "Traceback (escaped main)\n" + traceback.format_exc()
+    return status, out.getvalue() + err.getvalue()
+
+
+def test_no_command_prints_a_traceback_whatever_the_input(served):
     # Exit 0 is right for some (a watch that heard the server answer not_found); 70,
-    # an exception freshcache did not expect, and a traceback never are. In groups,
-    # which the suite's workers run side by side.
+    # an exception freshcache did not expect, and a traceback never are. `main` runs
+    # in-process for each input; the real entry points, run as programs, are the next
+    # test's.
     failures = []
-    for argv in _bad_inputs(served.url, group):
-        done = run_cli(*argv, timeout=120)
-        said = done.stdout + done.stderr
-        if done.returncode not in (0, 1, 2) or "Traceback" in said or "unexpected" in said:
-            failures.append(f"{argv!r}: exit {done.returncode}: {said[-300:]!r}")
+    for group in GROUPS:
+        for argv in _bad_inputs(served.url, group):
+            status, said = run_main_here(argv)
+            if status not in (0, 1, 2) or "Traceback" in said or "unexpected" in said:
+                failures.append(f"{argv!r}: exit {status}: {said[-300:]!r}")
     assert not failures, "\n".join(failures)
+
+
+def test_the_installed_programs_print_no_traceback_for_bad_input(served):
+    """The console script and ``python -m freshcache._cli``, as a user starts them: a bad
+    URL, a bad URI and a bad option each end in one line and a usage exit status."""
+    script = Path(sys.executable).with_name("freshcache")
+    assert script.exists(), f"no console script next to {sys.executable}"
+    cases = [
+        [str(script), "read", "http://127.0.0.1:abc/mcp", APPROVAL, "--timeout", "1"],
+        [str(script), "doctor", served.url, "--uri", "guide://a\x01b", "--timeout", "2"],
+        [sys.executable, "-m", "freshcache._cli", "read", served.url, APPROVAL, "--timeout", "-0"],
+    ]
+    for argv in cases:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+        said = done.stdout + done.stderr
+        assert done.returncode in (1, 2), f"{argv!r}: exit {done.returncode}: {said!r}"
+        assert "Traceback" not in said and "unexpected" not in said, said
 
 
 def test_an_out_of_range_port_is_a_usage_error_in_one_line():
