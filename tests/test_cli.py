@@ -1,7 +1,9 @@
 """The command line against real servers: doctor, read, watch, serve (and their errors).
 
 The servers are real processes: the official-SDK fixture, ``freshcache serve`` over
-HTTP and stdio, and ``python -m http.server`` for a URL that is not MCP.
+HTTP and stdio, and ``python -m http.server`` for a URL that is not MCP. The client
+commands (read, doctor, watch, list) run through `main` in the test's process
+(`run_cli`, `IN_PROCESS`); serve, acceptance, -v and the entry points run as programs.
 """
 
 from __future__ import annotations
