@@ -23,8 +23,11 @@ WIRE_ONLY = {
 engine-level worlds skip these rows and the HTTP and stdio worlds play them."""
 
 
-CACHE_ONLY = {"context-part-changed-meanwhile"}
-"""What needs a `FreshCache` (its ``context()``): the bare-engine world skips these."""
+CACHE_ONLY = {"context-part-changed-meanwhile"} | {
+    c.id for c in CASES if Path(c.path).name == "14-tool-calls.md"
+}
+"""What needs a `FreshCache` (its ``context()``, its ``call_tool``: table 14): the
+bare-engine world skips these."""
 
 
 def check_engine_level_report(
