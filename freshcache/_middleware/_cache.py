@@ -303,9 +303,8 @@ class FreshCache(CatalogMethods, ToolCalls):
         if cached is not None:
             return cached
         key = (uri, partition)
-        rereads = 0
         with anyio.move_on_after(deadline):
-            while True:
+            for _ in range(self.engine.policy.max_rereads + 1):  # re-reads: never a spin
                 flight = self._flights.get(key) or self._flights.launch_now(uri, partition)
                 await flight.wait()
                 if flight.error is not None:
@@ -321,14 +320,9 @@ class FreshCache(CatalogMethods, ToolCalls):
                 # An invalidation may have landed between the reply and this wake-up:
                 # text from before it must not be handed out (invariant 1).
                 if result.contents and (ticket is None or not self.engine.is_current(ticket)):
-                    # Not current means an invalidation (or a change heard of) landed
-                    # since the ticket: one re-read for it, never a spin against the
-                    # server (at most `Policy.max_rereads`, as a flight re-reads).
-                    rereads += 1
-                    if rereads > self.engine.policy.max_rereads:
-                        return self.engine.status(uri, partition)
                     continue
                 return result
+            return self.engine.status(uri, partition)  # invalidations kept overtaking it
         return self.engine.note_timeout(uri, partition)
 
     def _feed_hints(self, hints: tuple[StreamEvent, ...]) -> None:
