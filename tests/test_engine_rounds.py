@@ -35,7 +35,7 @@ def test_a_change_heard_after_the_read_was_sent_makes_it_not_current() -> None:
     assert not engine.is_current(ticket)
 
 
-def test_the_records_kept_for_waiters_are_bounded_and_then_read_again() -> None:
+def test_the_records_kept_for_waiters_are_bounded_and_then_any_change_reads_again() -> None:
     engine = _engine()
     ticket = engine.begin_read(U, None)
     assert engine.finish_read(ticket, _rounds_reply()) is not None
@@ -44,4 +44,8 @@ def test_the_records_kept_for_waiters_are_bounded_and_then_read_again() -> None:
         reply = ReadReply((ResourceContents(other, text="x"),), multi_round_trip=True)
         engine.finish_read(engine.begin_read(other, None), reply)
     assert engine.tracked_uris == REMEMBERED_IDLE
-    assert not engine.is_current(ticket)  # forgotten: its waiters read again to be sure
+    assert U not in engine._uris  # forgotten
+    # Nothing was invalidated nor heard of since: forgetting is not an invalidation.
+    assert engine.is_current(ticket)
+    engine.handle(ResourceUpdated("guide://race/elsewhere", None))
+    assert not engine.is_current(ticket)  # cannot tell whose: its waiters read again

@@ -152,6 +152,8 @@ class ReadTicket:
     generation: int
     changes_heard: int = 0
     """`ChangesHeard.count` when the read was sent (the "cannot tell" rule)."""
+    invalidations: int = 0
+    """URI invalidations of the engine when the read was sent (`is_current`)."""
 
 
 @filled_by_slots
@@ -225,6 +227,8 @@ class _Bookkeeping:
         """One float object per distinct freshness window held (`UriRecord.ttl`):
         servers send few distinct ``ttlMs``; cleared past `_WINDOWS` of them."""
         self._uris = UriRecords()
+        self._invalidations = 0
+        """URI invalidations so far (never reset, unlike `counters`): `is_current`."""
         self.heard = ChangesHeard()
         """Changes heard of, for answers of unknown origin (`ReadReply.from_server` None)."""
         self._selected: set[str] = set()
@@ -299,6 +303,7 @@ class _Bookkeeping:
         state.generation = self._uris.new_generation()  # first: any read in flight is outdated
         state.invalid_reason = reason
         self._unindex(uri, state)
+        self._invalidations += 1
         self.counters.invalidations += 1
         if self._on_invalidation is not None:
             self._on_invalidation(Invalidation(uri, cause, subscription_id, trusted))
@@ -445,14 +450,26 @@ class _ReadRules(_Bookkeeping):
         state = self._uris.of(uri)
         state.reads_in_flight += 1
         self.counters.server_reads += 1
-        return ReadTicket(uri, partition, state.generation, self.heard.count)
+        return ReadTicket(
+            uri, partition, state.generation, self.heard.count, self._invalidations
+        )
 
     def is_current(self, ticket: ReadTicket) -> bool:
-        """Whether no invalidation has landed since ``ticket``'s read was sent."""
+        """Whether no invalidation has landed since ``ticket``'s read was sent.
+
+        An eviction is not an invalidation: a reply the store dropped at once (too
+        large, or a store smaller than the step) loses its URI's record, and that
+        record may be made again (a new generation) before the caller wakes. Then,
+        unable to tell from the record, the answer is "current" only if nothing at
+        all was invalidated or heard of since the ticket (invariants 1, 8).
+        """
         state = self._uris.get(ticket.uri)
-        if state is None:
-            return False  # forgotten (after a while idle): read again to be sure
-        return state.generation == ticket.generation
+        if state is not None and state.generation == ticket.generation:
+            return True
+        return (
+            ticket.invalidations == self._invalidations
+            and ticket.changes_heard == self.heard.count
+        )
 
     def finish_read(
         self, ticket: ReadTicket, reply: ReadReply | RequestFailed
@@ -1020,7 +1037,9 @@ class FreshnessEngine(_Judgements):
         URI) exactly as a read sent after that invalidation would be."""
         state = self._uris.of(uri)
         self.heard.proved(uri, self.heard.count)
-        ticket = ReadTicket(uri, self.default_partition, state.generation, self.heard.count)
+        ticket = ReadTicket(
+            uri, self.default_partition, state.generation, self.heard.count, self._invalidations
+        )
         self._store_reply(ticket, state, ReadReply(contents, cache_scope="private"), pushed=True)
         self.counters.pushed_bodies += 1
 

@@ -2,7 +2,9 @@
 
 One dict per partition, keyed by the bare URI, holding a row for each entry whose
 generation is current and that the rules let be served without a server read.
-Rows are replaced whole, so a reader in another thread sees an old row or a new one.
+A `ReadResult` or `Entry` row is replaced whole; a `UriRecord` row is changed in
+place, so the engine takes its row out first and puts it back once the record holds
+its new entry: a reader in another thread sees an old row, a new one or none.
 
 A row has one of two shapes, and which one is the whole of the hit's time rule:
 

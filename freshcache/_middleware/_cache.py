@@ -304,7 +304,7 @@ class FreshCache(CatalogMethods, ToolCalls):
             return cached
         key = (uri, partition)
         with anyio.move_on_after(deadline):
-            while True:
+            for _ in range(self.engine.policy.max_rereads + 1):  # re-reads: never a spin
                 flight = self._flights.get(key) or self._flights.launch_now(uri, partition)
                 await flight.wait()
                 if flight.error is not None:
@@ -322,6 +322,7 @@ class FreshCache(CatalogMethods, ToolCalls):
                 if result.contents and (ticket is None or not self.engine.is_current(ticket)):
                     continue
                 return result
+            return self.engine.status(uri, partition)  # invalidations kept overtaking it
         return self.engine.note_timeout(uri, partition)
 
     def _feed_hints(self, hints: tuple[StreamEvent, ...]) -> None:

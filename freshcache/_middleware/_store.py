@@ -1,7 +1,9 @@
 """The default store: an LRU dict bounded by entries *and* bytes (invariant 7).
 
-Keys are ``(server identity, method, parameter, partition)``; the engine decides what
-may be served, the store only keeps entries within bounds and reports what it drops.
+Keys are ``(server identity, method, parameter, partition)`` tuples, except a URI's
+read for the engine's default partition, held under the bare URI (see the end); the
+engine decides what may be served, the store only keeps entries within bounds and
+reports what it drops.
 
 One plain dict holds the entries in use order (least recent first: a use moves an
 entry to the end by taking it out and putting it back); an entry's size is its own
@@ -12,9 +14,11 @@ keeps three tables (data, sizes, order).
 A plain dict leaves a hole where an entry was taken out, and finding its first entry
 walks the holes at its front until the dict next compacts itself. Evicting one entry
 per insertion from a large full store would walk thousands of them every time, so a
-store of more than `_BATCH_FROM` entries evicts in batches: when a bound is passed it
-evicts down to 1/64 under it (the entry bound and the byte bound alike), one walk per
-batch. A small store evicts exactly what the bounds require.
+store bounded to `_BATCH_FROM` entries or more evicts in batches: when a bound is passed
+it evicts down to 1/64 under it (the entry bound and the byte bound alike), one walk per
+batch. A small store evicts exactly what the bounds require. Either way only entries
+older than the one just put are evicted for it (a batch stops short of it); it goes
+itself only if evicting all the others does not get under the bounds.
 
 It is an `ObjectStore`: it keeps what it is given as is, under any hashable key, so
 the engine stores a URI's record itself under the bare URI (one object per cached
@@ -85,20 +89,30 @@ class MemoryStore:
         entries[key] = entry
         self._bytes += size
         if self._bytes > self.max_bytes or len(entries) > self.max_entries:
-            self._evict()
+            self._evict(key)
 
-    def _evict(self) -> None:
-        """Evict the least recently used entries down to the batch's bounds."""
+    def _evict(self, newest: Hashable) -> None:
+        """Evict the least recently used entries down to the batch's bounds, but only
+        entries older than ``newest`` (just put, at the back): it goes too only if all
+        the others are not enough to get under the bounds themselves."""
         entries = self._entries
-        excess = len(entries) - self._entries_after if len(entries) > self.max_entries else 0
-        need_bytes = self._bytes - self._bytes_after if self._bytes > self.max_bytes else 0
+        over_entries = len(entries) - self.max_entries
+        over_bytes = self._bytes - self.max_bytes
+        excess = len(entries) - self._entries_after if over_entries > 0 else 0
+        need_bytes = self._bytes - self._bytes_after if over_bytes > 0 else 0
         victims: list[Hashable] = []
         for key, entry in entries.items():  # one walk over the front's holes
             if excess <= 0 and need_bytes <= 0:
                 break
+            if key is newest:
+                if over_entries > 0 or over_bytes > 0:
+                    victims.append(key)  # the older ones were not enough
+                break
             victims.append(key)
             excess -= 1
             need_bytes -= entry.size
+            over_entries -= 1
+            over_bytes -= entry.size
         for key in victims:
             gone = entries.pop(key, None)
             if gone is None:
