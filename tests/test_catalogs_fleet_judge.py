@@ -86,7 +86,7 @@ def test_a_walk_with_a_page_from_this_workers_cache_is_not_offered():
 def test_a_walk_from_the_store_is_fresh_only_while_covered_and_current():
     engine, clock = make(SHARED)
     covered(engine)
-    done = engine.begin_catalog("tools", "alice")
+    done = engine.begin_catalog("tools", None)  # this client's default partition
     adopted = engine.adopt_catalog(done, SharedWalk(ITEMS, 30.0))
     assert adopted is not None
     assert adopted.state == "fresh" and adopted.names == ("search-v2", "help")
@@ -172,3 +172,24 @@ def test_a_walk_stored_before_a_change_heard_here_is_never_adopted_after_its_own
     shared_walk(engine, {None: page("search-v3", scope="public", ttl_ms=1_000)})
     clock.now += 2
     assert engine.adopt_catalog(engine.begin_catalog("tools", None), SharedWalk(old, 56.0)) is None
+
+
+def test_another_principal_takes_a_walk_from_the_store_only_once_its_own_walk_succeeded():
+    """Review: a principal refused ``tools/list`` on one worker took the store's public
+    walk on another (refusals are not shared): a principal other than this client's
+    default one takes a shared walk only after its own walk here succeeded."""
+    engine, _ = make(SHARED)
+    covered(engine)
+    done = engine.begin_catalog("tools", "bob")  # maybe refused on another worker
+    assert not engine.catalog_shared(done)
+    assert engine.adopt_catalog(done, SharedWalk(ITEMS, 30.0)) is None
+    shared_walk(engine, {None: page("a", scope="public")}, partition="bob")  # allowed here
+    engine.list_changed_elsewhere("tools")
+    done = engine.begin_catalog("tools", "bob")
+    assert engine.adopt_catalog(done, SharedWalk(ITEMS, 30.0)) is not None
+    engine.list_changed_elsewhere("tools")
+    shared_walk(engine, {None: RequestFailed("denied", "no")}, partition="bob")  # refused now
+    engine.list_changed_elsewhere("tools")
+    shared_walk(engine, {None: page("a", scope="public")})  # the default partition walks
+    done = engine.begin_catalog("tools", "bob")
+    assert engine.adopt_catalog(done, SharedWalk(ITEMS, 30.0)) is None

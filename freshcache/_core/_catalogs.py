@@ -191,8 +191,10 @@ class CatalogBook:
         policy: Policy,
         clock: Callable[[], float],
         wall_clock: Callable[[], float],
+        default_partition: Partition = PUBLIC,
     ) -> None:
         self.policy = policy
+        self._default = default_partition
         self._clock = clock
         self._wall_clock = wall_clock
         self.pages = {
@@ -213,6 +215,12 @@ class CatalogBook:
         self._covered: dict[CatalogKind, int] = {}
         self._denied = Denials(LIMIT)
         """(kind, partition) refused, until that partition's own walk succeeds."""
+        self._proved = Denials(LIMIT)
+        """(kind, partition) whose own walk here succeeded since its last refusal: only
+        those (and this client's default partition) take a fleet's shared walk. A
+        refusal another worker heard is not known here, so a principal takes a walk
+        from the store only once this worker saw the server let it list (invariant 12
+        for catalogs, without sharing the refusals themselves)."""
         self.unusable = False
         """The server cannot be used: no hit-table row is built again."""
         self.rows: dict[CatalogKind, dict[Partition, tuple[Catalog, float]]] = {
@@ -363,6 +371,7 @@ class CatalogBook:
         )
         self._keep(kind, partition, PUBLIC if public else partition, held)
         self._denied.cleared(kind, partition)  # its own walk succeeded (see `begin`)
+        self._proved.note(kind, partition)
         return handed
 
     def _keep(
@@ -388,7 +397,8 @@ class CatalogBook:
         """Whether ``done`` may be taken from, or given to, the other workers of a fleet:
         the catalog is covered by a live acknowledged stream (a fleet-wide change is
         heard), no change only this client heard is pending, public catalogs are shared,
-        and ``done``'s partition is not denied."""
+        and ``done``'s partition is not denied: it is this client's default one, or its
+        own walk here succeeded since its last refusal (`_proved`)."""
         return done.kind not in self._alone and self._may_share(done)
 
     def _may_share(self, done: CatalogWalk) -> bool:
@@ -397,6 +407,7 @@ class CatalogBook:
             and done.kind in self._covered
             and self.policy.share_public
             and (done.kind, done.partition) not in self._denied
+            and (done.partition == self._default or (done.kind, done.partition) in self._proved)
         )
 
     def to_share(self, done: CatalogWalk) -> SharedWalk | None:
@@ -456,6 +467,7 @@ class CatalogBook:
             self.rows[kind].pop(partition, None)
             if state == DENIED:
                 self._denied.note(kind, partition)
+                self._proved.cleared(kind, partition)
         self._problems.pop(key, None)
         self._problems[key] = (done.generation, problem)
         _trim(self._problems, self.limit)

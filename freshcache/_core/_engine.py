@@ -232,7 +232,9 @@ class _Bookkeeping:
         self._stream_status: StreamStatus = "idle"
         self._listen_supported: bool | None = None
         self._lists = ListPages(store, server_id, self.policy)
-        self.catalogs = CatalogBook(store, server_id, self.policy, clock, wall_clock)
+        self.catalogs = CatalogBook(
+            store, server_id, self.policy, clock, wall_clock, default_partition
+        )
         """Tools, prompts and resource templates (`_catalogs`)."""
         self._on_invalidation = on_invalidation
         self._denials = Denials()
