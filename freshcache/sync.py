@@ -38,7 +38,7 @@ from ._core._hits import NO_HITS, row_result
 from ._errors import FreshCacheError
 from ._middleware._cache import FreshCache, ListResult
 from ._middleware._context import Context
-from ._middleware._tools import ToolCall
+from ._middleware._tools import ToolCall, check_tool_call
 from ._sources._source import ServerInfo, Source
 
 T = TypeVar("T")
@@ -69,7 +69,7 @@ class SyncFreshCache:
             self._hits = self._cache.engine.hits
             self._hit_tables = self._cache.engine.hit_tables
             self._clock = self._cache.engine.clock
-            self._catalog_rows = self._cache.engine.catalogs.rows
+            self._catalog_book = self._cache.engine.catalogs
             # Hits that must be counted or traced go through the loop like misses.
             self._hits_in_thread = not (
                 self._cache.telemetry.metering or self._cache.telemetry.trace_hits
@@ -187,6 +187,7 @@ class SyncFreshCache:
     ) -> ToolCall:
         """`FreshCache.call_tool`: one ``tools/call``; on "unknown tool" / ``-32602`` the
         tool catalog is listed again once and the call sent again at most once."""
+        check_tool_call(name, arguments)
         return self._run(
             partial(self._cache.call_tool, name, arguments, timeout=timeout, principal=principal)
         )
@@ -201,10 +202,10 @@ class SyncFreshCache:
         """A fresh catalog row looked up in the calling thread (as `read` does; the
         rows are replaced whole by the loop thread), else the call on the loop."""
         if self._hits_in_thread and not self._closed:
-            rows = self._catalog_rows[kind]
-            row = rows.get(self._cache.principal if principal is None else principal)
-            if row is not None and self._clock() < row[1]:
-                return row[0]
+            partition = self._cache.principal if principal is None else principal
+            hit = self._catalog_book.hit(kind, partition, self._clock())
+            if hit is not None:
+                return hit
         return self._run(partial(get, timeout=timeout, principal=principal))
 
     @property

@@ -4,16 +4,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import pytest
 
-from freshcache import FreshCache, HttpSource, RequestFailed
+from freshcache import ConfigurationError, FreshCache, HttpSource, RequestFailed
 from freshcache._protocol._tools import catalog_may_be_old
-from freshcache.acceptance import ReferenceServer, _protocol
+from freshcache.acceptance import InMemorySource, ReferenceServer, _protocol
 from freshcache.acceptance._http_server import ReferenceHttpServer
+from freshcache.sync import SyncFreshCache
 from tests.polling import until
 
 pytestmark = pytest.mark.anyio
@@ -156,3 +158,55 @@ async def test_no_fresh_catalog_after_the_error_is_an_explicit_state() -> None:
 )
 async def test_which_answers_mean_the_catalog_may_be_old(outcome: object, old: bool) -> None:
     assert catalog_may_be_old(outcome) is old  # type: ignore[arg-type]
+
+
+class _BrokenTools(InMemorySource):
+    """A source whose own ``call_tool`` raises, or never answers."""
+
+    def __init__(self, server: ReferenceServer, *, hang: bool) -> None:
+        super().__init__(server)
+        self.hang = hang
+
+    async def call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None, principal: str | None
+    ) -> dict[str, Any] | RequestFailed:
+        if self.hang:
+            await anyio.Event().wait()  # never set: only the caller's timeout ends it
+        raise RuntimeError("the in-memory tool broke")
+
+
+async def test_a_sources_own_call_tool_that_raises_is_a_state_not_an_exception() -> None:
+    async with FreshCache(_BrokenTools(ReferenceServer(), hang=False)) as cache:
+        call = await cache.call_tool("search", {})
+        assert (call.state, call.reason) == ("unavailable", "server_error")
+        assert call.detail is not None and "the in-memory tool broke" in call.detail
+
+
+async def test_a_sources_own_call_tool_keeps_the_callers_timeout() -> None:
+    async with FreshCache(_BrokenTools(ReferenceServer(), hang=True)) as cache:
+        with anyio.fail_after(10):  # a guard only: the call's own timeout must end it
+            call = await cache.call_tool("search", {}, timeout=0.2)
+        assert (call.state, call.reason) == ("unavailable", "timeout")
+
+
+WRONG_CALLS = [(5, None), ("", None), ("search", ["a"]), ("search", "q=1")]
+
+
+@pytest.mark.parametrize(("name", "arguments"), WRONG_CALLS)
+async def test_a_tool_name_or_arguments_of_the_wrong_kind_is_a_configuration_error(
+    name: Any, arguments: Any
+) -> None:
+    server = ReferenceServer()
+    async with FreshCache(InMemorySource(server)) as cache:
+        with pytest.raises(ConfigurationError, match=r"^call_tool\(\) takes"):
+            await cache.call_tool(name, arguments)
+    assert server.tool_calls == []  # nothing sent
+
+
+def test_the_sync_cache_says_the_same_of_a_wrong_tool_name_or_arguments() -> None:
+    server = ReferenceServer()
+    with SyncFreshCache(InMemorySource(server)) as cache:
+        for name, arguments in WRONG_CALLS:
+            with pytest.raises(ConfigurationError, match=r"^call_tool\(\) takes"):
+                cache.call_tool(name, arguments)  # type: ignore[arg-type]
+    assert server.tool_calls == []

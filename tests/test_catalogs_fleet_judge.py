@@ -56,6 +56,9 @@ def test_a_private_page_a_cached_page_or_no_coverage_is_never_offered():
     pages = {None: page("a", scope="public")}
     shared_walk(engine, pages)
     engine.invalidate_catalog("tools")  # the caller's word: walk again, its page cached
+    # Heard alone: nothing is offered until the fleet was told (as `SharedCatalogs` does).
+    assert engine.catalog_to_share(engine.begin_catalog("tools", None)) is None
+    engine.catalog_published("tools", engine.catalog_heard_alone(engine.begin_catalog("tools", None)))
     _, share = shared_walk(engine, pages)
     assert share is not None  # every page asked again: a page invalidated is not cached
     engine, _ = make(SHARED)  # uncovered: listed before each use, nothing shared
@@ -83,7 +86,7 @@ def test_a_walk_with_a_page_from_this_workers_cache_is_not_offered():
 def test_a_walk_from_the_store_is_fresh_only_while_covered_and_current():
     engine, clock = make(SHARED)
     covered(engine)
-    done = engine.begin_catalog("tools", "alice")
+    done = engine.begin_catalog("tools", None)  # this client's default partition
     adopted = engine.adopt_catalog(done, SharedWalk(ITEMS, 30.0))
     assert adopted is not None
     assert adopted.state == "fresh" and adopted.names == ("search-v2", "help")
@@ -104,7 +107,7 @@ def test_a_walk_from_the_store_is_fresh_only_while_covered_and_current():
     assert engine.adopt_catalog(done, SharedWalk(ITEMS, 30.0)) is None
 
 
-def test_a_change_heard_alone_is_walked_here_before_another_walk_stands_in():
+def test_a_change_heard_alone_is_published_before_another_walk_stands_in():
     engine, _ = make(SHARED)
     covered(engine)
     engine.handle_hint(CatalogListChanged("tools", None))  # a hint on this worker's answer
@@ -112,14 +115,32 @@ def test_a_change_heard_alone_is_walked_here_before_another_walk_stands_in():
     assert not engine.catalog_shared(done)
     assert engine.adopt_catalog(done, SharedWalk(ITEMS, 30.0)) is None
     shared_walk(engine, {None: page("a", scope="public")})  # its own walk
-    assert engine.catalog_shared(engine.begin_catalog("tools", None))
-    # A change the fleet's channel brings is known fleet-wide: a later walk may stand in.
+    # The store may still hold a walk filled before the change this worker heard: its
+    # own walks do not move the store's generation, nor does a change the channel
+    # brings (it may have been published before the one heard here).
+    assert not engine.catalog_shared(engine.begin_catalog("tools", None))
     engine.list_changed_elsewhere("tools")
     done = engine.begin_catalog("tools", None)
+    assert not engine.catalog_shared(done)
+    # The fleet published it (every walk stored before is fenced off): one may stand in.
+    mark = engine.catalog_heard_alone(done)
+    assert mark is not None
+    engine.invalidate_catalog("tools")  # heard alone again before that publish landed
+    engine.catalog_published("tools", mark)
+    assert not engine.catalog_shared(engine.begin_catalog("tools", None))  # a later one
+    done = engine.begin_catalog("tools", None)
+    engine.catalog_published("tools", engine.catalog_heard_alone(done))
+    assert engine.catalog_heard_alone(done) is None
     assert engine.catalog_shared(done)
     assert engine.adopt_catalog(done, SharedWalk(ITEMS, 30.0)) is not None
     engine.list_changed_elsewhere("resources")  # templates change with the resource list
     assert engine.catalog_status("resource_templates", None).state != "fresh"
+
+
+def test_nothing_to_publish_where_no_walk_is_shared_anyway():
+    engine, _ = make(SHARED)  # uncovered: every walk its own, nothing shared
+    engine.invalidate_catalog("tools")
+    assert engine.catalog_heard_alone(engine.begin_catalog("tools", None)) is None
 
 
 def test_a_denied_partition_takes_no_walk_from_the_store():
@@ -128,4 +149,47 @@ def test_a_denied_partition_takes_no_walk_from_the_store():
     shared_walk(engine, {None: RequestFailed("denied", "no")}, partition="bob")
     done = engine.begin_catalog("tools", "bob")
     assert not engine.catalog_shared(done)
+    assert engine.adopt_catalog(done, SharedWalk(ITEMS, 30.0)) is None
+
+
+def test_a_walk_stored_before_a_change_heard_here_is_never_adopted_after_its_own_walk():
+    """Review: `settle` forgot a change heard alone after this worker's own walk, and a
+    later walk took the store's walk filled before that change as fresh."""
+    engine, clock = make(SHARED)
+    covered(engine)
+    old = frozen(({"name": "search-v1"},))  # the fleet's store: filled before the change
+    first = engine.begin_catalog("tools", None)
+    adopted = engine.adopt_catalog(first, SharedWalk(old, 60.0))
+    assert adopted is not None and adopted.names == ("search-v1",)
+    engine.handle_hint(CatalogListChanged("tools", None))  # heard on its own answer only
+    mine, _ = shared_walk(engine, {None: page("search-v2", scope="public", ttl_ms=1_000)})
+    assert mine.names == ("search-v2",)
+    clock.now += 2  # its own 1 s window passed; the store's entry has ~58 s left
+    done = engine.begin_catalog("tools", None)
+    adopted = engine.adopt_catalog(done, SharedWalk(old, 58.0))
+    assert adopted is None or adopted.names != ("search-v1",)
+    engine.invalidate_catalog("tools")  # the caller's word: the same, heard alone
+    shared_walk(engine, {None: page("search-v3", scope="public", ttl_ms=1_000)})
+    clock.now += 2
+    assert engine.adopt_catalog(engine.begin_catalog("tools", None), SharedWalk(old, 56.0)) is None
+
+
+def test_another_principal_takes_a_walk_from_the_store_only_once_its_own_walk_succeeded():
+    """Review: a principal refused ``tools/list`` on one worker took the store's public
+    walk on another (refusals are not shared): a principal other than this client's
+    default one takes a shared walk only after its own walk here succeeded."""
+    engine, _ = make(SHARED)
+    covered(engine)
+    done = engine.begin_catalog("tools", "bob")  # maybe refused on another worker
+    assert not engine.catalog_shared(done)
+    assert engine.adopt_catalog(done, SharedWalk(ITEMS, 30.0)) is None
+    shared_walk(engine, {None: page("a", scope="public")}, partition="bob")  # allowed here
+    engine.list_changed_elsewhere("tools")
+    done = engine.begin_catalog("tools", "bob")
+    assert engine.adopt_catalog(done, SharedWalk(ITEMS, 30.0)) is not None
+    engine.list_changed_elsewhere("tools")
+    shared_walk(engine, {None: RequestFailed("denied", "no")}, partition="bob")  # refused now
+    engine.list_changed_elsewhere("tools")
+    shared_walk(engine, {None: page("a", scope="public")})  # the default partition walks
+    done = engine.begin_catalog("tools", "bob")
     assert engine.adopt_catalog(done, SharedWalk(ITEMS, 30.0)) is None

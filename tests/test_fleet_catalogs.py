@@ -12,9 +12,10 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator
 
+import anyio
 import pytest
 
-from freshcache import FRESH, FreshCache, Policy
+from freshcache import FRESH, Catalog, FreshCache, Policy
 from freshcache.acceptance import ReferenceServer
 from freshcache.acceptance._steps import catalog_items
 from tests.polling import until as eventually
@@ -240,3 +241,92 @@ async def test_a_shared_walk_from_before_a_takeover_is_not_taken_after_it(
         for cache in caches:
             tools = await cache.tools()
             assert tools.state == FRESH and tools.names[0] == "search-v2", tools
+
+
+async def test_a_relisten_for_a_selection_change_does_not_fence_every_catalog(
+    valkey: Valkey, namespace: str
+) -> None:
+    """Review: every listener re-acknowledgment published a list change for every
+    catalog it covered, so one worker's `select` re-walked every catalog fleet-wide."""
+    server = reference()
+    server.set("doc://b", "b1", ttl_ms=60_000)
+    async with workers(server, valkey.url, 2, namespace) as caches:
+        for cache in caches:
+            for kind in KINDS:
+                assert (await catalog(cache, kind)).state == FRESH
+        generations = [c.engine.catalogs.pages["tools"].generation for c in caches]
+        lists = dict(server.catalogs.lists)
+        (follower,) = followers(caches)
+        follower.select([URI, "doc://b"])  # the union grows: the listener listens again
+        await eventually(lambda: all(c.engine._subs.covers("doc://b") for c in caches))
+        await eventually(lambda: all(c.pending_reads == 0 for c in caches))
+        assert [c.engine.catalogs.pages["tools"].generation for c in caches] == generations
+        for cache in caches:
+            for kind in KINDS:
+                assert names(cache, kind) is not None, (kind, cache.catalog_status(kind))
+        assert dict(server.catalogs.lists) == lists
+
+
+async def test_a_change_heard_alone_is_published_and_the_older_shared_walk_never_taken(
+    valkey: Valkey, namespace: str
+) -> None:
+    server = public_reference()
+    async with workers(server, valkey.url, 2, namespace, policy=SHARED) as caches:
+        for cache in caches:
+            assert (await cache.tools()).names[0] == "search-v1"
+        assert server.catalogs.lists["tools"] == 1  # one walk, in the store
+        server.set_catalog("tools", catalog_items("tools", "v2"), notify=False)  # unheard
+        alone, other = caches
+        alone.invalidate_catalog("tools")  # the caller's word: only this worker knows
+        tools = await alone.tools()
+        assert tools.state == FRESH and tools.names[0] == "search-v2", tools
+        # Published as a list change: the other worker's copy stops being fresh too,
+        # and the walk stored before it is never taken again.
+        await eventually(lambda: names(other, "tools") != ("search-v1", "help"))
+        for cache in caches:
+            tools = await cache.tools()
+            assert tools.state == FRESH and tools.names[0] == "search-v2", tools
+
+
+async def test_a_walk_that_raises_or_is_cancelled_frees_the_fill_lock(
+    valkey: Valkey, namespace: str
+) -> None:
+    """Review: the fill lock stayed held when the lock holder's walk raised or was
+    cancelled, and every other worker waited out `Fleet.fill_lock` for nothing."""
+    server = public_reference()
+    async with workers(server, valkey.url, 2, namespace, policy=SHARED) as caches:
+        cache = caches[0]
+        fleet = cache._fleet
+        assert fleet is not None
+
+        async def locks() -> list[object]:
+            return [k async for k in fleet.redis.scan_iter(match=f"{namespace}:*:lock:*")]
+
+        walking = anyio.Event()
+
+        async def boom(done: object) -> Catalog:
+            walking.set()
+            assert await locks() != []  # it walks under the lock
+            raise RuntimeError("the walk broke")
+
+        async def stuck(done: object) -> Catalog:
+            walking.set()
+            await anyio.Event().wait()  # never set: only a cancel ends it
+            raise AssertionError("not reached")
+
+        done = cache.engine.begin_catalog("tools", cache.principal)
+        with pytest.raises(RuntimeError, match="the walk broke"):
+            await fleet.catalogs.walk(done, boom)
+        assert walking.is_set() and await locks() == []
+        walking = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            done = cache.engine.begin_catalog("tools", cache.principal)
+            tg.start_soon(fleet.catalogs.walk, done, stuck)
+            await walking.wait()
+            assert await locks() != []
+            tg.cancel_scope.cancel()
+        assert await locks() == []
+        # The other worker takes the lock at once and walks (no wait for a fill).
+        other = caches[1]
+        assert (await other.tools()).state == FRESH
+        assert other._fleet is not None and other._fleet.counters.fill_waits == 0

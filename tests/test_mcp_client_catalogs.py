@@ -15,6 +15,7 @@ import anyio
 import pytest
 
 from freshcache import FreshCache, McpClientSource
+from freshcache._protocol._wire import PROTOCOL_VERSION, revision_at_least
 from freshcache._sources._mcp_client import covered_catalogs
 from tests.conftest import SdkServer
 from tests.polling import until
@@ -109,3 +110,23 @@ async def test_the_agents_sdk_over_mcp_client_source_sees_a_changed_tool_list_ne
     assert "search" in offered[1] and "lookup" not in offered[1]  # the next step's list
     assert fresh.catalog is not None and fresh.catalog.ok
     assert any("search ran" in answer for answer in answers)  # through FreshCache.call_tool
+
+
+@pytest.mark.parametrize(
+    ("version", "modern"),
+    [
+        ("2026-07-28", True),
+        ("2027-01-15", True),
+        ("2025-11-25", False),
+        ("DRAFT-2026-v1", False),  # a label, not a date: as a string it sorts after
+        ("draft", False),
+        ("", False),
+        (None, False),
+    ],
+)
+def test_only_a_dated_revision_from_2026_07_28_on_counts_as_carrying_caching_hints(
+    version: object, modern: bool
+) -> None:
+    """Review: the SDK client's protocol version was compared as a string, so a draft
+    label counted as a revision whose lists carry ``ttlMs``."""
+    assert revision_at_least(version, PROTOCOL_VERSION) is modern

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from freshcache import HttpSource, Loaded, LoaderSource
-from freshcache.acceptance import ReferenceServer
+from freshcache import HttpSource, Loaded, LoaderSource, Policy
+from freshcache.acceptance import InMemorySource, ReferenceServer
 from freshcache.acceptance._http_server import ReferenceHttpServer
 from freshcache.acceptance._steps import catalog_items
 from freshcache.sync import SyncFreshCache
@@ -88,3 +89,31 @@ def test_sync_catalogs_of_a_loader_without_them_are_an_explicit_state() -> None:
         assert tools.detail is not None and "catalog" in tools.detail
         call = cache.call_tool("search", {})
         assert (call.state, call.reason) == ("unavailable", "server_error")
+
+
+def test_a_shared_public_catalog_is_a_hit_in_the_calling_thread() -> None:
+    """Review: the sync hit looked only at the caller's own row, never the shared public
+    one, so with ``share_public`` every `tools()` went through the loop thread."""
+    server = ReferenceServer()
+    server.set(U, "v1")
+    server.catalogs.set("tools", catalog_items("tools", "v1"))
+    server.catalogs.scope = "public"
+    with SyncFreshCache(
+        InMemorySource(server), select=[U], policy=Policy(share_public=True)
+    ) as cache:
+        until_sync(lambda: cache.stream_status == "live")
+        first = cache.tools(principal="alice")
+        assert first.state == "fresh"
+        trips: list[object] = []
+        through_loop = cache._portal.call
+
+        def counted(*args: Any) -> Any:
+            trips.append(args)
+            return through_loop(*args)
+
+        cache._portal.call = counted  # type: ignore[method-assign]
+        hit = cache.tools(principal="alice")
+        assert hit.version == first.version and not hit.server_read
+        assert cache.tools(principal="bob") is hit  # the same public walk
+        assert trips == []  # both hits answered in the calling thread
+        cache._portal.call = through_loop  # type: ignore[method-assign]

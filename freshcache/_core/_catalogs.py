@@ -191,8 +191,10 @@ class CatalogBook:
         policy: Policy,
         clock: Callable[[], float],
         wall_clock: Callable[[], float],
+        default_partition: Partition = PUBLIC,
     ) -> None:
         self.policy = policy
+        self._default = default_partition
         self._clock = clock
         self._wall_clock = wall_clock
         self.pages = {
@@ -213,6 +215,12 @@ class CatalogBook:
         self._covered: dict[CatalogKind, int] = {}
         self._denied = Denials(LIMIT)
         """(kind, partition) refused, until that partition's own walk succeeds."""
+        self._proved = Denials(LIMIT)
+        """(kind, partition) whose own walk here succeeded since its last refusal: only
+        those (and this client's default partition) take a fleet's shared walk. A
+        refusal another worker heard is not known here, so a principal takes a walk
+        from the store only once this worker saw the server let it list (invariant 12
+        for catalogs, without sharing the refusals themselves)."""
         self.unusable = False
         """The server cannot be used: no hit-table row is built again."""
         self.rows: dict[CatalogKind, dict[Partition, tuple[Catalog, float]]] = {
@@ -224,9 +232,15 @@ class CatalogBook:
         generation moves."""
         self.walks = 0
         """Walks begun (each may take cached pages or fetch them)."""
-        self._alone: set[CatalogKind] = set()
+        self._alone: dict[CatalogKind, int] = {}
         """Catalogs changed by a word only this client heard (a hint on an answer, the
-        caller's): a fleet's shared walk may predate it, until this client's own walk."""
+        caller's), each with the mark of its latest such change: the fleet's store may
+        still hold a walk filled before it, so none is taken (nor given) until a fleet
+        published the change (`published_alone`: the list's generation in the store
+        moved past every walk filled before it). Neither this client's own walks nor a
+        change heard fleet-wide meanwhile (it may have been published before this one)
+        end it."""
+        self._marks = 0
 
     # ------------------------------------------------------------------ queries
 
@@ -265,6 +279,22 @@ class CatalogBook:
                 rows[partition] = (held.catalog, float("inf"))
             elif covered or self.policy.uncovered == "ttl":
                 rows[partition] = (held.catalog, held.expires_at)
+
+    def hit(self, kind: CatalogKind, partition: Partition, now: float) -> Catalog | None:
+        """What `lookup` hands out, from the hit tables alone: ``partition``'s own row,
+        else the shared public one where `_held_for` would take it. Dict lookups only,
+        so another thread may ask (`SyncFreshCache`); a miss says nothing (ask `lookup`)."""
+        rows = self.rows[kind]
+        row = rows.get(partition)
+        if (
+            row is None
+            and partition != PUBLIC
+            and self.policy.share_public
+            and (kind, partition) not in self._held
+            and (kind, partition) not in self._denied
+        ):
+            row = rows.get(PUBLIC)
+        return row[0] if row is not None and now < row[1] else None
 
     def _held_for(self, kind: CatalogKind, partition: Partition) -> _Held | None:
         """``partition``'s own catalog, else the shared public one where allowed (never
@@ -341,7 +371,7 @@ class CatalogBook:
         )
         self._keep(kind, partition, PUBLIC if public else partition, held)
         self._denied.cleared(kind, partition)  # its own walk succeeded (see `begin`)
-        self._alone.discard(kind)  # walked since whatever it alone heard
+        self._proved.note(kind, partition)
         return handed
 
     def _keep(
@@ -367,13 +397,17 @@ class CatalogBook:
         """Whether ``done`` may be taken from, or given to, the other workers of a fleet:
         the catalog is covered by a live acknowledged stream (a fleet-wide change is
         heard), no change only this client heard is pending, public catalogs are shared,
-        and ``done``'s partition is not denied."""
+        and ``done``'s partition is not denied: it is this client's default one, or its
+        own walk here succeeded since its last refusal (`_proved`)."""
+        return done.kind not in self._alone and self._may_share(done)
+
+    def _may_share(self, done: CatalogWalk) -> bool:
         return (
             not self.unusable
             and done.kind in self._covered
-            and done.kind not in self._alone
             and self.policy.share_public
             and (done.kind, done.partition) not in self._denied
+            and (done.partition == self._default or (done.kind, done.partition) in self._proved)
         )
 
     def to_share(self, done: CatalogWalk) -> SharedWalk | None:
@@ -433,6 +467,7 @@ class CatalogBook:
             self.rows[kind].pop(partition, None)
             if state == DENIED:
                 self._denied.note(kind, partition)
+                self._proved.cleared(kind, partition)
         self._problems.pop(key, None)
         self._problems[key] = (done.generation, problem)
         _trim(self._problems, self.limit)
@@ -470,14 +505,29 @@ class CatalogBook:
     def invalidate(self, kind: CatalogKind, reason: Reason, *, alone: bool = False) -> bool:
         """``kind`` changed (or may have): nothing walked before now is fresh; walks in
         flight start again. Returns whether anyone had asked for it (re-list it).
-        ``alone``: a change only this client heard: until its own walk is fresh, no
-        other worker's walk is taken for it (`shares`)."""
+        ``alone``: a change only this client heard: no other worker's walk is taken
+        for it (`shares`) until a fleet published it (`published_alone`)."""
         if alone:
-            self._alone.add(kind)
+            self._marks += 1
+            self._alone[kind] = self._marks
         self._reasons[kind] = reason
         self.pages[kind].invalidate()
         self._index(kind)
         return kind in self.held_kinds()
+
+    def heard_alone(self, done: CatalogWalk) -> int | None:
+        """The mark of the change of ``done``'s catalog only this client heard and the
+        fleet was not told of yet, when that alone keeps ``done`` from being shared
+        (worth publishing); else ``None``."""
+        mark = self._alone.get(done.kind)
+        return mark if mark is not None and self._may_share(done) else None
+
+    def published_alone(self, kind: CatalogKind, mark: int) -> None:
+        """The fleet was told of change ``mark`` of ``kind`` (its list's generation in the
+        store moved after it): shared walks stand in again, unless a later change only
+        this client heard came meanwhile."""
+        if self._alone.get(kind) == mark:
+            del self._alone[kind]
 
     def reason_now(self, kind: CatalogKind) -> Reason:
         """Why ``kind`` is not fresh after an acknowledgment newly covers it: a catalog

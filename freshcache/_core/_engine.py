@@ -236,7 +236,9 @@ class _Bookkeeping:
         self._stream_status: StreamStatus = "idle"
         self._listen_supported: bool | None = None
         self._lists = ListPages(store, server_id, self.policy)
-        self.catalogs = CatalogBook(store, server_id, self.policy, clock, wall_clock)
+        self.catalogs = CatalogBook(
+            store, server_id, self.policy, clock, wall_clock, default_partition
+        )
         """Tools, prompts and resource templates (`_catalogs`)."""
         self._on_invalidation = on_invalidation
         self._denials = Denials()
@@ -791,6 +793,16 @@ class _Judgements(_ReadRules):
         """Whether a fleet may hand ``done`` another worker's walk (`CatalogBook.shares`)."""
         return self._unusable is None and self.catalogs.shares(done)
 
+    def catalog_heard_alone(self, done: CatalogWalk) -> int | None:
+        """The mark of a change of ``done``'s catalog only this worker heard, which a
+        fleet must publish before another worker's walk stands in for ``done``
+        (`CatalogBook.heard_alone`)."""
+        return None if self._unusable is not None else self.catalogs.heard_alone(done)
+
+    def catalog_published(self, kind: CatalogKind, mark: int) -> None:
+        """A fleet published change ``mark`` of ``kind`` (`CatalogBook.published_alone`)."""
+        self.catalogs.published_alone(kind, mark)
+
     def adopt_catalog(self, done: CatalogWalk, shared: SharedWalk) -> Catalog | None:
         """Another worker's walk from the fleet's store: fresh, or ``None`` (walk it)."""
         if self._unusable is not None:
@@ -813,7 +825,8 @@ class _Judgements(_ReadRules):
         """``kind`` may have changed (an "unknown tool" answer, a caller's word): not
         fresh until walked again; re-listed in the background if anyone asked for it.
         ``alone``: heard by this client only (not on a trusted stream, which a fleet's
-        listener publishes first): no other worker's walk stands in for its own."""
+        listener publishes first): no other worker's walk stands in for its own until
+        a fleet publishes it (`catalog_published`)."""
         if self.catalogs.invalidate(kind, "invalidated", alone=alone):
             return [Relist(cause, kind)]
         return []

@@ -10,7 +10,8 @@ the others wait for its fill, up to `Fleet.fill_lock`, then walk themselves. The
 is written only if the generation is still the one peeked (fenced otherwise), and only
 what the engine offers (`catalog_to_share`): never a private page, never a page from
 this worker's own cache. Anything uncovered, or a store that does not answer, walks
-directly.
+directly. A change of a catalog only this worker heard is published first (as the
+listener publishes a ``*/list_changed``); until it is, this worker walks itself.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import anyio
 from .._core import Catalog, CatalogWalk, SharedWalk
 from .._core._frozen import thawed
 from ._reads import FillWait
-from ._store import Peeked
+from ._store import Peeked, catalog_lists
 
 if TYPE_CHECKING:
     from ._parts import Binding, ReadsWorker
@@ -45,8 +46,14 @@ class SharedCatalogs:
         """``done``'s catalog: another worker's current walk, or this worker's own."""
         worker = self.worker
         bound = worker.bound
-        if bound is None or not worker.channel.usable or not bound.engine.catalog_shared(done):
+        if bound is None or not worker.channel.usable:
             return await walk(done)
+        if not bound.engine.catalog_shared(done):
+            mark = bound.engine.catalog_heard_alone(done)
+            if mark is None or not await self._publish_alone(done, mark, bound):
+                return await walk(done)
+            if not bound.engine.catalog_shared(done):
+                return await walk(done)
         deadline = anyio.current_time() + worker.config.fill_lock
         delay = FillWait.FLOOR
         while True:
@@ -69,6 +76,22 @@ class SharedCatalogs:
             await anyio.sleep(delay)
             delay = min(0.05, delay * 1.5)
 
+    async def _publish_alone(self, done: CatalogWalk, mark: int, bound: Binding) -> bool:
+        """Tell the fleet of a change of ``done``'s catalog only this worker heard (a hint
+        on its own answer, "unknown tool", the caller's word), as the listener tells a
+        ``*/list_changed``: the list's generation in the store moves past every walk
+        filled before it, so a walk the store holds after this may stand in here."""
+        try:
+            with anyio.fail_after(self.worker.config.op_timeout):
+                await self.worker.publish_lists(catalog_lists(frozenset({done.kind})))
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            log.debug("fleet catalog change not published: %r", exc)
+            return False
+        bound.engine.catalog_published(done.kind, mark)
+        return True
+
     async def _peek(self, kind: str) -> tuple[Peeked, list[Any] | None, float] | None:
         config = self.worker.config
         try:
@@ -88,7 +111,14 @@ class SharedCatalogs:
         self, done: CatalogWalk, fence: Peeked, walk: Walk, bound: Binding
     ) -> Catalog:
         worker = self.worker
-        catalog = await walk(done)
+        try:
+            catalog = await walk(done)
+        except BaseException:
+            # A walk that raised or was cancelled frees the lock at once: the others
+            # must not wait out `Fleet.fill_lock` for a fill that will never come.
+            with anyio.CancelScope(shield=True):
+                await self._unlock(done, fence)
+            raise
         try:
             with anyio.fail_after(worker.config.op_timeout):
                 share = bound.engine.catalog_to_share(done)
@@ -99,9 +129,21 @@ class SharedCatalogs:
                         worker.counters.catalog_fills += 1
                     else:
                         worker.counters.fenced_writes += 1  # changed while it was walked
-                await worker.shared.unlock_catalog(done.kind, fence, worker.id)
         except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._unlock(done, fence)
             raise
         except Exception as exc:
             log.debug("fleet catalog fill failed: %r", exc)
+        await self._unlock(done, fence)
         return catalog
+
+    async def _unlock(self, done: CatalogWalk, fence: Peeked) -> None:
+        """Free the single-flight lock of ``done``'s walk (bounded; a store that does
+        not answer lets it lapse after `Fleet.fill_lock`)."""
+        worker = self.worker
+        try:
+            with anyio.fail_after(worker.config.op_timeout):
+                await worker.shared.unlock_catalog(done.kind, fence, worker.id)
+        except Exception as exc:
+            log.debug("fleet catalog unlock failed: %r", exc)

@@ -87,6 +87,7 @@ class ListenerLease:
         self.leading, self.term = holder, term
         self._renewed_at = anyio.current_time()
         self._covered = set()
+        self._catalogs = frozenset()
         log.info("fleet worker %s holds the listener lease", self.worker.id)
         self.saw_holder(holder)
         return True
@@ -222,6 +223,9 @@ class ListenerLease:
         ``list_changed`` the acknowledgment honoured (a follower covers only those)."""
         newly = sorted(covered - self._covered)
         self._covered |= covered
+        # Only catalogs this term's streams did not carry yet: a re-listen of the same
+        # term (a selection changed) leaves a walk shared under its coverage true.
+        newly_catalogs = catalogs - self._catalogs
         self._catalogs = catalogs
         self.leading_uris = union
         payload = {
@@ -233,8 +237,10 @@ class ListenerLease:
             "catalogs": sorted(catalogs),
         }
         await self.worker.publish(newly, "acknowledged")
-        # A catalog walk shared before this ack proves nothing after it: fenced off.
-        await self.worker.publish_lists(catalog_lists(catalogs))
+        # A catalog walk shared before this term covered it proves nothing after it:
+        # fenced off (a new term starts with nothing covered: `try_lead`).
+        if newly_catalogs:
+            await self.worker.publish_lists(catalog_lists(newly_catalogs))
         await self.worker.shared.announce(self.worker.id, "live", payload, self.px)
 
     async def _lost_coverage(self, covered: frozenset[str], reason: str) -> None:

@@ -201,8 +201,8 @@ class OutboxWorker(Publishes, Protocol):
     def channel(self) -> ChannelState: ...
 
 
-class ReadsWorker(_Worker, Protocol):
-    """What `SharedReads` uses."""
+class ReadsWorker(Publishes, Protocol):
+    """What `SharedReads` and `SharedCatalogs` use."""
 
     @property
     def counters(self) -> FleetCounters: ...

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .._core import Catalog, RequestFailed, StreamEvent
 from .._core._frozen import frozen
+from .._errors import ConfigurationError
 from .._protocol._tools import catalog_may_be_old, may_call_again, tool_changed
 from .._sources._tools import call_tool
 from ._setup import checked_deadline
@@ -110,6 +111,7 @@ class ToolCalls:
     ) -> ToolCall:
         """Call tool ``name`` on the server; on "unknown tool" / ``-32602`` re-list the
         tool catalog once and retry at most once (see the module docstring)."""
+        check_tool_call(name, arguments)
         deadline = checked_deadline(timeout, self.read_timeout)
         who = principal if principal is not None else self.principal
         held = self.catalog_status("tools", principal=principal)
@@ -147,6 +149,17 @@ class ToolCalls:
         return outcome
 
 
+def check_tool_call(name: object, arguments: object) -> None:
+    """A caller's ``call_tool`` arguments, checked before anything is sent (async and
+    sync alike): a tool's name is a non-empty string, its arguments a mapping or ``None``."""
+    if not isinstance(name, str) or not name:
+        raise ConfigurationError(f"call_tool() takes a tool name (a non-empty str), got {name!r}")
+    if arguments is not None and not isinstance(arguments, Mapping):
+        raise ConfigurationError(
+            f"call_tool() takes the tool's arguments as a mapping or None, got {arguments!r}"
+        )
+
+
 def _entry(catalog: Catalog, name: str) -> Mapping[str, Any] | None:
     """Tool ``name``'s item in ``catalog`` (``None``: not listed)."""
     return next((item for item in catalog.items if item.get("name") == name), None)
@@ -176,4 +189,4 @@ def _why(outcome: dict[str, Any] | RequestFailed) -> str:
     return ToolCall("", "answered", result=outcome).text or "an error result"
 
 
-__all__ = ["ToolCall", "ToolCallState", "ToolCalls"]
+__all__ = ["ToolCall", "ToolCallState", "ToolCalls", "check_tool_call"]

@@ -47,6 +47,19 @@ LEGACY_VERSIONS = (LEGACY_VERSION, "2025-06-18", "2025-03-26")
 """What an ``initialize`` answer may name for freshcache to go on (basic/lifecycle)."""
 SESSION_HEADER = "Mcp-Session-Id"
 
+_DATED_REVISION = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def revision_at_least(version: object, revision: str) -> bool:
+    """Whether protocol ``version`` is the dated ``revision`` or a later one. Only dated
+    revisions (``YYYY-MM-DD``) are ordered: anything else (a draft label, ``None``)
+    counts as not reaching it, so it gets no feature of a newer revision."""
+    return (
+        isinstance(version, str)
+        and _DATED_REVISION.fullmatch(version) is not None
+        and version >= revision  # zero-padded dates order as strings once both are dates
+    )
+
 META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"

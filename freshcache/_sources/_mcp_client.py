@@ -72,7 +72,14 @@ from .._core import (
 )
 from .._errors import ConfigurationError, MissingDependencyError
 from .._protocol._client import session_info
-from .._protocol._wire import METHOD_NOT_FOUND, DenialRules, catalog_reply, failure_from_error
+from .._protocol._wire import (
+    METHOD_NOT_FOUND,
+    PROTOCOL_VERSION,
+    DenialRules,
+    catalog_reply,
+    failure_from_error,
+    revision_at_least,
+)
 from ._background import BackgroundTask
 from ._source import ServerInfo
 
@@ -470,7 +477,7 @@ class McpClientSource:
             lister = getattr(client, _SDK_LISTERS[kind])
             result = await lister(cursor=cursor, cache_mode="refresh")
             dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-            modern = str(client.protocol_version) >= _LISTEN_REVISION
+            modern = revision_at_least(client.protocol_version, PROTOCOL_VERSION)
             return catalog_reply(kind, dumped, hintless=not modern)
 
         return await self._request(page)
@@ -610,11 +617,6 @@ _SDK_LISTERS: dict[CatalogKind, str] = {
     "resource_templates": "list_resource_templates",
 }
 """The ``mcp.Client`` method that lists each catalog."""
-
-_LISTEN_REVISION = "2026-07-28"
-"""The first revision whose list results carry ``ttlMs``/``cacheScope`` (dates compare
-as strings)."""
-
 
 def covered_catalogs(honored: Any, capabilities: Any) -> frozenset[str]:
     """The catalogs a listen acknowledgment covers: the server honoured the flag and

@@ -6,13 +6,16 @@ A source moves the bytes; `freshcache._protocol._tools` decides what the answer 
 client; a wrapper (`SourceWrapper`) through what it wraps; any other source through
 its own ``call_tool(name, arguments, principal)`` when it has one (an in-memory
 server). A source with none cannot call tools and says so as a failure, never by
-raising.
+raising: neither does a source's own ``call_tool`` that raises (``server_error``)
+nor any call past the caller's ``timeout`` (``timeout``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+import anyio
 
 from .._core import Partition, RequestFailed, StreamEvent
 from .._protocol._tools import tool_call_params
@@ -32,7 +35,24 @@ async def call_tool(
     principal: Partition,
     timeout: float,
 ) -> ToolOutcome:
-    """Send one ``tools/call`` for ``principal`` through ``source``."""
+    """Send one ``tools/call`` for ``principal`` through ``source``, within ``timeout``
+    seconds."""
+    outcome: ToolOutcome | None = None
+    with anyio.move_on_after(timeout):
+        outcome = await _send(source, name, arguments, principal, timeout)
+    if outcome is None:
+        detail = f"tools/call {name!r} got no answer within {timeout:g}s"
+        return RequestFailed("timeout", detail), ()
+    return outcome
+
+
+async def _send(
+    source: object,
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    principal: Partition,
+    timeout: float,
+) -> ToolOutcome:
     while isinstance(source, SourceWrapper):
         source = source.inner
     params = tool_call_params(name, arguments)
@@ -47,9 +67,14 @@ async def call_tool(
         return await _sdk_call(source, params), ()
     caller = getattr(source, "call_tool", None)
     if callable(caller):
-        outcome: dict[str, Any] | RequestFailed = await caller(
-            params["name"], params["arguments"], principal
-        )
+        try:
+            outcome: dict[str, Any] | RequestFailed = await caller(
+                params["name"], params["arguments"], principal
+            )
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            return RequestFailed("server_error", f"{type(source).__name__}.call_tool: {exc!r}"), ()
         return outcome, ()
     return RequestFailed("server_error", f"{type(source).__name__} cannot call tools"), ()
 
