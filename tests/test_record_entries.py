@@ -245,3 +245,26 @@ def test_a_wall_clock_set_back_is_never_hidden_by_the_shared_fetched_at():
     read(engine, "a")
     assert read(engine, "b", uri=V).fetched_at == 1e9 - 30
     assert read(engine, "c", uri="x:c").fetched_at == 1e9 - 30
+
+
+# ---------------------------------------------------------------- flags packed in one int
+
+
+def test_reads_in_flight_and_selection_outlive_the_entry_held_in_the_record():
+    store = MemoryStore(max_entries=1)
+    engine, _ = make(store=store)
+    engine.select([U])
+    read(engine, "v1")
+    first, second = engine.begin_read(U, None), engine.begin_read(U, None)
+    record = store.get_object(U)
+    assert (record.reads_in_flight, record.selected) == (2, True)
+    read(engine, "other", uri=V)  # evicts U's entry while two reads are in flight
+    assert record.value is None and (record.reads_in_flight, record.selected) == (2, True)
+    assert engine.finish_read(first, reply("v2")).text == "v2"  # held again
+    assert (record.reads_in_flight, record.selected, record.hintless) == (1, True, False)
+    engine.abandon_read(second)
+    engine.abandon_read(second)  # (never below none)
+    assert record.reads_in_flight == 0 and engine.remembers(U)  # selected: kept
+    engine.select([])
+    read(engine, "other", uri=V)  # evicts U: nothing depends on it any more
+    assert not engine.remembers(U)

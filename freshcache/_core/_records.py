@@ -39,6 +39,8 @@ CURRENT = 4
 SELECTED = 8
 """The agent relies on the URI (`UriRecord.selected`): kept whether or not an entry is."""
 _ENTRY_FLAGS = HINTLESS | PUSHED | CURRENT
+_READ = 16
+"""`UriRecord.reads_in_flight` is counted in the bits of `flags` from this one up."""
 
 
 def size_of(uri: str, contents: tuple[ResourceContents, ...]) -> int:
@@ -57,7 +59,6 @@ class UriRecord:
     invalid_reason: Reason = "not_cached"
     """What status says when no entry is at `generation`: why it was invalidated, or
     ``not_cached`` when nothing was read since (or the entry was evicted)."""
-    reads_in_flight: int = 0
     partitions: tuple[Partition, ...] = ()
     """Partitions that hold an entry for this URI in the store (usually one)."""
     problems: dict[Partition, tuple[int, ReadResult]] | None = None
@@ -72,9 +73,19 @@ class UriRecord:
     engine passes one shared float per distinct window, so a record keeps one clock
     float, ``expires_at``, not two)."""
     flags: int = 0
-    """`SELECTED`, and the held entry's `HINTLESS` | `PUSHED` | `CURRENT` (a small int:
-    no object, and one slot, per record). The entry's scope is not kept: nothing asks a
-    read entry for it once stored (the partition says it)."""
+    """`SELECTED`, the held entry's `HINTLESS` | `PUSHED` | `CURRENT`, and the reads in
+    flight counted in units of `_READ` (a small int: no object, and one slot, per
+    record). The entry's scope is not kept: nothing asks a read entry for it once
+    stored (the partition says it)."""
+
+    @property
+    def reads_in_flight(self) -> int:
+        """Server reads of the URI sent and not yet judged or abandoned."""
+        return self.flags // _READ
+
+    @reads_in_flight.setter
+    def reads_in_flight(self, reads: int) -> None:
+        self.flags = self.flags % _READ + max(0, reads) * _READ
 
     @property
     def selected(self) -> bool:
@@ -128,7 +139,7 @@ class UriRecord:
         self.expires_at = 0.0
         self.value = value
         self.ttl = ttl
-        self.flags = (self.flags & SELECTED) | flags | CURRENT
+        self.flags = (self.flags & ~_ENTRY_FLAGS) | flags | CURRENT
         self.expires_at = expires_at
 
     def let_go(self) -> None:
@@ -140,7 +151,7 @@ class UriRecord:
     @property
     def idle(self) -> bool:
         """Nothing depends on it: no entry, not selected, no read in flight."""
-        return not self.flags & SELECTED and not self.partitions and self.reads_in_flight == 0
+        return self.flags & ~_ENTRY_FLAGS == 0 and not self.partitions  # no read, not selected
 
     def problem(self, partition: Partition) -> tuple[int, ReadResult] | None:
         return None if self.problems is None else self.problems.get(partition)
