@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from freshcache import Policy
-from freshcache._core import RequestFailed, ResourceContents, ResourceUpdated
+from freshcache._core import FreshnessEngine, RequestFailed, ResourceContents, ResourceUpdated
 from freshcache._core._records import UriRecord, size_of
 from freshcache._middleware._store import MemoryStore
 from tests.test_engine import U, V, make, read, reply
@@ -154,3 +154,117 @@ def test_a_window_without_end_gives_no_arrival_to_derive_and_ages_as_new():
     engine.handle(ResourceUpdated(U, None))
     stale = engine.finish_read(engine.begin_read(U, None), RequestFailed("unreachable"))
     assert (stale.state, stale.text, stale.age) == ("stale", "v1", 0.0)
+
+
+# ---------------------------------------------------------------- per-record generations
+# A record counts its own generations (small ints CPython shares), and a record made
+# again for a URI starts above every generation any dropped record had: a ticket or a
+# snapshot mark taken from a dropped record never matches the one made after it.
+
+
+def test_a_reply_sent_before_a_change_never_lands_on_the_uris_remade_record():
+    engine, _ = make()
+    ticket = engine.begin_read(U, None)
+    engine.abandon_read(ticket)  # nothing depends on the record: it is dropped
+    assert not engine.remembers(U)
+    engine.handle(ResourceUpdated(U, None))  # heard while no record exists
+    engine.begin_read(U, None)  # the record is made again
+    assert engine.finish_read(ticket, reply("sent before the change")) is None
+    assert engine.lookup(U, None) is None
+
+
+def test_a_snapshot_mark_of_a_dropped_record_never_matches_the_remade_one():
+    store = MemoryStore(max_entries=1)
+    engine, _ = make(store=store)
+    read(engine, "v1")
+    mark = engine.snapshot_mark(U)
+    read(engine, "other", uri=V)  # evicts U's entry: its record is dropped
+    assert not engine.remembers(U)
+    read(engine, "v2")
+    assert engine.snapshot_changed({U: mark}) == [U]
+
+
+def test_remade_records_start_above_every_dropped_generation_however_often():
+    store = MemoryStore(max_entries=1)
+    engine, _ = make(store=store)
+    seen: list[int] = []
+    for round_ in range(5):
+        read(engine, f"v{round_}")
+        for _ in range(4 - round_):  # fewer changes each time, each a generation
+            engine.handle(ResourceUpdated(U, None))
+            read(engine, f"v{round_} again")
+        seen.append(engine.snapshot_mark(U))
+        read(engine, "other", uri=V)  # evicts U: dropped
+        read(engine, "other", uri=V)
+        assert not engine.remembers(U)
+    assert seen == sorted(set(seen))  # strictly rising across the records made again
+
+
+def test_records_only_read_share_small_generations():
+    store = MemoryStore()
+    engine, _ = make(store=store)
+    for n in range(300):
+        read(engine, "v", uri=f"guide://many/{n}")
+    first, last = store.get_object("guide://many/0"), store.get_object("guide://many/299")
+    assert first.generation is last.generation  # no int object per record
+
+
+def test_an_invalidated_held_entry_is_no_longer_current_but_still_a_stale_copy():
+    store = MemoryStore()
+    engine, clock = make(Policy(stale_on_error=("guide://*",)), store=store)
+    read(engine, "v1")
+    engine.handle(ResourceUpdated(U, None))
+    assert engine.lookup(U, None) is None and engine.status(U).reason == "invalidated"
+    stale = engine.finish_read(engine.begin_read(U, None), RequestFailed("unreachable"))
+    assert (stale.state, stale.text) == ("stale", "v1")
+    read(engine, "v2")
+    assert engine.lookup(U, None).text == "v2" and engine.status(U).state == "fresh"
+    clock.now += 61
+    assert engine.status(U).reason == "expired"
+
+
+# ---------------------------------------------------------------- one fetched_at per burst
+
+
+def with_wall_clock(*readings: float) -> FreshnessEngine:
+    """An engine whose wall clock reads ``readings`` in turn (one per reply)."""
+    it = iter(readings)
+    return FreshnessEngine(store=MemoryStore(), clock=lambda: 100.0, wall_clock=lambda: next(it))
+
+
+def test_replies_within_a_millisecond_share_one_fetched_at():
+    engine = with_wall_clock(1e9, 1e9 + 0.0004, 1e9 + 0.0011)
+    first, second, third = read(engine, "a"), read(engine, "b", uri=V), read(engine, "c", uri="x:c")
+    assert first.fetched_at == 1e9 and second.fetched_at is first.fetched_at
+    assert engine.lookup(V, None).fetched_at is first.fetched_at
+    assert third.fetched_at == 1e9 + 0.0011  # a millisecond on: a reading of its own
+
+
+def test_a_wall_clock_set_back_is_never_hidden_by_the_shared_fetched_at():
+    engine = with_wall_clock(1e9, 1e9 - 30, 1e9 - 29.9996)
+    read(engine, "a")
+    assert read(engine, "b", uri=V).fetched_at == 1e9 - 30
+    assert read(engine, "c", uri="x:c").fetched_at == 1e9 - 30
+
+
+# ---------------------------------------------------------------- flags packed in one int
+
+
+def test_reads_in_flight_and_selection_outlive_the_entry_held_in_the_record():
+    store = MemoryStore(max_entries=1)
+    engine, _ = make(store=store)
+    engine.select([U])
+    read(engine, "v1")
+    first, second = engine.begin_read(U, None), engine.begin_read(U, None)
+    record = store.get_object(U)
+    assert (record.reads_in_flight, record.selected) == (2, True)
+    read(engine, "other", uri=V)  # evicts U's entry while two reads are in flight
+    assert record.value is None and (record.reads_in_flight, record.selected) == (2, True)
+    assert engine.finish_read(first, reply("v2")).text == "v2"  # held again
+    assert (record.reads_in_flight, record.selected, record.hintless) == (1, True, False)
+    engine.abandon_read(second)
+    engine.abandon_read(second)  # (never below none)
+    assert record.reads_in_flight == 0 and engine.remembers(U)  # selected: kept
+    engine.select([])
+    read(engine, "other", uri=V)  # evicts U: nothing depends on it any more
+    assert not engine.remembers(U)

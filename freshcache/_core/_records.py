@@ -1,10 +1,12 @@
 """Per-URI records of the engine, bounded (DESIGN §2 invariant 10).
 
 A record holds a URI's generation, why it is not fresh, whether it is selected, the
-reads in flight and the partitions that hold an entry. Generations come from one
-counter for all records, so they never restart: the record of a URI that holds no
-entry, is not selected and has no read in flight is dropped, and a reply to a read
-sent before that still finds a different generation when it lands.
+reads in flight and the partitions that hold an entry. Each record counts its own
+generations (small ints, which CPython shares: no int object per record), and they
+never restart for a URI: the record of a URI that holds no entry, is not selected and
+has no read in flight is dropped, and a record made again starts above every
+generation any dropped record had (`UriRecords`), so a ticket or a snapshot mark taken
+from a dropped record never matches the one made after it.
 
 With a store that keeps objects in process (`ObjectStore`, the default `MemoryStore`),
 the record *is* also the stored entry of the URI for the engine's default partition and
@@ -31,6 +33,14 @@ ENTRY_OVERHEAD = 256
 
 HINTLESS = 1
 PUSHED = 2
+CURRENT = 4
+"""The held entry is at the record's generation (set by `UriRecord.hold`, cleared by
+`UriRecord.new_generation`): no int of its own for the generation it was stored at."""
+SELECTED = 8
+"""The agent relies on the URI (`UriRecord.selected`): kept whether or not an entry is."""
+_ENTRY_FLAGS = HINTLESS | PUSHED | CURRENT
+_READ = 16
+"""`UriRecord.reads_in_flight` is counted in the bits of `flags` from this one up."""
 
 
 def size_of(uri: str, contents: tuple[ResourceContents, ...]) -> int:
@@ -49,8 +59,6 @@ class UriRecord:
     invalid_reason: Reason = "not_cached"
     """What status says when no entry is at `generation`: why it was invalidated, or
     ``not_cached`` when nothing was read since (or the entry was evicted)."""
-    selected: bool = False
-    reads_in_flight: int = 0
     partitions: tuple[Partition, ...] = ()
     """Partitions that hold an entry for this URI in the store (usually one)."""
     problems: dict[Partition, tuple[int, ReadResult]] | None = None
@@ -59,17 +67,34 @@ class UriRecord:
     # The entry held in the record itself (see the module docstring); `value` is None
     # when there is none. The same fields as `Entry`, so the record stands in for one.
     value: ReadResult | None = None
-    held_generation: int = 0
-    """`Entry.generation` of the held entry: the very int object `generation` was when
-    the reply was stored (so it costs no object of its own)."""
     expires_at: float = 0.0
     ttl: float = 0.0
     """The entry's freshness window, in seconds: ``received_at`` is derived from it (the
     engine passes one shared float per distinct window, so a record keeps one clock
     float, ``expires_at``, not two)."""
     flags: int = 0
-    """`HINTLESS` | `PUSHED` (a small int: no object per record). Its scope is not
-    kept: nothing asks a read entry for it once stored (the partition says it)."""
+    """`SELECTED`, the held entry's `HINTLESS` | `PUSHED` | `CURRENT`, and the reads in
+    flight counted in units of `_READ` (a small int: no object, and one slot, per
+    record). The entry's scope is not kept: nothing asks a read entry for it once
+    stored (the partition says it)."""
+
+    @property
+    def reads_in_flight(self) -> int:
+        """Server reads of the URI sent and not yet judged or abandoned."""
+        return self.flags // _READ
+
+    @reads_in_flight.setter
+    def reads_in_flight(self, reads: int) -> None:
+        self.flags = self.flags % _READ + max(0, reads) * _READ
+
+    @property
+    def selected(self) -> bool:
+        """Whether the agent relies on the URI (`FreshnessEngine.select`)."""
+        return bool(self.flags & SELECTED)
+
+    @selected.setter
+    def selected(self, selected: bool) -> None:
+        self.flags = self.flags | SELECTED if selected else self.flags & ~SELECTED
 
     # ------------------------------------------------------------------ as an entry
 
@@ -80,6 +105,17 @@ class UriRecord:
     @property
     def pushed(self) -> bool:
         return bool(self.flags & PUSHED)
+
+    @property
+    def held_generation(self) -> int:
+        """`Entry.generation` of the held entry: the record's generation while it is
+        `CURRENT`, else -1 (older; no generation is negative)."""
+        return self.generation if self.flags & CURRENT else -1
+
+    def new_generation(self) -> None:
+        """The URI changed: a new generation, and the held entry (if any) is older."""
+        self.flags &= ~CURRENT
+        self.generation += 1
 
     @property
     def received_at(self) -> float:
@@ -102,22 +138,20 @@ class UriRecord:
         with a deadline sees the new one (it reads the value again after the deadline)."""
         self.expires_at = 0.0
         self.value = value
-        self.held_generation = self.generation
         self.ttl = ttl
-        self.flags = flags
+        self.flags = (self.flags & ~_ENTRY_FLAGS) | flags | CURRENT
         self.expires_at = expires_at
 
     def let_go(self) -> None:
         """Hold no entry any more (dropped or evicted). The value goes first (see `hold`)."""
         self.value = None
-        self.held_generation = 0
         self.expires_at = self.ttl = 0.0
-        self.flags = 0
+        self.flags &= ~_ENTRY_FLAGS
 
     @property
     def idle(self) -> bool:
         """Nothing depends on it: no entry, not selected, no read in flight."""
-        return not self.selected and not self.partitions and self.reads_in_flight == 0
+        return self.flags & ~_ENTRY_FLAGS == 0 and not self.partitions  # no read, not selected
 
     def problem(self, partition: Partition) -> tuple[int, ReadResult] | None:
         return None if self.problems is None else self.problems.get(partition)
@@ -144,11 +178,14 @@ class UriRecord:
 
 
 class UriRecords:
-    """The records of one engine, with one generation counter for all of them."""
+    """The records of one engine. A record made for a URI starts its generations above
+    every generation a dropped record had (`dropped_above`), so a URI's generation never
+    restarts while a reply or a snapshot mark taken from its earlier record is about."""
 
     def __init__(self) -> None:
         self._records: dict[str, UriRecord] = {}
-        self._generations = 0
+        self.dropped_above = 0
+        """No dropped record had a generation above this (the start of a new record)."""
         self._remembered: dict[str, None] = {}
         """Idle records kept for what `status` says of them, oldest first (bounded)."""
 
@@ -162,15 +199,16 @@ class UriRecords:
         return self._records.get(uri)
 
     def of(self, uri: str) -> UriRecord:
-        """``uri``'s record, made (with a new generation) if there is none."""
+        """``uri``'s record, made (above every dropped generation) if there is none."""
         record = self._records.get(uri)
         if record is None:
-            record = self._records[uri] = UriRecord(self.new_generation())
+            record = self._records[uri] = UriRecord(self.dropped_above + 1)
         return record
 
-    def new_generation(self) -> int:
-        self._generations += 1
-        return self._generations
+    def _drop(self, uri: str, record: UriRecord) -> None:
+        del self._records[uri]
+        if record.generation > self.dropped_above:
+            self.dropped_above = record.generation
 
     def forget_if_idle(self, uri: str, record: UriRecord, *, keep_a_while: bool = False) -> None:
         """Drop the record of a URI nothing depends on any more.
@@ -188,7 +226,7 @@ class UriRecords:
                 del self._remembered[oldest]
                 gone = self._records.get(oldest)
                 if gone is not None and gone.idle:
-                    del self._records[oldest]
+                    self._drop(oldest, gone)
         else:
-            del self._records[uri]
+            self._drop(uri, record)
             self._remembered.pop(uri, None)
