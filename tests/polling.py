@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from freshcache.acceptance._settle import wait_for
 
-DEADLINE = 10.0
+DEADLINE = 30.0
 
 
 async def until(condition: Callable[[], object], timeout: float = DEADLINE) -> None:

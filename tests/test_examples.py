@@ -55,7 +55,7 @@ class AgentLoop:
         for line in self.process.stdout:
             self.lines.put(line.rstrip("\n"))
 
-    def next_line(self, timeout: float = 20.0) -> str:
+    def next_line(self, timeout: float = 60.0) -> str:
         try:
             return self.lines.get(timeout=timeout)
         except queue.Empty:

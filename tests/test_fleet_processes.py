@@ -56,7 +56,7 @@ class Worker:
         return bool((self.last("leading") or {}).get("leading"))
 
 
-def wait(check: Callable[[], bool], timeout: float = 15.0) -> None:
+def wait(check: Callable[[], bool], timeout: float = 45.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
@@ -95,17 +95,17 @@ def test_four_worker_processes_survive_a_killed_listener_and_a_store_restart(
         sdk_server.control("set", uri=URI, text="v2", notify=True)
         # A takeover waits out the dead listener's lease, then re-listens and re-reads:
         # generous deadlines, for a loaded 2-core machine.
-        wait(lambda: sum(w.leading for w in rest) == 1, timeout=30.0)
-        wait(lambda: all(w.text == "v2" for w in rest), timeout=30.0)
+        wait(lambda: sum(w.leading for w in rest) == 1, timeout=60.0)
+        wait(lambda: all(w.text == "v2" for w in rest), timeout=60.0)
 
         # The store restarts (empty); the resource changes while it is down.
         marks = [len(w.seen) for w in rest]
         valkey.stop()
         sdk_server.control("set", uri=URI, text="v3", notify=True)
         valkey.start()
-        wait(lambda: all(w.text == "v3" for w in rest), timeout=20.0)
+        wait(lambda: all(w.text == "v3" for w in rest), timeout=45.0)
         sdk_server.control("set", uri=URI, text="v4", notify=True)
-        wait(lambda: all(w.text == "v4" for w in rest), timeout=20.0)
+        wait(lambda: all(w.text == "v4" for w in rest), timeout=45.0)
         for w, mark in zip(rest, marks, strict=True):
             # Every worker ends on the newest text, heard through the new listener.
             later = [m for m in w.seen[mark:] if m.get("state") == "fresh"]
