@@ -7,12 +7,24 @@ on a loaded 2-core machine, and a wait that is met returns at once.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 
 from freshcache.acceptance._settle import wait_for
 
 DEADLINE = 30.0
+
+
+def scaled(seconds: float) -> float:
+    """``seconds`` stretched by how overloaded the machine is now (the load average per
+    core, at least 1): a deadline for work that needs CPU time, such as a Python child
+    process importing the SDK, which takes several times longer at load 9 on 2 cores."""
+    try:
+        per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:  # no load average on this platform
+        per_core = 1.0
+    return seconds * max(1.0, per_core)
 
 
 async def until(condition: Callable[[], object], timeout: float = DEADLINE) -> None:

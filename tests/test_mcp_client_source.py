@@ -54,7 +54,7 @@ from freshcache._sources._mcp_client import failure_from_sdk_error
 from freshcache.acceptance import load_cases, play
 from tests.conftest import FIXTURES, SdkServer, start_sdk_server, stop_process
 from tests.mcp_client_world import McpClientWorld
-from tests.polling import until
+from tests.polling import scaled, until
 from tests.sdk_world import SdkPeer
 
 if sys.version_info >= (3, 11):
@@ -285,13 +285,16 @@ async def test_an_owned_stdio_client_is_respawned_after_its_child_died():
     before = _stdio_children()
     source = McpClientSource.connect(STDIO, read_timeout_seconds=5.0)
     async with FreshCache(source, select=[URI], ack_timeout=5.0, backoff=FAST) as cache:
+        # A child is a Python process importing the SDK: under load it can take longer
+        # than a read's deadline to answer at all. Wait (for as long as the machine's
+        # load says it may take) until it answers and the stream is live, then read.
+        await until(lambda: cache.stream_status == "live", timeout=scaled(10.0))
         first = await cache.read(URI)
-        await until(lambda: cache.stream_status == "live")
         (child,) = _stdio_children() - before
         os.kill(child, signal.SIGKILL)
         await until(lambda: cache.engine.counters.stream_losses >= 1)
         # The loss invalidated the URI; a new child (built-in v1 text) answers again.
-        await until(lambda: cache.stream_status == "live", timeout=20)
+        await until(lambda: cache.stream_status == "live", timeout=scaled(20.0))
         again = await cache.read(URI)
         (respawned,) = _stdio_children() - before
     assert first.state == again.state == "fresh", (first.reason, first.detail)
