@@ -563,11 +563,23 @@ class FleetCrew:
         stop_process(self.sdk.process)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process used so far (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def fleet_rows(workers: int, samples: int, rounds: int) -> dict[str, Any]:
     """The raw Valkey pub/sub floor and the fleet on one Valkey: both populations of
     processes alive throughout, the three kinds of sample interleaved in blocks of 50
     (a busy spell weighs on all of them), ``samples`` of each over ``rounds`` rounds;
-    every round's p99 ratio is kept, to show the spread on a shared machine."""
+    every round's p99 ratio is kept, to show the spread on a shared machine. Also the
+    CPU each group of processes used per sample of each kind (``cpu_ms_per_sample``):
+    where the time goes when 10+ processes share 2 cores."""
     from tests.valkey_support import Valkey
 
     valkey = Valkey()
@@ -582,6 +594,14 @@ def fleet_rows(workers: int, samples: int, rounds: int) -> dict[str, Any]:
             "end_to_end": crew.end_to_end,
             "channel": crew.channel,
         }
+        groups = {
+            "floor_subscribers": [p.pid for p in floor_subs.procs],
+            "fleet_workers": [w.proc.pid for w in crew.crew],
+            "valkey": [valkey.process.pid] if valkey.process is not None else [],
+            "mcp_server": [crew.sdk.process.pid],
+            "benchmark": [os.getpid()],
+        }
+        cpu = {k: dict.fromkeys(groups, 0.0) for k in kinds}
         per_round = max(1, samples // rounds)
         block = min(50, per_round)
         taken: dict[str, list[list[float]]] = {k: [] for k in kinds}
@@ -591,9 +611,12 @@ def fleet_rows(workers: int, samples: int, rounds: int) -> dict[str, Any]:
             order = list(kinds) if r % 2 == 0 else list(reversed(kinds))
             for _ in range(0, per_round, block):
                 for kind in order:
+                    used = {g: sum(map(cpu_seconds, pids)) for g, pids in groups.items()}
                     for _ in range(block):
                         taken[kind][-1].append(kinds[kind]())
                         time.sleep(0.005)  # the same pause after every kind of sample
+                    for g, pids in groups.items():
+                        cpu[kind][g] += sum(map(cpu_seconds, pids)) - used[g]
     finally:
         if crew is not None:
             crew.close()
@@ -618,6 +641,10 @@ def fleet_rows(workers: int, samples: int, rounds: int) -> dict[str, Any]:
         "samples": sum(len(one) for one in taken["end_to_end"]),
         "rounds": rounds,
         **spread,
+        "cpu_ms_per_sample": {
+            k: {g: round(used / max(1, sum(map(len, taken[k]))) * 1e3, 2) for g, used in v.items()}
+            for k, v in cpu.items()
+        },
     }
 
 

@@ -6,7 +6,8 @@ beside the raw Valkey pub/sub floor measured in the same run (`costs.fleet_rows`
 
 Prints the pooled median / p99 of the three kinds of sample (the floor, the fleet end
 to end, the fleet channel hop alone), each round's p99 ratio (the spread on a shared
-machine) and the load average before and after; writes them to
+machine), the CPU each group of processes used per sample of each kind and the load
+average before and after; writes them to
 ``benchmarks/results/fleet_fanout.json`` under ``--label`` (other labels are kept).
 """
 
@@ -46,6 +47,9 @@ def main() -> None:
         print(f"{name:<20} p50 {p50:6.2f} ms  p99 {p99:6.2f} ms{ratio}")
     for key in ("end_to_end_p99_ratio_by_round", "channel_p99_ratio_by_round"):
         print(f"{key}: {rows[key]}")
+    print("CPU ms per sample, by group of processes (where the time goes on 2 cores):")
+    for kind, used in rows["cpu_ms_per_sample"].items():
+        print(f"  {kind:<11} " + ", ".join(f"{group} {ms:.2f}" for group, ms in used.items()))
     report: dict[str, object] = {}
     if args.json.exists():
         report = json.loads(args.json.read_text())

@@ -21,6 +21,7 @@ the gap then costs one server read fleet-wide, not one per worker.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -94,7 +95,9 @@ class SharedReads:
         """Another worker published an invalidation of ``uri``: it reads it for the
         fleet, so this worker's re-read looks for its fill a little later."""
         self._heard.pop(uri, None)
-        self._heard[uri] = anyio.current_time()
+        # The loop's clock, as `anyio.current_time` reads it on asyncio (the fleet's
+        # only backend), without its backend lookup: this runs for every channel message.
+        self._heard[uri] = asyncio.get_running_loop().time()
         if len(self._heard) > 4096:
             del self._heard[next(iter(self._heard))]
 

@@ -24,6 +24,8 @@ class FleetTelemetry:
         self.listen_span: Span = trace.INVALID_SPAN
         """The span of the stream this worker has open (set by `FleetWorker.listen`)."""
         meter = metrics.get_meter("freshcache", meter_provider=meter_provider)
+        self._kinds: dict[str, dict[str, str]] = {}
+        """The fan-out metric's attributes, one per message kind."""
         self._fanout = meter.create_histogram(
             FANOUT,
             unit="s",
@@ -38,20 +40,36 @@ class FleetTelemetry:
             description="Fills refused because the URI changed while they were read",
         )
 
-    def event(self, name: str, **attributes: Any) -> None:
+    def _recording_span(self) -> Span | None:
         span = trace.get_current_span()
         if not span.is_recording():
             span = self.listen_span
-        if span.is_recording():
+        return span if span.is_recording() else None
+
+    def event(self, name: str, **attributes: Any) -> None:
+        span = self._recording_span()
+        if span is not None:
             attributes["freshcache.fleet.worker"] = self.worker_id
             span.add_event(name, {k: v for k, v in attributes.items() if v is not None})
 
     def fanned_out(self, uri: str, kind: str, latency: float) -> None:
-        self._fanout.record(latency, {"kind": kind})
-        self.event(
-            "freshcache.fleet.fanout",
-            **{"mcp.resource.uri": uri, "kind": kind, "latency_s": latency},
-        )
+        """Once per channel message: its attributes are built only for a span that
+        records (the metric's are made once per kind)."""
+        attributes = self._kinds.get(kind)
+        if attributes is None:
+            attributes = self._kinds[kind] = {"kind": kind}
+        self._fanout.record(latency, attributes)
+        span = self._recording_span()
+        if span is not None:
+            span.add_event(
+                "freshcache.fleet.fanout",
+                {
+                    "mcp.resource.uri": uri,
+                    "kind": kind,
+                    "latency_s": latency,
+                    "freshcache.fleet.worker": self.worker_id,
+                },
+            )
 
     def lease_changed(self, holder: str | None, mine: bool) -> None:
         self._lease.add(1, {"holder": "self" if mine else ("none" if holder is None else "other")})
