@@ -492,6 +492,12 @@ class _ReadRules(_Bookkeeping):
             and ticket.changes_heard == self.heard.count
         )
 
+    def changed_since(self, ticket: ReadTicket) -> bool:
+        """Whether ``ticket``'s URI itself was invalidated since its read was sent (its
+        record's generation moved): a re-read a change asked for, not an eviction's."""
+        state = self._uris.get(ticket.uri)
+        return state is not None and state.generation > ticket.generation
+
     def finish_read(
         self, ticket: ReadTicket, reply: ReadReply | RequestFailed
     ) -> ReadResult | None:
@@ -741,6 +747,12 @@ class _Judgements(_ReadRules):
         if partition != PUBLIC and not self.may_share(uri, partition, "public"):
             return self._hits.fresh(uri, partition, self.clock())  # its own copy only
         return super().lookup(uri, partition)
+
+    def changed_since(self, ticket: ReadTicket) -> bool:
+        """Whether ``ticket``'s URI itself was invalidated since its read was sent (its
+        record's generation moved): a re-read a change asked for, not an eviction's."""
+        state = self._uris.get(ticket.uri)
+        return state is not None and state.generation > ticket.generation
 
     def finish_read(
         self, ticket: ReadTicket, reply: ReadReply | RequestFailed

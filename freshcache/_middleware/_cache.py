@@ -165,8 +165,7 @@ class FreshCache(CatalogMethods, ToolCalls):
         self._unusable: FreshCacheError | None = None
         """Set when discovery showed the server cannot be used (raised at each read)."""
         self._discovered = anyio.Event()
-        """Set once the first discovery settled (a read handed out before it could be
-        from a server that discovery then shows unusable)."""
+        """Set once the first discovery settled (it may show the server unusable)."""
         self._entered = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -256,8 +255,7 @@ class FreshCache(CatalogMethods, ToolCalls):
     async def _read_counting_hits(  # type: ignore[no-untyped-def]
         self, uri, timeout=None, principal=None
     ) -> ReadResult:
-        """`read` when a meter is configured: fresh hits are counted too (and traced
-        with ``trace_hits``). Plain defaults at run time, as `read` has."""
+        """`read` with a meter: hits counted (traced with ``trace_hits``); plain defaults."""
         table = self._hits if principal is None else self._hit_tables.get(principal, NO_HITS)
         hit: Any = table.get(uri)  # a `Hit` row (see `read`), then its result
         if hit is not None:
@@ -303,8 +301,9 @@ class FreshCache(CatalogMethods, ToolCalls):
         if cached is not None:
             return cached
         key = (uri, partition)
+        spins = 0  # re-reads no change of this URI asked for (an eviction): bounded
         with anyio.move_on_after(deadline):
-            for _ in range(self.engine.policy.max_rereads + 1):  # re-reads: never a spin
+            while spins <= self.engine.policy.max_rereads:
                 flight = self._flights.get(key) or self._flights.launch_now(uri, partition)
                 await flight.wait()
                 if flight.error is not None:
@@ -320,9 +319,10 @@ class FreshCache(CatalogMethods, ToolCalls):
                 # An invalidation may have landed between the reply and this wake-up:
                 # text from before it must not be handed out (invariant 1).
                 if result.contents and (ticket is None or not self.engine.is_current(ticket)):
+                    spins += ticket is None or not self.engine.changed_since(ticket)
                     continue
                 return result
-            return self.engine.status(uri, partition)  # invalidations kept overtaking it
+            return self.engine.status(uri, partition)  # evictions kept overtaking it
         return self.engine.note_timeout(uri, partition)
 
     def _feed_hints(self, hints: tuple[StreamEvent, ...]) -> None:
