@@ -565,7 +565,8 @@ CALL_STATES = (
     "awaiting_fresh_source",
     "stale",
 )
-"""What a ``call tool`` step can come to (`freshcache.ToolCall.state`)."""
+"""What a ``call tool`` step can come to (`freshcache.ToolCall.state`; spelled out here
+because the stdio reference server imports this module and none of the client)."""
 
 
 @dataclass(frozen=True, slots=True)
