@@ -148,6 +148,19 @@ async def test_a_list_changed_the_listener_hears_reaches_every_worker_before_it_
             assert new in served.names  # type: ignore[attr-defined]
 
 
+async def every_worker_lists_an_unheard_change_after_a_takeover(server, caches) -> None:  # type: ignore[no-untyped-def]
+    """The tool list changes unheard, the listener leaves, another takes over: the new
+    listener's acknowledgment proves nothing about before it, so every worker lists
+    the change."""
+    server.set_catalog("tools", catalog_items("tools", "v2"), notify=False)  # unheard
+    await caches.leave(leader(caches))
+    await eventually(lambda: sum(c.describe()["fleet"]["leading"] for c in caches) == 1)
+    await eventually(lambda: all(c.stream_status == "live" for c in caches))
+    for cache in caches:
+        tools = await cache.tools()
+        assert tools.state == FRESH and tools.names[0] == "search-v2", tools
+
+
 async def test_the_listener_dies_and_a_change_made_meanwhile_is_listed_by_every_worker(
     valkey: Valkey, namespace: str
 ) -> None:
@@ -155,14 +168,7 @@ async def test_the_listener_dies_and_a_change_made_meanwhile_is_listed_by_every_
     async with workers(server, valkey.url, 3, namespace) as caches:
         for cache in caches:
             await cache.tools()
-        server.set_catalog("tools", catalog_items("tools", "v2"), notify=False)  # unheard
-        await caches.leave(leader(caches))
-        await eventually(lambda: sum(c.describe()["fleet"]["leading"] for c in caches) == 1)
-        await eventually(lambda: all(c.stream_status == "live" for c in caches))
-        # The new listener's acknowledgment proves nothing about before it.
-        for cache in caches:
-            tools = await cache.tools()
-            assert tools.state == FRESH and tools.names[0] == "search-v2", tools
+        await every_worker_lists_an_unheard_change_after_a_takeover(server, caches)
 
 
 async def test_a_lost_channel_makes_every_catalog_not_fresh(
@@ -234,13 +240,7 @@ async def test_a_shared_walk_from_before_a_takeover_is_not_taken_after_it(
         for cache in caches:
             await cache.tools()
         assert server.catalogs.lists["tools"] == 1
-        server.set_catalog("tools", catalog_items("tools", "v2"), notify=False)  # unheard
-        await caches.leave(leader(caches))
-        await eventually(lambda: sum(c.describe()["fleet"]["leading"] for c in caches) == 1)
-        await eventually(lambda: all(c.stream_status == "live" for c in caches))
-        for cache in caches:
-            tools = await cache.tools()
-            assert tools.state == FRESH and tools.names[0] == "search-v2", tools
+        await every_worker_lists_an_unheard_change_after_a_takeover(server, caches)
 
 
 async def test_a_relisten_for_a_selection_change_does_not_fence_every_catalog(
