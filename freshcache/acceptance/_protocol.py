@@ -310,20 +310,13 @@ class ReferenceProtocol:
                 if server.down:
                     return HangUp()
                 kind = CATALOG_OF_METHOD[method]
-                if kind not in server.catalogs.items:
-                    return Reply(error(request_id, METHOD_NOT_FOUND, "Method not found"), 404)
-                if server.catalogs.faults.get(kind) == "timeout":
-                    return Stall()
-                cursor = params.get("cursor")
-                page = server.catalogs.page(
-                    kind, cursor if isinstance(cursor, str) else None, principal, down=False
-                )
-                if isinstance(page, RequestFailed):
-                    return refused_catalog(request_id, page, status=400)
+                found = catalog_page(server, kind, request_id, params, principal, missing=404)
+                if not isinstance(found, ListReply):
+                    return found
                 body = {
-                    **catalog_body(kind, page),
-                    "ttlMs": int(page.ttl_ms or 0),
-                    "cacheScope": page.cache_scope or "private",
+                    **catalog_body(kind, found),
+                    "ttlMs": int(found.ttl_ms or 0),
+                    "cacheScope": found.cache_scope or "private",
                 }
                 return Reply(_result(request_id, body))
             case "subscriptions/listen":
@@ -497,6 +490,31 @@ def catalog_body(kind: str, page: ListReply) -> dict[str, Any]:
     if page.next_cursor is not None:
         body["nextCursor"] = page.next_cursor
     return body
+
+
+def catalog_page(
+    server: ReferenceServer,
+    kind: str,
+    request_id: str | int,
+    params: dict[str, Any],
+    principal: str | None,
+    *,
+    missing: int,
+) -> ListReply | Answer:
+    """The catalog page a list request asks for, or what to answer instead (no such
+    catalog: ``missing`` is its HTTP status; a stalled or refused page), alike on both
+    revisions (a refusal's HTTP status: 400 when ``missing`` is 404, else 200)."""
+    if kind not in server.catalogs.items:
+        return Reply(error(request_id, METHOD_NOT_FOUND, "Method not found"), missing)
+    if server.catalogs.faults.get(kind) == "timeout":
+        return Stall()
+    cursor = params.get("cursor")
+    page = server.catalogs.page(
+        kind, cursor if isinstance(cursor, str) else None, principal, down=False
+    )
+    if isinstance(page, RequestFailed):
+        return refused_catalog(request_id, page, status=400 if missing == 404 else 200)
+    return page
 
 
 def refused_catalog(request_id: str | int, failed: RequestFailed, *, status: int) -> Answer:

@@ -58,11 +58,11 @@ from ._protocol import (
     StreamItem,
     catalog_body,
     catalog_capabilities,
+    catalog_page,
     change_notification,
     error,
     hint_notifications,
     list_body,
-    refused_catalog,
     refused_list,
     refused_read,
     tool_call_answer,
@@ -180,17 +180,10 @@ class Protocol2025:
                 return self._list_answer(request_id, page)
             case "tools/list" | "prompts/list" | "resources/templates/list":
                 kind = CATALOG_OF_METHOD[method]
-                if kind not in server.catalogs.items:
-                    return Reply(error(request_id, METHOD_NOT_FOUND, "Method not found"))
-                if server.catalogs.faults.get(kind) == "timeout":
-                    return Stall()
-                cursor = params.get("cursor")
-                page = server.catalogs.page(
-                    kind, cursor if isinstance(cursor, str) else None, principal, down=False
-                )
-                if isinstance(page, RequestFailed):
-                    return refused_catalog(request_id, page, status=200)
-                return Reply(_result(request_id, catalog_body(kind, page)))
+                found = catalog_page(server, kind, request_id, params, principal, missing=200)
+                if not isinstance(found, ListReply):
+                    return found
+                return Reply(_result(request_id, catalog_body(kind, found)))
             case "tools/call":
                 return tool_call_answer(server, request_id, params)
             case "resources/subscribe" | "resources/unsubscribe":
