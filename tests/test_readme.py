@@ -1,4 +1,4 @@
-"""Every code block of the README runs as written.
+"""Every code block of the README and of the pages under docs/ runs as written.
 
 - ``python`` blocks run in a subprocess against a real ``freshcache serve`` (the seed
   resources), only the URL's port replaced by the served one;
@@ -8,8 +8,10 @@
   left running is stopped when it ends;
 - the seed-8 trace excerpt is checked against a real run of the example that prints it.
 
-A python or bash block that cannot run here is preceded in the README by
+A python or bash block that cannot run here is preceded by
 ``<!-- not run in tests: WHY -->``; `NOT_RUN` lists those, so none is skipped silently.
+A README block is named by its section heading, a block of a page under docs/ by the
+page and its heading (``docs/cli.md: Your own files #1``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from tests.serve_support import ENV, Served, start_serve
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 BIN = Path(sys.executable).parent
 V1 = "Shipping approval v1: orders over $500 need a manager."
 SKIP = re.compile(r"<!-- not run in tests: (.+?) -->")
@@ -50,9 +53,14 @@ class Block:
 
 
 def blocks() -> list[Block]:
+    return [block for page in PAGES for block in page_blocks(page)]
+
+
+def page_blocks(page: Path) -> list[Block]:
     found: list[Block] = []
     heading, counts = "", dict[str, int]()
-    lines = README.read_text(encoding="utf-8").splitlines()
+    prefix = "" if page == README else f"{page.relative_to(ROOT).as_posix()}: "
+    lines = page.read_text(encoding="utf-8").splitlines()
     at = 0
     while at < len(lines):
         line = lines[at]
@@ -67,7 +75,7 @@ def blocks() -> list[Block]:
                 above = SKIP.fullmatch(lines[at - 1])
                 found.append(
                     Block(
-                        f"{heading} #{counts[heading]}",
+                        f"{prefix}{heading} #{counts[heading]}",
                         language,
                         "\n".join(lines[at + 1 : end]) + "\n",
                         above.group(1) if above else None,
@@ -247,9 +255,9 @@ def normalized(text: str) -> set[str]:
 
 
 def test_the_trace_excerpt_is_what_the_example_prints():
-    readme = README.read_text(encoding="utf-8")
-    excerpt = re.search(r"python examples/trace_seed8\.py.*?```text\n(.*?)```", readme, re.S)
-    assert excerpt, "the README lost its seed-8 trace"
+    pages = "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
+    excerpt = re.search(r"python examples/trace_seed8\.py.*?```text\n(.*?)```", pages, re.S)
+    assert excerpt, "the README and docs/ lost the seed-8 trace"
     done = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "trace_seed8.py")],
         capture_output=True, text=True, timeout=120, check=True, env=env(),
