@@ -21,7 +21,7 @@ nanoseconds per call, the minimum and the median of R rounds of N calls, and eac
 minimum's ratio to the floor; writes the same to a JSON file (``ns_per_call`` is the
 minimum). Many short rounds rather than a few long ones: on a shared machine the
 minimum of short rounds is the one least disturbed. Not a pass/fail test: the figures
-go in the README.
+go in docs/speed.md.
 """
 
 from __future__ import annotations

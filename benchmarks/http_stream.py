@@ -24,7 +24,7 @@ server on MCP 2026-07-28 and once on 2025-11-25 (session, GET stream,
 - the hit path: ``cache.read`` of the covered selected URI (no server read; on 2025
   fresh until notified, on 2026 within its ``ttlMs``).
 
-Not a pass/fail test: the figures go in the closing note and the README.
+Not a pass/fail test: the figures go in the closing note and docs/speed.md.
 """
 
 from __future__ import annotations

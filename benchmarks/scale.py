@@ -33,7 +33,7 @@ part's garbage does not weigh on the next and memory figures start clean:
 Each subprocess has a time budget (``--budget``, 120 s; three times that for the
 bookkeeping part); a part that runs over it is
 printed as ``> budget`` with whatever it finished before. Not a pass/fail test: the
-figures go in the README.
+figures go in docs/speed.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The benchmark charts: `python -m benchmarks.charts` runs on the committed results,
 writes valid SVG that carries their figures, and the committed charts are what it
-writes (so the README's pictures are the committed measurements)."""
+writes (so the pictures in docs/speed.md are the committed measurements)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A reply the store evicts as soon as it is stored is still handed out, after one
-server read: an eviction is not an invalidation (README: an entry larger than the
-store is "handed out but not kept"). A real invalidation between the reply and the
+server read: an eviction is not an invalidation (docs/freshness.md: a reply larger
+than the store is "handed out ... just not kept"). A real invalidation between the reply and the
 caller's wake-up still makes it not current (invariants 1, 8)."""
 
 from __future__ import annotations

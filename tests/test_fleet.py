@@ -1,4 +1,4 @@
-"""The fleet (README, "A fleet of workers"): workers sharing one freshness view on a real Valkey.
+"""The fleet (docs/fleet.md): workers sharing one freshness view on a real Valkey.
 
 Several `FreshCache` workers in one process share a Valkey server started by the
 tests; `test_fleet_processes.py` runs them as separate processes.
@@ -408,7 +408,7 @@ async def test_a_worker_with_a_restricted_acl_user_works_and_sees_only_its_names
 
     admin = Redis.from_url(valkey.url, decode_responses=True)
     try:
-        # The README's line for a tenant: its own user, its own key and channel prefix.
+        # docs/fleet.md's line for a tenant: its own user, its own key and channel prefix.
         await admin.execute_command(
             "ACL", "SETUSER", "tenant-a", "on", ">secret", "~tenant-a:*", "&tenant-a:*",
             "+@all", "-@dangerous",

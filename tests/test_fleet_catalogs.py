@@ -1,5 +1,5 @@
-"""Catalogs shared through the fleet (issue 26 part 1, README "Catalogs" and "A fleet of
-workers"): the listener's stream covers every worker's tools, prompts and templates.
+"""Catalogs shared through the fleet (issue 26 part 1, docs/catalogs.md and
+docs/fleet.md): the listener's stream covers every worker's tools, prompts and templates.
 
 Workers in one process on one real Valkey (module-scoped; each test its own
 namespace), over a reference server: the listener's acknowledgment names the catalogs

@@ -231,7 +231,7 @@ async def test_a_cluster_peek_whose_myid_fails_fails_the_script(redis: Any) -> N
 
 @pytest.mark.xfail(
     strict=True,
-    reason="known limit (README, fleet Limits): the epoch cannot tell a restart from its "
+    reason="known limit (docs/fleet.md, Limits): the epoch cannot tell a restart from its "
     "own persistence; the process's run_id needs INFO, which an ACL user with "
     "-@dangerous (the documented restricted user) may not call",
 )

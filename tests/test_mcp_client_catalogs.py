@@ -1,7 +1,7 @@
 """`McpClientSource` catalogs (issue 26) against the official-SDK fixture server over
 HTTP on loopback: tools listed through the SDK client, ``tools/list_changed`` heard on
 the SDK's listen stream, coverage only where the server honoured and declared it, and
-the OpenAI Agents `FreshMCPServer` wired the README's way (``McpClientSource``) offering
+the OpenAI Agents `FreshMCPServer` wired docs/frameworks.md's way (``McpClientSource``) offering
 a changed tool list at the next agent step."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every code block of the README runs as written.
+"""Every code block of the README and of the pages under docs/ runs as written.
 
 - ``python`` blocks run in a subprocess against a real ``freshcache serve`` (the seed
   resources), only the URL's port replaced by the served one;
@@ -8,8 +8,10 @@
   left running is stopped when it ends;
 - the seed-8 trace excerpt is checked against a real run of the example that prints it.
 
-A python or bash block that cannot run here is preceded in the README by
+A python or bash block that cannot run here is preceded by
 ``<!-- not run in tests: WHY -->``; `NOT_RUN` lists those, so none is skipped silently.
+A README block is named by its section heading, a block of a page under docs/ by the
+page and its heading (``docs/cli.md: Your own files #1``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from tests.serve_support import ENV, Served, start_serve
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 BIN = Path(sys.executable).parent
 V1 = "Shipping approval v1: orders over $500 need a manager."
 SKIP = re.compile(r"<!-- not run in tests: (.+?) -->")
@@ -50,9 +53,14 @@ class Block:
 
 
 def blocks() -> list[Block]:
+    return [block for page in PAGES for block in page_blocks(page)]
+
+
+def page_blocks(page: Path) -> list[Block]:
     found: list[Block] = []
     heading, counts = "", dict[str, int]()
-    lines = README.read_text(encoding="utf-8").splitlines()
+    prefix = "" if page == README else f"{page.relative_to(ROOT).as_posix()}: "
+    lines = page.read_text(encoding="utf-8").splitlines()
     at = 0
     while at < len(lines):
         line = lines[at]
@@ -67,7 +75,7 @@ def blocks() -> list[Block]:
                 above = SKIP.fullmatch(lines[at - 1])
                 found.append(
                     Block(
-                        f"{heading} #{counts[heading]}",
+                        f"{prefix}{heading} #{counts[heading]}",
                         language,
                         "\n".join(lines[at + 1 : end]) + "\n",
                         above.group(1) if above else None,
@@ -80,35 +88,40 @@ def blocks() -> list[Block]:
 
 NOT_RUN = {
     "Quick start #1",  # the acceptance tables and the test suite themselves
-    "Tracing and metrics #1",  # pip install of the OpenTelemetry SDK and exporter
-    "Acceptance tables #1",
-    "A fleet of workers on Valkey / Redis #1",
     "Development #1",
-    "Other clients on the same rows #1",
+    "docs/acceptance.md: Running the tables #1",
+    "docs/acceptance.md: Other clients on the same rows #1",
+    "docs/fleet.md: A fleet of workers on Valkey / Redis #1",
+    "docs/tracing.md: Tracing and metrics #1",  # pip install of the OpenTelemetry SDK and exporter
 }
 
+FRAMEWORKS = "docs/frameworks.md: "
 EXPECT = {
     "Try it on a server #1": [V1],
-    "Try it on a server #2": ["freshcache serve: updated file://", "/notes/approval.md: fresh"],
     "Ten lines #1": [V1],
-    "Catalogs: tools, prompts and templates #1": ["('search',)"],
-    "The official MCP client #1": [f"fresh {V1}"],
-    "The official MCP client #2": [f"fresh {V1}"],
-    "Sources: how freshcache reaches a server #1": ["server read: guide://shipping/approval", V1],
-    "Your own loader #1": ["Orders over $500 need a manager.", "Orders over $800 need a manager."],
-    "Your own loader #2": ["('search',)", "('search', 'lookup')"],
-    "Without async #1": [f"fresh {V1}"],
-    "An agent step #1": [V1],
-    "An agent step #2": [V1],
-    "Inside agent frameworks #1": [V1],
-    "Inside agent frameworks #2": [V1],
-    "Inside agent frameworks #3": [V1, "Returns v1: 30 days."],
     "Command line #1": [V1, "advice      none", "guide://shipping/returns: fresh"],
-    "Tracing and metrics #2": ["fresh"],
-    "Pushed bodies and structured denials #1": ["fresh"],
-    "Tools that stay current #1": ["('search',)"],
-    "Tools that stay current #2": ["['search']"],
-    "Tools that stay current #3": ["fresh ['search']"],
+    "docs/cli.md: Serving your own files #1": [
+        "freshcache serve: updated file://", "/notes/approval.md: fresh"
+    ],
+    "docs/catalogs.md: Catalogs: tools, prompts and templates #1": ["('search',)"],
+    "docs/sources.md: Wrapping a source #1": ["server read: guide://shipping/approval", V1],
+    "docs/freshness.md: Pushed bodies and structured denials #1": ["fresh"],
+    "docs/tracing.md: Tracing and metrics #2": ["fresh"],
+    f"{FRAMEWORKS}The official MCP client #1": [f"fresh {V1}"],
+    f"{FRAMEWORKS}The official MCP client #2": [f"fresh {V1}"],
+    f"{FRAMEWORKS}Your own loader #1": [
+        "Orders over $500 need a manager.", "Orders over $800 need a manager."
+    ],
+    f"{FRAMEWORKS}Your own loader #2": ["('search',)", "('search', 'lookup')"],
+    f"{FRAMEWORKS}Without async #1": [f"fresh {V1}"],
+    f"{FRAMEWORKS}An agent step #1": [V1],
+    f"{FRAMEWORKS}An agent step #2": [V1],
+    f"{FRAMEWORKS}Inside agent frameworks #1": [V1],
+    f"{FRAMEWORKS}Inside agent frameworks #2": [V1],
+    f"{FRAMEWORKS}Inside agent frameworks #3": [V1, "Returns v1: 30 days."],
+    f"{FRAMEWORKS}Tools that stay current #1": ["('search',)"],
+    f"{FRAMEWORKS}Tools that stay current #2": ["['search']"],
+    f"{FRAMEWORKS}Tools that stay current #3": ["fresh ['search']"],
 }
 """What each block that runs must print (beyond exiting 0)."""
 
@@ -247,9 +260,9 @@ def normalized(text: str) -> set[str]:
 
 
 def test_the_trace_excerpt_is_what_the_example_prints():
-    readme = README.read_text(encoding="utf-8")
-    excerpt = re.search(r"python examples/trace_seed8\.py.*?```text\n(.*?)```", readme, re.S)
-    assert excerpt, "the README lost its seed-8 trace"
+    pages = "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
+    excerpt = re.search(r"python examples/trace_seed8\.py.*?```text\n(.*?)```", pages, re.S)
+    assert excerpt, "the README and docs/ lost the seed-8 trace"
     done = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "trace_seed8.py")],
         capture_output=True, text=True, timeout=120, check=True, env=env(),
@@ -262,9 +275,9 @@ def test_the_trace_excerpt_is_what_the_example_prints():
 
 
 def _synopsis() -> dict[str, str]:
-    """The README's command-line synopsis, each command's lines joined (``""``: the
+    """The command-line synopsis (docs/cli.md), each command's lines joined (``""``: the
     line of options before COMMAND)."""
-    section = README.read_text(encoding="utf-8").split("\n## Command line\n", 1)[1]
+    section = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8").split("# Command line\n", 1)[1]
     block = section.split("```text\n", 1)[1].split("```", 1)[0]
     lines: dict[str, str] = {}
     name = ""

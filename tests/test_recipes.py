@@ -1,4 +1,5 @@
-"""The README's recipes (blocks after a ``<!-- recipe: NAME -->`` line) run as written.
+"""The recipes of the README and docs/ (blocks after a ``<!-- recipe: NAME -->`` line)
+run as written.
 
 Each runs against the official-SDK fixture server, with only the URL replaced.
 """
@@ -13,7 +14,8 @@ import pytest
 
 from tests.conftest import SdkServer, start_sdk_server, stop_process
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RECIPE = re.compile(r"<!-- recipe: ([\w-]+) -->\n```python\n(.*?)```", re.S)
 V1 = "Shipping approval v1: orders over $500 need a manager."
 TOOL_RECIPES = {
@@ -25,7 +27,9 @@ TOOL_RECIPES = {
 
 
 def recipes() -> dict[str, str]:
-    return dict(RECIPE.findall(README.read_text(encoding="utf-8")))
+    found = [hit for page in PAGES for hit in RECIPE.findall(page.read_text(encoding="utf-8"))]
+    assert len({name for name, _ in found}) == len(found), "two recipes share a name"
+    return dict(found)
 
 
 def test_every_framework_has_a_short_recipe():
@@ -55,7 +59,7 @@ def test_the_recipe_runs_as_written(name: str, recipe_server: SdkServer, capsys)
     code = recipes()[name].replace("http://127.0.0.1:8000/mcp", recipe_server.url)
     # In this interpreter (the frameworks are imported once for the whole suite); the
     # recipe calls anyio.run itself, as a script would.
-    exec(compile(code, f"README recipe {name}", "exec"), {"__name__": "__recipe__"})
+    exec(compile(code, f"recipe {name}", "exec"), {"__name__": "__recipe__"})
     out = capsys.readouterr().out
     assert V1 in out, f"recipe {name} printed {out!r}"
     if name == "langchain":
@@ -68,6 +72,6 @@ def test_the_recipe_runs_as_written(name: str, recipe_server: SdkServer, capsys)
 @pytest.mark.parametrize("name", sorted(TOOL_RECIPES))
 def test_the_tool_recipe_runs_as_written(name: str, recipe_server: SdkServer, capsys):
     code = recipes()[name].replace("http://127.0.0.1:8000/mcp", recipe_server.url)
-    exec(compile(code, f"README recipe {name}", "exec"), {"__name__": "__recipe__"})
+    exec(compile(code, f"recipe {name}", "exec"), {"__name__": "__recipe__"})
     out = capsys.readouterr().out
     assert TOOL_RECIPES[name] in out, f"recipe {name} printed {out!r}"

@@ -27,7 +27,7 @@ epoch, and one server read per URI, fleet-wide. A ``CLUSTER MYID`` that fails in
 worker takes it as a store that does not answer and reads the server itself. Not covered: a
 primary restarted from its own persistence (RDB/AOF) keeps its node id and its old
 epoch, so fills fenced by invalidations after its last snapshot are not fenced off
-(README, fleet Limits).
+(docs/fleet.md, Limits).
 """
 
 from __future__ import annotations
