@@ -181,6 +181,20 @@ def run_tree(tree: Path, walks: int) -> dict[str, dict[str, float]]:
     return result
 
 
+def _commit(tree: Path) -> str:
+    """The tree's commit (and whether it has changes), else its folder's name."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(tree), "describe", "--always", "--dirty"],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return tree.name
+    return head.stdout.strip()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", type=Path, help="the tree to compare with (old code)")
@@ -209,7 +223,7 @@ def main() -> None:
         "load_average": {"before": load_before, "after": load_after},
         "rounds": args.rounds,
         "walks": args.walks,
-        "trees": {name: str(tree) for name, tree in trees.items()},
+        "commits": {name: _commit(tree) for name, tree in trees.items()},
         "rows": {},
     }
     print(f"{report['machine']}; load average before {load_before}, after {load_after}")
