@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 import freshcache
 
@@ -217,8 +220,7 @@ _IMPORT_NAMES = {"opentelemetry-api": "opentelemetry", "typing-extensions": "typ
 def test_every_runtime_dependency_is_imported_by_the_library():
     """Issue 25: ``cachetools`` stayed a runtime dependency after the library stopped
     using it (only the benchmarks measure beside its ``TTLCache``, from the test extra)."""
-    import re
-    import tomllib
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 on
 
     pyproject = Path(freshcache.__file__).parent.parent / "pyproject.toml"
     declared = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
@@ -228,4 +230,6 @@ def test_every_runtime_dependency_is_imported_by_the_library():
     for requirement in declared:
         name = re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0].lower()
         module = _IMPORT_NAMES.get(name, name.replace("-", "_"))
-        assert module in used, f"{requirement!r} is a runtime dependency nothing in freshcache imports"
+        assert module in used, (
+            f"{requirement!r} is a runtime dependency nothing in freshcache imports"
+        )
