@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from freshcache import (
     BackoffSettings,
@@ -77,6 +78,8 @@ class LoaderWorld(EngineWorld):
     def __init__(self) -> None:
         super().__init__()
         self.back_up = anyio.Event()
+        self.feeds: set[MemoryObjectReceiveStream[Any]] = set()
+        """The reference server's streams the feed is reading now."""
 
     def unplayable(self, case: Case) -> str | None:
         wire_only = engine_unplayable(case)
@@ -143,6 +146,7 @@ class LoaderWorld(EngineWorld):
                 yield LoaderSource.LOST
                 continue
             _, receive = registered
+            self.feeds.add(receive)
             async with receive:
                 async for kind, payload in receive:
                     match kind:
@@ -157,6 +161,7 @@ class LoaderWorld(EngineWorld):
                             return
                         case "garbage":
                             yield object()
+            self.feeds.discard(receive)
             self.server.unsubscribe(sid)
 
     async def start(self, setup: Setup) -> None:
@@ -166,10 +171,10 @@ class LoaderWorld(EngineWorld):
         for alias in ("selected", "other", "extra"):
             uri = ALIASES[alias]
             server.set(uri, text_for(uri, "v1"), ttl_ms=setup.ttl_ms, cache_scope=setup.scope)
-        source = LoaderSource(
+        self.source = LoaderSource(
             self.load, changes=self.feed(), list=self.list_uris, default_ttl_ms=server.list_ttl_ms
         )
-        self.cache = self.make_cache(source, setup, backoff=FAST)
+        self.cache = self.make_cache(self.source, setup, backoff=FAST)
         await self.cache.__aenter__()
         await self.reach_seed_situation(setup)
 
@@ -177,6 +182,17 @@ class LoaderWorld(EngineWorld):
         await super().act(step)
         if not self.server.down:
             self.back_up.set()
+
+    async def _look(self) -> str | None:
+        """Busy while the feed has not handed on everything the server sent: a flood
+        reaches the cache one item per event-loop turn, and a read begun before it is
+        taken in is overtaken by the rest (issue 25: `flood-selected` under load)."""
+        queued = sum(feed.statistics().current_buffer_used for feed in self.feeds)
+        if queued:
+            return f"{queued} feed items queued at the server"
+        if self.source.queued:
+            return f"{self.source.queued} feed items not yet handed to the cache"
+        return await super()._look()
 
 
 # Rows a loader cannot express are not generated; the tests below pin which they are.
@@ -190,6 +206,27 @@ async def test_row_passes_through_a_loader_and_its_change_feed(case):
     assert report.passed, (
         f"{case.where}: expected {report.expected}, got {report.actual}: {report.failures}"
     )
+
+
+async def test_the_world_settles_only_once_the_flood_reached_the_cache():
+    """Issue 25: the loader world settled while most of `flood-selected`'s 500
+    notifications still waited in its feed (19 of them heard); the read began among the
+    rest, was overtaken more than ``Policy.max_rereads`` times on a loaded machine and
+    answered ``awaiting_fresh_source``. With no event-loop turns before a look (a
+    settle that looks at once) it failed every time."""
+    case = next(c for c in CASES if c.id == "flood-selected")
+    heard: list[int] = []
+
+    class LooksAtOnce(LoaderWorld):
+        settle_turns = 0
+
+        async def read(self, uri: str, **options: Any) -> Any:
+            heard.append(self.cache.engine.counters.notifications)
+            return await super().read(uri, **options)
+
+    report = await play(case, LooksAtOnce())
+    assert report.passed, f"expected {report.expected}, got {report.actual}: {report.failures}"
+    assert heard[-1] == 500  # every notification was taken in before the row's read
 
 
 def test_of_the_seed_rows_only_the_partial_acknowledgment_is_skipped():

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 import freshcache
 
@@ -208,3 +211,25 @@ def test_every_set_of_running_totals_is_a_tally():
         setattr(totals, name, getattr(totals, name) + 1)
         assert totals.as_dict()[name] == before.as_dict()[name] + 1
         assert set(totals.as_dict()) == set(kind.__slots__)
+
+
+# A declared runtime dependency's distribution name -> the module freshcache imports.
+_IMPORT_NAMES = {"opentelemetry-api": "opentelemetry", "typing-extensions": "typing_extensions"}
+
+
+def test_every_runtime_dependency_is_imported_by_the_library():
+    """Issue 25: ``cachetools`` stayed a runtime dependency after the library stopped
+    using it (only the benchmarks measure beside its ``TTLCache``, from the test extra)."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 on
+
+    pyproject = Path(freshcache.__file__).parent.parent / "pyproject.toml"
+    declared = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    used: set[str] = set()
+    for path in Path(freshcache.__file__).parent.rglob("*.py"):
+        used |= imported_modules(path)
+    for requirement in declared:
+        name = re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0].lower()
+        module = _IMPORT_NAMES.get(name, name.replace("-", "_"))
+        assert module in used, (
+            f"{requirement!r} is a runtime dependency nothing in freshcache imports"
+        )

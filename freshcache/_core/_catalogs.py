@@ -26,7 +26,7 @@ built once and handed out as the same immutable object on every hit.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
@@ -115,6 +115,43 @@ def catalog_version(items: tuple[Mapping[str, Any], ...]) -> str:
     digest = hashlib.blake2b(digest_size=8)
     digest.update(canonical_json(items).encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
+
+
+class PageVersions:
+    """`catalog_version` of a walk's pages, each page's canonical JSON made once: a
+    re-walk that takes pages from the cache encodes only the pages the server sent
+    again (the pages are immutable, so the same object means the same items). The
+    digest is `catalog_version`'s over the items of every page, so a walk and a fleet's
+    adopted copy of the same items agree. Keeps the pages of the latest walk of each
+    catalog, with their JSON, and nothing else."""
+
+    def __init__(self) -> None:
+        self._known: dict[CatalogKind, dict[int, tuple[ListReply, bytes]]] = {}
+
+    def version(self, kind: CatalogKind, pages: Sequence[ListReply]) -> str:
+        known = self._known.get(kind, {})
+        kept: dict[int, tuple[ListReply, bytes]] = {}
+        digest = hashlib.blake2b(digest_size=8)
+        digest.update(b"[")
+        for page in pages:
+            if not page.items:
+                continue
+            held = known.get(id(page))
+            if held is not None and held[0] is page:
+                text = held[1]
+            else:  # "[a,b]" -> "a,b": the page's part of the whole list's canonical JSON
+                text = canonical_json(page.items)[1:-1].encode("utf-8", "surrogatepass")
+            if kept:
+                digest.update(b",")
+            kept[id(page)] = (page, text)
+            digest.update(text)
+        digest.update(b"]")
+        self._known[kind] = kept
+        return digest.hexdigest()
+
+    def forget(self, kind: CatalogKind) -> None:
+        """``kind`` changed: its pages are gone, so is their JSON."""
+        self._known.pop(kind, None)
 
 
 def catalog_kind_of(method: str) -> CatalogKind | None:
@@ -241,6 +278,7 @@ class CatalogBook:
         change heard fleet-wide meanwhile (it may have been published before this one)
         end it."""
         self._marks = 0
+        self.versions = PageVersions()
 
     # ------------------------------------------------------------------ queries
 
@@ -357,7 +395,7 @@ class CatalogBook:
             kind,
             FRESH,
             items=items,
-            version=catalog_version(items),
+            version=self.versions.version(kind, walk.pages),
             fetched_at=self._wall_clock(),
             server_read=result.server_read,
         )
@@ -512,6 +550,7 @@ class CatalogBook:
             self._alone[kind] = self._marks
         self._reasons[kind] = reason
         self.pages[kind].invalidate()
+        self.versions.forget(kind)
         self._index(kind)
         return kind in self.held_kinds()
 

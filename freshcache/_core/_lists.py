@@ -192,6 +192,8 @@ class ListWalk:
             return
         self._walks_left -= 1
         self.items: list[Any] = []
+        self.pages: list[ListReply] = []
+        """The pages taken, in order (cached ones are the store's very objects)."""
         self.expires_at = float("inf")
         self.private = False
         self.hintless = False
@@ -235,6 +237,7 @@ class ListWalk:
     def _take(self, page: ListReply) -> None:
         self._resources.extend(page.resources)
         self.items.extend(page.items)
+        self.pages.append(page)
         self.hintless = self.hintless or page.hintless
         window = self._engine.page_window(self._cursor, self._partition)
         if window is None:

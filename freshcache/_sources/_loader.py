@@ -243,6 +243,12 @@ class LoaderSource:
         """Whether this loader was given ``catalogs=`` (else every catalog is a state)."""
         return self._catalogs is not None
 
+    @property
+    def queued(self) -> int:
+        """Feed items taken from the change feed that the open streams have not handed
+        on yet (summed over them): ``0`` once every change heard reached the cache."""
+        return sum(len(inbox.items) for inbox in self._inboxes)
+
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> ServerInfo:

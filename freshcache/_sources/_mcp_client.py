@@ -32,8 +32,23 @@ response cache never answers), carrying the result's ``ttlMs``/``cacheScope`` on
 ``promptsListChanged`` too, and the acknowledgment reports a catalog as covered only
 when the server honoured its flag and declared ``listChanged`` for it in its
 capabilities (templates: ``resources.listChanged``); the SDK's ``ToolsListChanged`` /
-``PromptsListChanged`` events become `CatalogListChanged`. On a revision without
-``subscriptions/listen`` no stream covers a catalog: the engine lists it before each use.
+``PromptsListChanged`` events become `CatalogListChanged`.
+
+**2025-11-25 sessions** have no ``subscriptions/listen``: the session itself carries
+``notifications/tools/list_changed`` (and prompts', resources'), to the client's
+``message_handler``. A source built with `McpClientSource.connect` over stdio puts
+its own handler first (`_Heard`; the caller's, if given, still gets every message)
+and its listen acknowledges, at once, the catalogs whose ``listChanged`` the server
+declared (templates with ``resources.listChanged``; no URI: resources are read before
+each use), then yields what the handler hears until the client goes (a dead
+transport, noticed by the next request: `StreamLost`, and the next client's listen
+covers them afresh). Over stdio a notification cannot be lost while the client lives:
+it comes on the one pipe the answers come on. Over HTTP the SDK opens the session's
+GET stream some time after the handshake and re-opens it without a word after it
+breaks, so a ``list_changed`` sent meanwhile is lost unseen: there, on an in-process
+server or a transport object (not looked into), and on a client you entered yourself
+(its handler is not ours to wrap), no stream covers a catalog: the engine lists it
+before each use.
 
 The SDK is imported when a source is built, never when freshcache is imported:
 without it, building one raises `MissingDependencyError` naming the install command.
@@ -45,12 +60,14 @@ import itertools
 import logging
 import shlex
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from dataclasses import dataclass
+from contextlib import aclosing
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
+import anyio.lowlevel
 
 from .._core import (
     CatalogKind,
@@ -70,6 +87,7 @@ from .._core import (
     StreamEvent,
     StreamLost,
 )
+from .._core._backlog import overflowed
 from .._errors import ConfigurationError, MissingDependencyError
 from .._protocol._client import session_info
 from .._protocol._wire import (
@@ -80,7 +98,7 @@ from .._protocol._wire import (
     failure_from_error,
     revision_at_least,
 )
-from ._background import BackgroundTask
+from ._background import BackgroundTask, Inbox
 from ._source import ServerInfo
 
 log = logging.getLogger("freshcache")
@@ -325,6 +343,42 @@ class _OwnedClients:
         attempt.done.set()
 
 
+# --------------------------------------------------------------------------- 2025 sessions
+
+
+_SESSION_EVENTS: dict[str, str] = {
+    "notifications/tools/list_changed": "tools",
+    "notifications/prompts/list_changed": "prompts",
+    "notifications/resources/list_changed": "resources",
+}
+"""The session notifications a 2025-11-25 listen hands on (method -> what changed)."""
+
+_MAX_HEARD = 1000
+"""Per listen; one that falls further behind is lost (its catalogs are listed again)."""
+
+
+class _Heard:
+    """The ``message_handler`` of the clients `McpClientSource.connect` builds: every
+    ``*/list_changed`` a 2025-11-25 session delivers goes to each open listen's inbox
+    (registered before its acknowledgment, so nothing after that is missed), then to
+    the caller's own handler, if one was given."""
+
+    def __init__(self, then: Callable[[Any], Awaitable[None]] | None) -> None:
+        self._then = then
+        self.inboxes: set[Inbox[str]] = set()
+
+    async def __call__(self, message: Any) -> None:
+        what = _SESSION_EVENTS.get(getattr(message, "method", None) or "")
+        if what is not None:
+            for inbox in self.inboxes:
+                if not inbox.put(what):
+                    inbox.put("overflowed", final=True)
+        if self._then is not None:
+            await self._then(message)
+        else:
+            await anyio.lowlevel.checkpoint()
+
+
 # --------------------------------------------------------------------------- the source
 
 
@@ -356,6 +410,7 @@ class McpClientSource:
             _BorrowedClient(client),
             denial,
             identity if identity is not None else _identity_of(client.server),
+            None,
         )
 
     @classmethod
@@ -381,6 +436,15 @@ class McpClientSource:
                 f"connect_timeout must be a number of seconds > 0, got {connect_timeout!r}"
             )
         options = {"cache": None, **client_options}
+        # A 2025-11-25 session's list_changed reaches the client's message handler; only
+        # where none can be lost unseen while the client lives (see the module docstring).
+        heard = (
+            _Heard(options.get("message_handler"))
+            if isinstance(server, sdk.StdioServerParameters)
+            else None
+        )
+        if heard is not None:
+            options["message_handler"] = heard
 
         def make() -> Any:
             return sdk.Client(server, **options)
@@ -389,7 +453,7 @@ class McpClientSource:
         self = cls.__new__(cls)
         name = identity if identity is not None else _identity_of(server)
         owned = _OwnedClients(first, make, connect_timeout, f"mcp client {name}")
-        self._setup(sdk, owned, denial, name)
+        self._setup(sdk, owned, denial, name, heard)
         return self
 
     def _setup(
@@ -398,12 +462,15 @@ class McpClientSource:
         clients: _BorrowedClient | _OwnedClients,
         denial: DenialRules | None,
         identity: str,
+        heard: _Heard | None,
     ) -> None:
         self._sdk = sdk
         self._clients = clients
         self.denial = denial if denial is not None else DenialRules()
         self._identity = identity
         self._failed_listens = itertools.count(1)
+        self._heard = heard
+        self._sessions = itertools.count(1)
 
     def __repr__(self) -> str:
         mode = "owned" if isinstance(self._clients, _OwnedClients) else "borrowed"
@@ -428,7 +495,7 @@ class McpClientSource:
         except Exception as exc:
             return ServerInfo(reachable=False, detail=_describe(_first_leaf(exc)))
         resources = getattr(capabilities, "resources", None)
-        return session_info(
+        info = session_info(
             version,
             supported=tuple(getattr(discovered, "supported_versions", None) or ()),
             subscribe=bool(getattr(resources, "subscribe", False)),
@@ -436,6 +503,14 @@ class McpClientSource:
             name=getattr(implementation, "name", None),
             server_version=getattr(implementation, "version", None),
         )
+        if not info.listen and self._session_heard(version) and _session_covers(capabilities):
+            # The session carries list_changed: a listen covers what it declares.
+            return replace(info, listen=True)
+        return info
+
+    def _session_heard(self, version: str) -> bool:
+        """Whether this source hears a pre-2026 session's own notifications."""
+        return self._heard is not None and not revision_at_least(version, PROTOCOL_VERSION)
 
     async def aclose(self) -> None:
         await self._clients.aclose()
@@ -511,6 +586,18 @@ class McpClientSource:
         connection: _Connection | None = None
         try:
             connection = await self._clients.get()
+            session = self._session_heard(str(connection.client.protocol_version))
+        except Exception as exc:
+            sid = f"mcp-listen-unsent-{next(self._failed_listens)}"
+            yield ListenStarted(sid, uris, list_changed)
+            yield self._listen_failed(sid, exc, connection)
+            return
+        if session:  # a 2025-11-25 session this source hears
+            async with aclosing(self._session_listen(connection, uris, list_changed)) as held:
+                async for event in held:
+                    yield event
+            return
+        try:
             manager = connection.client.listen(
                 tools_list_changed=list_changed,
                 prompts_list_changed=list_changed,
@@ -564,6 +651,49 @@ class McpClientSource:
                     await manager.__aexit__(None, None, None)
                 except Exception as exc:
                     log.debug("closing subscription %s: %r", sid, exc)
+
+    async def _session_listen(
+        self, connection: _Connection, uris: frozenset[str], list_changed: bool
+    ) -> AsyncGenerator[StreamEvent, None]:
+        """A listen on a 2025-11-25 session (no ``subscriptions/listen``): acknowledged
+        at once with the catalogs the server declared ``listChanged`` for, then what
+        the session delivers, until the client goes."""
+        assert self._heard is not None
+        sid = f"mcp-session-{next(self._sessions)}"
+        yield ListenStarted(sid, uris, list_changed)
+        inbox = Inbox[str](_MAX_HEARD)
+        self._heard.inboxes.add(inbox)  # before the ack: nothing after it can be missed
+        try:
+            capabilities = connection.client.server_capabilities
+            asked = SimpleNamespace(
+                tools_list_changed=list_changed,
+                prompts_list_changed=list_changed,
+                resources_list_changed=list_changed,
+            )
+            resources = getattr(capabilities, "resources", None)
+            yield ListenAcknowledged(
+                sid,
+                frozenset(),  # no resources/subscribe here: URIs are read before each use
+                list_changed and bool(getattr(resources, "list_changed", False)),
+                covered_catalogs(asked, capabilities),
+            )
+            while True:
+                try:
+                    what = await _until_closed(connection, lambda _: inbox.get())
+                except _Unreachable as exc:
+                    yield StreamLost(sid, str(exc))
+                    return
+                if what == "tools":
+                    yield CatalogListChanged("tools", sid)
+                elif what == "prompts":
+                    yield CatalogListChanged("prompts", sid)
+                elif what == "resources":
+                    yield ResourceListChanged(sid)
+                else:
+                    yield overflowed(sid, _MAX_HEARD)
+                    return
+        finally:
+            self._heard.inboxes.discard(inbox)
 
     def _listen_failed(
         self, sid: str, exc: BaseException, connection: _Connection | None
@@ -633,6 +763,14 @@ def covered_catalogs(honored: Any, capabilities: Any) -> frozenset[str]:
     if getattr(honored, "resources_list_changed", None) and declared("resources"):
         covered.add("resource_templates")
     return frozenset(covered)
+
+
+def _session_covers(capabilities: Any) -> bool:
+    """Whether a 2025-11-25 session declares a ``listChanged`` a listen can cover."""
+    return any(
+        getattr(getattr(capabilities, name, None), "list_changed", False)
+        for name in ("tools", "prompts", "resources")
+    )
 
 
 def _read_reply(result: Any, *, multi_round_trip: bool) -> ReadReply:
