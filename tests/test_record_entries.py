@@ -268,3 +268,31 @@ def test_reads_in_flight_and_selection_outlive_the_entry_held_in_the_record():
     engine.select([])
     read(engine, "other", uri=V)  # evicts U: nothing depends on it any more
     assert not engine.remembers(U)
+
+
+def test_a_cached_uris_record_is_kept_once_in_the_store_and_found_there():
+    store = MemoryStore()
+    engine, _ = make(store=store)
+    read(engine, "v1")
+    read(engine, "other", uri=V)
+    assert engine._uris._records == {}  # one table slot per cached URI: the store's
+    assert engine.tracked_uris == 2 and U in engine._uris
+    assert engine._uris.get(U) is store.get_object(U)
+    engine.finish_read(engine.begin_read(U, None), RequestFailed("not_found"))
+    assert engine.status(U).state == "not_found"  # back among the records, with its failure
+    assert engine._uris.get(U) is engine._uris._records[U] and engine.tracked_uris == 2
+
+
+def test_an_evicted_selected_record_comes_back_with_its_generation():
+    store = MemoryStore(max_entries=1)
+    engine, _ = make(store=store)
+    engine.select([U])
+    read(engine, "v1")
+    engine.handle(ResourceUpdated(U, None))
+    read(engine, "v2")
+    ticket = engine.begin_read(U, None)  # sent at the record's generation
+    read(engine, "other", uri=V)  # evicts U's record from the store
+    assert U in engine._uris._records and engine.status(U).reason == "not_cached"
+    assert engine.finish_read(ticket, reply("v2 again")).state == "fresh"  # still current
+    assert store.get_object(U).value.text == "v2 again"  # stored (selected, uncovered:
+    assert engine.tracked_uris == 1 and store.get_object(V) is None  # no hit row); V evicted

@@ -221,18 +221,21 @@ class _Bookkeeping:
         self.hits: HitTable = self._hits.table(default_partition)
         """The default partition's hit table: bare URI -> its row (see `Hit`)."""
         self._store = store
-        self._store.set_eviction_listener(self._evicted)
         self._objects: ObjectStore | None = (
             cast(ObjectStore, store) if getattr(store, "keeps_objects", False) is True else None
         )
         """The store, if it keeps records as entries (`ObjectStore`); else ``None``."""
+        if self._objects is not None:
+            self._objects.claim(self, self._evicted_held)  # this engine's alone
+        else:
+            self._store.set_eviction_listener(self._evicted)
         self._windows: dict[float, float] = {}
         """One float object per distinct freshness window held (`UriRecord.ttl`):
         servers send few distinct ``ttlMs``; cleared past `_WINDOWS` of them."""
         self._fetched_at = -_INF
         """The last reply's wall-clock reading, handed on to replies within
         `_SAME_FETCH` after it (`_fetched_at_now`)."""
-        self._uris = UriRecords()
+        self._uris = UriRecords(None if self._objects is None else self._objects.held)
         self._invalidations = 0
         """URI invalidations so far (never reset, unlike `counters`): `is_current`."""
         self.heard = ChangesHeard()
@@ -372,18 +375,24 @@ class _Bookkeeping:
             if state.value is not None:
                 objects.discard_object(uri)  # (its size is counted from the value: first)
                 state.let_go()
+                self._uris.returned(uri, state)
         else:
             self._store.discard((self.server_id, READ, uri, partition))
 
-    def _evicted(self, key: EntryKey | str) -> None:
-        if isinstance(key, str):  # a record held as its URI's entry (`ObjectStore`)
-            self._hits.pop(key, self.default_partition)
-            record = self._uris.get(key)
-            if record is not None:
-                record.let_go()
-                record.drop_partition(self.default_partition)
-                self._uris.forget_if_idle(key, record)
+    def _evicted_held(self, key: EntryKey | str, held: object) -> None:
+        """The `ObjectStore`'s eviction listener: it hands over what it dropped."""
+        if not isinstance(key, str):
+            self._evicted(key)
             return
+        uri = key  # a record held as its URI's entry: back among the records
+        assert isinstance(held, UriRecord)
+        self._hits.pop(uri, self.default_partition)
+        held.let_go()
+        held.drop_partition(self.default_partition)
+        self._uris.returned(uri, held)
+        self._uris.forget_if_idle(uri, held)
+
+    def _evicted(self, key: EntryKey) -> None:
         _, method, param, partition = key
         if method == LIST:
             self._lists.evicted(key)
@@ -587,7 +596,9 @@ class _ReadRules(_Bookkeeping):
             # while it changes, and the old value's bytes leave the store first.
             self._hits.pop(uri, stored_partition)
             if state.value is not None:
-                objects.discard_object(uri)
+                objects.discard_object(uri)  # (still the URI's record: see `UriRecords`)
+            else:
+                self._uris.leaving(uri)  # the store keeps it now (or hands it back)
             flags = (HINTLESS if reply.hintless else 0) | (PUSHED if pushed else 0)
             state.hold(cached, now + ttl, self._windows.setdefault(ttl, ttl), flags)
             state.add_partition(stored_partition)

@@ -16,7 +16,9 @@ Its entry fields (`value` ... `flags`) are empty while it holds no such entry.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ._entries import Partition
 from ._model import ReadResult, Reason, ResourceContents
@@ -180,30 +182,51 @@ class UriRecord:
 class UriRecords:
     """The records of one engine. A record made for a URI starts its generations above
     every generation a dropped record had (`dropped_above`), so a URI's generation never
-    restarts while a reply or a snapshot mark taken from its earlier record is about."""
+    restarts while a reply or a snapshot mark taken from its earlier record is about.
 
-    def __init__(self) -> None:
+    With an `ObjectStore`, a record that holds its URI's entry is kept in the store's
+    own dict (``stored``: the store's `held`, in use order) and not here: one table slot
+    per cached URI, not two. The engine moves a record here when it lets its entry go
+    (`returned`) and out when the store takes it (`leaving`).
+    """
+
+    def __init__(self, stored: Mapping[Any, Any] | None = None) -> None:
         self._records: dict[str, UriRecord] = {}
+        """Records of URIs that hold no entry in ``stored``."""
+        self._stored: Mapping[Any, Any] = stored if stored is not None else {}
+        """The store's entries: under a bare URI, its record (see the class)."""
         self.dropped_above = 0
         """No dropped record had a generation above this (the start of a new record)."""
         self._remembered: dict[str, None] = {}
         """Idle records kept for what `status` says of them, oldest first (bounded)."""
 
     def __len__(self) -> int:
-        return len(self._records)
+        stored = sum(1 for key in self._stored if key.__class__ is str)
+        return len(self._records) + stored
 
     def __contains__(self, uri: object) -> bool:
-        return uri in self._records
+        return uri in self._stored or uri in self._records
 
     def get(self, uri: str) -> UriRecord | None:
-        return self._records.get(uri)
+        record: UriRecord | None = self._stored.get(uri)
+        return record if record is not None else self._records.get(uri)
 
     def of(self, uri: str) -> UriRecord:
         """``uri``'s record, made (above every dropped generation) if there is none."""
-        record = self._records.get(uri)
+        record: UriRecord | None = self._stored.get(uri)
         if record is None:
-            record = self._records[uri] = UriRecord(self.dropped_above + 1)
+            record = self._records.get(uri)
+            if record is None:
+                record = self._records[uri] = UriRecord(self.dropped_above + 1)
         return record
+
+    def leaving(self, uri: str) -> None:
+        """``uri``'s record is about to be put in the store (as its URI's entry)."""
+        self._records.pop(uri, None)
+
+    def returned(self, uri: str, record: UriRecord) -> None:
+        """``record`` left the store (its entry dropped or evicted): kept here again."""
+        self._records[uri] = record
 
     def _drop(self, uri: str, record: UriRecord) -> None:
         del self._records[uri]
