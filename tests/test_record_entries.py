@@ -247,6 +247,33 @@ def test_a_wall_clock_set_back_is_never_hidden_by_the_shared_fetched_at():
     assert read(engine, "c", uri="x:c").fetched_at == 1e9 - 30
 
 
+def test_replies_within_a_millisecond_share_one_deadline_never_later_than_their_own():
+    engine, clock = make()
+    read(engine, "a")
+    clock.now += 0.0004
+    read(engine, "b", uri=V)
+    first, second = engine._uris.get(U), engine._uris.get(V)
+    assert first.expires_at == 160.0 and second.expires_at is first.expires_at
+    clock.now = 159.9999  # V's own window would run to 160.0004: it ends with U's
+    assert engine.lookup(V, None).text == "b"
+    clock.now = 160.0
+    assert engine.lookup(V, None) is None and engine.lookup(U, None) is None
+    clock.now = 200.0
+    read(engine, "c", uri="x:c", ttl_ms=30_000)  # another window: a deadline of its own
+    clock.now += 0.0004
+    read(engine, "d", uri="x:d")
+    assert engine._uris.get("x:c").expires_at == 230.0
+    assert engine._uris.get("x:d").expires_at == 260.0004
+
+
+def test_a_clock_read_earlier_than_the_burst_gets_a_deadline_of_its_own():
+    engine, clock = make()
+    read(engine, "a")
+    clock.now -= 0.0004  # (an injected clock; the monotonic one never goes back)
+    read(engine, "b", uri=V)
+    assert engine._uris.get(V).expires_at == 100.0 - 0.0004 + 60.0
+
+
 # ---------------------------------------------------------------- flags packed in one int
 
 

@@ -235,6 +235,9 @@ class _Bookkeeping:
         self._fetched_at = -_INF
         """The last reply's wall-clock reading, handed on to replies within
         `_SAME_FETCH` after it (`_fetched_at_now`)."""
+        self._burst = (-_INF, -1.0, 0.0)
+        """The last reply's clock reading, window and deadline, handed on to replies
+        within `_SAME_FETCH` after it with the same window (`_expires_at`)."""
         self._uris = UriRecords(None if self._objects is None else self._objects.held)
         self._invalidations = 0
         """URI invalidations so far (never reset, unlike `counters`): `is_current`."""
@@ -282,6 +285,19 @@ class _Bookkeeping:
             return last
         self._fetched_at = now
         return now
+
+    def _expires_at(self, now: float, ttl: float) -> float:
+        """``now + ttl`` for a reply received at ``now``: a burst of replies with one
+        freshness window shares one float, the deadline of the first one (24 B per
+        cached record otherwise), as they share ``fetched_at``. It is never later than
+        ``now + ttl``: an entry goes stale under a millisecond early, never late, and
+        its age (derived from it) is overstated by as much, never understated."""
+        received, window, expires_at = self._burst
+        if window == ttl and 0.0 <= now - received < _SAME_FETCH:
+            return expires_at
+        expires_at = now + ttl
+        self._burst = (now, ttl, expires_at)
+        return expires_at
 
     def _held(self, uri: str, partition: Partition) -> HeldEntry | None:
         """``uri``'s entry in ``partition`` (touched in the store's use order), or ``None``."""
@@ -600,7 +616,8 @@ class _ReadRules(_Bookkeeping):
             else:
                 self._uris.leaving(uri)  # the store keeps it now (or hands it back)
             flags = (HINTLESS if reply.hintless else 0) | (PUSHED if pushed else 0)
-            state.hold(cached, now + ttl, self._windows.setdefault(ttl, ttl), flags)
+            window = self._windows.setdefault(ttl, ttl)
+            state.hold(cached, self._expires_at(now, window), window, flags)
             state.add_partition(stored_partition)
             objects.put_object(uri, state)
             if stored_partition in state.partitions:  # not evicted at once by the bounds
