@@ -323,3 +323,15 @@ def test_an_evicted_selected_record_comes_back_with_its_generation():
     assert engine.finish_read(ticket, reply("v2 again")).state == "fresh"  # still current
     assert store.get_object(U).value.text == "v2 again"  # stored (selected, uncovered:
     assert engine.tracked_uris == 1 and store.get_object(V) is None  # no hit row); V evicted
+
+
+def test_records_held_by_one_principal_share_one_partitions_tuple():
+    store = MemoryStore()
+    engine, _ = make(store=store, default_partition="alice")
+    read(engine, "a", partition="alice")
+    read(engine, "b", uri=V, partition="alice")
+    read(engine, "b for bob", uri=V, partition="bob")
+    first, second = store.get_object(U), store.get_object(V)
+    assert first.partitions == ("alice",) and second.partitions == ("alice", "bob")
+    engine.finish_read(engine.begin_read(V, "bob"), RequestFailed("denied"))
+    assert second.partitions is first.partitions  # no tuple of its own per record

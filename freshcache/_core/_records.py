@@ -23,7 +23,10 @@ from typing import Any
 from ._entries import Partition
 from ._model import ReadResult, Reason, ResourceContents
 
-_DEFAULT_ONLY: tuple[Partition, ...] = (None,)
+_ALONE: dict[Partition, tuple[Partition, ...]] = {}
+"""One shared ``(partition,)`` per partition, for records whose URI only that partition
+holds (most: a tuple per record was 48 B each for a cache with a ``principal``)."""
+_ALONE_MAX = 256
 _INF = float("inf")
 
 REMEMBERED_IDLE = 1024
@@ -169,14 +172,22 @@ class UriRecord:
 
     def add_partition(self, partition: Partition) -> None:
         if partition not in self.partitions:
-            if not self.partitions and partition is None:
-                self.partitions = _DEFAULT_ONLY
-            else:
-                self.partitions = (*self.partitions, partition)
+            self.partitions = (*self.partitions, partition) if self.partitions else alone(partition)
 
     def drop_partition(self, partition: Partition) -> None:
         if partition in self.partitions:
-            self.partitions = tuple(p for p in self.partitions if p != partition)
+            left = tuple(p for p in self.partitions if p != partition)
+            self.partitions = alone(left[0]) if len(left) == 1 else left
+
+
+def alone(partition: Partition) -> tuple[Partition, ...]:
+    """The shared ``(partition,)`` (see `_ALONE`; it starts over past `_ALONE_MAX`)."""
+    single = _ALONE.get(partition)
+    if single is None:
+        if len(_ALONE) >= _ALONE_MAX:
+            _ALONE.clear()
+        single = _ALONE[partition] = (partition,)
+    return single
 
 
 class UriRecords:
