@@ -11,7 +11,12 @@ from a dropped record never matches the one made after it.
 With a store that keeps objects in process (`ObjectStore`, the default `MemoryStore`),
 the record *is* also the stored entry of the URI for the engine's default partition and
 that entry's time-bounded hit row: one object per cached URI, stored under the bare URI.
-Its entry fields (`value` ... `flags`) are empty while it holds no such entry.
+Its entry fields (`value` ... `flags`) are empty while it holds no such entry. The
+store's dict is then also where the engine finds it (`UriRecords`): the records of
+URIs that hold no such entry are kept apart, so a cached URI has one table slot for
+its record, not two. The engine claims the store (`ObjectStore.claim`): a second
+engine finding the first one's records under the same bare URIs would serve another
+server's text.
 """
 
 from __future__ import annotations
