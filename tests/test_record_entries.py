@@ -335,3 +335,36 @@ def test_records_held_by_one_principal_share_one_partitions_tuple():
     assert first.partitions == ("alice",) and second.partitions == ("alice", "bob")
     engine.finish_read(engine.begin_read(V, "bob"), RequestFailed("denied"))
     assert second.partitions is first.partitions  # no tuple of its own per record
+
+
+def test_the_reason_rides_in_the_flags_without_making_an_int_or_a_busy_record():
+    from freshcache._core._model import REASONS
+
+    record = UriRecord(1)
+    for reason in REASONS:
+        record.invalid_reason = reason
+        record.selected = True
+        assert (record.invalid_reason, record.selected, record.reads_in_flight) == (reason, True, 0)
+        assert record.flags < 256 and not record.idle  # a small int CPython shares
+        record.reads_in_flight = 3
+        assert (record.invalid_reason, record.reads_in_flight, record.selected) == (reason, 3, True)
+        record.reads_in_flight = 0
+        record.selected = False
+        assert record.idle and record.invalid_reason == reason
+
+
+def test_a_failure_and_the_window_share_one_slot_and_the_window_survives_it():
+    store = MemoryStore()
+    engine, clock = make(Policy(stale_on_error=("guide://*",)), store=store)
+    read(engine, "v1")
+    record = store.get_object(U)
+    window = record.window
+    assert window == 60.0 and record.problems is None
+    clock.now += 5
+    stale = engine.finish_read(engine.begin_read(U, None), RequestFailed("unreachable"))
+    assert (stale.state, stale.text, stale.age) == ("stale", "v1", 5.0)
+    assert record.ttl is window and set(record.problems) == {None}
+    assert engine.status(U).reason == "unreachable"
+    read(engine, "v2")  # the failure is cleared: the window alone again, no dict kept
+    assert record.problems is None and record.window is window
+    assert engine.lookup(U, None).text == "v2"

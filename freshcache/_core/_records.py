@@ -17,6 +17,12 @@ URIs that hold no such entry are kept apart, so a cached URI has one table slot 
 its record, not two. The engine claims the store (`ObjectStore.claim`): a second
 engine finding the first one's records under the same bare URIs would serve another
 server's text.
+
+A record is six slots (80 B): what is rare or small shares a slot with something else.
+Why it is invalid is four bits of `flags` (a small int with no read in flight); the
+failures per partition share a slot with the held entry's window (`_Failed`, made on
+the first failure and gone with the last); a URI held by one partition shares the
+tuple `(partition,)` with every record of that partition (`alone`).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._entries import Partition
-from ._model import ReadResult, Reason, ResourceContents
+from ._model import REASONS, ReadResult, Reason, ResourceContents
 
 _ALONE: dict[Partition, tuple[Partition, ...]] = {}
 """One shared ``(partition,)`` per partition, for records whose URI only that partition
@@ -49,8 +55,25 @@ CURRENT = 4
 SELECTED = 8
 """The agent relies on the URI (`UriRecord.selected`): kept whether or not an entry is."""
 _ENTRY_FLAGS = HINTLESS | PUSHED | CURRENT
-_READ = 16
-"""`UriRecord.reads_in_flight` is counted in the bits of `flags` from this one up."""
+_REASONS: tuple[Reason, ...] = ("not_cached", *(r for r in REASONS if r != "not_cached"))
+"""`UriRecord.invalid_reason` is the index in this of the bits `_WHY` of `flags`."""
+_WHY = 0xF0
+_WHY_BITS: dict[Reason, int] = {reason: n << 4 for n, reason in enumerate(_REASONS)}
+assert len(_REASONS) <= 16
+_READ = 256
+"""`UriRecord.reads_in_flight` is counted in the bits of `flags` from this one up: with
+no read in flight, ``flags`` stays below 256, an int CPython shares."""
+
+
+class _Failed:
+    """`UriRecord.problems` and the held entry's window, for the rare record with a
+    failure (the others keep only the window float)."""
+
+    __slots__ = ("problems", "ttl")
+
+    def __init__(self, ttl: float, problems: dict[Partition, tuple[int, ReadResult]]) -> None:
+        self.ttl = ttl
+        self.problems = problems
 
 
 def size_of(uri: str, contents: tuple[ResourceContents, ...]) -> int:
@@ -66,27 +89,45 @@ class UriRecord:
     """What the engine knows of one URI."""
 
     generation: int
-    invalid_reason: Reason = "not_cached"
-    """What status says when no entry is at `generation`: why it was invalidated, or
-    ``not_cached`` when nothing was read since (or the entry was evicted)."""
     partitions: tuple[Partition, ...] = ()
     """Partitions that hold an entry for this URI in the store (usually one)."""
-    problems: dict[Partition, tuple[int, ReadResult]] | None = None
-    """Latest failed outcome per partition, with the generation it happened at.
-    Made on first use: most URIs never fail (an empty dict costs ~200 bytes)."""
     # The entry held in the record itself (see the module docstring); `value` is None
     # when there is none. The same fields as `Entry`, so the record stands in for one.
     value: ReadResult | None = None
     expires_at: float = 0.0
-    ttl: float = 0.0
-    """The entry's freshness window, in seconds: ``received_at`` is derived from it (the
-    engine passes one shared float per distinct window, so a record keeps one clock
-    float, ``expires_at``, not two)."""
+    window: float | _Failed = 0.0
+    """The held entry's freshness window, in seconds (`ttl`), or, while a failure is
+    recorded, a `_Failed` holding it and the `problems` (one slot for both)."""
     flags: int = 0
-    """`SELECTED`, the held entry's `HINTLESS` | `PUSHED` | `CURRENT`, and the reads in
-    flight counted in units of `_READ` (a small int: no object, and one slot, per
-    record). The entry's scope is not kept: nothing asks a read entry for it once
-    stored (the partition says it)."""
+    """`SELECTED`, the held entry's `HINTLESS` | `PUSHED` | `CURRENT`, `invalid_reason`
+    (bits `_WHY`), and the reads in flight counted in units of `_READ` (a small int: no
+    object, and one slot, per record). The entry's scope is not kept: nothing asks a
+    read entry for it once stored (the partition says it)."""
+
+    @property
+    def invalid_reason(self) -> Reason:
+        """What status says when no entry is at `generation`: why it was invalidated,
+        or ``not_cached`` when nothing was read since (or the entry was evicted)."""
+        return _REASONS[(self.flags & _WHY) >> 4]
+
+    @invalid_reason.setter
+    def invalid_reason(self, reason: Reason) -> None:
+        self.flags = self.flags & ~_WHY | _WHY_BITS[reason]
+
+    @property
+    def ttl(self) -> float:
+        """The entry's freshness window, in seconds: ``received_at`` is derived from it
+        (the engine passes one shared float per distinct window, so a record keeps one
+        clock float, ``expires_at``, not two)."""
+        window = self.window
+        return window.ttl if isinstance(window, _Failed) else window
+
+    @property
+    def problems(self) -> dict[Partition, tuple[int, ReadResult]] | None:
+        """Latest failed outcome per partition, with the generation it happened at;
+        ``None`` when there is none (most URIs never fail)."""
+        window = self.window
+        return window.problems if window.__class__ is _Failed else None
 
     @property
     def reads_in_flight(self) -> int:
@@ -148,32 +189,47 @@ class UriRecord:
         with a deadline sees the new one (it reads the value again after the deadline)."""
         self.expires_at = 0.0
         self.value = value
-        self.ttl = ttl
+        window = self.window
+        if window.__class__ is _Failed:
+            window.ttl = ttl
+        else:
+            self.window = ttl
         self.flags = (self.flags & ~_ENTRY_FLAGS) | flags | CURRENT
         self.expires_at = expires_at
 
     def let_go(self) -> None:
         """Hold no entry any more (dropped or evicted). The value goes first (see `hold`)."""
         self.value = None
-        self.expires_at = self.ttl = 0.0
+        self.expires_at = 0.0
+        window = self.window
+        if window.__class__ is _Failed:
+            window.ttl = 0.0
+        else:
+            self.window = 0.0
         self.flags &= ~_ENTRY_FLAGS
 
     @property
     def idle(self) -> bool:
         """Nothing depends on it: no entry, not selected, no read in flight."""
-        return self.flags & ~_ENTRY_FLAGS == 0 and not self.partitions  # no read, not selected
+        # no read, not selected
+        return self.flags & ~(_ENTRY_FLAGS | _WHY) == 0 and not self.partitions
 
     def problem(self, partition: Partition) -> tuple[int, ReadResult] | None:
-        return None if self.problems is None else self.problems.get(partition)
+        window = self.window
+        return window.problems.get(partition) if window.__class__ is _Failed else None
 
     def set_problem(self, partition: Partition, result: ReadResult) -> None:
-        if self.problems is None:
-            self.problems = {}
-        self.problems[partition] = (self.generation, result)
+        window = self.window
+        if not isinstance(window, _Failed):
+            window = self.window = _Failed(window, {})
+        window.problems[partition] = (self.generation, result)
 
     def clear_problem(self, partition: Partition) -> None:
-        if self.problems is not None:
-            self.problems.pop(partition, None)
+        window = self.window
+        if isinstance(window, _Failed):
+            window.problems.pop(partition, None)
+            if not window.problems:
+                self.window = window.ttl  # the failures are gone: the window alone
 
     def add_partition(self, partition: Partition) -> None:
         if partition not in self.partitions:
