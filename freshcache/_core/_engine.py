@@ -236,8 +236,11 @@ class _Bookkeeping:
         """The last reply's wall-clock reading, handed on to replies within
         `_SAME_FETCH` after it (`_fetched_at_now`)."""
         self._burst = (-_INF, -1.0, 0.0)
-        """The last reply's clock reading, window and deadline, handed on to replies
-        within `_SAME_FETCH` after it with the same window (`_expires_at`)."""
+        """The last stored reply's clock reading, window and deadline: a burst of
+        replies with one freshness window shares one deadline float, the first one's
+        (24 B per cached record otherwise), as they share ``fetched_at``. It is never
+        later than a reply's own ``now + ttl``: an entry goes stale under a millisecond
+        early, never late, and its age (derived from it) is overstated by as much."""
         self._uris = UriRecords(None if self._objects is None else self._objects.held)
         self._invalidations = 0
         """URI invalidations so far (never reset, unlike `counters`): `is_current`."""
@@ -286,19 +289,6 @@ class _Bookkeeping:
         self._fetched_at = now
         return now
 
-    def _expires_at(self, now: float, ttl: float) -> float:
-        """``now + ttl`` for a reply received at ``now``: a burst of replies with one
-        freshness window shares one float, the deadline of the first one (24 B per
-        cached record otherwise), as they share ``fetched_at``. It is never later than
-        ``now + ttl``: an entry goes stale under a millisecond early, never late, and
-        its age (derived from it) is overstated by as much, never understated."""
-        received, window, expires_at = self._burst
-        if window == ttl and 0.0 <= now - received < _SAME_FETCH:
-            return expires_at
-        expires_at = now + ttl
-        self._burst = (now, ttl, expires_at)
-        return expires_at
-
     def _held(self, uri: str, partition: Partition) -> HeldEntry | None:
         """``uri``'s entry in ``partition`` (touched in the store's use order), or ``None``."""
         objects = self._objects
@@ -340,8 +330,7 @@ class _Bookkeeping:
         trusted: bool,
     ) -> UriRecord:
         state = self._uris.of(uri)
-        state.new_generation()  # first: any read in flight is outdated
-        state.invalid_reason = reason
+        state.new_generation(reason)  # first: any read in flight is outdated
         self._unindex(uri, state)
         self._invalidations += 1
         self.counters.invalidations += 1
@@ -590,9 +579,7 @@ class _ReadRules(_Bookkeeping):
         handed = fresh_result(
             uri, contents, fetched_at=fetched_at, server_read=True, text=cached.text
         )
-        if state.problems is not None:
-            state.clear_problem(partition)
-        state.invalid_reason = "not_cached"  # what status says if this entry is evicted
+        state.answered(partition)  # no failure; "not_cached" if this entry is evicted
         if reply.multi_round_trip:
             return handed  # spec: results of multi-round-trip retries are never cached
         policy = self.policy
@@ -617,7 +604,11 @@ class _ReadRules(_Bookkeeping):
                 self._uris.leaving(uri)  # the store keeps it now (or hands it back)
             flags = (HINTLESS if reply.hintless else 0) | (PUSHED if pushed else 0)
             window = self._windows.setdefault(ttl, ttl)
-            state.hold(cached, self._expires_at(now, window), window, flags)
+            received, burst_window, expires_at = self._burst  # (see `_burst`)
+            if burst_window != window or not 0.0 <= now - received < _SAME_FETCH:
+                expires_at = now + window
+                self._burst = (now, window, expires_at)
+            state.hold(cached, expires_at, window, flags)
             state.add_partition(stored_partition)
             objects.put_object(uri, state)
             if stored_partition in state.partitions:  # not evicted at once by the bounds

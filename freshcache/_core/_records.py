@@ -163,10 +163,20 @@ class UriRecord:
         `CURRENT`, else -1 (older; no generation is negative)."""
         return self.generation if self.flags & CURRENT else -1
 
-    def new_generation(self) -> None:
-        """The URI changed: a new generation, and the held entry (if any) is older."""
-        self.flags &= ~CURRENT
+    def new_generation(self, reason: Reason) -> None:
+        """The URI changed: a new generation, the held entry (if any) is older, and
+        ``reason`` is why (`invalid_reason`; one call for both, on every change)."""
+        self.flags = self.flags & ~(CURRENT | _WHY) | _WHY_BITS[reason]
         self.generation += 1
+
+    def answered(self, partition: Partition) -> None:
+        """A reply for ``partition`` landed at the current generation: its failure (if
+        any) is over, and what status says if the entry it makes is evicted is
+        ``not_cached`` (one call for both, on every reply)."""
+        self.flags &= ~_WHY
+        window = self.window
+        if window.__class__ is _Failed:
+            self.clear_problem(partition)
 
     @property
     def received_at(self) -> float:
