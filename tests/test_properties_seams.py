@@ -45,6 +45,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -96,6 +97,14 @@ class WatchedStore(MemoryStore):
             listener(key)
 
         super().set_eviction_listener(evicted)
+
+    def claim(self, owner: object, listener: Callable[[Any, Any], None]) -> None:
+        # The engine's listener in place of the one above (told what was held, too).
+        def evicted(key: Any, held: Any) -> None:
+            self.keys.discard(key)
+            listener(key, held)
+
+        super().claim(owner, evicted)
 
 
 @dataclass

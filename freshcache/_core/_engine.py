@@ -221,18 +221,27 @@ class _Bookkeeping:
         self.hits: HitTable = self._hits.table(default_partition)
         """The default partition's hit table: bare URI -> its row (see `Hit`)."""
         self._store = store
-        self._store.set_eviction_listener(self._evicted)
         self._objects: ObjectStore | None = (
             cast(ObjectStore, store) if getattr(store, "keeps_objects", False) is True else None
         )
         """The store, if it keeps records as entries (`ObjectStore`); else ``None``."""
+        if self._objects is not None:
+            self._objects.claim(self, self._evicted_held)  # this engine's alone
+        else:
+            self._store.set_eviction_listener(self._evicted)
         self._windows: dict[float, float] = {}
         """One float object per distinct freshness window held (`UriRecord.ttl`):
         servers send few distinct ``ttlMs``; cleared past `_WINDOWS` of them."""
         self._fetched_at = -_INF
         """The last reply's wall-clock reading, handed on to replies within
         `_SAME_FETCH` after it (`_fetched_at_now`)."""
-        self._uris = UriRecords()
+        self._burst = (-_INF, -1.0, 0.0)
+        """The last stored reply's clock reading, window and deadline: a burst of
+        replies with one freshness window shares one deadline float, the first one's
+        (24 B per cached record otherwise), as they share ``fetched_at``. It is never
+        later than a reply's own ``now + ttl``: an entry goes stale under a millisecond
+        early, never late, and its age (derived from it) is overstated by as much."""
+        self._uris = UriRecords(None if self._objects is None else self._objects.held)
         self._invalidations = 0
         """URI invalidations so far (never reset, unlike `counters`): `is_current`."""
         self.heard = ChangesHeard()
@@ -321,8 +330,7 @@ class _Bookkeeping:
         trusted: bool,
     ) -> UriRecord:
         state = self._uris.of(uri)
-        state.new_generation()  # first: any read in flight is outdated
-        state.invalid_reason = reason
+        state.new_generation(reason)  # first: any read in flight is outdated
         self._unindex(uri, state)
         self._invalidations += 1
         self.counters.invalidations += 1
@@ -372,18 +380,24 @@ class _Bookkeeping:
             if state.value is not None:
                 objects.discard_object(uri)  # (its size is counted from the value: first)
                 state.let_go()
+                self._uris.returned(uri, state)
         else:
             self._store.discard((self.server_id, READ, uri, partition))
 
-    def _evicted(self, key: EntryKey | str) -> None:
-        if isinstance(key, str):  # a record held as its URI's entry (`ObjectStore`)
-            self._hits.pop(key, self.default_partition)
-            record = self._uris.get(key)
-            if record is not None:
-                record.let_go()
-                record.drop_partition(self.default_partition)
-                self._uris.forget_if_idle(key, record)
+    def _evicted_held(self, key: EntryKey | str, held: object) -> None:
+        """The `ObjectStore`'s eviction listener: it hands over what it dropped."""
+        if not isinstance(key, str):
+            self._evicted(key)
             return
+        uri = key  # a record held as its URI's entry: back among the records
+        assert isinstance(held, UriRecord)
+        self._hits.pop(uri, self.default_partition)
+        held.let_go()
+        held.drop_partition(self.default_partition)
+        self._uris.returned(uri, held)
+        self._uris.forget_if_idle(uri, held)
+
+    def _evicted(self, key: EntryKey) -> None:
         _, method, param, partition = key
         if method == LIST:
             self._lists.evicted(key)
@@ -565,9 +579,7 @@ class _ReadRules(_Bookkeeping):
         handed = fresh_result(
             uri, contents, fetched_at=fetched_at, server_read=True, text=cached.text
         )
-        if state.problems is not None:
-            state.clear_problem(partition)
-        state.invalid_reason = "not_cached"  # what status says if this entry is evicted
+        state.answered(partition)  # no failure; "not_cached" if this entry is evicted
         if reply.multi_round_trip:
             return handed  # spec: results of multi-round-trip retries are never cached
         policy = self.policy
@@ -587,9 +599,16 @@ class _ReadRules(_Bookkeeping):
             # while it changes, and the old value's bytes leave the store first.
             self._hits.pop(uri, stored_partition)
             if state.value is not None:
-                objects.discard_object(uri)
+                objects.discard_object(uri)  # (still the URI's record: see `UriRecords`)
+            else:
+                self._uris.leaving(uri)  # the store keeps it now (or hands it back)
             flags = (HINTLESS if reply.hintless else 0) | (PUSHED if pushed else 0)
-            state.hold(cached, now + ttl, self._windows.setdefault(ttl, ttl), flags)
+            window = self._windows.setdefault(ttl, ttl)
+            received, burst_window, expires_at = self._burst  # (see `_burst`)
+            if burst_window != window or not 0.0 <= now - received < _SAME_FETCH:
+                expires_at = now + window
+                self._burst = (now, window, expires_at)
+            state.hold(cached, expires_at, window, flags)
             state.add_partition(stored_partition)
             objects.put_object(uri, state)
             if stored_partition in state.partitions:  # not evicted at once by the bounds

@@ -6,7 +6,7 @@ within its bounds. An entry the store evicts is simply a miss (invariant 7).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -89,11 +89,22 @@ class ObjectStore(Store, Protocol):
 
     With one, the engine stores a URI's record itself under the bare URI as the entry
     of its default partition (`UriRecord`), rather than an `Entry` under a key tuple:
-    one object per cached URI. Its eviction listener then also receives such keys.
+    one object per cached URI, found by the engine in `held` (the store's own dict
+    holds the records of URIs that hold such an entry). So the engine claims the store
+    (`claim`): one engine per store, told what each eviction dropped.
     """
 
     keeps_objects: bool
     """True: entries are kept as given, keys may be any hashable (see the class)."""
+
+    held: Mapping[Any, Any]
+    """What it holds now, by key; reading it does not touch the use order."""
+
+    def claim(self, owner: object, listener: Callable[[Any, Any], None]) -> None:
+        """Serve ``owner`` alone (a second owner is refused with a `ConfigurationError`
+        that says what to do), and call ``listener(key, held)`` for every entry it
+        drops on its own, in place of the `set_eviction_listener` listener."""
+        ...
 
     def get_object(self, key: Any) -> Any:
         """What was put under ``key`` (touching it, as `get` does), or ``None``."""

@@ -11,17 +11,33 @@ from a dropped record never matches the one made after it.
 With a store that keeps objects in process (`ObjectStore`, the default `MemoryStore`),
 the record *is* also the stored entry of the URI for the engine's default partition and
 that entry's time-bounded hit row: one object per cached URI, stored under the bare URI.
-Its entry fields (`value` ... `flags`) are empty while it holds no such entry.
+Its entry fields (`value` ... `flags`) are empty while it holds no such entry. The
+store's dict is then also where the engine finds it (`UriRecords`): the records of
+URIs that hold no such entry are kept apart, so a cached URI has one table slot for
+its record, not two. The engine claims the store (`ObjectStore.claim`): a second
+engine finding the first one's records under the same bare URIs would serve another
+server's text.
+
+A record is six slots (80 B): what is rare or small shares a slot with something else.
+Why it is invalid is four bits of `flags` (a small int with no read in flight); the
+failures per partition share a slot with the held entry's window (`_Failed`, made on
+the first failure and gone with the last); a URI held by one partition shares the
+tuple `(partition,)` with every record of that partition (`alone`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ._entries import Partition
-from ._model import ReadResult, Reason, ResourceContents
+from ._model import REASONS, ReadResult, Reason, ResourceContents
 
-_DEFAULT_ONLY: tuple[Partition, ...] = (None,)
+_ALONE: dict[Partition, tuple[Partition, ...]] = {}
+"""One shared ``(partition,)`` per partition, for records whose URI only that partition
+holds (most: a tuple per record was 48 B each for a cache with a ``principal``)."""
+_ALONE_MAX = 256
 _INF = float("inf")
 
 REMEMBERED_IDLE = 1024
@@ -39,8 +55,25 @@ CURRENT = 4
 SELECTED = 8
 """The agent relies on the URI (`UriRecord.selected`): kept whether or not an entry is."""
 _ENTRY_FLAGS = HINTLESS | PUSHED | CURRENT
-_READ = 16
-"""`UriRecord.reads_in_flight` is counted in the bits of `flags` from this one up."""
+_REASONS: tuple[Reason, ...] = ("not_cached", *(r for r in REASONS if r != "not_cached"))
+"""`UriRecord.invalid_reason` is the index in this of the bits `_WHY` of `flags`."""
+_WHY = 0xF0
+_WHY_BITS: dict[Reason, int] = {reason: n << 4 for n, reason in enumerate(_REASONS)}
+assert len(_REASONS) <= 16
+_READ = 256
+"""`UriRecord.reads_in_flight` is counted in the bits of `flags` from this one up: with
+no read in flight, ``flags`` stays below 256, an int CPython shares."""
+
+
+class _Failed:
+    """`UriRecord.problems` and the held entry's window, for the rare record with a
+    failure (the others keep only the window float)."""
+
+    __slots__ = ("problems", "ttl")
+
+    def __init__(self, ttl: float, problems: dict[Partition, tuple[int, ReadResult]]) -> None:
+        self.ttl = ttl
+        self.problems = problems
 
 
 def size_of(uri: str, contents: tuple[ResourceContents, ...]) -> int:
@@ -56,27 +89,45 @@ class UriRecord:
     """What the engine knows of one URI."""
 
     generation: int
-    invalid_reason: Reason = "not_cached"
-    """What status says when no entry is at `generation`: why it was invalidated, or
-    ``not_cached`` when nothing was read since (or the entry was evicted)."""
     partitions: tuple[Partition, ...] = ()
     """Partitions that hold an entry for this URI in the store (usually one)."""
-    problems: dict[Partition, tuple[int, ReadResult]] | None = None
-    """Latest failed outcome per partition, with the generation it happened at.
-    Made on first use: most URIs never fail (an empty dict costs ~200 bytes)."""
     # The entry held in the record itself (see the module docstring); `value` is None
     # when there is none. The same fields as `Entry`, so the record stands in for one.
     value: ReadResult | None = None
     expires_at: float = 0.0
-    ttl: float = 0.0
-    """The entry's freshness window, in seconds: ``received_at`` is derived from it (the
-    engine passes one shared float per distinct window, so a record keeps one clock
-    float, ``expires_at``, not two)."""
+    window: float | _Failed = 0.0
+    """The held entry's freshness window, in seconds (`ttl`), or, while a failure is
+    recorded, a `_Failed` holding it and the `problems` (one slot for both)."""
     flags: int = 0
-    """`SELECTED`, the held entry's `HINTLESS` | `PUSHED` | `CURRENT`, and the reads in
-    flight counted in units of `_READ` (a small int: no object, and one slot, per
-    record). The entry's scope is not kept: nothing asks a read entry for it once
-    stored (the partition says it)."""
+    """`SELECTED`, the held entry's `HINTLESS` | `PUSHED` | `CURRENT`, `invalid_reason`
+    (bits `_WHY`), and the reads in flight counted in units of `_READ` (a small int: no
+    object, and one slot, per record). The entry's scope is not kept: nothing asks a
+    read entry for it once stored (the partition says it)."""
+
+    @property
+    def invalid_reason(self) -> Reason:
+        """What status says when no entry is at `generation`: why it was invalidated,
+        or ``not_cached`` when nothing was read since (or the entry was evicted)."""
+        return _REASONS[(self.flags & _WHY) >> 4]
+
+    @invalid_reason.setter
+    def invalid_reason(self, reason: Reason) -> None:
+        self.flags = self.flags & ~_WHY | _WHY_BITS[reason]
+
+    @property
+    def ttl(self) -> float:
+        """The entry's freshness window, in seconds: ``received_at`` is derived from it
+        (the engine passes one shared float per distinct window, so a record keeps one
+        clock float, ``expires_at``, not two)."""
+        window = self.window
+        return window.ttl if isinstance(window, _Failed) else window
+
+    @property
+    def problems(self) -> dict[Partition, tuple[int, ReadResult]] | None:
+        """Latest failed outcome per partition, with the generation it happened at;
+        ``None`` when there is none (most URIs never fail)."""
+        window = self.window
+        return window.problems if window.__class__ is _Failed else None
 
     @property
     def reads_in_flight(self) -> int:
@@ -112,10 +163,20 @@ class UriRecord:
         `CURRENT`, else -1 (older; no generation is negative)."""
         return self.generation if self.flags & CURRENT else -1
 
-    def new_generation(self) -> None:
-        """The URI changed: a new generation, and the held entry (if any) is older."""
-        self.flags &= ~CURRENT
+    def new_generation(self, reason: Reason) -> None:
+        """The URI changed: a new generation, the held entry (if any) is older, and
+        ``reason`` is why (`invalid_reason`; one call for both, on every change)."""
+        self.flags = self.flags & ~(CURRENT | _WHY) | _WHY_BITS[reason]
         self.generation += 1
+
+    def answered(self, partition: Partition) -> None:
+        """A reply for ``partition`` landed at the current generation: its failure (if
+        any) is over, and what status says if the entry it makes is evicted is
+        ``not_cached`` (one call for both, on every reply)."""
+        self.flags &= ~_WHY
+        window = self.window
+        if window.__class__ is _Failed:
+            self.clear_problem(partition)
 
     @property
     def received_at(self) -> float:
@@ -138,72 +199,116 @@ class UriRecord:
         with a deadline sees the new one (it reads the value again after the deadline)."""
         self.expires_at = 0.0
         self.value = value
-        self.ttl = ttl
+        window = self.window
+        if window.__class__ is _Failed:
+            window.ttl = ttl
+        else:
+            self.window = ttl
         self.flags = (self.flags & ~_ENTRY_FLAGS) | flags | CURRENT
         self.expires_at = expires_at
 
     def let_go(self) -> None:
         """Hold no entry any more (dropped or evicted). The value goes first (see `hold`)."""
         self.value = None
-        self.expires_at = self.ttl = 0.0
+        self.expires_at = 0.0
+        window = self.window
+        if window.__class__ is _Failed:
+            window.ttl = 0.0
+        else:
+            self.window = 0.0
         self.flags &= ~_ENTRY_FLAGS
 
     @property
     def idle(self) -> bool:
         """Nothing depends on it: no entry, not selected, no read in flight."""
-        return self.flags & ~_ENTRY_FLAGS == 0 and not self.partitions  # no read, not selected
+        # no read, not selected
+        return self.flags & ~(_ENTRY_FLAGS | _WHY) == 0 and not self.partitions
 
     def problem(self, partition: Partition) -> tuple[int, ReadResult] | None:
-        return None if self.problems is None else self.problems.get(partition)
+        window = self.window
+        return window.problems.get(partition) if window.__class__ is _Failed else None
 
     def set_problem(self, partition: Partition, result: ReadResult) -> None:
-        if self.problems is None:
-            self.problems = {}
-        self.problems[partition] = (self.generation, result)
+        window = self.window
+        if not isinstance(window, _Failed):
+            window = self.window = _Failed(window, {})
+        window.problems[partition] = (self.generation, result)
 
     def clear_problem(self, partition: Partition) -> None:
-        if self.problems is not None:
-            self.problems.pop(partition, None)
+        window = self.window
+        if isinstance(window, _Failed):
+            window.problems.pop(partition, None)
+            if not window.problems:
+                self.window = window.ttl  # the failures are gone: the window alone
 
     def add_partition(self, partition: Partition) -> None:
         if partition not in self.partitions:
-            if not self.partitions and partition is None:
-                self.partitions = _DEFAULT_ONLY
-            else:
-                self.partitions = (*self.partitions, partition)
+            self.partitions = (*self.partitions, partition) if self.partitions else alone(partition)
 
     def drop_partition(self, partition: Partition) -> None:
         if partition in self.partitions:
-            self.partitions = tuple(p for p in self.partitions if p != partition)
+            left = tuple(p for p in self.partitions if p != partition)
+            self.partitions = alone(left[0]) if len(left) == 1 else left
+
+
+def alone(partition: Partition) -> tuple[Partition, ...]:
+    """The shared ``(partition,)`` (see `_ALONE`; it starts over past `_ALONE_MAX`)."""
+    single = _ALONE.get(partition)
+    if single is None:
+        if len(_ALONE) >= _ALONE_MAX:
+            _ALONE.clear()
+        single = _ALONE[partition] = (partition,)
+    return single
 
 
 class UriRecords:
     """The records of one engine. A record made for a URI starts its generations above
     every generation a dropped record had (`dropped_above`), so a URI's generation never
-    restarts while a reply or a snapshot mark taken from its earlier record is about."""
+    restarts while a reply or a snapshot mark taken from its earlier record is about.
 
-    def __init__(self) -> None:
+    With an `ObjectStore`, a record that holds its URI's entry is kept in the store's
+    own dict (``stored``: the store's `held`, in use order) and not here: one table slot
+    per cached URI, not two. The engine moves a record here when it lets its entry go
+    (`returned`) and out when the store takes it (`leaving`).
+    """
+
+    def __init__(self, stored: Mapping[Any, Any] | None = None) -> None:
         self._records: dict[str, UriRecord] = {}
+        """Records of URIs that hold no entry in ``stored``."""
+        self._stored: Mapping[Any, Any] = stored if stored is not None else {}
+        """The store's entries: under a bare URI, its record (see the class)."""
         self.dropped_above = 0
         """No dropped record had a generation above this (the start of a new record)."""
         self._remembered: dict[str, None] = {}
         """Idle records kept for what `status` says of them, oldest first (bounded)."""
 
     def __len__(self) -> int:
-        return len(self._records)
+        stored = sum(1 for key in self._stored if key.__class__ is str)
+        return len(self._records) + stored
 
     def __contains__(self, uri: object) -> bool:
-        return uri in self._records
+        return uri in self._stored or uri in self._records
 
     def get(self, uri: str) -> UriRecord | None:
-        return self._records.get(uri)
+        record: UriRecord | None = self._stored.get(uri)
+        return record if record is not None else self._records.get(uri)
 
     def of(self, uri: str) -> UriRecord:
         """``uri``'s record, made (above every dropped generation) if there is none."""
-        record = self._records.get(uri)
+        record: UriRecord | None = self._stored.get(uri)
         if record is None:
-            record = self._records[uri] = UriRecord(self.dropped_above + 1)
+            record = self._records.get(uri)
+            if record is None:
+                record = self._records[uri] = UriRecord(self.dropped_above + 1)
         return record
+
+    def leaving(self, uri: str) -> None:
+        """``uri``'s record is about to be put in the store (as its URI's entry)."""
+        self._records.pop(uri, None)
+
+    def returned(self, uri: str, record: UriRecord) -> None:
+        """``record`` left the store (its entry dropped or evicted): kept here again."""
+        self._records[uri] = record
 
     def _drop(self, uri: str, record: UriRecord) -> None:
         del self._records[uri]

@@ -24,11 +24,16 @@ It is an `ObjectStore`: it keeps what it is given as is, under any hashable key,
 the engine stores a URI's record itself under the bare URI (one object per cached
 URI, no key tuple, no separate `Entry`); such an entry's ``size`` is recomputed from
 it when it leaves, so it must not change while stored (the engine discards first).
+
+A store serves one cache: the engine that keeps its records in it claims it (`claim`),
+and a second engine is refused (`ConfigurationError`). Two caches sharing one store
+found each other's records under the same bare URI (of another server), and the store
+reports what it drops to one listener.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from .._core import Entry, EntryKey
@@ -58,6 +63,25 @@ class MemoryStore:
         """What a batch evicts down to, once a bound is passed."""
         self._bytes = 0
         self._on_evict: Callable[[Any], None] | None = None
+        self._owner: object | None = None
+        """The engine that claimed the store (`claim`), if any."""
+        self._on_evict_held: Callable[[Any, Any], None] | None = None
+        """The owner's listener, told what was held too (in place of `_on_evict`)."""
+        self.held: Mapping[Any, Any] = self._entries
+        """What it holds now, by key (read only; reading it does not touch the use
+        order): the owner finds its records here without a call."""
+
+    def claim(self, owner: object, listener: Callable[[Any, Any], None]) -> None:
+        """Be ``owner``'s store alone, and call ``listener(key, held)`` for every entry
+        it drops on its own (in place of the `set_eviction_listener` listener)."""
+        if self._owner is not None and self._owner is not owner:
+            raise ConfigurationError(
+                "this MemoryStore already keeps another cache's entries (a MemoryStore "
+                "serves one cache: its entries are kept under the bare URI, and it tells "
+                "one cache what it evicts); give each FreshCache its own MemoryStore"
+            )
+        self._owner = owner
+        self._on_evict_held = listener
 
     def get(self, key: EntryKey) -> Entry | None:
         return self.get_object(key)  # type: ignore[no-any-return]
@@ -83,8 +107,7 @@ class MemoryStore:
         size = entry.size
         if size > self.max_bytes:
             # Larger than the whole store: keeping it would evict everything else.
-            if self._on_evict is not None:
-                self._on_evict(key)
+            self._evicted(key, entry)
             return
         entries[key] = entry
         self._bytes += size
@@ -118,8 +141,13 @@ class MemoryStore:
             if gone is None:
                 continue  # a listener took it out meanwhile: not an eviction
             self._bytes -= gone.size  # (before the listener lets the entry go)
-            if self._on_evict is not None:
-                self._on_evict(key)
+            self._evicted(key, gone)
+
+    def _evicted(self, key: Hashable, gone: Any) -> None:
+        if self._on_evict_held is not None:
+            self._on_evict_held(key, gone)
+        elif self._on_evict is not None:
+            self._on_evict(key)
 
     def discard_object(self, key: Hashable) -> None:
         old = self._entries.pop(key, None)
