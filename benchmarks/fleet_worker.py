@@ -39,6 +39,7 @@ async def main(mcp_url: str, uri: str, valkey: str) -> None:
                     say(cpu=time.process_time())
                 if line.strip() == "profile" and PROFILE is not None:
                     PROFILE.dump_stats(f"{os.environ['FLEET_WORKER_PROFILE']}.{os.getpid()}")
+                    PROFILE.enable()  # dump_stats stops it: a later dump still counts
                     say(profiled=True)
                 if line.strip() == "hits":
                     await cache.read(uri)

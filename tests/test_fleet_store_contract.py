@@ -179,6 +179,23 @@ async def test_the_union_counts_only_registered_live_selections(redis: Any) -> N
     assert await store.union(now + 2000) == frozenset()  # w1's registration lapsed
 
 
+async def test_a_registry_tick_registers_and_reads_the_holder_and_union_at_once(
+    redis: Any,
+) -> None:
+    store = shared(redis)
+    now = 1_000_000
+    assert await store.tick("w1", frozenset({URI}), 1000, now, union=False) == (None, None)
+    assert await store.take_lease("w2:t", 1000)
+    holder, union = await store.tick("w2", frozenset({OTHER}), 1000, now, union=True)
+    assert holder == "w2:t" and union == {URI, OTHER}  # w1's tick registered it
+    # Registered as `register` does: the union sees it, it lapses as it does.
+    assert await store.union(now) == {URI, OTHER}
+    assert await store.tick("w1", frozenset({URI}), 1000, now + 1500, union=True) == (
+        "w2:t",
+        {URI},
+    )
+
+
 async def test_namespaces_do_not_see_each_others_entries(redis: Any) -> None:
     a, b = shared(redis, "tenant-a"), shared(redis, "tenant-b")
     fence = await peek(a, "w1")

@@ -585,6 +585,26 @@ class SharedStore:
             pipe.zremrangebyscore(self.workers_key, "-inf", now_ms)
             await pipe.execute()
 
+    async def tick(
+        self, worker: str, uris: frozenset[str], px: int, now_ms: int, *, union: bool
+    ) -> tuple[str | None, frozenset[str] | None]:
+        """A worker's registry tick in one round trip (two with ``union``): `register`,
+        the lease holder (`lease_holder`) and, for a listener, the live workers for the
+        `union` of their selections. At rest every round trip is a few wake-ups of the
+        worker's event loop: one pipeline instead of two to four commands."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(self.selection_key(worker), json.dumps(sorted(uris)), px=px)
+            pipe.zadd(self.workers_key, {worker: now_ms + px})
+            pipe.zremrangebyscore(self.workers_key, "-inf", now_ms)
+            pipe.get(self.lease_key)
+            if union:
+                pipe.zrangebyscore(self.workers_key, now_ms, "+inf")
+            answers = await pipe.execute()
+        holder = None if answers[3] is None else str(answers[3])
+        if not union:
+            return holder, None
+        return holder, await self._selections(answers[4])
+
     async def unregister(self, worker: str) -> None:
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.delete(self.selection_key(worker))
@@ -593,7 +613,11 @@ class SharedStore:
 
     async def union(self, now_ms: int) -> frozenset[str]:
         """The union of every live worker's selection."""
-        workers = await self.redis.zrangebyscore(self.workers_key, now_ms, "+inf")
+        return await self._selections(
+            await self.redis.zrangebyscore(self.workers_key, now_ms, "+inf")
+        )
+
+    async def _selections(self, workers: list[Any]) -> frozenset[str]:
         if not workers:
             return frozenset()
         raws = await self.redis.mget([self.selection_key(str(w)) for w in workers])
