@@ -245,7 +245,69 @@ class Peeked:
     moved slot): nothing stored before is current."""
 
 
-class SharedStore:
+class Registry:
+    """The workers' registry, `SharedStore`'s base: each worker's selection (with an
+    expiry) and the set of live workers, their union, and the registry tick."""
+
+    redis: Redis
+    prefix: str
+    workers_key: str
+    lease_key: str
+
+    def selection_key(self, worker: str) -> str:
+        return f"{self.prefix}:sel:{worker}"
+
+    async def register(self, worker: str, uris: frozenset[str], px: int, now_ms: int) -> None:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(self.selection_key(worker), json.dumps(sorted(uris)), px=px)
+            pipe.zadd(self.workers_key, {worker: now_ms + px})
+            pipe.zremrangebyscore(self.workers_key, "-inf", now_ms)
+            await pipe.execute()
+
+    async def tick(
+        self, worker: str, uris: frozenset[str], px: int, now_ms: int, *, union: bool
+    ) -> tuple[str | None, frozenset[str] | None]:
+        """A worker's registry tick in one round trip (two with ``union``): `register`,
+        the lease holder (`lease_holder`) and, for a listener, the live workers for the
+        `union` of their selections. At rest every round trip is a few wake-ups of the
+        worker's event loop: one pipeline instead of two to four commands."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(self.selection_key(worker), json.dumps(sorted(uris)), px=px)
+            pipe.zadd(self.workers_key, {worker: now_ms + px})
+            pipe.zremrangebyscore(self.workers_key, "-inf", now_ms)
+            pipe.get(self.lease_key)
+            if union:
+                pipe.zrangebyscore(self.workers_key, now_ms, "+inf")
+            answers = await pipe.execute()
+        holder = None if answers[3] is None else str(answers[3])
+        if not union:
+            return holder, None
+        return holder, await self._selections(answers[4])
+
+    async def unregister(self, worker: str) -> None:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(self.selection_key(worker))
+            pipe.zrem(self.workers_key, worker)
+            await pipe.execute()
+
+    async def union(self, now_ms: int) -> frozenset[str]:
+        """The union of every live worker's selection."""
+        return await self._selections(
+            await self.redis.zrangebyscore(self.workers_key, now_ms, "+inf")
+        )
+
+    async def _selections(self, workers: list[Any]) -> frozenset[str]:
+        if not workers:
+            return frozenset()
+        raws = await self.redis.mget([self.selection_key(str(w)) for w in workers])
+        uris: set[str] = set()
+        for raw in raws:
+            if raw is not None:
+                uris.update(json.loads(raw))
+        return frozenset(uris)
+
+
+class SharedStore(Registry):
     """The keys and scripts of one server's share of the fleet."""
 
     def __init__(
@@ -326,9 +388,6 @@ class SharedStore:
     def _list(self, name: str) -> str:
         """A list's keys (``tools``, ``prompts``, ``resources``): apart from every URI's."""
         return f"{self.prefix}:l:{name}"
-
-    def selection_key(self, worker: str) -> str:
-        return f"{self.prefix}:sel:{worker}"
 
     # ------------------------------------------------------------------ entries
 
@@ -613,54 +672,3 @@ class SharedStore:
 
     async def sequence(self) -> int:
         return int(await self.redis.get(self.seq_key) or 0)
-
-    # ------------------------------------------------------------------ selections
-
-    async def register(self, worker: str, uris: frozenset[str], px: int, now_ms: int) -> None:
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(self.selection_key(worker), json.dumps(sorted(uris)), px=px)
-            pipe.zadd(self.workers_key, {worker: now_ms + px})
-            pipe.zremrangebyscore(self.workers_key, "-inf", now_ms)
-            await pipe.execute()
-
-    async def tick(
-        self, worker: str, uris: frozenset[str], px: int, now_ms: int, *, union: bool
-    ) -> tuple[str | None, frozenset[str] | None]:
-        """A worker's registry tick in one round trip (two with ``union``): `register`,
-        the lease holder (`lease_holder`) and, for a listener, the live workers for the
-        `union` of their selections. At rest every round trip is a few wake-ups of the
-        worker's event loop: one pipeline instead of two to four commands."""
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(self.selection_key(worker), json.dumps(sorted(uris)), px=px)
-            pipe.zadd(self.workers_key, {worker: now_ms + px})
-            pipe.zremrangebyscore(self.workers_key, "-inf", now_ms)
-            pipe.get(self.lease_key)
-            if union:
-                pipe.zrangebyscore(self.workers_key, now_ms, "+inf")
-            answers = await pipe.execute()
-        holder = None if answers[3] is None else str(answers[3])
-        if not union:
-            return holder, None
-        return holder, await self._selections(answers[4])
-
-    async def unregister(self, worker: str) -> None:
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(self.selection_key(worker))
-            pipe.zrem(self.workers_key, worker)
-            await pipe.execute()
-
-    async def union(self, now_ms: int) -> frozenset[str]:
-        """The union of every live worker's selection."""
-        return await self._selections(
-            await self.redis.zrangebyscore(self.workers_key, now_ms, "+inf")
-        )
-
-    async def _selections(self, workers: list[Any]) -> frozenset[str]:
-        if not workers:
-            return frozenset()
-        raws = await self.redis.mget([self.selection_key(str(w)) for w in workers])
-        uris: set[str] = set()
-        for raw in raws:
-            if raw is not None:
-                uris.update(json.loads(raw))
-        return frozenset(uris)
