@@ -420,6 +420,50 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
 """
 
 
+RELAY = """
+import asyncio, json, sys
+import httpx
+import redis.asyncio as redis
+
+LISTEN = "subscriptions/listen"
+VERSION = "2026-07-28"
+
+async def main(mcp_url, valkey_url, channel, uri):
+    client = redis.from_url(valkey_url)
+    await client.ping()  # a warm connection before the first sample
+    meta = {"io.modelcontextprotocol/protocolVersion": VERSION,
+            "io.modelcontextprotocol/clientInfo": {"name": "sse-floor", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": {}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": LISTEN,
+            "params": {"notifications": {"resourceSubscriptions": [uri]}, "_meta": meta}}
+    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": VERSION,
+               "mcp-method": LISTEN}
+    relayed = 0
+    async with httpx.AsyncClient(timeout=None, trust_env=False) as http:
+        async with http.stream("POST", mcp_url, json=body, headers=headers) as response:
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                message = json.loads(line[5:])
+                if message.get("method") == "notifications/resources/updated":
+                    relayed += 1
+                    await client.publish(channel, f"r{relayed}")
+                elif relayed == 0:
+                    print("ready", flush=True)  # the listen's acknowledgment
+
+asyncio.run(main(*sys.argv[1:5]))
+"""
+"""The server -> client floor's relay: a plain SSE client of the MCP server's
+``subscriptions/listen`` (httpx, no MCP library) that answers each
+``notifications/resources/updated`` with one raw ``PUBLISH`` to the floor's subscribers.
+What a fleet's listener cannot avoid (the server's notification, its SSE frame read, one
+publish), with nothing of freshcache's."""
+
+FLOOR_URI = "bench://sse-floor"
+"""The relay's own resource: the fleet's workers select ``bench://doc`` only, so its
+notifications reach the relay and no fleet listener (the server filters by URI)."""
+
+
 def p50_p99(seconds: list[float]) -> tuple[float, float]:
     """Median and nearest-rank p99 (of 1,000 samples: the 990th), in milliseconds."""
     ordered = sorted(seconds)
@@ -457,6 +501,7 @@ class RawSubscribers:
         self.client = redis.Redis.from_url(valkey_url)
         self.client.ping()  # a warm connection before the first sample
         self.sent = 0
+        self.relays = 0
 
     def _pump(self, n: int, proc: Any) -> None:
         for line in proc.stdout:
@@ -468,6 +513,24 @@ class RawSubscribers:
         tag = str(self.sent)
         sent = time.time()
         self.client.publish(self.channel, tag)
+        got: dict[int, float] = {}
+        while len(got) < len(self.procs):
+            n, line = self.lines.get(timeout=30)
+            seen, at = line.split()
+            if seen == tag:
+                got[n] = float(at)
+        return max(got.values()) - sent
+
+    def relayed(self, sdk: Any, http: Any) -> float:
+        """``resources/updated`` on the MCP server (its control endpoint sets `FLOOR_URI`
+        and notifies, as the fleet's end-to-end sample does) -> received by every
+        subscriber process through the plain SSE relay (`RELAY`), in seconds."""
+        self.relays += 1
+        tag = f"r{self.relays}"
+        sent = time.time()
+        http.post(
+            sdk.control_url, json={"op": "set", "uri": FLOOR_URI, "text": tag, "notify": True}
+        ).raise_for_status()
         got: dict[int, float] = {}
         while len(got) < len(self.procs):
             n, line = self.lines.get(timeout=30)
@@ -575,27 +638,47 @@ def cpu_seconds(pid: int) -> float:
 
 def fleet_rows(workers: int, samples: int, rounds: int) -> dict[str, Any]:
     """The raw Valkey pub/sub floor and the fleet on one Valkey: both populations of
-    processes alive throughout, the three kinds of sample interleaved in blocks of 50
+    processes alive throughout, the four kinds of sample interleaved in blocks of 50
     (a busy spell weighs on all of them), ``samples`` of each over ``rounds`` rounds;
     every round's p99 ratio is kept, to show the spread on a shared machine. Also the
     CPU each group of processes used per sample of each kind (``cpu_ms_per_sample``):
-    where the time goes when 10+ processes share 2 cores."""
+    where the time goes when 10+ processes share 2 cores.
+
+    The kinds: ``floor``, a raw publish -> the plain subscriber processes; ``sse_floor``,
+    the same server's ``resources/updated`` read by a plain SSE client (`RELAY`) that
+    publishes it raw to the same subscribers (the floor of the end-to-end row: the
+    server -> client hop it cannot avoid, nothing of freshcache's); ``end_to_end``, the
+    server's ``resources/updated`` -> every fleet worker not fresh; ``channel``, an
+    invalidation on the fleet channel -> every worker not fresh."""
+    import subprocess
+
     from tests.valkey_support import Valkey
 
     valkey = Valkey()
     valkey.start()
     floor_subs: RawSubscribers | None = None
     crew: FleetCrew | None = None
+    relay: subprocess.Popen[str] | None = None
     try:
         floor_subs = RawSubscribers(valkey.url, workers)
         crew = FleetCrew(valkey.url, workers)
+        relay = subprocess.Popen(
+            [sys.executable, "-c", RELAY, crew.sdk.url, valkey.url, floor_subs.channel, FLOOR_URI],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert relay.stdout is not None
+        if relay.stdout.readline().strip() != "ready":
+            raise RuntimeError("the SSE floor's relay did not start")
         kinds: dict[str, Callable[[], float]] = {
             "floor": floor_subs.sample,
+            "sse_floor": lambda: floor_subs.relayed(crew.sdk, crew.trigger.client),
             "end_to_end": crew.end_to_end,
             "channel": crew.channel,
         }
         groups = {
             "floor_subscribers": [p.pid for p in floor_subs.procs],
+            "sse_relay": [relay.pid],
             "fleet_workers": [w.proc.pid for w in crew.crew],
             "valkey": [valkey.process.pid] if valkey.process is not None else [],
             "mcp_server": [crew.sdk.process.pid],
@@ -618,6 +701,9 @@ def fleet_rows(workers: int, samples: int, rounds: int) -> dict[str, Any]:
                     for g, pids in groups.items():
                         cpu[kind][g] += sum(map(cpu_seconds, pids)) - used[g]
     finally:
+        if relay is not None:
+            relay.kill()
+            relay.wait()
         if crew is not None:
             crew.close()
         if floor_subs is not None:
@@ -631,6 +717,11 @@ def fleet_rows(workers: int, samples: int, rounds: int) -> dict[str, Any]:
         for k, v in taken.items()
         if k != "floor"
     }
+    # The end-to-end row against the floor that has the same server -> client hop.
+    spread["end_to_end_vs_sse_floor_p99_ratio_by_round"] = [
+        round(p50_p99(one)[1] / p50_p99(taken["sse_floor"][i])[1], 2)
+        for i, one in enumerate(taken["end_to_end"])
+    ]
     return {
         "floor_p50_ms": pooled["floor"][0],
         "floor_p99_ms": pooled["floor"][1],
@@ -638,6 +729,8 @@ def fleet_rows(workers: int, samples: int, rounds: int) -> dict[str, Any]:
         "fleet_p99_ms": pooled["end_to_end"][1],
         "channel_p50_ms": pooled["channel"][0],
         "channel_p99_ms": pooled["channel"][1],
+        "sse_floor_p50_ms": pooled["sse_floor"][0],
+        "sse_floor_p99_ms": pooled["sse_floor"][1],
         "samples": sum(len(one) for one in taken["end_to_end"]),
         "rounds": rounds,
         **spread,
@@ -808,6 +901,20 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
             if which == "p99":
                 key = "end_to_end" if name == "fleet" else "channel"
                 rows[-1]["p99_ratio_by_round"] = fleet[f"{key}_p99_ratio_by_round"]
+        # Beside them, not instead: the end-to-end row against the floor that has the
+        # same server -> client hop (a plain SSE client publishing raw).
+        rows.append(
+            row(
+                f"fleet updated -> {args.workers} workers not fresh, p99, vs the SSE floor",
+                "server updated -> plain SSE client -> raw pub/sub",
+                fleet["sse_floor_p99_ms"],
+                "fleet=",
+                fleet["fleet_p99_ms"],
+                "ms",
+            )
+        )
+        rows[-1]["samples"] = fleet["samples"]
+        rows[-1]["p99_ratio_by_round"] = fleet["end_to_end_vs_sse_floor_p99_ratio_by_round"]
     # This VM's speed varies (an awaited dict took 101 ns on the machine issue 25 was
     # filed on, 376 ns here): every cost also in awaited dicts of the same run.
     for r in rows:

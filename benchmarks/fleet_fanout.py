@@ -4,9 +4,10 @@ beside the raw Valkey pub/sub floor measured in the same run (`costs.fleet_rows`
     python benchmarks/fleet_fanout.py [--workers 8] [--samples 1000] [--rounds 5]
                                       [--label before|after] [--json PATH]
 
-Prints the pooled median / p99 of the three kinds of sample (the floor, the fleet end
-to end, the fleet channel hop alone), each round's p99 ratio (the spread on a shared
-machine), the CPU each group of processes used per sample of each kind and the load
+Prints the pooled median / p99 of the four kinds of sample (the raw floor, the SSE
+floor: the same server's notification through a plain SSE client that publishes it raw,
+the fleet end to end, the fleet channel hop alone), each round's p99 ratio (the spread on
+a shared machine; the end-to-end row also against the SSE floor), the CPU each group of processes used per sample of each kind and the load
 average before and after; writes them to
 ``benchmarks/results/fleet_fanout.json`` under ``--label`` (other labels are kept).
 """
@@ -40,12 +41,19 @@ def main() -> None:
     rows = fleet_rows(args.workers, args.samples, args.rounds)
     load = {"before": before, "after": [round(x, 2) for x in os.getloadavg()]}
     print(f"{machine()}; {args.workers} workers; load average {load}")
-    for kind, name in (("floor", "raw pub/sub floor"), ("fleet", "fleet end to end"),
-                       ("channel", "fleet channel hop")):  # fmt: skip
+    for kind, name in (("floor", "raw pub/sub floor"), ("sse_floor", "SSE floor"),
+                       ("fleet", "fleet end to end"), ("channel", "fleet channel hop")):  # fmt: skip
         p50, p99 = rows[f"{kind}_p50_ms"], rows[f"{kind}_p99_ms"]
         ratio = "" if kind == "floor" else f"  p99 {p99 / rows['floor_p99_ms']:.2f}x the floor"
+        if kind == "fleet":
+            ratio += f", {p99 / rows['sse_floor_p99_ms']:.2f}x the SSE floor"
         print(f"{name:<20} p50 {p50:6.2f} ms  p99 {p99:6.2f} ms{ratio}")
-    for key in ("end_to_end_p99_ratio_by_round", "channel_p99_ratio_by_round"):
+    for key in (
+        "end_to_end_p99_ratio_by_round",
+        "channel_p99_ratio_by_round",
+        "sse_floor_p99_ratio_by_round",
+        "end_to_end_vs_sse_floor_p99_ratio_by_round",
+    ):
         print(f"{key}: {rows[key]}")
     print("CPU ms per sample, by group of processes (where the time goes on 2 cores):")
     for kind, used in rows["cpu_ms_per_sample"].items():

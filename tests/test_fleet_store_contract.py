@@ -78,6 +78,25 @@ async def test_a_fill_read_before_an_invalidation_is_fenced_off(redis: Any) -> N
     assert 0 < (got.reply.ttl_ms or 0) <= 60_000  # the store's own expiry
 
 
+async def test_a_fill_releases_its_fillers_lock_written_or_fenced_off(redis: Any) -> None:
+    store = shared(redis)
+    fence = await peek(store, "w1")
+    assert fence.locked and await store.lock_held(URI, None, fence)
+    # Another worker's name releases nothing; the filler's goes with its fill.
+    assert await store.fill(URI, None, fence, reply("a"), public=False, expiry_ms=60_000, release="w2")
+    assert await store.lock_held(URI, None, fence)
+    await store.invalidate([URI], "w3", "updated", 0)
+    fresh = await peek(store, "w1")
+    assert fresh.locked
+    assert await store.fill(URI, None, fresh, reply("b"), public=False, expiry_ms=60_000, release="w1")
+    assert not await store.lock_held(URI, None, fresh)
+    # Fenced off (a change while it read): nothing written, the lock released all the same.
+    after = await peek(store, "w1")
+    await store.invalidate([URI], "w3", "updated", 0)
+    assert not await store.fill(URI, None, after, reply("c"), public=False, expiry_ms=60_000, release="w1")
+    assert not await store.lock_held(URI, None, after)
+
+
 async def test_private_entries_never_cross_partitions(redis: Any) -> None:
     store = shared(redis)
     fence = await peek(store, "w1", partition="alice")
@@ -177,6 +196,23 @@ async def test_the_union_counts_only_registered_live_selections(redis: Any) -> N
     await store.unregister("w2")
     assert await store.union(now) == {URI}
     assert await store.union(now + 2000) == frozenset()  # w1's registration lapsed
+
+
+async def test_a_registry_tick_registers_and_reads_the_holder_and_union_at_once(
+    redis: Any,
+) -> None:
+    store = shared(redis)
+    now = 1_000_000
+    assert await store.tick("w1", frozenset({URI}), 1000, now, union=False) == (None, None)
+    assert await store.take_lease("w2:t", 1000)
+    holder, union = await store.tick("w2", frozenset({OTHER}), 1000, now, union=True)
+    assert holder == "w2:t" and union == {URI, OTHER}  # w1's tick registered it
+    # Registered as `register` does: the union sees it, it lapses as it does.
+    assert await store.union(now) == {URI, OTHER}
+    assert await store.tick("w1", frozenset({URI}), 1000, now + 1500, union=True) == (
+        "w2:t",
+        {URI},
+    )
 
 
 async def test_namespaces_do_not_see_each_others_entries(redis: Any) -> None:

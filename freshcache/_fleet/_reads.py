@@ -243,19 +243,22 @@ class SharedReads:
         try:
             with anyio.fail_after(worker.config.op_timeout):
                 expiry = self._expiry_ms(reply, bound)
-                if expiry is not None and isinstance(reply, ReadReply):
-                    public = reply.cache_scope == "public" and bound.share_public
-                    if await worker.shared.fill(
-                        uri, partition, fence, reply, public=public, expiry_ms=expiry
-                    ):
-                        worker.counters.fills += 1
-                        self.filled[uri] = fence.generation
-                        if len(self.filled) > 4096:
-                            del self.filled[next(iter(self.filled))]
-                    else:
-                        worker.counters.fenced_writes += 1
-                        worker.telemetry.fenced_off(uri, fence.generation)
-                await worker.shared.unlock(uri, partition, fence, worker.id)
+                if expiry is None or not isinstance(reply, ReadReply):
+                    await worker.shared.unlock(uri, partition, fence, worker.id)
+                    return reply
+                public = reply.cache_scope == "public" and bound.share_public
+                # The lock goes in the fill's own script, written or fenced off.
+                if await worker.shared.fill(
+                    uri, partition, fence, reply, public=public, expiry_ms=expiry,
+                    release=worker.id,
+                ):  # fmt: skip
+                    worker.counters.fills += 1
+                    self.filled[uri] = fence.generation
+                    if len(self.filled) > 4096:
+                        del self.filled[next(iter(self.filled))]
+                else:
+                    worker.counters.fenced_writes += 1
+                    worker.telemetry.fenced_off(uri, fence.generation)
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:

@@ -81,7 +81,11 @@ end
 return {epoch, gen, false, 0, got, 0, denied, started}
 """
 
+# KEYS: epoch, generation, entry, entry set, the fill lock; ARGV: epoch, generation,
+# entry, expiry (ms), the lock's holder to release it for ('' keeps it). Written or
+# fenced off, the filler's lock goes in the same step (one round trip, not two).
 FILL = """
+if ARGV[5] ~= '' and redis.call('GET', KEYS[5]) == ARGV[5] then redis.call('DEL', KEYS[5]) end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if (redis.call('GET', KEYS[2]) or '0') ~= ARGV[2] then return 0 end
 redis.call('SET', KEYS[3], ARGV[1] .. ':' .. ARGV[2] .. '|' .. ARGV[3], 'PX', ARGV[4])
@@ -176,6 +180,9 @@ return 0
 
 _GENERATION_TTL_MS = 24 * 3600 * 1000
 
+_NAMES_KEPT = 4096
+"""URIs (and partitions) whose keyed key names a `SharedStore` keeps computed."""
+
 LIST_CHANGED = "list_changed"
 """The channel message kind of a list's change; its ``u`` names the list."""
 
@@ -238,7 +245,69 @@ class Peeked:
     moved slot): nothing stored before is current."""
 
 
-class SharedStore:
+class Registry:
+    """The workers' registry, `SharedStore`'s base: each worker's selection (with an
+    expiry) and the set of live workers, their union, and the registry tick."""
+
+    redis: Redis
+    prefix: str
+    workers_key: str
+    lease_key: str
+
+    def selection_key(self, worker: str) -> str:
+        return f"{self.prefix}:sel:{worker}"
+
+    async def register(self, worker: str, uris: frozenset[str], px: int, now_ms: int) -> None:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(self.selection_key(worker), json.dumps(sorted(uris)), px=px)
+            pipe.zadd(self.workers_key, {worker: now_ms + px})
+            pipe.zremrangebyscore(self.workers_key, "-inf", now_ms)
+            await pipe.execute()
+
+    async def tick(
+        self, worker: str, uris: frozenset[str], px: int, now_ms: int, *, union: bool
+    ) -> tuple[str | None, frozenset[str] | None]:
+        """A worker's registry tick in one round trip (two with ``union``): `register`,
+        the lease holder (`lease_holder`) and, for a listener, the live workers for the
+        `union` of their selections. At rest every round trip is a few wake-ups of the
+        worker's event loop: one pipeline instead of two to four commands."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.set(self.selection_key(worker), json.dumps(sorted(uris)), px=px)
+            pipe.zadd(self.workers_key, {worker: now_ms + px})
+            pipe.zremrangebyscore(self.workers_key, "-inf", now_ms)
+            pipe.get(self.lease_key)
+            if union:
+                pipe.zrangebyscore(self.workers_key, now_ms, "+inf")
+            answers = await pipe.execute()
+        holder = None if answers[3] is None else str(answers[3])
+        if not union:
+            return holder, None
+        return holder, await self._selections(answers[4])
+
+    async def unregister(self, worker: str) -> None:
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(self.selection_key(worker))
+            pipe.zrem(self.workers_key, worker)
+            await pipe.execute()
+
+    async def union(self, now_ms: int) -> frozenset[str]:
+        """The union of every live worker's selection."""
+        return await self._selections(
+            await self.redis.zrangebyscore(self.workers_key, now_ms, "+inf")
+        )
+
+    async def _selections(self, workers: list[Any]) -> frozenset[str]:
+        if not workers:
+            return frozenset()
+        raws = await self.redis.mget([self.selection_key(str(w)) for w in workers])
+        uris: set[str] = set()
+        for raw in raws:
+            if raw is not None:
+                uris.update(json.loads(raw))
+        return frozenset(uris)
+
+
+class SharedStore(Registry):
     """The keys and scripts of one server's share of the fleet."""
 
     def __init__(
@@ -259,6 +328,8 @@ class SharedStore:
         self._key = key if key is not None else hashlib.sha256(namespace.encode()).digest()
         self._server_id = server_id
         self._names = name_key(self._key)
+        self._bases: dict[str, str] = {}
+        self._tags: dict[Partition, str] = {}
         # One hash tag per MCP server: all its keys share one cluster slot (the scripts
         # touch several of them at once), and a server's keys spread over a cluster.
         self.prefix = f"{namespace}:{{{_digest('s', server_id, key=self._names)}}}"
@@ -286,10 +357,22 @@ class SharedStore:
 
     def tag(self, partition: Partition) -> str:
         """``partition``'s part of key names (and of denial announcements): keyed."""
-        return partition_tag(partition, self._names)
+        tag = self._tags.get(partition)
+        if tag is None:
+            tag = self._tags[partition] = partition_tag(partition, self._names)
+            if len(self._tags) > _NAMES_KEPT:
+                del self._tags[next(iter(self._tags))]
+        return tag
 
     def _uri(self, uri: str) -> str:
-        return f"{self.prefix}:u:{_digest('u', uri, key=self._names)}"
+        """``uri``'s key base. Its HMAC is kept (a few per `PEEK` otherwise: every
+        worker takes one per change), oldest first out past `_NAMES_KEPT`."""
+        base = self._bases.get(uri)
+        if base is None:
+            base = self._bases[uri] = f"{self.prefix}:u:{_digest('u', uri, key=self._names)}"
+            if len(self._bases) > _NAMES_KEPT:
+                del self._bases[next(iter(self._bases))]
+        return base
 
     def entry_key(self, uri: str, partition: str) -> str:
         return f"{self._uri(uri)}:e:{partition}"
@@ -305,9 +388,6 @@ class SharedStore:
     def _list(self, name: str) -> str:
         """A list's keys (``tools``, ``prompts``, ``resources``): apart from every URI's."""
         return f"{self.prefix}:l:{name}"
-
-    def selection_key(self, worker: str) -> str:
-        return f"{self.prefix}:sel:{worker}"
 
     # ------------------------------------------------------------------ entries
 
@@ -404,8 +484,10 @@ class SharedStore:
         *,
         public: bool,
         expiry_ms: int,
+        release: str = "",
     ) -> bool:
-        """Store ``reply`` if the fence still holds; ``False``: fenced off."""
+        """Store ``reply`` if the fence still holds; ``False``: fenced off. ``release``:
+        the worker whose fill lock of this fence goes too, written or not (`unlock`)."""
         where = "public" if public else self.tag(partition)
         entry = {
             "epoch": fence.epoch,
@@ -420,18 +502,26 @@ class SharedStore:
         base = self._uri(uri)
         key = self.entry_key(uri, where)
         written = await self._fill(
-            keys=[self.epoch_key, f"{base}:g", key, f"{base}:entries"],
-            args=[fence.epoch, fence.generation, json.dumps(entry), expiry_ms],
+            keys=[
+                self.epoch_key,
+                f"{base}:g",
+                key,
+                f"{base}:entries",
+                self._lock(uri, partition, fence),
+            ],
+            args=[fence.epoch, fence.generation, json.dumps(entry), expiry_ms, release],
         )
         return bool(written)
 
+    def _lock(self, uri: str, partition: Partition, fence: Peeked) -> str:
+        """The fill lock of (uri, partition) under ``fence`` (as `PEEK` names it)."""
+        return f"{self._uri(uri)}:lock:{self.tag(partition)}:{fence.epoch}:{fence.generation}"
+
     async def unlock(self, uri: str, partition: Partition, fence: Peeked, worker: str) -> None:
-        key = f"{self._uri(uri)}:lock:{self.tag(partition)}:{fence.epoch}:{fence.generation}"
-        await self._release(keys=[key], args=[worker])
+        await self._release(keys=[self._lock(uri, partition, fence)], args=[worker])
 
     async def lock_held(self, uri: str, partition: Partition, fence: Peeked) -> bool:
-        key = f"{self._uri(uri)}:lock:{self.tag(partition)}:{fence.epoch}:{fence.generation}"
-        return bool(await self.redis.exists(key))
+        return bool(await self.redis.exists(self._lock(uri, partition, fence)))
 
     async def invalidate(self, uris: list[str], origin: str, kind: str, sent_at_ms: int) -> None:
         """Bump, delete and publish for every URI of ``uris``, in one script."""
@@ -510,16 +600,23 @@ class SharedStore:
             "bind": self.binding(kind, "catalog", "public", fence.epoch, fence.generation),
         }
         written = await self._fill(
-            keys=[self.epoch_key, f"{base}:g", key, f"{base}:entries"],
-            args=[fence.epoch, fence.generation, json.dumps(entry), ttl_ms],
+            keys=[
+                self.epoch_key,
+                f"{base}:g",
+                key,
+                f"{base}:entries",
+                self._catalog_lock(kind, fence),
+            ],
+            args=[fence.epoch, fence.generation, json.dumps(entry), ttl_ms, ""],
         )
         return bool(written)
 
-    async def unlock_catalog(self, kind: str, fence: Peeked, worker: str) -> None:
+    def _catalog_lock(self, kind: str, fence: Peeked) -> str:
         base, _key = self._catalog(kind)
-        await self._release(
-            keys=[f"{base}:lock:{kind}:{fence.epoch}:{fence.generation}"], args=[worker]
-        )
+        return f"{base}:lock:{kind}:{fence.epoch}:{fence.generation}"
+
+    async def unlock_catalog(self, kind: str, fence: Peeked, worker: str) -> None:
+        await self._release(keys=[self._catalog_lock(kind, fence)], args=[worker])
 
     async def fence_lost(
         self, uris: list[str], origin: str, term: str, filled: dict[str, str], sent_at_ms: int
@@ -575,30 +672,3 @@ class SharedStore:
 
     async def sequence(self) -> int:
         return int(await self.redis.get(self.seq_key) or 0)
-
-    # ------------------------------------------------------------------ selections
-
-    async def register(self, worker: str, uris: frozenset[str], px: int, now_ms: int) -> None:
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(self.selection_key(worker), json.dumps(sorted(uris)), px=px)
-            pipe.zadd(self.workers_key, {worker: now_ms + px})
-            pipe.zremrangebyscore(self.workers_key, "-inf", now_ms)
-            await pipe.execute()
-
-    async def unregister(self, worker: str) -> None:
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(self.selection_key(worker))
-            pipe.zrem(self.workers_key, worker)
-            await pipe.execute()
-
-    async def union(self, now_ms: int) -> frozenset[str]:
-        """The union of every live worker's selection."""
-        workers = await self.redis.zrangebyscore(self.workers_key, now_ms, "+inf")
-        if not workers:
-            return frozenset()
-        raws = await self.redis.mget([self.selection_key(str(w)) for w in workers])
-        uris: set[str] = set()
-        for raw in raws:
-            if raw is not None:
-                uris.update(json.loads(raw))
-        return frozenset(uris)

@@ -215,14 +215,16 @@ class FleetWorker:
     async def _tick(self) -> None:
         px = int(self.config.selection_ttl * 1000)
         now_ms = int(time.time() * 1000)
-        await self.shared.register(self.id, self._selection(), px, now_ms)
-        holder = await self.shared.lease_holder()
+        bound = self.bound
+        # Only once live: a stream still opening already asked for the union it saw.
+        live = bool(
+            self.lease.leading is not None and bound is not None and self.lease.leading_uris
+        )
+        holder, others = await self.shared.tick(self.id, self._selection(), px, now_ms, union=live)
         self.lease.saw_holder(holder)
         self.followers.notify("tick", holder)
-        bound = self.bound
-        if self.lease.leading is not None and bound is not None and self.lease.leading_uris:
-            # Only once live: a stream still opening already asked for the union it saw.
-            union = await self.shared.union(now_ms) | self._selection()
+        if others is not None and bound is not None and self.lease.leading is not None:
+            union = others | self._selection()
             if not union <= self.lease.leading_uris:
                 bound.want_stream(union)
 
