@@ -150,6 +150,7 @@ class FreshCache(CatalogMethods, ToolCalls):
             max_background=max_concurrent_reads,
             on_settled=self._settled,
         )
+        self._streams.reread = self._flights.schedule
         if self._fleet is not None:  # fleet hook
             self._fleet.bind(self.engine, self._carry_out, self._streams.want)
         self._relister = Relister(
@@ -427,7 +428,8 @@ class FreshCache(CatalogMethods, ToolCalls):
         return self._streams.supervisor.retry_at
 
     def _invalidated(self, event: Invalidation) -> None:
-        self.telemetry.invalidated(event, self._clock())
+        if self.telemetry.live():  # (else the clock is not read either)
+            self.telemetry.invalidated(event, self._clock())
         if self._changes.active:
             self._changes.invalidated(event.uri)
         if self._fleet is not None:  # fleet hook: hints heard here go to every worker
