@@ -346,6 +346,11 @@ class ReferenceServer:
                 self._held_count -= 1
         return answer
 
+    def answer_now(self, uri: str, principal: str | None) -> ReadReply | RequestFailed | None:
+        """`read` for a server whose reads are not held: the answer at once (what `read`
+        returns without waiting); ``None`` while reads are held (await `read`)."""
+        return None if self._held is not None else self._answer(uri, principal)
+
     def _answer(self, uri: str, principal: str | None) -> ReadReply | RequestFailed:
         self.reads += 1
         self.read_log.append(uri)
