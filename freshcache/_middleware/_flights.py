@@ -152,7 +152,10 @@ class ReadFlights:
         flight: _Flight,
         cause: str,
         live: bool | None = None,
+        attempts: int | None = None,
     ) -> None:
+        """Read until a reply is judged (at most ``attempts`` times, by default the
+        policy's ``max_rereads``), then settle ``flight``."""
         result: ReadResult | None = None
         unjudged: ReadTicket | None = None
         gave_up = False
@@ -162,8 +165,10 @@ class ReadFlights:
         # meanwhile is seen by the next one).
         if live is None:
             live = self._telemetry.live()
+        if attempts is None:
+            attempts = engine.policy.max_rereads
         try:
-            for _ in range(engine.policy.max_rereads):
+            for _ in range(attempts):
                 ticket = unjudged = engine.begin_read(uri, partition)
                 flight.ticket = ticket
                 if live:
@@ -200,16 +205,20 @@ class ReadFlights:
                 self._engine.abandon_read(unjudged)
             if result is None:  # cancelled: leave nothing half-done behind
                 result = problem_result(uri, AWAITING_FRESH_SOURCE, "invalidated")
-            flight.result = result
-            if self._flights.get((uri, partition)) is flight:
-                del self._flights[(uri, partition)]
-            flight.finish()
-            if self._on_settled is not None:
-                self._on_settled(partition, result)
+            self._settle(uri, partition, flight, result)
             if gave_up and flight.reread_wanted is not None:
                 # The invalidation that overtook the last attempt asked for a re-read
                 # this flight can no longer give: queue it, or nothing would follow it.
                 self.schedule(uri, partition, flight.reread_wanted)
+
+    def _settle(self, uri: str, partition: Partition, flight: _Flight, result: ReadResult) -> None:
+        """Hand ``result`` to the flight's waiters and to `on_settled`; the flight ends."""
+        flight.result = result
+        if self._flights.get((uri, partition)) is flight:
+            del self._flights[(uri, partition)]
+        flight.finish()
+        if self._on_settled is not None:
+            self._on_settled(partition, result)
 
     def schedule(self, uri: str, partition: Partition, cause: str) -> None:
         """A background read the engine decided on: queued, and carried out in order
@@ -258,6 +267,8 @@ class ReadFlights:
                     # and a notification for a queued URI does not queue it twice.
                     await self._checkpoint()
                     live = self._telemetry.live()
+                    flights, engine = self._flights, self._engine
+                    read, on_settled = self._source.read_resource, self._on_settled
                     for _ in range(REREAD_BATCH):
                         if not queued:
                             break
@@ -267,12 +278,48 @@ class ReadFlights:
                         else:
                             key, cause = queued.popitem(last=False)
                         first = None
-                        flying = self._flights.get(key)
+                        flying = flights.get(key)
                         if flying is not None:  # a caller's own read is under way
                             flying.reread_wanted = cause
                             continue
-                        flight = self._flights[key] = _Flight(background=True)
-                        await self._fly(key[0], key[1], flight, cause, live)
+                        flight = flights[key] = _Flight(background=True)
+                        if live:
+                            await self._fly(key[0], key[1], flight, cause, live)
+                            continue
+                        # Nothing records: `_fly`'s first attempt, in this coroutine (any
+                        # further one, after an invalidation overtook it, is `_fly`'s).
+                        uri, partition = key
+                        ticket = engine.begin_read(uri, partition)
+                        flight.ticket = ticket
+                        judging = False
+                        try:
+                            try:
+                                reply = await read(uri, partition)
+                            except Exception as exc:  # not a cancellation
+                                reply = self._read_failed(uri, flight, exc)
+                            if reply.hints:
+                                self._feed_hints(reply.hints)
+                            judging = True
+                            result = engine.finish_read(ticket, reply)
+                        except BaseException:
+                            if not judging:  # cancelled mid-read: never judged
+                                engine.abandon_read(ticket)
+                            invalidated = problem_result(uri, AWAITING_FRESH_SOURCE, "invalidated")
+                            self._settle(uri, partition, flight, invalidated)
+                            raise
+                        if result is None:  # overtaken: `_fly` goes on with its attempts
+                            attempts = engine.policy.max_rereads - 1
+                            await self._fly(uri, partition, flight, "superseded", False, attempts)
+                            continue
+                        # `_settle`, in place:
+                        flight.result = result
+                        if flights.get(key) is flight:
+                            del flights[key]
+                        flight.finished = True  # (`_Flight.finish`)
+                        if flight._done is not None:
+                            flight._done.set()
+                        if on_settled is not None:
+                            on_settled(partition, result)
                 if self._telemetry.live():
                     return  # traced: a task per burst, each in its decision's context
                 wake = anyio.Event()
