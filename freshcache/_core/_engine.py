@@ -1029,12 +1029,20 @@ class _Rereads(_Judgements):
             self._drop_entry(uri, PUBLIC, state)
         hits = self.hits
         hits.pop(uri, None)  # no row while the record changes
-        if state.value is not None:
-            objects.discard_object(uri)
-        state.hold(cached, now + ttl, ttl, 0)
-        if partition not in state.partitions:
-            state.add_partition(partition)
-        objects.put_object(uri, state)
+        held = state.value
+        if held is not None and held.contents is reply.contents and partition in state.partitions:
+            # The very contents it holds (a source that hands out an unchanged reply
+            # again): the same size, so the store only notes the use, as the discard
+            # and put below would (no bound can be passed by it).
+            state.hold(cached, now + ttl, ttl, 0)
+            objects.get_object(uri)
+        else:
+            if held is not None:
+                objects.discard_object(uri)  # (its size is counted from the old value)
+            state.hold(cached, now + ttl, ttl, 0)
+            if partition not in state.partitions:
+                state.add_partition(partition)
+            objects.put_object(uri, state)
         if partition in state.partitions:  # not evicted at once by the bounds (`_index`)
             covered = self._subs.covers(uri)
             if state.flags & SELECTED:
@@ -1093,7 +1101,10 @@ class FreshnessEngine(_Rereads):
             event.__class__ is ResourceUpdated
             and event.contents is None
             and self.quick
-            and not self._subs.parents_asked_for(event.uri)
+            and (
+                len(event.uri) <= self._subs._shortest  # (no parent: no call)
+                or not self._subs.parents_asked_for(event.uri)
+            )
         ):
             return self._updated(event.uri, event.subscription_id)
         match event:
