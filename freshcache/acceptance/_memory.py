@@ -22,6 +22,7 @@ from .._core import (
     Partition,
     ReadReply,
     RequestFailed,
+    ResourceUpdated,
     StreamClosed,
     StreamEvent,
     StreamLost,
@@ -153,6 +154,9 @@ class InMemorySource:
                         except (anyio.WouldBlock, anyio.EndOfStream):
                             break
                     for push in pushes:
+                        if push[0] == "updated":  # most pushes (`push_event`'s reading)
+                            yield ResourceUpdated(str(push[1]), sid)
+                            continue
                         event = push_event(sid, push)
                         yield event
                         if isinstance(event, StreamClosed | StreamLost):
