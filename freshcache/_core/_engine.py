@@ -107,7 +107,7 @@ from ._events import (
     StreamLost,
     UntrustedMessage,
 )
-from ._heard import ChangesHeard
+from ._heard import MAX_REMEMBERED, ChangesHeard
 from ._hits import HitTable, HitTables
 from ._lists import LIST, ListPages, ListTicket
 from ._model import (
@@ -946,10 +946,19 @@ class _Rereads(_Judgements):
         most one read decided."""
         counters = self.counters
         counters.notifications += 1
-        trusted = self._subs.trusted(subscription_id)
-        if not trusted:  # (`_trusted`)
+        # (`_trusted`: `Coverage.trusted`, read in place)
+        sub = None if subscription_id is None else self._subs._subs.get(subscription_id)
+        trusted = sub is not None and sub.acknowledged
+        if not trusted:
             counters.untrusted_messages += 1
-        self.heard.note(uri)
+        heard = self.heard  # (`ChangesHeard.note`, in place)
+        heard.count += 1
+        heard._cleared.discard(uri)
+        if not heard.everything:
+            if len(heard._changed) < MAX_REMEMBERED:
+                heard._changed.add(uri)
+            else:
+                heard.note_everything()  # bounded: fail closed rather than grow
         state = self._uris.get(uri)
         if state is None:
             return []
@@ -1044,7 +1053,7 @@ class _Rereads(_Judgements):
                 state.add_partition(partition)
             objects.put_object(uri, state)
         if partition in state.partitions:  # not evicted at once by the bounds (`_index`)
-            covered = self._subs.covers(uri)
+            covered = uri in self._subs._covered  # (`Coverage.covers`, read in place)
             if state.flags & SELECTED:
                 if covered:
                     hits[uri] = cached if policy.subscription_backed else state
@@ -1054,7 +1063,7 @@ class _Rereads(_Judgements):
                 hits[uri] = state
         if state.flags & ~_ENTRY_FLAGS == 0 and not state.partitions:  # (`UriRecord.idle`)
             self._uris.forget_if_idle(uri, state, keep_a_while=True)
-        if self._denials:
+        if self._denials._denied:  # (`Denials.__len__`, read in place)
             self._denials.cleared(uri, partition)  # its own read succeeded
         return handed
 
