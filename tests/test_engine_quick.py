@@ -118,7 +118,7 @@ def row_of(row: Any) -> Any:
 def held(engine: FreshnessEngine) -> dict[str, Any]:
     """Everything the two engines must agree on after a step."""
     records = {}
-    for uri in URIS:
+    for uri in URIS:  # (`_uris.get` touches no entry)
         record = engine._uris.get(uri)
         if record is not None:
             records[uri] = (
@@ -133,6 +133,7 @@ def held(engine: FreshnessEngine) -> dict[str, Any]:
             )
     store = engine._store
     assert isinstance(store, MemoryStore)
+    in_use_order = list(store._entries)  # before the statuses below touch every entry
     return {
         "status": {(u, p): result_of(engine.status(u, p)) for u in URIS for p in PARTITIONS},
         "lookup": {(u, p): result_of(engine.lookup(u, p)) for u in URIS for p in PARTITIONS},
@@ -143,7 +144,7 @@ def held(engine: FreshnessEngine) -> dict[str, Any]:
         "records": records,
         "counters": engine.counters.as_dict(),
         "invalidations": engine._invalidations,
-        "store": (store.entry_count, store.bytes_held, list(store._entries)),
+        "store": (store.entry_count, store.bytes_held, in_use_order),
         "heard": (
             engine.heard.count,
             engine.heard.everything,
@@ -210,6 +211,17 @@ def reply_for(
     [("reread", "u://a", None, "public", 10_000, "new"), ("reread", "u://a", None, "ok", 10_000, "same")]
     * 4,
     False, True, True, False, None, 10_000,
+)
+@example(
+    [
+        ("missed",),
+        ("reread", "u://a", None, "ok", 10_000, "same"),
+        ("reread", "u://b", None, "ok", 10_000, "same"),
+        ("reread", "u://a", None, "ok", 10_000, "same"),
+        ("notify", "u://a", "trusted"),
+        ("reread", "u://a", None, "ok", 10_000, "same"),
+    ],
+    False, False, False, False, None, 10_000,
 )
 def test_the_quick_path_does_what_the_general_rules_do(
     steps, subscription_backed, ttl_uncovered, share_public, pushed_bodies, principal, entries
