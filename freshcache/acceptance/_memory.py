@@ -30,6 +30,10 @@ from .._core import (
 from .._sources._source import PROTOCOL_VERSION, ServerInfo
 from ._reference import ReferenceServer, call_tool, push_event
 
+_PLAIN_READ = ReferenceServer.read
+"""`ReferenceServer.read` as defined there: a server that does not override it answers
+an unheld read at once (`ReferenceServer.answer_now`)."""
+
 _BATCH = 64
 """Messages one receive hands on at most (a transport's chunk)."""
 
@@ -98,8 +102,12 @@ class InMemorySource:
             await _yield_to_asyncio()
         else:  # another event loop (anyio's trio backend)
             await anyio.lowlevel.checkpoint()
-        answer = self.server.answer_now(uri, principal)
-        return answer if answer is not None else await self.server.read(uri, principal)
+        server = self.server
+        if type(server).read is _PLAIN_READ:  # (a subclass may see every read itself)
+            answer = server.answer_now(uri, principal)
+            if answer is not None:
+                return answer
+        return await server.read(uri, principal)
 
     async def list_resources(
         self, cursor: str | None, principal: Partition
