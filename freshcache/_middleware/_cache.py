@@ -148,7 +148,8 @@ class FreshCache(CatalogMethods, ToolCalls):
             telemetry=self.telemetry,
             feed_hints=self._feed_hints,
             max_background=max_concurrent_reads,
-            on_settled=self._settled,
+            changes=self._changes,
+            principal=principal,
         )
         self._streams.reread = self._flights.schedule
         if self._fleet is not None:  # fleet hook
@@ -357,10 +358,6 @@ class FreshCache(CatalogMethods, ToolCalls):
         """
         check_count("max_pending", max_pending)
         return self._changes.subscribe(max_pending)
-
-    def _settled(self, partition: Partition, result: ReadResult) -> None:
-        if self._changes.active and partition == self.principal:
-            self._changes.observe(result)
 
     # ------------------------------------------------------------------ lists
 

@@ -14,6 +14,7 @@ import logging
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import anyio
 import anyio.lowlevel
@@ -42,6 +43,14 @@ REREAD_BATCH = 64
 yields to the loop in its source anyway; the turn before a batch lets notifications
 already queued land first, and bounds how long a source that never yields holds the
 loop."""
+
+
+class Watchers(Protocol):
+    """Who is told of settled reads (`ChangeFeed`): only while ``active``."""
+
+    active: bool
+
+    def observe(self, result: ReadResult) -> None: ...
 
 
 @dataclass(slots=True)
@@ -85,15 +94,18 @@ class ReadFlights:
         telemetry: Telemetry,
         feed_hints: Callable[[tuple[StreamEvent, ...]], None],
         max_background: int,
-        on_settled: Callable[[Partition, ReadResult], None] | None = None,
+        changes: Watchers | None = None,
+        principal: Partition = None,
     ) -> None:
         self._source = source
         self._engine = engine
         self._telemetry = telemetry
         self._feed_hints = feed_hints
         self.max_background = max_background
-        self._on_settled = on_settled
-        """Told of every flight's result (`FreshCache.changes`)."""
+        self._changes = changes
+        self._principal = principal
+        """While anyone watches ``changes`` (`FreshCache.changes`), it is told of every
+        result of a flight of ``principal`` (the cache's default one)."""
         self.tg: TaskGroup | None = None
         self._flights: dict[tuple[str, Partition], _Flight] = {}
         self._queued: OrderedDict[tuple[str, Partition], str] = OrderedDict()
@@ -217,8 +229,9 @@ class ReadFlights:
         if self._flights.get((uri, partition)) is flight:
             del self._flights[(uri, partition)]
         flight.finish()
-        if self._on_settled is not None:
-            self._on_settled(partition, result)
+        changes = self._changes
+        if changes is not None and changes.active and partition == self._principal:
+            changes.observe(result)
 
     def schedule(self, uri: str, partition: Partition, cause: str) -> None:
         """A background read the engine decided on: queued, and carried out in order
@@ -268,7 +281,7 @@ class ReadFlights:
                     await self._checkpoint()
                     live = self._telemetry.live()
                     flights, engine = self._flights, self._engine
-                    read, on_settled = self._source.read_resource, self._on_settled
+                    read, changes = self._source.read_resource, self._changes
                     for _ in range(REREAD_BATCH):
                         if not queued:
                             break
@@ -318,8 +331,9 @@ class ReadFlights:
                         flight.finished = True  # (`_Flight.finish`)
                         if flight._done is not None:
                             flight._done.set()
-                        if on_settled is not None:
-                            on_settled(partition, result)
+                        watched = changes is not None and changes.active
+                        if watched and partition == self._principal:
+                            changes.observe(result)  # type: ignore[union-attr]
                 if self._telemetry.live():
                     return  # traced: a task per burst, each in its decision's context
                 wake = anyio.Event()
