@@ -107,7 +107,7 @@ from ._events import (
     StreamLost,
     UntrustedMessage,
 )
-from ._heard import ChangesHeard
+from ._heard import MAX_REMEMBERED, ChangesHeard
 from ._hits import HitTable, HitTables
 from ._lists import LIST, ListPages, ListTicket
 from ._model import (
@@ -120,11 +120,21 @@ from ._model import (
     Reason,
     ResourceContents,
     fresh_result,
+    fresh_results,
     problem_result,
     served_copy,
 )
 from ._policy import Policy
-from ._records import HINTLESS, PUSHED, UriRecord, UriRecords, size_of
+from ._records import (
+    _ENTRY_FLAGS,
+    _READ,
+    HINTLESS,
+    PUSHED,
+    SELECTED,
+    UriRecord,
+    UriRecords,
+    size_of,
+)
 from ._slots import filled_by_slots
 
 READ = "resources/read"
@@ -232,6 +242,9 @@ class _Bookkeeping:
         self._windows: dict[float, float] = {}
         """One float object per distinct freshness window held (`UriRecord.ttl`):
         servers send few distinct ``ttlMs``; cleared past `_WINDOWS` of them."""
+        self._ms_windows: dict[float | None, float] = {}
+        """``ttlMs`` -> its window (`Policy.ttl_seconds`, the float of `_windows`) for a
+        reply that is neither hintless nor multi-round-trip; cleared with `_windows`."""
         self._fetched_at = -_INF
         """The last reply's wall-clock reading, handed on to replies within
         `_SAME_FETCH` after it (`_fetched_at_now`)."""
@@ -483,7 +496,7 @@ class _ReadRules(_Bookkeeping):
     def begin_read(self, uri: str, partition: Partition) -> ReadTicket:
         """Note that a server read of ``uri`` is being sent now."""
         state = self._uris.of(uri)
-        state.reads_in_flight += 1
+        state.flags += _READ  # (`UriRecord.reads_in_flight` += 1)
         self.counters.server_reads += 1
         return ReadTicket(
             uri, partition, state.generation, self.heard.count, self._invalidations
@@ -590,6 +603,7 @@ class _ReadRules(_Bookkeeping):
             ttl = min(policy.hintless_ttl, policy.max_ttl)  # the caller's opt-in
         if len(self._windows) > _WINDOWS:
             self._windows.clear()
+            self._ms_windows.clear()
         for other in (partition, PUBLIC):
             if other != stored_partition and other in state.partitions:
                 self._drop_entry(uri, other, state)
@@ -935,7 +949,148 @@ class _Judgements(_ReadRules):
         return (uri, partition) in self._denials
 
 
-class FreshnessEngine(_Judgements):
+class _Rereads(_Judgements):
+    """The re-read path in fewer steps: a ``resources/updated`` of a URI with a record
+    (`_updated`) and a server's reply to a read of the default partition
+    (`finish_read`), each taken in one pass for the common case. They apply exactly
+    the rules above, and hand every other case to them before changing anything
+    (`tests/test_engine_quick.py` plays random steps through both and compares).
+    Set ``quick`` false on an engine to take the rules above only."""
+
+    quick = True
+
+    def _updated(self, uri: str, subscription_id: SubscriptionId | None) -> list[Decision]:
+        """`handle` of a ``resources/updated`` without a body that names no subscribed
+        parent of ``uri`` (the caller checked): one lookup, one generation bump, at
+        most one read decided."""
+        counters = self.counters
+        counters.notifications += 1
+        # (`_trusted`: `Coverage.trusted`, read in place)
+        sub = None if subscription_id is None else self._subs._subs.get(subscription_id)
+        trusted = sub is not None and sub.acknowledged
+        if not trusted:
+            counters.untrusted_messages += 1
+        heard = self.heard  # (`ChangesHeard.note`, in place)
+        heard.count += 1
+        heard._cleared.discard(uri)
+        if not heard.everything:
+            if len(heard._changed) < MAX_REMEMBERED:
+                heard._changed.add(uri)
+            else:
+                heard.note_everything()  # bounded: fail closed rather than grow
+        state = self._uris.get(uri)
+        if state is None:
+            return []
+        # `_invalidate`: the generation first (any read in flight is outdated now).
+        state.new_generation("invalidated")
+        for part in state.partitions:
+            if part == self.default_partition:
+                self.hits.pop(uri, None)
+            else:
+                self._hits.pop(uri, part)
+        self._invalidations += 1
+        counters.invalidations += 1
+        if self._on_invalidation is not None:
+            self._on_invalidation(
+                Invalidation(uri, "resources/updated", subscription_id, trusted)
+            )
+        if state.flags & SELECTED:
+            return [ReadResource(uri, self.default_partition, "resources/updated")]
+        return []
+
+    def finish_read(
+        self, ticket: ReadTicket, reply: ReadReply | RequestFailed
+    ) -> ReadResult | None:
+        """`_Judgements.finish_read`; in one pass for a reply from the server, at the
+        URI's current generation, to a read of the default partition that the store
+        keeps as the record itself (`_store_reply`), private or not shared, with no
+        round trips or hintless window to weigh, while the server is usable."""
+        uri = ticket.uri
+        state = self._uris.get(uri)
+        partition = ticket.partition
+        if (
+            reply.__class__ is not ReadReply
+            or state is None
+            or state.generation != ticket.generation
+            or not self.quick
+        ):
+            return super().finish_read(ticket, reply)
+        assert isinstance(reply, ReadReply)
+        objects = self._objects
+        policy = self.policy
+        if (
+            reply.from_server is not True
+            or reply.shared_copy
+            or reply.multi_round_trip
+            or reply.hintless
+            or objects is None
+            or partition != self.default_partition
+            or partition == PUBLIC
+            or self._unusable is not None
+            or (reply.cache_scope == "public" and policy.share_public)
+        ):
+            return super().finish_read(ticket, reply)
+        if state.flags >= _READ:  # (`UriRecord.reads_in_flight` -= 1)
+            state.flags -= _READ
+        heard = self.heard
+        if ticket.changes_heard == heard.count:  # (`ChangesHeard.proved` does nothing else)
+            heard.proved(uri, ticket.changes_heard)
+        now = self.clock()
+        wall = self.wall_clock()  # (`_fetched_at_now`)
+        fetched_at = self._fetched_at
+        if not 0.0 <= wall - fetched_at < _SAME_FETCH:
+            self._fetched_at = fetched_at = wall
+        cached, handed = fresh_results(uri, reply.contents, fetched_at)
+        state.answered(partition)  # no failure; "not_cached" if this entry is evicted
+        ttl_ms = reply.ttl_ms
+        ttl = self._ms_windows.get(ttl_ms)
+        if ttl is None:
+            if len(self._windows) > _WINDOWS:
+                self._windows.clear()
+                self._ms_windows.clear()
+            ttl = policy.ttl_seconds(ttl_ms)
+            ttl = self._ms_windows[ttl_ms] = self._windows.setdefault(ttl, ttl)
+        if PUBLIC in state.partitions:
+            self._drop_entry(uri, PUBLIC, state)
+        hits = self.hits
+        hits.pop(uri, None)  # no row while the record changes
+        received, burst_window, expires_at = self._burst  # (see `_burst`)
+        if burst_window != ttl or not 0.0 <= now - received < _SAME_FETCH:
+            expires_at = now + ttl
+            self._burst = (now, ttl, expires_at)
+        held = state.value
+        if held is not None and held.contents is reply.contents and partition in state.partitions:
+            # The very contents it holds (a source that hands out an unchanged reply
+            # again): the same size, so the store only notes the use, as the discard
+            # and put below would (no bound can be passed by it).
+            state.hold(cached, expires_at, ttl, 0)
+            objects.get_object(uri)
+        else:
+            if held is not None:
+                objects.discard_object(uri)  # (still the URI's record: see `UriRecords`)
+            else:
+                self._uris.leaving(uri)  # the store keeps it now (or hands it back)
+            state.hold(cached, expires_at, ttl, 0)
+            if partition not in state.partitions:
+                state.add_partition(partition)
+            objects.put_object(uri, state)
+        if partition in state.partitions:  # not evicted at once by the bounds (`_index`)
+            covered = uri in self._subs._covered  # (`Coverage.covers`, read in place)
+            if state.flags & SELECTED:
+                if covered:
+                    hits[uri] = cached if policy.subscription_backed else state
+                elif policy.uncovered != "read_before_use":
+                    hits[uri] = state
+            else:
+                hits[uri] = state
+        if state.flags & ~_ENTRY_FLAGS == 0 and not state.partitions:  # (`UriRecord.idle`)
+            self._uris.forget_if_idle(uri, state, keep_a_while=True)
+        if self._denials._denied:  # (`Denials.__len__`, read in place)
+            self._denials.cleared(uri, partition)  # its own read succeeded
+        return handed
+
+
+class FreshnessEngine(_Rereads):
     """Freshness bookkeeping for one server, many URIs and partitions."""
 
     # ------------------------------------------------------------------ selection
@@ -973,6 +1128,16 @@ class FreshnessEngine(_Judgements):
 
     def handle(self, event: StreamEvent) -> list[Decision]:
         """Feed one stream event; returns what the middleware must do next."""
+        if (
+            event.__class__ is ResourceUpdated
+            and event.contents is None
+            and self.quick
+            and (
+                len(event.uri) <= self._subs._shortest  # (no parent: no call)
+                or not self._subs.parents_asked_for(event.uri)
+            )
+        ):
+            return self._updated(event.uri, event.subscription_id)
         match event:
             case ListenStarted():
                 self.catalogs.dropped(event.subscription_id)

@@ -278,6 +278,31 @@ def fresh_result(
     return result
 
 
+def fresh_results(
+    uri: str, contents: tuple[ResourceContents, ...], fetched_at: float
+) -> tuple[ReadResult, ReadResult]:
+    """The two ``fresh`` results of one server reply, in one call: the one cached
+    (``server_read`` false: what a hit hands out) and the one handed to the read's own
+    callers (``server_read`` true). They share the joined text; each digests its version
+    on first use. The same fields as `fresh_result` twice (the re-read path)."""
+    text = contents[0].text if len(contents) == 1 else text_of(contents)
+    cached: ReadResult = _new_result(ReadResult)
+    handed: ReadResult = _new_result(ReadResult)
+    for result in (cached, handed):
+        _set_state(result, FRESH)
+        _set_uri(result, uri)
+        _set_reason(result, None)
+        _set_contents(result, contents)
+        _set_text(result, text)
+        _set_fetched_at(result, fetched_at)
+        _set_age(result, None)
+        _set_detail(result, None)
+        _set_remediation(result, None)
+    _set_server_read(cached, False)
+    _set_server_read(handed, True)
+    return cached, handed
+
+
 def served_copy(result: ReadResult, *, server_read: bool) -> ReadResult:
     """``result`` with another ``server_read`` (its version, once known, goes along)."""
     copy: ReadResult = _new_result(ReadResult)

@@ -148,8 +148,10 @@ class FreshCache(CatalogMethods, ToolCalls):
             telemetry=self.telemetry,
             feed_hints=self._feed_hints,
             max_background=max_concurrent_reads,
-            on_settled=self._settled,
+            changes=self._changes,
+            principal=principal,
         )
+        self._streams.reread = self._flights.schedule
         if self._fleet is not None:  # fleet hook
             self._fleet.bind(self.engine, self._carry_out, self._streams.want)
         self._relister = Relister(
@@ -357,10 +359,6 @@ class FreshCache(CatalogMethods, ToolCalls):
         check_count("max_pending", max_pending)
         return self._changes.subscribe(max_pending)
 
-    def _settled(self, partition: Partition, result: ReadResult) -> None:
-        if self._changes.active and partition == self.principal:
-            self._changes.observe(result)
-
     # ------------------------------------------------------------------ lists
 
     async def list_resources(
@@ -427,7 +425,8 @@ class FreshCache(CatalogMethods, ToolCalls):
         return self._streams.supervisor.retry_at
 
     def _invalidated(self, event: Invalidation) -> None:
-        self.telemetry.invalidated(event, self._clock())
+        if self.telemetry.live():  # (else the clock is not read either)
+            self.telemetry.invalidated(event, self._clock())
         if self._changes.active:
             self._changes.invalidated(event.uri)
         if self._fleet is not None:  # fleet hook: hints heard here go to every worker

@@ -14,6 +14,7 @@ import logging
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import anyio
 import anyio.lowlevel
@@ -42,6 +43,14 @@ REREAD_BATCH = 64
 yields to the loop in its source anyway; the turn before a batch lets notifications
 already queued land first, and bounds how long a source that never yields holds the
 loop."""
+
+
+class Watchers(Protocol):
+    """Who is told of settled reads (`ChangeFeed`): only while ``active``."""
+
+    active: bool
+
+    def observe(self, result: ReadResult) -> None: ...
 
 
 @dataclass(slots=True)
@@ -85,15 +94,18 @@ class ReadFlights:
         telemetry: Telemetry,
         feed_hints: Callable[[tuple[StreamEvent, ...]], None],
         max_background: int,
-        on_settled: Callable[[Partition, ReadResult], None] | None = None,
+        changes: Watchers | None = None,
+        principal: Partition = None,
     ) -> None:
         self._source = source
         self._engine = engine
         self._telemetry = telemetry
         self._feed_hints = feed_hints
         self.max_background = max_background
-        self._on_settled = on_settled
-        """Told of every flight's result (`FreshCache.changes`)."""
+        self._changes = changes
+        self._principal = principal
+        """While anyone watches ``changes`` (`FreshCache.changes`), it is told of every
+        result of a flight of ``principal`` (the cache's default one)."""
         self.tg: TaskGroup | None = None
         self._flights: dict[tuple[str, Partition], _Flight] = {}
         self._queued: OrderedDict[tuple[str, Partition], str] = OrderedDict()
@@ -152,7 +164,10 @@ class ReadFlights:
         flight: _Flight,
         cause: str,
         live: bool | None = None,
+        attempts: int | None = None,
     ) -> None:
+        """Read until a reply is judged (at most ``attempts`` times, by default the
+        policy's ``max_rereads``), then settle ``flight``."""
         result: ReadResult | None = None
         unjudged: ReadTicket | None = None
         gave_up = False
@@ -162,8 +177,10 @@ class ReadFlights:
         # meanwhile is seen by the next one).
         if live is None:
             live = self._telemetry.live()
+        if attempts is None:
+            attempts = engine.policy.max_rereads
         try:
-            for _ in range(engine.policy.max_rereads):
+            for _ in range(attempts):
                 ticket = unjudged = engine.begin_read(uri, partition)
                 flight.ticket = ticket
                 if live:
@@ -200,16 +217,21 @@ class ReadFlights:
                 self._engine.abandon_read(unjudged)
             if result is None:  # cancelled: leave nothing half-done behind
                 result = problem_result(uri, AWAITING_FRESH_SOURCE, "invalidated")
-            flight.result = result
-            if self._flights.get((uri, partition)) is flight:
-                del self._flights[(uri, partition)]
-            flight.finish()
-            if self._on_settled is not None:
-                self._on_settled(partition, result)
+            self._settle(uri, partition, flight, result)
             if gave_up and flight.reread_wanted is not None:
                 # The invalidation that overtook the last attempt asked for a re-read
                 # this flight can no longer give: queue it, or nothing would follow it.
                 self.schedule(uri, partition, flight.reread_wanted)
+
+    def _settle(self, uri: str, partition: Partition, flight: _Flight, result: ReadResult) -> None:
+        """Hand ``result`` to the flight's waiters and to `on_settled`; the flight ends."""
+        flight.result = result
+        if self._flights.get((uri, partition)) is flight:
+            del self._flights[(uri, partition)]
+        flight.finish()
+        changes = self._changes
+        if changes is not None and changes.active and partition == self._principal:
+            changes.observe(result)
 
     def schedule(self, uri: str, partition: Partition, cause: str) -> None:
         """A background read the engine decided on: queued, and carried out in order
@@ -258,6 +280,8 @@ class ReadFlights:
                     # and a notification for a queued URI does not queue it twice.
                     await self._checkpoint()
                     live = self._telemetry.live()
+                    flights, engine = self._flights, self._engine
+                    read, changes = self._source.read_resource, self._changes
                     for _ in range(REREAD_BATCH):
                         if not queued:
                             break
@@ -267,12 +291,49 @@ class ReadFlights:
                         else:
                             key, cause = queued.popitem(last=False)
                         first = None
-                        flying = self._flights.get(key)
+                        flying = flights.get(key)
                         if flying is not None:  # a caller's own read is under way
                             flying.reread_wanted = cause
                             continue
-                        flight = self._flights[key] = _Flight(background=True)
-                        await self._fly(key[0], key[1], flight, cause, live)
+                        flight = flights[key] = _Flight(background=True)
+                        if live:
+                            await self._fly(key[0], key[1], flight, cause, live)
+                            continue
+                        # Nothing records: `_fly`'s first attempt, in this coroutine (any
+                        # further one, after an invalidation overtook it, is `_fly`'s).
+                        uri, partition = key
+                        ticket = engine.begin_read(uri, partition)
+                        flight.ticket = ticket
+                        judging = False
+                        try:
+                            try:
+                                reply = await read(uri, partition)
+                            except Exception as exc:  # not a cancellation
+                                reply = self._read_failed(uri, flight, exc)
+                            if reply.hints:
+                                self._feed_hints(reply.hints)
+                            judging = True
+                            result = engine.finish_read(ticket, reply)
+                        except BaseException:
+                            if not judging:  # cancelled mid-read: never judged
+                                engine.abandon_read(ticket)
+                            invalidated = problem_result(uri, AWAITING_FRESH_SOURCE, "invalidated")
+                            self._settle(uri, partition, flight, invalidated)
+                            raise
+                        if result is None:  # overtaken: `_fly` goes on with its attempts
+                            attempts = engine.policy.max_rereads - 1
+                            await self._fly(uri, partition, flight, "superseded", False, attempts)
+                            continue
+                        # `_settle`, in place:
+                        flight.result = result
+                        if flights.get(key) is flight:
+                            del flights[key]
+                        flight.finished = True  # (`_Flight.finish`)
+                        if flight._done is not None:
+                            flight._done.set()
+                        watched = changes is not None and changes.active
+                        if watched and partition == self._principal:
+                            changes.observe(result)  # type: ignore[union-attr]
                 if self._telemetry.live():
                     return  # traced: a task per burst, each in its decision's context
                 wake = anyio.Event()

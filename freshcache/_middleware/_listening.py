@@ -26,6 +26,8 @@ from .._core import (
     ListenAcknowledged,
     ListenStarted,
     ListenUnsupported,
+    Partition,
+    ReadResource,
     ResourceListChanged,
     ResourceUpdated,
     StreamClosed,
@@ -85,6 +87,9 @@ class StreamDriver:
         self.supervisor = supervisor
         self._telemetry = telemetry
         self._carry_out = carry_out
+        self.reread: Callable[[str, Partition, str], None] | None = None
+        """Carries out a `ReadResource` decision (`ReadFlights.schedule`), as
+        ``carry_out`` would, one call sooner: a notification's one decision."""
         self.enabled = enabled
         self.driving = False
         """True once discovery is done and the supervisor is being obeyed."""
@@ -204,7 +209,15 @@ class StreamDriver:
     def _feed(self, stream: _Stream, event: StreamEvent) -> str | None:
         """Hand one event to the engine; the stream's outcome when the event ended it."""
         if event.__class__ is ResourceUpdated:  # most events: straight to the engine
-            self._carry_out(self.engine.handle(event))
+            decisions = self.engine.handle(event)
+            if decisions:
+                reread = self.reread
+                if reread is not None and len(decisions) == 1:
+                    read = decisions[0]
+                    if read.__class__ is ReadResource:  # (what `_carry_out` would do)
+                        reread(read.uri, read.partition, read.cause)
+                        return None
+                self._carry_out(decisions)
             return None
         span = stream.span
         outcome: str | None = None

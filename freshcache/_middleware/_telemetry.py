@@ -159,7 +159,16 @@ class Telemetry:
         A provider installed later is seen at the next call, as the API's proxies do.
         Debug logging of ``freshcache.telemetry`` counts as recording too.
         """
-        if not self._live and (
+        if self._live:
+            return True
+        if (
+            _GLOBALS_READABLE
+            and trace._TRACER_PROVIDER is None
+            and _metrics_api._METER_PROVIDER is None
+            and not log.isEnabledFor(logging.DEBUG)
+        ):
+            return False  # (what the three questions below answer, read at once)
+        if (
             _global_tracer_provider_set()
             or _global_meter_provider_set()
             or log.isEnabledFor(logging.DEBUG)  # `-vv`: the debug lines come from here
@@ -401,6 +410,12 @@ def _global_tracer_provider_set() -> bool:
 
 
 _ASK = object()
+
+_GLOBALS_READABLE = hasattr(trace, "_TRACER_PROVIDER") and hasattr(
+    _metrics_api, "_METER_PROVIDER"
+)
+"""Whether this API version keeps its global providers where `live` reads them first
+(both ``None``: nothing installed); else it asks the public calls only."""
 
 
 def _global_meter_provider_set() -> bool:

@@ -7,7 +7,8 @@ and how `freshcache acceptance` demonstrates the cache with no setup.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Mapping
+import types
+from collections.abc import AsyncGenerator, Generator, Mapping
 from typing import Any
 
 import anyio
@@ -21,6 +22,7 @@ from .._core import (
     Partition,
     ReadReply,
     RequestFailed,
+    ResourceUpdated,
     StreamClosed,
     StreamEvent,
     StreamLost,
@@ -28,22 +30,27 @@ from .._core import (
 from .._sources._source import PROTOCOL_VERSION, ServerInfo
 from ._reference import ReferenceServer, call_tool, push_event
 
+_PLAIN_READ = ReferenceServer.read
+"""`ReferenceServer.read` as defined there: a server that does not override it answers
+an unheld read at once (`ReferenceServer.answer_now`)."""
+
 _BATCH = 64
 """Messages one receive hands on at most (a transport's chunk)."""
 
 
-async def _round_trip() -> None:
-    """One turn of the event loop, as a request's round trip takes at least.
-
-    On asyncio that is ``asyncio.sleep(0)``, all `anyio.lowlevel.checkpoint` does
-    there after asking which event loop runs (a third of its cost, once per read).
-    """
+def _on_asyncio() -> bool:
     try:
         asyncio.get_running_loop()
-    except RuntimeError:  # another event loop (anyio's trio backend)
-        await anyio.lowlevel.checkpoint()
-    else:
-        await asyncio.sleep(0)
+    except RuntimeError:
+        return False
+    return True
+
+
+@types.coroutine
+def _yield_to_asyncio() -> Generator[None, None, None]:
+    """What ``asyncio.sleep(0)`` awaits (one bare yield: the task runs again on the
+    loop's next turn), without the coroutine around it."""
+    yield
 
 
 class InMemorySource:
@@ -55,6 +62,8 @@ class InMemorySource:
         self.server = server if server is not None else ReferenceServer()
         self._identity = identity
         self._embed_resources = False
+        self._asyncio: bool | None = None
+        """Whether reads run on asyncio (asked at the first read)."""
 
     def ask_pushed_bodies(self) -> bool:
         """Ask every listen from now on for pushed bodies (``embedResources``)."""
@@ -83,8 +92,22 @@ class InMemorySource:
         return None
 
     async def read_resource(self, uri: str, principal: Partition) -> ReadReply | RequestFailed:
-        await _round_trip()
-        return await self.server.read(uri, principal)
+        # One turn of the event loop, as a request's round trip takes at least. On
+        # asyncio that is the bare yield of ``asyncio.sleep(0)``, all
+        # `anyio.lowlevel.checkpoint` does there after asking which event loop runs
+        # (asked here once per source).
+        if self._asyncio is None:
+            self._asyncio = _on_asyncio()
+        if self._asyncio:
+            await _yield_to_asyncio()
+        else:  # another event loop (anyio's trio backend)
+            await anyio.lowlevel.checkpoint()
+        server = self.server
+        if type(server).read is _PLAIN_READ:  # (a subclass may see every read itself)
+            answer = server.answer_now(uri, principal)
+            if answer is not None:
+                return answer
+        return await server.read(uri, principal)
 
     async def list_resources(
         self, cursor: str | None, principal: Partition
@@ -139,6 +162,9 @@ class InMemorySource:
                         except (anyio.WouldBlock, anyio.EndOfStream):
                             break
                     for push in pushes:
+                        if push[0] == "updated":  # most pushes (`push_event`'s reading)
+                            yield ResourceUpdated(str(push[1]), sid)
+                            continue
                         event = push_event(sid, push)
                         yield event
                         if isinstance(event, StreamClosed | StreamLost):

@@ -346,6 +346,11 @@ class ReferenceServer:
                 self._held_count -= 1
         return answer
 
+    def answer_now(self, uri: str, principal: str | None) -> ReadReply | RequestFailed | None:
+        """`read` for a server whose reads are not held: the answer at once (what `read`
+        returns without waiting); ``None`` while reads are held (await `read`)."""
+        return None if self._held is not None else self._answer(uri, principal)
+
     def _answer(self, uri: str, principal: str | None) -> ReadReply | RequestFailed:
         self.reads += 1
         self.read_log.append(uri)
@@ -364,7 +369,8 @@ class ReferenceServer:
                 return RequestFailed(fault, f"injected fault: {fault}")
             case _:
                 pass  # none, or an answer-shape fault
-        if principal in self.denied_principals.get(uri, set()):
+        denied = self.denied_principals.get(uri)
+        if denied is not None and principal in denied:
             return RequestFailed(
                 "denied",
                 f"principal {principal!r} may not read {uri}",
@@ -535,8 +541,11 @@ class ReferenceServer:
             if raw or uri in sub.resource_uris:
                 if sub.embed and not raw and uri in self.resources and uri in sub.resource_uris:
                     self._push(sub, ("updated_body", (uri, body_of(self, uri))))
-                else:
-                    self._push(sub, ("updated", uri))
+                    continue
+                try:  # (`_push`, in place: a notification per URI of a burst)
+                    sub.send.send_nowait(("updated", uri))
+                except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    self.unsubscribe(sub.subscription_id)
 
     def notify_list_changed(self) -> None:
         """Publish ``resources/list_changed`` to subscribers that asked for it."""
