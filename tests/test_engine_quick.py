@@ -12,6 +12,7 @@ copies, failures, evictions by a small store, other partitions and a lost stream
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings
@@ -31,7 +32,11 @@ from freshcache._core import (
     ResourceUpdated,
     StreamLost,
 )
+from freshcache._core._engine import _WINDOWS
 from freshcache._middleware._store import MemoryStore
+
+LONG = os.environ.get("FRESHCACHE_LONG_PROPERTIES") == "1"
+"""The long run plays 3,000 examples (CI: 250, about 20 s on a loaded 2-core machine)."""
 
 URIS = ("u://a", "u://b", "u://a/x", "u://long/one", "u://")
 PARTITIONS = (None, "alice")
@@ -79,6 +84,7 @@ ops = st.one_of(
     st.tuples(st.just("ack"), st.sets(st.sampled_from(URIS))),
     st.tuples(st.just("lose")),
     st.tuples(st.just("missed")),
+    st.tuples(st.just("unusable")),
     st.tuples(st.just("tick"), st.sampled_from([0.0004, 0.5, 30.0])),
     st.tuples(st.just("select"), st.sets(st.sampled_from(URIS))),
 )
@@ -115,7 +121,7 @@ def row_of(row: Any) -> Any:
     return ("until", row.expires_at, result_of(row.value))
 
 
-def held(engine: FreshnessEngine) -> dict[str, Any]:
+def held(engine: FreshnessEngine, invalidations: list[Any]) -> dict[str, Any]:
     """Everything the two engines must agree on after a step."""
     records = {}
     for uri in URIS:  # (`_uris.get` touches no entry)
@@ -153,6 +159,12 @@ def held(engine: FreshnessEngine) -> dict[str, Any]:
         ),
         "denials": sorted(engine._denials._denied, key=str),
         "fetched_at": engine._fetched_at,
+        "tracked": engine.tracked_uris,
+        "records_apart": sorted(engine._uris._records),
+        "remembered": list(engine._uris._remembered),
+        "dropped_above": engine._uris.dropped_above,
+        "invalidation_events": list(invalidations),
+        "unusable": engine._unusable,
     }
 
 
@@ -185,7 +197,7 @@ def reply_for(
     return reply
 
 
-@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=3000 if LONG else 250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(ops, min_size=8, max_size=60),
     st.booleans(),
@@ -194,23 +206,25 @@ def reply_for(
     st.booleans(),
     st.sampled_from([None, "alice"]),
     st.sampled_from([2, 3, 10_000]),
+    # 350 and 700 bytes: a put that evicts the very record it stores (the bound).
+    st.sampled_from([64 * 1024 * 1024, 700, 350]),
 )
 # The cases a random search meets seldom: an own read ending a denial, a read ending a
 # failure at the same generation, a private read replacing the shared public copy.
 @example(
     [("reread", "u://a", None, "denied", None, "new"), ("reread", "u://a", None, "ok", 10_000, "new")]
     * 4,
-    False, False, False, False, None, 10_000,
+    False, False, False, False, None, 10_000, 64 * 1024 * 1024,
 )
 @example(
     [("reread", "u://b", "alice", "timeout", None, "new"), ("reread", "u://b", "alice", "ok", 0, "same")]
     * 4,
-    True, False, False, False, "alice", 3,
+    True, False, False, False, "alice", 3, 64 * 1024 * 1024,
 )
 @example(
     [("reread", "u://a", None, "public", 10_000, "new"), ("reread", "u://a", None, "ok", 10_000, "same")]
     * 4,
-    False, True, True, False, None, 10_000,
+    False, True, True, False, None, 10_000, 64 * 1024 * 1024,
 )
 @example(
     [
@@ -221,10 +235,11 @@ def reply_for(
         ("notify", "u://a", "trusted"),
         ("reread", "u://a", None, "ok", 10_000, "same"),
     ],
-    False, False, False, False, None, 10_000,
+    False, False, False, False, None, 10_000, 64 * 1024 * 1024,
 )
 def test_the_quick_path_does_what_the_general_rules_do(
-    steps, subscription_backed, ttl_uncovered, share_public, pushed_bodies, principal, entries
+    steps, subscription_backed, ttl_uncovered, share_public, pushed_bodies, principal, entries,
+    max_bytes,
 ):
     clock = Clock()
     policy = Policy(
@@ -235,14 +250,15 @@ def test_the_quick_path_does_what_the_general_rules_do(
         stale_on_error=("u://a*",),
     )
     engines = []
+    heard: list[list[Any]] = [[], []]  # each engine's `on_invalidation` events
     for quick in (True, False):
         engine = FreshnessEngine(
-            store=MemoryStore(max_entries=entries),
+            store=MemoryStore(max_entries=entries, max_bytes=max_bytes),
             policy=policy,
             default_partition=principal,
             clock=clock,
             wall_clock=clock,
-            on_invalidation=lambda event: None,
+            on_invalidation=heard[0 if quick else 1].append,
         )
         engine.quick = quick
         engines.append(engine)
@@ -290,6 +306,8 @@ def test_the_quick_path_does_what_the_general_rules_do(
                     answers.append(engine.handle(StreamLost(f"s{sub}")))
                 case ("missed",):
                     answers.append(engine.handle(ChangesMissed()))
+                case ("unusable",):
+                    answers.append(engine.server_unusable("gone"))
                 case ("tick", seconds):
                     if engine is general:
                         clock.now += seconds
@@ -305,7 +323,7 @@ def test_the_quick_path_does_what_the_general_rules_do(
                 sub += 1
         if answers:
             assert answers[0] == answers[1], op
-        assert held(quick_engine) == held(general), op
+        assert held(quick_engine, heard[0]) == held(general, heard[1]), op
 
 
 def test_the_quick_path_is_taken_for_a_plain_reread() -> None:
@@ -338,3 +356,17 @@ def test_the_quick_path_is_taken_for_a_plain_reread() -> None:
     finally:
         engine_module.fresh_results = quick_results  # type: ignore[assignment]
     assert calls == ["quick"]
+
+
+def test_the_ttl_ms_memo_stays_bounded() -> None:
+    """Many ``ttlMs`` map to one window (here: all over `Policy.max_ttl`), so the quick
+    path's ``ttlMs`` -> window memo is bounded on its own, not only with the windows
+    (invariant 10; it grew by a key per reply before)."""
+    engine = FreshnessEngine(store=MemoryStore(), policy=Policy(max_ttl=600.0))
+    for i in range(5_000):
+        ticket = engine.begin_read("u://a", None)
+        # a server whose ttlMs is the time left in its own hour: over max_ttl
+        reply = ReadReply((ResourceContents("u://a", text="x"),), ttl_ms=3_600_000 - i)
+        assert engine.finish_read(ticket, reply) is not None
+    assert len(engine._windows) == 1
+    assert len(engine._ms_windows) <= _WINDOWS + 1

@@ -1045,7 +1045,9 @@ class _Rereads(_Judgements):
         ttl_ms = reply.ttl_ms
         ttl = self._ms_windows.get(ttl_ms)
         if ttl is None:
-            if len(self._windows) > _WINDOWS:
+            # Bounded on its own too: many ``ttlMs`` map to one window (clamped at
+            # `Policy.max_ttl`, or at most 0), so `_windows` alone may never pass it.
+            if len(self._windows) > _WINDOWS or len(self._ms_windows) > _WINDOWS:
                 self._windows.clear()
                 self._ms_windows.clear()
             ttl = policy.ttl_seconds(ttl_ms)
