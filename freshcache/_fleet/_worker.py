@@ -223,7 +223,14 @@ class FleetWorker:
         holder, others = await self.shared.tick(self.id, self._selection(), px, now_ms, union=live)
         self.lease.saw_holder(holder)
         self.followers.notify("tick", holder)
-        if others is not None and bound is not None and self.lease.leading is not None:
+        # Checked again after the round trip, as before the pipeline: the lease may have
+        # moved and come back meanwhile, and a stream still opening asks for itself.
+        if (
+            others is not None
+            and bound is not None
+            and self.lease.leading is not None
+            and self.lease.leading_uris
+        ):
             union = others | self._selection()
             if not union <= self.lease.leading_uris:
                 bound.want_stream(union)
