@@ -203,7 +203,8 @@ async def test_n_workers_one_change_one_walk(valkey: Valkey, namespace: str) -> 
     async with workers(server, valkey.url, 4, namespace, policy=SHARED) as caches:
         for cache in caches:
             assert (await cache.tools()).state == FRESH
-        assert server.catalogs.lists["tools"] == 1  # one walk; three workers took it
+        counters = [c._fleet.counters for c in caches if c._fleet]
+        assert server.catalogs.lists["tools"] == 1, counters  # one walk; three took it
         takes = sum(c._fleet.counters.catalog_takes for c in caches if c._fleet)
         assert takes == 3
         before = server.catalogs.lists["tools"]
@@ -213,7 +214,8 @@ async def test_n_workers_one_change_one_walk(valkey: Valkey, namespace: str) -> 
         for cache in caches:
             tools = await cache.tools()
             assert tools.names[0] == "search-v2" and not tools.server_read
-        assert server.catalogs.lists["tools"] - before == 1
+        counters = [c._fleet.counters for c in caches if c._fleet]
+        assert server.catalogs.lists["tools"] - before == 1, counters
 
 
 async def test_a_private_catalog_is_never_shared(valkey: Valkey, namespace: str) -> None:

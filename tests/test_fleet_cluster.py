@@ -142,6 +142,27 @@ def test_the_wait_after_an_outage_outlasts_the_fleets_relisten_delay() -> None:
     assert FLEET_BACKOFF.cap <= RELISTEN_CAP
 
 
+async def test_the_channel_moves_its_shard_subscription_itself_not_redis_py(
+    client: Any,
+) -> None:
+    """redis-py 8's `ClusterPubSub` moved a shard subscription by itself after a slots
+    refresh (a background task), racing the worker's own reader and re-subscription:
+    under load an unclosed `StreamWriter`, a fourth subscriber on the new primary, or
+    a channel never back. The fleet's subscription leaves the move to the worker."""
+    from freshcache._fleet._cluster import ChannelSubscription
+
+    await client.initialize()  # the slots map, as a worker's first command loads it
+    subscription = ChannelSubscription(client, "moves:{x}:changes", sharded=True)
+    try:
+        await subscription.subscribe()
+        pubsub = subscription._pubsub
+        assert pubsub.shard_channels  # what redis-py would reconcile
+        await pubsub.on_slots_changed()  # what a slots refresh calls
+        assert not pubsub._reconcile_tasks
+    finally:
+        await subscription.aclose()
+
+
 async def test_the_store_scripts_run_through_the_cluster_client(client: Any) -> None:
     from freshcache._fleet._store import SharedStore
 

@@ -81,3 +81,29 @@ async def test_a_takeover_costs_one_server_read_fleet_wide(valkey) -> None:
         assert server.server_reads - before == 2
 
 
+
+
+async def test_a_takeover_seen_while_waiting_extends_the_proof_window_once() -> None:
+    """The wait to be covered again after a lost listener lasts about a lease; a new
+    listener taking the lease meanwhile still has to listen and be acknowledged, which
+    on a starved machine took past that lease (each worker then read the server). Seen
+    while the window is open, it extends it by a lease from then, once."""
+    from types import SimpleNamespace
+
+    import anyio
+
+    from freshcache._fleet._reads import SharedReads
+    from freshcache.fleet import Fleet
+
+    reads = SharedReads(SimpleNamespace(config=Fleet("redis://x/0", lease=10.0)))  # type: ignore[arg-type]
+    reads.took_over("w1")  # no window open: nothing to extend
+    assert reads._regain_until == -float("inf")
+    reads.expect_proof()
+    opened = reads._regain_until
+    await anyio.sleep(0.01)
+    reads.took_over("w1")
+    extended = reads._regain_until
+    assert extended > opened
+    await anyio.sleep(0.01)
+    reads.took_over("w2")  # once per window: a holder that never announces is bounded
+    assert reads._regain_until == extended

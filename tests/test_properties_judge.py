@@ -475,6 +475,13 @@ _fleet_steps = st.lists(
     "public",
     True,
 )
+@example(  # refused with the store up (marked), allowed, then its own read with the store
+    # down: that read is served (it is the principal's own, from the server); the marker
+    # stays, so no other copy serves it until a read with the store up ends it
+    [("deny", None), ("read", 0, None), ("allow", None), ("store", False), ("read", 0, None)],
+    "public",
+    False,
+)
 @example(  # private answers never cross principals, whatever the store holds
     [("read", 0, "alice"), ("read", 1, "bob"), ("store", False), ("read", 1, "alice")],
     "private",
@@ -542,7 +549,8 @@ async def _fleet_read(
         reply = await worker.reads.read(server, U, who)
         result = engine.finish_read(ticket, reply) or engine.status(U, who)
     up = worker.channel.usable
-    for principal, allowed in server.reads[own_reads:]:  # this principal's own reads
+    this_call = server.reads[own_reads:]
+    for principal, allowed in this_call:  # this principal's own reads
         was_denied_here = (index, principal) in facts["local"]
         if allowed:
             facts["local"].discard((index, principal))
@@ -557,4 +565,7 @@ async def _fleet_read(
     owner, _ = result.text.split(":")
     assert owner in ("pub", str(who)), (who, result)  # never another principal's text
     assert (index, who) not in facts["local"], (who, index, result, facts)
-    assert who not in facts["marked"], (who, index, result, facts)
+    if result.server_read:  # only ever this call's own read, one the server allowed
+        assert (who, True) in this_call, (who, index, result, this_call)
+    else:  # a copy (local or the store's) never serves a principal a marker stands for
+        assert who not in facts["marked"], (who, index, result, facts)

@@ -123,6 +123,10 @@ class ChannelMoved(Exception):
     or redis-py moved the subscription): messages may have fallen in between."""
 
 
+async def _no_reconciliation() -> None:
+    """Stands in for redis-py's `ClusterPubSub.on_slots_changed` (see `ChannelSubscription`)."""
+
+
 class ChannelSubscription:
     """The fleet channel's subscription, plain (``SUBSCRIBE``) or sharded
     (``SSUBSCRIBE``): subscribe, then the data of each change message."""
@@ -131,6 +135,16 @@ class ChannelSubscription:
         self.sharded = sharded
         self._channel = channel
         self._pubsub = client.pubsub()
+        if sharded and hasattr(self._pubsub, "on_slots_changed"):
+            # redis-py 8's `ClusterPubSub` moves shard subscriptions by itself after a
+            # slots-cache refresh (`on_slots_changed` starts a background
+            # `reinitialize_shard_subscriptions`). The fleet does that itself: a moved
+            # slot is a break (`ChannelMoved`), the worker fails closed and subscribes
+            # again on the new owner. Both at once race on the connection this reader
+            # waits on ("read() called while another coroutine is already waiting"),
+            # can leave a per-node pubsub subscribed after `aclose` and its socket
+            # never closed (an unclosed `StreamWriter`), or the channel never back.
+            self._pubsub.on_slots_changed = _no_reconciliation
 
     async def subscribe(self) -> None:
         """Subscribe and wait for the server's confirmation."""

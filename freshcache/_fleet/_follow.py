@@ -153,11 +153,13 @@ class FollowerStreams:
                             reason = "the listener lease changed hands"
                             break
                         if detail is None and worker.channel.usable and await self._take_over():
+                            worker.reads.took_over(worker.id)  # its own listen is due
                             reason = "taking over the listener lease"
                             break
                         if term is None and live is not None and detail != live.get("holder"):
                             live, witness = None, None  # left by a listener that is gone
                         if term is None and detail is not None and live is None:
+                            worker.reads.took_over(str(detail))  # its announcement is due
                             live, witness = await self._ask(self._stored_announcement, _NOTHING)
             # Its notices are closed: no notice may reach it while it ends (a send
             # to them would raise in the notifier and crash the worker).

@@ -75,6 +75,8 @@ class SharedReads:
         self._heard: dict[str, float] = {}
         """URIs another worker's invalidation dropped, and when (loop time)."""
         self._regain_until = -float("inf")
+        self._regain_holder: str | None = None
+        """The new listener seen taking the lease while the window was open (once)."""
         self.filled: dict[str, str] = {}
         """The generation this worker last filled each URI under (`fence_lost`)."""
 
@@ -111,6 +113,18 @@ class SharedReads:
         fleet-wide read of it), instead of each worker reading the server."""
         window = self.worker.config.lease + (RELISTEN_CAP if outage else 0.0)
         self._regain_until = max(self._regain_until, anyio.current_time() + window)
+        self._regain_holder = None
+
+    def took_over(self, holder: str) -> None:
+        """The lease has a new holder while a read may be waiting to be covered again:
+        a takeover is under way, and its listen and acknowledgment take about another
+        lease (longer on a starved machine than the election did). The window is
+        extended by a lease from now, once per window: a holder that never announces
+        still lets the read go to the server within about two leases."""
+        now = anyio.current_time()
+        if self._regain_holder is None and now < self._regain_until:
+            self._regain_holder = holder
+            self._regain_until = max(self._regain_until, now + self.worker.config.lease)
 
     async def _regained(self, uri: str, bound: Binding) -> bool:
         """Wait (within the window `expect_proof` opened) until the channel vouches for
