@@ -75,3 +75,32 @@ async def test_names_depend_on_the_fleet_key(valkey) -> None:
         assert again.entry_key(URI, again.tag("alice")) == a.entry_key(URI, a.tag("alice"))
     finally:
         await redis.aclose()
+
+
+async def test_a_denial_on_one_worker_takes_the_principals_own_copy_on_another(valkey) -> None:
+    """Denials are fleet-wide: alice's private copy, read on worker one before the server
+    revoked her, is not handed out by worker one after worker two's own read of hers
+    was refused (it was, within its ``ttlMs``, until the announcement took her row).
+    Worker two reads the server because the store no longer holds the copy (evicted, as
+    a Valkey at its ``maxmemory`` does)."""
+    from redis.asyncio import Redis
+
+    server = Counting()
+    server.set(URI, "salary", ttl_ms=600_000)
+    async with workers(server, valkey.url, 2) as caches:
+        one, two = caches
+        assert (await one.read(URI, principal="alice")).text == "salary"
+        redis = Redis.from_url(valkey.url, decode_responses=True)
+        try:
+            entries = [k async for k in redis.scan_iter("*:e:*")]
+            assert entries, "the fleet filled no entry to evict"
+            await redis.delete(*entries)
+        finally:
+            await redis.aclose()
+        server.denied_principals[URI] = {"alice"}
+        assert (await two.read(URI, principal="alice")).state == "denied"
+        fleet = one._fleet
+        assert fleet is not None
+        await until(lambda: fleet.denials(URI, "alice"))  # the announcement reached one
+        again = await one.read(URI, principal="alice")
+        assert again.state == "denied" and again.text is None, again

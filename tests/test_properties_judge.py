@@ -482,6 +482,17 @@ _fleet_steps = st.lists(
     "public",
     False,
 )
+@example(  # alice refused on worker 1 (marked fleet-wide): worker 0 hands her no copy of
+    # its own from before the refusal either (only her own successful read ends it)
+    [("read", 0, "alice"), ("deny", "alice"), ("read", 1, "alice"), ("read", 0, "alice")],
+    "public",
+    False,
+)
+@example(  # the same with private answers
+    [("read", 0, "alice"), ("deny", "alice"), ("read", 1, "alice"), ("read", 0, "alice")],
+    "private",
+    False,
+)
 @example(  # private answers never cross principals, whatever the store holds
     [("read", 0, "alice"), ("read", 1, "bob"), ("store", False), ("read", 1, "alice")],
     "private",

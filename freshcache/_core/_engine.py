@@ -778,6 +778,11 @@ class _Judgements(_ReadRules):
         if self._unusable is not None:
             return None
         if partition != PUBLIC and not self.may_share(uri, partition, "public"):
+            elsewhere = self.denied_elsewhere
+            if elsewhere is not None and elsewhere(uri, partition):
+                # Refused on another worker since (a fleet-wide denial): not even a copy
+                # of its own from before; only its own next successful read ends it.
+                return None
             return self._hits.fresh(uri, partition, self.clock())  # its own copy only
         return super().lookup(uri, partition)
 
@@ -922,6 +927,15 @@ class _Judgements(_ReadRules):
         if scope == "public":
             return self.policy.share_public
         return bound
+
+    def denied_on_another_worker(self, uri: str, partition: Partition) -> None:
+        """Another worker's read of ``uri`` for ``partition`` was refused (a fleet-wide
+        denial heard): its hit row goes, so its next read asks `lookup`, which hands it
+        nothing of this worker's either until its own read succeeds."""
+        if partition == self.default_partition:
+            self.hits.pop(uri, None)
+        else:
+            self._hits.pop(uri, partition)
 
     # ------------------------------------------------------------------ snapshots
 

@@ -124,7 +124,7 @@ class ChangeChannel:
         if message["o"] == worker.id:
             return  # our own publication: our engine already took it in
         if kind in ("denied", "allowed"):
-            worker.denials.heard(message["u"], str(message["p"]), denied=kind == "denied")
+            worker.heard_denial(message["u"], str(message["p"]), denied=kind == "denied")
             return
         if kind == LIST_CHANGED:
             self._apply_list_change(str(message["u"]))

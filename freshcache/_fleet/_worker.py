@@ -36,6 +36,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from .._core import (
+    PUBLIC,
     Decision,
     FreshnessEngine,
     Invalidation,
@@ -147,6 +148,17 @@ class FleetWorker:
             selected=lambda: engine.selected,
         )
         engine.denied_elsewhere = self.denials
+
+    def heard_denial(self, uri: str, tag: str, *, denied: bool) -> None:
+        """Another worker announced a denial of (``uri``, the partition ``tag`` names),
+        or its end. A denial also takes this worker's hit rows of that partition (its
+        own copy from before is not handed out either: `FreshnessEngine.lookup`)."""
+        self.denials.heard(uri, tag, denied=denied)
+        if denied and self.bound is not None:
+            engine = self.bound.engine
+            for partition in list(engine.hit_tables):
+                if partition != PUBLIC and self.shared.tag(partition) == tag:
+                    engine.denied_on_another_worker(uri, partition)
 
     def wrap(self, source: Source) -> FleetSource:
         return FleetSource(source, self)
