@@ -513,13 +513,7 @@ class RawSubscribers:
         tag = str(self.sent)
         sent = time.time()
         self.client.publish(self.channel, tag)
-        got: dict[int, float] = {}
-        while len(got) < len(self.procs):
-            n, line = self.lines.get(timeout=30)
-            seen, at = line.split()
-            if seen == tag:
-                got[n] = float(at)
-        return max(got.values()) - sent
+        return self._last_heard(tag) - sent
 
     def relayed(self, sdk: Any, http: Any) -> float:
         """``resources/updated`` on the MCP server (its control endpoint sets `FLOOR_URI`
@@ -531,13 +525,17 @@ class RawSubscribers:
         http.post(
             sdk.control_url, json={"op": "set", "uri": FLOOR_URI, "text": tag, "notify": True}
         ).raise_for_status()
+        return self._last_heard(tag) - sent
+
+    def _last_heard(self, tag: str) -> float:
+        """When the last subscriber process printed ``tag`` (its own clock reading)."""
         got: dict[int, float] = {}
         while len(got) < len(self.procs):
             n, line = self.lines.get(timeout=30)
             seen, at = line.split()
             if seen == tag:
                 got[n] = float(at)
-        return max(got.values()) - sent
+        return max(got.values())
 
     def close(self) -> None:
         self.client.close()
