@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import cProfile
 import gc
+import importlib.util
 import json
 import os
 import pstats
@@ -41,41 +42,27 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, os.environ.get("FRESHCACHE_TREE", str(ROOT)))
 
-import anyio.lowlevel  # noqa: E402
-
 from freshcache import FreshCache, MemoryStore  # noqa: E402
 from freshcache._core import (  # noqa: E402
     FreshnessEngine,
-    ListenAcknowledged,
-    ListenStarted,
     ReadReply,
     ReadResource,
-    ResourceContents,
     ResourceUpdated,
 )
 from freshcache.acceptance import InMemorySource, ReferenceServer  # noqa: E402
 
-HOUR_MS = 3_600_000
-TEXT = "text of a resource, 32 bytes..."
-
-
-def uri_of(n: int) -> str:
-    return f"guide://costs/{n:07d}"
-
-
-def reply_of(uri: str) -> ReadReply:
-    return ReadReply((ResourceContents(uri, text=TEXT, mime_type="text/plain"),), ttl_ms=HOUR_MS)
-
-
-def acknowledged_engine(uris: list[str]) -> tuple[FreshnessEngine, str]:
-    engine = FreshnessEngine(store=MemoryStore(max_entries=2 * len(uris) + 1000, max_bytes=1 << 40))
-    engine.select(uris)
-    sid = "listen-1"
-    engine.handle(ListenStarted(sid, frozenset(uris), True))
-    for decision in engine.handle(ListenAcknowledged(sid, frozenset(uris), True)):
-        if isinstance(decision, ReadResource):
-            engine.finish_read(engine.begin_read(decision.uri, None), reply_of(decision.uri))
-    return engine, sid
+# The helpers shared with `costs.py`, taken from this script's own tree by path (with
+# ``--trees`` the tree measured is first on ``sys.path``, and its ``benchmarks`` may be
+# older); they run on the freshcache imported above.
+_spec = importlib.util.spec_from_file_location("_costs", ROOT / "benchmarks" / "costs.py")
+assert _spec is not None
+assert _spec.loader is not None
+costs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(costs)
+HOUR_MS: int = costs.HOUR_MS
+TEXT: str = costs.TEXT
+acknowledged_engine, live_and_fresh = costs.acknowledged_engine, costs.live_and_fresh
+reply_of, uri_of = costs.reply_of, costs.uri_of
 
 
 def engine_rereads(engine: FreshnessEngine, sid: str, replies: dict[str, ReadReply]) -> None:
@@ -86,47 +73,8 @@ def engine_rereads(engine: FreshnessEngine, sid: str, replies: dict[str, ReadRep
                 engine.finish_read(ticket, replies[decision.uri])
 
 
-async def floor(uris: list[str], tasks: int = 16) -> None:
-    plain = dict.fromkeys(uris, TEXT)
-
-    async def answer(uri: str) -> str:
-        return plain[uri]
-
-    async def reader(share: list[str]) -> None:
-        for uri in share:
-            await asyncio.sleep(0)
-            await answer(uri)
-
-    await asyncio.gather(*(reader(uris[n::tasks]) for n in range(tasks)))
-
-
 async def published(cache: FreshCache, server: ReferenceServer, uris: list[str]) -> None:
-    counters = cache.engine.counters
-    target = counters.server_reads + len(uris)
-    base = counters.notifications
-    batch = 2_000  # the reference server's stream buffer holds 10,000
-    for first in range(0, len(uris), batch):
-        chunk = uris[first : first + batch]
-        for uri in chunk:
-            server.notify_updated(uri)
-        while counters.notifications < base + first + len(chunk):
-            await anyio.lowlevel.checkpoint()
-    while counters.server_reads < target or cache.pending_reads:
-        await anyio.lowlevel.checkpoint()
-    if cache.stream_status != "live":
-        raise RuntimeError("the stream was lost while publishing")
-
-
-async def live_and_fresh(cache: FreshCache, uris: list[str]) -> None:
-    deadline = time.monotonic() + 120
-    while (
-        cache.stream_status != "live"
-        or cache.pending_reads
-        or any(cache.status(u).state != "fresh" for u in uris)
-    ):
-        if time.monotonic() > deadline:
-            raise TimeoutError("not fresh")
-        await asyncio.sleep(0.002)
+    await costs.published(cache, server, uris, raw=False, rereads=True)
 
 
 def cpu(started: float) -> float:
@@ -175,9 +123,7 @@ async def measure(rounds: int, selected: int, loops: int) -> dict[str, Any]:
             engine_rereads(engine, sid, replies)
             seen["engine_per_s"].append(selected / cpu(started))
             gc.collect()
-            started = time.process_time()
-            await floor(uris)
-            seen["floor_per_s"].append(selected / cpu(started))
+            seen["floor_per_s"].append(selected / await costs.reread_floor(uris))
             gc.collect()
             started = time.process_time()
             await published(cache, server, uris)
