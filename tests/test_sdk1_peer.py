@@ -36,7 +36,7 @@ pytestmark = pytest.mark.wire
 @pytest.fixture(scope="session")
 def sdk1(request: pytest.FixtureRequest) -> Path:
     """The Python of the SDK 1.x venv (created on first use; skipped if pip cannot)."""
-    cache = request.config.cache
+    cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider
     root = Path(cache.mkdir("freshcache-sdk1")) if cache is not None else Path(".sdk1-venvs")
     try:
         return sdk1_python(root)
