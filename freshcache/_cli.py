@@ -520,8 +520,9 @@ def _acceptance(commands: Commands) -> None:
         "cache over an in-memory source (engine), real HTTP on loopback, a stdio "
         "subprocess of the reference server, the same two with the server on MCP "
         "2025-11-25 (http-2025, stdio-2025), a fleet of workers on Valkey/Redis (fleet: "
-        "the fleet rows only); quick (the default): core, engine, http, http-2025 and "
-        "fleet at once, every row on a real network wire; all: every wire at once "
+        "the fleet rows, and the catalog and tool-call rows through a follower); quick "
+        "(the default): core, engine, http, http-2025 and fleet at once, every row on a "
+        "real network wire; all: every wire at once "
         "(with --client: every client wire, one after the other; the default there)",
     )
     acceptance.add_argument(

@@ -376,7 +376,7 @@ async def _play_all(
     one row at a time) one row after the other. The report lists the rows in order,
     wire by wire as `WIRES` orders them, each printed as soon as those before it are."""
     fleet_rows = [c for c in cases if fleet_unplayable(c, fleet_world=True) is None]
-    # The fleet wire plays the fleet rows only (the others have their wires).
+    # The fleet wire plays the fleet rows and the catalog rows (`fleet_unplayable`).
     plan = [
         (name, player, fleet_rows if name == "fleet" else list(cases)) for name, player in players
     ]
