@@ -44,8 +44,8 @@ class Counting(ReferenceServer):
         return await super().read(uri, principal)
 
 
-def fleet_of(url: str, namespace: str = "t") -> Fleet:
-    return Fleet(url, namespace=namespace, lease=0.6, op_timeout=0.5)
+def fleet_of(url: str, namespace: str = "t", lease: float = 0.6) -> Fleet:
+    return Fleet(url, namespace=namespace, lease=lease, op_timeout=0.5)
 
 
 class Workers(list[FreshCache]):
@@ -67,7 +67,12 @@ async def _hold(cache: FreshCache, entered: anyio.Event, stop: anyio.Event) -> N
 
 @asynccontextmanager
 async def workers(
-    server: ReferenceServer, url: str, n: int, namespace: str = "t", **options: Any
+    server: ReferenceServer,
+    url: str,
+    n: int,
+    namespace: str = "t",
+    lease: float = 0.6,
+    **options: Any,
 ) -> AsyncIterator[Workers]:
     caches = Workers()
     caches.stops = {}
@@ -76,7 +81,7 @@ async def workers(
             cache = FreshCache(
                 InMemorySource(server),
                 select=[URI],
-                fleet=fleet_of(url, namespace),
+                fleet=fleet_of(url, namespace, lease),
                 read_timeout=2.0,
                 **options,
             )
@@ -93,12 +98,16 @@ async def workers(
 
 
 @asynccontextmanager
-async def a_follower(valkey: Valkey) -> AsyncIterator[tuple[FreshCache, Any]]:
+async def a_follower(
+    valkey: Valkey, lease: float = 0.6
+) -> AsyncIterator[tuple[FreshCache, Any]]:
     """Two workers on ``valkey`` over a reference server holding ``URI`` at v1: the one
-    that does not lead, and its fleet parts."""
+    that does not lead, and its fleet parts. A test that needs the leader to stay put
+    passes a longer ``lease``: with 0.6 s, a loop starved for a few hundred ms on a
+    loaded machine hands the lease over, and every follower stream ends with it."""
     server = ReferenceServer()
     server.set(URI, "v1", ttl_ms=60_000)
-    async with workers(server, valkey.url, 2) as caches:
+    async with workers(server, valkey.url, 2, lease=lease) as caches:
         follower = next(c for c in caches if not c.describe()["fleet"]["leading"])
         assert follower._fleet is not None
         yield follower, follower._fleet
@@ -442,7 +451,7 @@ async def test_a_notice_to_a_follower_stream_that_has_ended_breaks_nothing(valke
     # "lost" notice, and while its StreamLost waited to be taken, the next "lost"
     # (the registry tick failing too) was sent to its closed notices and the
     # BrokenResourceError crashed the worker.
-    async with a_follower(valkey) as (follower, fleet):
+    async with a_follower(valkey, lease=2.0) as (follower, fleet):
         stream = fleet.followers.follow("extra", frozenset({URI}), False)
         try:
             with anyio.fail_after(10):

@@ -140,7 +140,7 @@ async def test_a_lost_notice_before_a_follower_registers_still_ends_its_stream(
 ) -> None:
     from tests.test_fleet import a_follower
 
-    async with a_follower(valkey) as (follower, fleet):
+    async with a_follower(valkey, lease=2.0) as (follower, fleet):
         stream = fleet.followers.follow("extra", frozenset({URI}), False)
         try:
             with anyio.fail_after(10):
@@ -161,7 +161,7 @@ async def test_a_follower_with_a_full_notice_buffer_does_not_keep_a_lost_from_th
 ) -> None:
     from tests.test_fleet import a_follower
 
-    async with a_follower(valkey) as (follower, fleet):
+    async with a_follower(valkey, lease=2.0) as (follower, fleet):
         holder = fleet.lease.leader
         stuck = fleet.followers.follow("stuck", frozenset({URI}), False)
         reading = fleet.followers.follow("reading", frozenset({URI}), False)
