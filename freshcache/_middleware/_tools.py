@@ -45,7 +45,7 @@ from .._protocol._tools import (
 from ._setup import checked_deadline
 
 if TYPE_CHECKING:
-    from .._core import StreamEvent
+    from .._core import FreshnessEngine, StreamEvent
     from .._sources._source import Source
     from ._telemetry import Telemetry
 
@@ -137,9 +137,10 @@ class ToolCalls:
     if TYPE_CHECKING:  # provided by `FreshCache` and its catalog methods
         telemetry: Telemetry
 
+        engine: FreshnessEngine
+
         def _feed_hints(self, hints: tuple[StreamEvent, ...]) -> None: ...
         def invalidate_catalog(self, kind: str) -> None: ...
-        def catalog_status(self, kind: str, *, principal: str | None = None) -> Catalog: ...
         async def tools(
             self, *, timeout: float | None = None, principal: str | None = None
         ) -> Catalog: ...
@@ -183,7 +184,8 @@ class ToolCalls:
         seen: Seen,
     ) -> ToolCall:
         who = principal if principal is not None else self.principal
-        held = self.catalog_status("tools", principal=principal)
+        partition = who  # (the catalog the caller was handed, fresh or not since)
+        held = self.engine.catalogs.last_held("tools", partition)
         saw = seen_definition(name, seen, held)
         outcome = await self._send_tool_call(name, params, who, end)
         answer = outcome if isinstance(outcome, RequestFailed) else outcome.result
@@ -263,13 +265,14 @@ def check_continuation(request_state: object, input_responses: object) -> None:
         )
 
 
-def seen_definition(name: str, seen: object, held: Catalog) -> Mapping[str, Any] | None:
+def seen_definition(name: str, seen: object, held: Catalog | None) -> Mapping[str, Any] | None:
     """The definition of tool ``name`` the caller built its arguments from (``None``:
-    unknown, so a refused call is never sent again)."""
+    unknown, so a refused call is never sent again). ``held``: the catalog the caller
+    was last handed, fresh or not since."""
     if isinstance(seen, Catalog):
         return _entry(seen, name)
     if isinstance(seen, str):
-        return _entry(held, name) if seen == held.version else None
+        return _entry(held, name) if held is not None and seen == held.version else None
     if isinstance(seen, Mapping):
         if seen.get("name") != name:
             raise ConfigurationError(
@@ -278,7 +281,7 @@ def seen_definition(name: str, seen: object, held: Catalog) -> Mapping[str, Any]
             )
         return seen
     if seen is None:
-        return _entry(held, name) if held.state in ("fresh", "stale") else None
+        return None if held is None else _entry(held, name)
     raise ConfigurationError(
         "call_tool(seen=...) takes the tool's catalog item, the tool Catalog or its "
         f"version, got {seen!r}"
@@ -305,6 +308,8 @@ def _judged(
             state = outcome.kind
         reason = None if state in ("denied", "not_found") else outcome.kind
         detail = outcome.detail or outcome.kind
+        if outcome.lost and "may have run" not in detail:
+            detail += "; the call was sent and its answer lost: it may have run (not sent again)"
         return ToolCall(name, state, reason=reason, catalog=catalog, retried=retried, detail=detail)
     result = outcome.result
     if input_required(result):
