@@ -337,4 +337,11 @@ def _judged(
     return ToolCall(name, "answered", result=frozen(result), catalog=catalog, retried=retried)
 
 
-__all__ = ["ToolCall", "ToolCallState", "ToolCalls", "check_continuation", "check_tool_call"]
+__all__ = [
+    "Seen",
+    "ToolCall",
+    "ToolCallState",
+    "ToolCalls",
+    "check_continuation",
+    "check_tool_call",
+]
