@@ -136,7 +136,6 @@ class ToolCalls:
 
     if TYPE_CHECKING:  # provided by `FreshCache` and its catalog methods
         telemetry: Telemetry
-
         engine: FreshnessEngine
 
         def _feed_hints(self, hints: tuple[StreamEvent, ...]) -> None: ...
@@ -184,8 +183,7 @@ class ToolCalls:
         seen: Seen,
     ) -> ToolCall:
         who = principal if principal is not None else self.principal
-        partition = who  # (the catalog the caller was handed, fresh or not since)
-        held = self.engine.catalogs.last_held("tools", partition)
+        held = self.engine.catalogs.last_held("tools", who)  # fresh or not since
         saw = seen_definition(name, seen, held)
         outcome = await self._send_tool_call(name, params, who, end)
         answer = outcome if isinstance(outcome, RequestFailed) else outcome.result

@@ -321,7 +321,9 @@ class HttpBinding:
 
     def session_gone(self, method: str, answer: HttpAnswer, attempt: Attempt) -> bool:
         """A 404 to a 2025 request on a session: the session is gone; send the request
-        again on a new one, once per request."""
+        again on a new one, once per request. The server refused it unread (2025-11-25
+        streamable-http: a session it ended answers 404), so even a ``tools/call`` did
+        not run: this is no re-issue (`freshcache._protocol._reissue`)."""
         if (
             method == "initialize"
             or self.protocol.legacy is None
