@@ -9,8 +9,11 @@ Names follow the OpenTelemetry semantic conventions for MCP (Development status)
 client spans are named ``{mcp.method.name}`` (no URI in the name: high cardinality)
 and carry ``mcp.method.name``, ``mcp.resource.uri``, ``mcp.protocol.version``,
 ``jsonrpc.request.id``, ``error.type``, ``network.transport``, ``server.address`` and
-``server.port``; the duration histogram is ``mcp.client.operation.duration``. What the
-conventions do not cover — freshness — lives under ``freshcache.*``.
+``server.port``; the duration histogram is ``mcp.client.operation.duration``. A tool
+call's span is ``tools/call {gen_ai.tool.name}`` with ``gen_ai.operation.name =
+execute_tool`` and ``error.type = tool_error`` for an ``isError`` answer. No metric
+carries an unbounded value (a URI, a request id). What the conventions do not cover —
+freshness — lives under ``freshcache.*``.
 
 W3C trace context reaches the server in each request's ``params._meta``
 (``traceparent``, ``tracestate``), as MCP 2026-07-28 reserves those keys (`_wire.build_request`
