@@ -16,6 +16,8 @@ import anyio
 import pytest
 
 from freshcache import FreshCache, HttpSource, McpClientSource, RequestFailed, StdioSource
+from freshcache._protocol._client import ClientProtocol
+from freshcache._protocol._http import Attempt, HttpBinding, Retry
 from freshcache._protocol._reissue import may_reissue
 from freshcache._protocol._tools import ToolReply, plain
 from freshcache.acceptance import InMemorySource, ReferenceServer
@@ -56,6 +58,27 @@ def test_only_reads_and_lists_may_be_re_issued() -> None:
         assert may_reissue(method), method
     for method in ("tools/call", "completion/other", "sampling/createMessage", "x/unknown"):
         assert not may_reissue(method), method
+
+
+@pytest.mark.parametrize(
+    ("method", "reissued"),
+    [("resources/read", True), ("tools/list", True), ("tools/call", False), ("x/new", False)],
+)
+def test_a_broken_sse_answer_is_re_issued_only_for_an_idempotent_method(
+    method: str, reissued: bool
+) -> None:
+    binding = HttpBinding(ClientProtocol("test-server"), lambda detail: None)
+    judged = binding.judge(
+        binding.broken(200, "the SSE answer ended before the answer"),
+        method,
+        Attempt(),
+        can_reauthorize=False,
+    )
+    if reissued:
+        assert isinstance(judged, Retry)
+    else:
+        assert isinstance(judged, RequestFailed) and judged.lost, judged
+        assert "may have run" in judged.detail
 
 
 @pytest.mark.parametrize("wire", WIRES)
