@@ -190,6 +190,7 @@ UNKNOWN_FORMS = [
     (_error("Unknown tool: 'pay'"), True),  # fastmcp
     (_error("MCP error -32602: Tool pay not found"), True),  # TypeScript SDK McpServer
     (_error("MCP error -32602: Tool pay disabled"), True),  # TypeScript SDK, disabled
+    (RequestFailed("not_found", 'invalid params: unknown tool "pay"', -32602), True),
     # another tool, another code, no answer, not an error: no
     (RequestFailed("not_found", "Unknown tool: payments", -32602), False),
     (RequestFailed("server_error", "Unknown tool: pay (-32603)", -32603), False),

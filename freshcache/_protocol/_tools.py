@@ -11,7 +11,8 @@ caller built its arguments from.
   unknown (spec server/tools, "Error Handling": ``Unknown tool: NAME``), or a tool
   error result whose whole text does, in the forms real servers produce: the Python
   SDK 1.x and 2.x (``Unknown tool: NAME``), fastmcp (``Unknown tool: 'NAME'``), the
-  TypeScript SDK (``MCP error -32602: Tool NAME not found`` / ``... disabled``). A
+  TypeScript SDK (``MCP error -32602: Tool NAME not found`` / ``... disabled``); the
+  name may be quoted, and the error's own code named first (``invalid params: ...``). A
   tool's own failure that mentions "not found" (``-32603`` "tool pay failed: customer
   record not found") is not: the tool ran, or may have.
 - **Refused before it ran.** Only the JSON-RPC refusal may be followed by one more
@@ -87,7 +88,7 @@ def _unknown_forms(name: str) -> re.Pattern[str]:
     called = re.escape(name)
     quoted = rf"(?:{called}|'{called}'|\"{called}\"|`{called}`)"
     return re.compile(
-        r"(?:MCP error -32602:\s*)?"
+        r"(?:MCP error -32602:\s*|invalid params:\s*)?"
         rf"(?:unknown tool:?\s*{quoted}|tool\s+{quoted}\s+(?:not found|disabled)"
         rf"|tool not found:\s*{quoted})\.?",
         re.IGNORECASE,
