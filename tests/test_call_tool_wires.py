@@ -207,10 +207,13 @@ async def test_a_tool_call_span_follows_the_mcp_semantic_conventions() -> None:
         }
         assert (failed.attributes or {})["error.type"] == "tool_error"
         durations = recorder.metrics()["mcp.client.operation.duration"]
-        tool_points = [attrs for attrs, _ in durations if attrs.get("gen_ai.tool.name")]
-        assert {"error.type": "tool_error"}.items() <= tool_points[-1].items() or any(
-            attrs.get("error.type") == "tool_error" for attrs in tool_points
-        )
+        assert ({"mcp.method.name": "tools/call", "gen_ai.tool.name": "help"}, 1) in durations
+        failed_point = {
+            "mcp.method.name": "tools/call",
+            "gen_ai.tool.name": "help",
+            "error.type": "tool_error",
+        }
+        assert (failed_point, 1) in durations
     finally:
         recorder.shutdown()
 
