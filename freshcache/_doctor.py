@@ -13,6 +13,10 @@ URL does not answer MCP.
 On 2025-11-25 there is no ``subscriptions/listen``: what doctor checks there is a
 ``resources/subscribe`` per tested resource on a live notification channel, and it
 says so in those words.
+
+A server without the ``resources`` capability (a tools-only server) is a normal
+server: doctor lists no resources there, and reports its tools and prompts (how many,
+``listChanged``, whether the listen's acknowledgment covers their changes).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 import anyio
 
 from ._core import (
+    CatalogKind,
     ListenAcknowledged,
     ListenUnsupported,
     ListReply,
@@ -101,19 +106,32 @@ async def _check(source: Any, args: argparse.Namespace, say: Say) -> int:
     advice: list[str] = []
     findings: list[str] = []
     _revision(info, say, advice)
-    _capabilities(info, say, advice)
-    uris = await _list_and_read(source, list(args.uri or []), say, advice, findings)
+    capabilities = info.raw.get("capabilities")
+    offered = capabilities if isinstance(capabilities, dict) else {}
+    uris: list[str] = []
+    if "resources" in offered or not info.raw:
+        _capabilities(info, say, advice)
+        uris = await _list_and_read(source, list(args.uri or []), say, advice, findings)
+    else:
+        say("resources   none offered (a server of tools or prompts only: nothing to read)")
+    changing = await _catalogs(source, offered, say)
     legacy = speaks_2025(info)
-    if info.listen is False:
+    if info.listen is False and not changing:
         say("listen      not offered")
-    elif uris or info.list_changed:
-        await _listen(source, frozenset(uris), args, say, advice, findings, legacy=legacy)
+    elif uris or info.list_changed or changing:
+        await _listen(
+            source, frozenset(uris), args, say, advice, findings, legacy=legacy, catalogs=changing
+        )
     for line in advice:
         say(f"advice      {line}")
     for line in findings:
         say(f"finding     {line}")
     if not advice and not findings:
-        say("advice      none: selected resources are kept fresh by notification")
+        say(
+            "advice      none: selected resources are kept fresh by notification"
+            if uris or info.listen
+            else "advice      none"
+        )
     return EXIT_FINDING if findings else EXIT_OK
 
 
@@ -152,6 +170,44 @@ def _capabilities(info: ServerInfo, say: Say, advice: list[str]) -> None:
         say("listChanged yes: the resource list is re-read when the server says it changed")
     else:
         say("listChanged no: a resource list is trusted for its ttlMs only")
+
+
+_CATALOGS: tuple[tuple[str, CatalogKind], ...] = (("tools", "tools"), ("prompts", "prompts"))
+
+
+async def _catalogs(source: Any, offered: dict[str, Any], say: Say) -> frozenset[str]:
+    """The tools and prompts the server offers: how many, and ``listChanged``; returns
+    the catalogs whose changes the server says it notifies."""
+    changing: set[str] = set()
+    for capability, kind in _CATALOGS:
+        declared = offered.get(capability)
+        if not isinstance(declared, dict):
+            continue
+        notified = declared.get("listChanged") is True
+        changing.update([kind] if notified else [])
+        count = await _count(source, kind)
+        say(f"{capability:<11} {count}; listChanged {'yes' if notified else 'no'}")
+    return frozenset(changing)
+
+
+async def _count(source: Any, kind: CatalogKind) -> str:
+    """How many items catalog ``kind`` lists (its first pages), or why it could not say."""
+    lister = getattr(source, "list_catalog", None)
+    if lister is None:
+        return "listing not supported by this source"
+    total, cursor = 0, None
+    for _ in range(20):  # a paginator that never ends cannot hang doctor
+        try:
+            page = await lister(kind, cursor, None)
+        except ProtocolError as exc:
+            return f"list failed: {exc}"
+        if not isinstance(page, ListReply):
+            return f"list failed: {page.kind} ({page.detail})"
+        total += len(page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            return f"{total} listed"
+    return f"{total}+ listed (more pages)"
 
 
 async def _list_and_read(
@@ -208,9 +264,11 @@ async def _listen(
     findings: list[str],
     *,
     legacy: bool = False,
+    catalogs: frozenset[str] = frozenset(),
 ) -> None:
     """Open a subscription and wait for its acknowledgment (2026-07-28), or for the
-    ``resources/subscribe`` of each tested URI on a live channel (2025-11-25)."""
+    ``resources/subscribe`` of each tested URI on a live channel (2025-11-25); say
+    whether it covers the changes of ``catalogs``."""
     started = time.perf_counter()
     async with aclosing(source.listen(uris, True)) as events:
         acked: ListenAcknowledged | None = None
@@ -253,6 +311,14 @@ async def _listen(
                 f"resourcesListChanged={acked.list_changed}, "
                 f"resourceSubscriptions={sorted(acked.resource_uris)}"
             )
+        for kind in sorted(catalogs):
+            covered = kind in acked.catalogs
+            say(
+                f"{kind:<11} changes {'covered by' if covered else 'not covered by'} the "
+                f"{'notification channel' if legacy else 'listen'}"
+            )
+            if not covered:
+                advice.append(f"{kind} changes are not notified: {kind} live on their ttlMs alone")
         _judge_ack(acked, uris, advice, legacy=legacy)
         if args.trigger:
             await _trigger(events, args, say, findings)

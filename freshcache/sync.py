@@ -38,7 +38,7 @@ from ._core._hits import NO_HITS, row_result
 from ._errors import FreshCacheError
 from ._middleware._cache import FreshCache, ListResult
 from ._middleware._context import Context
-from ._middleware._tools import ToolCall, check_tool_call
+from ._middleware._tools import Seen, ToolCall, check_continuation, check_tool_call
 from ._sources._source import ServerInfo, Source
 
 T = TypeVar("T")
@@ -184,12 +184,25 @@ class SyncFreshCache:
         *,
         timeout: float | None = None,
         principal: str | None = None,
+        seen: Seen = None,
+        request_state: str | None = None,
+        input_responses: Mapping[str, Any] | None = None,
     ) -> ToolCall:
-        """`FreshCache.call_tool`: one ``tools/call``; on "unknown tool" / ``-32602`` the
-        tool catalog is listed again once and the call sent again at most once."""
+        """`FreshCache.call_tool`: one ``tools/call``, never run twice; sent once more
+        only after a refusal as an unknown tool, to a tool listed as the caller saw it."""
         check_tool_call(name, arguments)
+        check_continuation(request_state, input_responses)
         return self._run(
-            partial(self._cache.call_tool, name, arguments, timeout=timeout, principal=principal)
+            partial(
+                self._cache.call_tool,
+                name,
+                arguments,
+                timeout=timeout,
+                principal=principal,
+                seen=seen,
+                request_state=request_state,
+                input_responses=input_responses,
+            )
         )
 
     def _catalog(

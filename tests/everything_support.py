@@ -1,4 +1,5 @@
-"""The MCP reference server, ``@modelcontextprotocol/server-everything``, for interop tests.
+"""The MCP reference server, ``@modelcontextprotocol/server-everything``, for interop tests
+(and ``@modelcontextprotocol/server-memory``, a TypeScript SDK tools-only server, the same way).
 
 It is installed from the npm registry on first use, like the TypeScript driver's SDK:
 ``npm ci`` from the lock file in ``tests/fixtures/server_everything/`` into a cache
@@ -24,10 +25,14 @@ class EverythingUnavailable(Exception):
     """server-everything cannot run here; the message says why."""
 
 
-def version() -> str:
-    """The server-everything version the lock file pins."""
-    manifest = json.loads((PACKAGE / "package.json").read_text())
-    return str(manifest["dependencies"][NAME])
+MEMORY_PACKAGE = Path(__file__).parent / "fixtures" / "server_memory"
+MEMORY_NAME = "@modelcontextprotocol/server-memory"
+
+
+def version(package: Path = PACKAGE, name: str = NAME) -> str:
+    """The version the lock file of ``package`` pins."""
+    manifest = json.loads((package / "package.json").read_text())
+    return str(manifest["dependencies"][name])
 
 
 def cache_root() -> Path:
@@ -39,17 +44,27 @@ def cache_root() -> Path:
 
 
 def everything_entry() -> Path:
-    """``dist/index.js`` of the installed server (installed now if it is not yet)."""
+    """``dist/index.js`` of the installed server-everything (installed now if not yet)."""
+    return npm_entry(PACKAGE, NAME)
+
+
+def memory_entry() -> Path:
+    """``dist/index.js`` of the installed server-memory (installed now if not yet)."""
+    return npm_entry(MEMORY_PACKAGE, MEMORY_NAME)
+
+
+def npm_entry(package: Path, name: str) -> Path:
+    """``dist/index.js`` of npm package ``name``, installed from the lock file in
+    ``package`` into the cache directory, once per version."""
     if shutil.which("node") is None or shutil.which("npm") is None:
-        raise EverythingUnavailable("server-everything needs Node and npm on PATH")
-    home = cache_root() / f"server-everything-{version()}"
-    entry = home / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist"
-    entry = entry / "index.js"
+        raise EverythingUnavailable(f"{name} needs Node and npm on PATH")
+    home = cache_root() / f"{name.rsplit('/', 1)[-1]}-{version(package, name)}"
+    entry = home / "node_modules" / name / "dist" / "index.js"
     if entry.exists():
         return entry
     home.mkdir(parents=True, exist_ok=True)
-    for name in ("package.json", "package-lock.json"):
-        shutil.copyfile(PACKAGE / name, home / name)
+    for file in ("package.json", "package-lock.json"):
+        shutil.copyfile(package / file, home / file)
     try:
         done = subprocess.run(
             ["npm", "ci", "--silent", "--no-audit", "--no-fund", "--prefix", str(home)],
@@ -59,13 +74,14 @@ def everything_entry() -> Path:
             check=False,
         )
     except subprocess.TimeoutExpired as exc:
-        raise EverythingUnavailable("npm ci of server-everything took over 300 s") from exc
+        raise EverythingUnavailable(f"npm ci of {name} took over 300 s") from exc
     if done.returncode != 0 or not entry.exists():
         tail = (done.stderr or done.stdout).strip()[-300:]
         raise EverythingUnavailable(
-            f"npm ci of {NAME}@{version()} failed (is the npm registry reachable?): {tail}"
+            f"npm ci of {name}@{version(package, name)} failed (is the npm registry "
+            f"reachable?): {tail}"
         )
     return entry
 
 
-__all__ = ["EverythingUnavailable", "everything_entry", "version"]
+__all__ = ["EverythingUnavailable", "everything_entry", "memory_entry", "version"]

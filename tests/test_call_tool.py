@@ -1,6 +1,7 @@
 """`FreshCache.call_tool`: an "unknown tool" answer revalidates the tool catalog
-(issue 26 part 3). Real HTTP on loopback against the reference server, whose
-``tools/call`` answers a tool it lists and refuses any other with ``-32602``."""
+(issue 26 part 3); a call runs at most once, against the definition the caller saw
+(issue 34). Real HTTP on loopback against the reference server, whose ``tools/call``
+answers a tool it lists and refuses any other with ``-32602``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import anyio
 import pytest
 
 from freshcache import ConfigurationError, FreshCache, HttpSource, RequestFailed
-from freshcache._protocol._tools import catalog_may_be_old
+from freshcache._protocol._tools import ToolReply, refused_as_unknown
 from freshcache.acceptance import InMemorySource, ReferenceServer, _protocol
 from freshcache.acceptance._http_server import ReferenceHttpServer
 from freshcache.sync import SyncFreshCache
@@ -63,44 +64,81 @@ async def test_a_tool_the_server_dropped_re_lists_once_and_says_it_is_gone() -> 
         assert (await cache.tools()).names == ("lookup",)  # the next step sees the new list
 
 
-async def test_a_tool_whose_schema_changed_is_called_again_once() -> None:
+async def test_a_tool_whose_schema_changed_is_not_sent_the_old_arguments() -> None:
+    # Issue 34: a re-registered tool refused once as unknown came back taking other
+    # arguments; the caller's, built for the old schema, must not be sent to it.
     server = ReferenceServer()
     async with cache_on(server) as cache:
         await cache.tools()
         server.set_catalog("tools", [SEARCH_V2], notify=False)  # its inputSchema changed
         server.tools_unknown_once.add("search")
         call = await cache.call_tool("search", {})
-        assert call.state == "answered" and call.retried
-        assert server.tool_calls == ["search", "search"]
+        assert call.state == "tool_changed" and not call.retried, call
+        assert call.tool is not None and call.tool["inputSchema"]["required"] == ("q",)
+        assert server.tool_calls == ["search"]
 
 
-async def test_minus_32602_for_a_tool_listed_unchanged_is_reported_not_retried() -> None:
-    # -32602 is also "invalid arguments": a re-list showing the tool unchanged is no
-    # ground to send the call again; the caller gets the server's error as is.
+async def test_a_changed_description_is_a_changed_definition() -> None:
+    # "amount in cents" becoming "amount in dollars" changes no schema, yet the
+    # caller's arguments mean another thing: not sent again.
+    server = ReferenceServer()
+    cents = {"name": "pay", "description": "amount in cents", "inputSchema": {"type": "object"}}
+    async with cache_on(server) as cache:
+        server.set_catalog("tools", [cents], notify=False)
+        await cache.tools()
+        server.set_catalog("tools", [{**cents, "description": "amount in dollars"}], notify=False)
+        server.tools_unknown_once.add("pay")
+        call = await cache.call_tool("pay", {"amount": 500})
+        assert call.state == "tool_changed" and call.tool is not None
+        assert call.tool["description"] == "amount in dollars"
+        assert server.tool_calls == ["pay"]
+
+
+async def test_refused_as_unknown_and_listed_as_seen_is_sent_once_more() -> None:
+    # The server refused before it ran (-32602 "Unknown tool: search": a registry
+    # reloading) and lists the tool exactly as the caller saw it: one more send.
     server = ReferenceServer()
     async with cache_on(server) as cache:
         await cache.tools()
         server.tools_unknown_once.add("search")
         call = await cache.call_tool("search", {})
-        assert call.state == "not_found" and not call.retried, call
-        assert call.detail == "Unknown tool: search"
+        assert call.state == "answered" and call.retried, call
         assert call.catalog is not None and call.catalog.names == ("search",)
-        assert server.tool_calls == ["search"]
+        assert server.tool_calls == ["search", "search"]
 
 
-async def test_at_most_one_retry() -> None:
+async def test_the_caller_names_the_definition_it_built_the_arguments_from() -> None:
+    server = ReferenceServer()
+    async with cache_on(server) as cache:
+        seen = await cache.tools()
+        item = seen.items[0]
+        server.tools_unknown_once.add("search")
+        by_item = await cache.call_tool("search", {}, seen=item)  # a frozen catalog item
+        assert by_item.state == "answered" and by_item.retried
+        server.tools_unknown_once.add("search")
+        by_version = await cache.call_tool("search", {}, seen=seen.version)
+        assert by_version.state == "answered" and by_version.retried
+        server.tools_unknown_once.add("search")
+        other = await cache.call_tool("search", {}, seen="an older catalog version")
+        assert other.state == "tool_changed" and not other.retried  # unknown: never resent
+        assert server.tool_calls == ["search"] * 5
+        with pytest.raises(ConfigurationError, match="seen="):
+            await cache.call_tool("search", {}, seen=LOOKUP)
+
+
+async def test_at_most_one_retry(monkeypatch: Any) -> None:
     server = ReferenceServer()
     async with cache_on(server) as cache:
         await cache.tools()
-        server.set_catalog("tools", [SEARCH_V2], notify=False)
-        server.tools_unknown_once.add("search")
-        first = await cache.call_tool("search", {})
-        assert first.retried and server.tool_calls == ["search", "search"]
-        server.tools_unknown_once.add("search")
-        server.tools_unknown_once.add("lookup")  # (a name it never lists: no effect)
-        again = await cache.call_tool("search", {})  # listed as before: not sent again
-        assert again.state == "not_found" and not again.retried
-        assert len(server.tool_calls) == 3
+
+        def refuse(server_: Any, request_id: Any, params: dict[str, Any]) -> Any:
+            server_.tool_calls.append(params["name"])
+            return _protocol.Reply(_protocol.error(request_id, -32602, "Unknown tool: search"))
+
+        monkeypatch.setattr(_protocol, "tool_call_answer", refuse)
+        call = await cache.call_tool("search", {})
+        assert call.state == "not_found" and call.retried
+        assert server.tool_calls == ["search", "search"]
 
 
 async def test_a_tool_error_result_is_never_run_twice(monkeypatch: Any) -> None:
@@ -139,25 +177,38 @@ async def test_no_fresh_catalog_after_the_error_is_an_explicit_state() -> None:
         assert call.result is None and server.tool_calls == ["search"]
 
 
-@pytest.mark.parametrize(
-    ("outcome", "old"),
-    [
-        (RequestFailed("not_found", "Unknown tool: x", -32602), True),
-        (RequestFailed("server_error", "tool 'x' not found", -32000), True),
-        (RequestFailed("server_error", "database down", -32603), False),
-        (RequestFailed("unreachable", "Unknown tool: x"), False),  # no answer: no word on it
-        ({"content": [{"type": "text", "text": "Unknown tool: x"}], "isError": True}, True),
-        ({"content": [{"type": "text", "text": "Unknown tool: x"}]}, False),  # not an error
-        ({"content": [{"type": "text", "text": "division by zero"}], "isError": True}, False),
-        # a tool's own failure that mentions tools in passing (the reviewer's texts)
-        ({"content": [{"type": "text", "text": "Invalid tool input: q must be a string"}],
-          "isError": True}, False),
-        ({"content": [{"type": "text", "text": "The deploy tool failed: main no longer exists"}],
-          "isError": True}, False),
-    ],
-)
-async def test_which_answers_mean_the_catalog_may_be_old(outcome: object, old: bool) -> None:
-    assert catalog_may_be_old(outcome) is old  # type: ignore[arg-type]
+def _error(text: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+UNKNOWN_FORMS = [
+    # (the answer, whether it refuses the call of "pay" as an unknown tool)
+    (RequestFailed("not_found", "Unknown tool: pay", -32602), True),  # spec, Python SDK 2.x
+    (RequestFailed("not_found", "MCP error -32602: Tool pay not found", -32602), True),  # TS
+    (RequestFailed("not_found", "Tool pay not found", -32602), True),  # TS, as a JSON-RPC error
+    (_error("Unknown tool: pay"), True),  # Python SDK 1.x FastMCP, 2.x MCPServer
+    (_error("Unknown tool: 'pay'"), True),  # fastmcp
+    (_error("MCP error -32602: Tool pay not found"), True),  # TypeScript SDK McpServer
+    (_error("MCP error -32602: Tool pay disabled"), True),  # TypeScript SDK, disabled
+    (RequestFailed("not_found", 'invalid params: unknown tool "pay"', -32602), True),
+    # another tool, another code, no answer, not an error: no
+    (RequestFailed("not_found", "Unknown tool: payments", -32602), False),
+    (RequestFailed("server_error", "Unknown tool: pay (-32603)", -32603), False),
+    (RequestFailed("unreachable", "Unknown tool: pay"), False),
+    ({"content": [{"type": "text", "text": "Unknown tool: pay"}]}, False),
+    # a tool's own failures that mention "not found" or tools (issue 34, issue 26)
+    (RequestFailed("server_error", "tool pay failed: customer record not found", -32603), False),
+    (RequestFailed("not_found", "Invalid arguments for tool pay: amount", -32602), False),
+    (_error("MCP error -32602: Input validation error: amount must be a number"), False),
+    (_error("Unknown tool: pay (its backend reloaded while it ran)"), False),
+    (_error("The pay tool failed: the customer record was not found"), False),
+    (_error("Error executing tool pay: Tool pay not found in the ledger"), False),
+]
+
+
+@pytest.mark.parametrize(("outcome", "unknown"), UNKNOWN_FORMS)
+def test_which_answers_refuse_the_call_as_an_unknown_tool(outcome: Any, unknown: bool) -> None:
+    assert refused_as_unknown("pay", outcome) is unknown
 
 
 class _BrokenTools(InMemorySource):
@@ -168,8 +219,8 @@ class _BrokenTools(InMemorySource):
         self.hang = hang
 
     async def call_tool(
-        self, name: str, arguments: Mapping[str, Any] | None, principal: str | None
-    ) -> dict[str, Any] | RequestFailed:
+        self, params: Mapping[str, Any], principal: str | None
+    ) -> ToolReply | RequestFailed:
         if self.hang:
             await anyio.Event().wait()  # never set: only the caller's timeout ends it
         raise RuntimeError("the in-memory tool broke")
@@ -178,7 +229,8 @@ class _BrokenTools(InMemorySource):
 async def test_a_sources_own_call_tool_that_raises_is_a_state_not_an_exception() -> None:
     async with FreshCache(_BrokenTools(ReferenceServer(), hang=False)) as cache:
         call = await cache.call_tool("search", {})
-        assert (call.state, call.reason) == ("unavailable", "server_error")
+        # It may have sent the call before it broke: the tool may have run.
+        assert (call.state, call.reason) == ("may_have_run", "server_error")
         assert call.detail is not None and "the in-memory tool broke" in call.detail
 
 
@@ -186,7 +238,7 @@ async def test_a_sources_own_call_tool_keeps_the_callers_timeout() -> None:
     async with FreshCache(_BrokenTools(ReferenceServer(), hang=True)) as cache:
         with anyio.fail_after(10):  # a guard only: the call's own timeout must end it
             call = await cache.call_tool("search", {}, timeout=0.2)
-        assert (call.state, call.reason) == ("unavailable", "timeout")
+        assert (call.state, call.reason) == ("may_have_run", "timeout")
 
 
 WRONG_CALLS = [(5, None), ("", None), ("search", ["a"]), ("search", "q=1")]

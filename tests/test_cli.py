@@ -823,3 +823,16 @@ def test_doctor_speaks_of_the_2025_channel_only_for_a_2025_revision(version, leg
     from freshcache._sources._source import ServerInfo
 
     assert speaks_2025(ServerInfo(reachable=True, protocol_version=version)) is legacy
+
+
+TOOLS_ONLY = Path(__file__).parent / "fixtures" / "tools_only_server.py"
+
+
+def test_doctor_knows_a_tools_only_server():
+    # Issue 34: a server without the resources capability (server-filesystem, or this
+    # fixture on the SDK's low-level server) is a normal server, not "not MCP" (exit 2).
+    done = run_cli("doctor", "--", sys.executable, str(TOOLS_ONLY))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "resources   none offered" in done.stdout
+    assert "tools       1 listed; listChanged no" in done.stdout
+    assert "mcp         no" not in done.stdout and "list        " not in done.stdout

@@ -290,6 +290,12 @@ class CatalogBook:
         """Catalogs someone asked for (the ones worth re-listing in the background)."""
         return {kind for kind, _ in self._held} | {kind for kind, _ in self._problems}
 
+    def last_held(self, kind: CatalogKind, partition: Partition) -> Catalog | None:
+        """The catalog ``partition`` was last handed (fresh or not since): what a caller
+        may have acted on (`FreshCache.call_tool`). No I/O."""
+        held = self._held_for(kind, partition)
+        return None if held is None else held.catalog
+
     def lookup(self, kind: CatalogKind, partition: Partition) -> Catalog | None:
         """The fresh catalog, or ``None`` when a walk is needed. No I/O, no copy."""
         held = self._held_for(kind, partition)

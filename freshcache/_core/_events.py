@@ -92,6 +92,10 @@ class RequestFailed:
     """Change hints that arrived on this request's own answer (see `ReadReply.hints`)."""
     remediation: Remediation | None = None
     """A ``denied`` failure's structured denial envelope, when the server sent one."""
+    lost: bool = False
+    """The request may have reached the server and its answer was lost (cut, broken,
+    unusable, or not in time): whatever it does may have happened. ``False`` when the
+    server answered, or the request never left (`freshcache._protocol._reissue`)."""
 
 
 # --- Stream events (a source yields these from its subscription stream) ---

@@ -184,6 +184,7 @@ class FreshCache(CatalogMethods, ToolCalls):
         if self._fleet is not None:  # fleet hook
             tg.start_soon(self._fleet.run)
         tg.start_soon(self._streams.run, tg, self._discover)
+        await anyio.lowlevel.checkpoint()  # discovery first: requests wait for its revision
         return self
 
     async def __aexit__(

@@ -9,8 +9,11 @@ Names follow the OpenTelemetry semantic conventions for MCP (Development status)
 client spans are named ``{mcp.method.name}`` (no URI in the name: high cardinality)
 and carry ``mcp.method.name``, ``mcp.resource.uri``, ``mcp.protocol.version``,
 ``jsonrpc.request.id``, ``error.type``, ``network.transport``, ``server.address`` and
-``server.port``; the duration histogram is ``mcp.client.operation.duration``. What the
-conventions do not cover — freshness — lives under ``freshcache.*``.
+``server.port``; the duration histogram is ``mcp.client.operation.duration``. A tool
+call's span is ``tools/call {gen_ai.tool.name}`` with ``gen_ai.operation.name =
+execute_tool`` and ``error.type = tool_error`` for an ``isError`` answer. No metric
+carries an unbounded value (a URI, a request id). What the conventions do not cover —
+freshness — lives under ``freshcache.*``.
 
 W3C trace context reaches the server in each request's ``params._meta``
 (``traceparent``, ``tracestate``), as MCP 2026-07-28 reserves those keys (`_wire.build_request`
@@ -51,6 +54,11 @@ SERVER_ADDRESS = "server.address"
 SERVER_PORT = "server.port"
 RPC_RESPONSE_STATUS_CODE = "rpc.response.status_code"
 MCP_CLIENT_OPERATION_DURATION = "mcp.client.operation.duration"
+GEN_AI_TOOL_NAME = "gen_ai.tool.name"
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+EXECUTE_TOOL = "execute_tool"
+TOOL_ERROR = "tool_error"
+"""``error.type`` of a ``tools/call`` answered with ``isError``."""
 
 # freshcache's own names.
 READ_SPAN = "freshcache.read"
@@ -238,6 +246,48 @@ class Telemetry:
                     duration_attrs[ERROR_TYPE] = error
                 self._duration.record(time.perf_counter() - started, duration_attrs)
 
+    def tool_span(self, name: str) -> AbstractContextManager[Span]:
+        """The CLIENT span of one ``FreshCache.call_tool``: ``tools/call {gen_ai.tool.name}``
+        with the duration metric (MCP semantic conventions: a tool call's name is its
+        target); the requests it sends annotate it."""
+        if not self.live():
+            return _QUIET
+        return self._tool_span(name)
+
+    @contextmanager
+    def _tool_span(self, name: str) -> Iterator[Span]:
+        attributes: dict[str, Any] = {
+            MCP_METHOD_NAME: "tools/call",
+            MCP_PROTOCOL_VERSION: self.protocol_version,
+            GEN_AI_TOOL_NAME: name,
+            GEN_AI_OPERATION_NAME: EXECUTE_TOOL,
+        }
+        log.debug("request tools/call %s", name)
+        started = time.perf_counter()
+        with self._tracer.start_as_current_span(
+            f"tools/call {name}", kind=SpanKind.CLIENT, attributes=attributes
+        ) as span:
+            try:
+                yield span
+            finally:
+                duration_attrs = {MCP_METHOD_NAME: "tools/call", GEN_AI_TOOL_NAME: name}
+                error = _error_of(span)
+                if error is not None:
+                    duration_attrs[ERROR_TYPE] = error
+                self._duration.record(time.perf_counter() - started, duration_attrs)
+
+    def tool_result(self, span: Span, state: str, reason: str | None, is_error: bool) -> None:
+        """What a tool call came to, on its span: ``error.type`` is ``tool_error`` for an
+        ``isError`` answer, else the call's state (and reason) when it was not answered."""
+        if not span.is_recording():
+            return
+        span.set_attribute("freshcache.tool_call.state", state)
+        if state == "answered" and not is_error:
+            return
+        error = TOOL_ERROR if state == "answered" else (reason or state)
+        span.set_attribute(ERROR_TYPE, error)
+        span.set_status(Status(StatusCode.ERROR, error))
+
     def request_failed(self, span: Span, failure: RequestFailed) -> None:
         """Mark a request span as failed with freshcache's failure kind as ``error.type``."""
         log.debug("request failed: %s (%s)", failure.kind, failure.detail)
@@ -324,7 +374,8 @@ class Telemetry:
         since = self._invalidated_at.pop(uri, None)
         if since is not None:
             log.debug("fresh again: %s, %.1f ms after its invalidation", uri, 1000 * (now - since))
-            self._to_fresh.record(max(0.0, now - since), {MCP_RESOURCE_URI: uri})
+            # No URI as a metric attribute: unbounded cardinality (it is on the spans).
+            self._to_fresh.record(max(0.0, now - since))
 
     def server_read(self, cause: str) -> None:
         log.debug("server read (%s)", cause)
@@ -411,9 +462,7 @@ def _global_tracer_provider_set() -> bool:
 
 _ASK = object()
 
-_GLOBALS_READABLE = hasattr(trace, "_TRACER_PROVIDER") and hasattr(
-    _metrics_api, "_METER_PROVIDER"
-)
+_GLOBALS_READABLE = hasattr(trace, "_TRACER_PROVIDER") and hasattr(_metrics_api, "_METER_PROVIDER")
 """Whether this API version keeps its global providers where `live` reads them first
 (both ``None``: nothing installed); else it asks the public calls only."""
 

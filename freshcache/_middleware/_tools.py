@@ -1,16 +1,27 @@
-"""``FreshCache.call_tool``: a tool call that revalidates the tool catalog on error.
+"""``FreshCache.call_tool``: a tool call runs at most once, against the definition the
+caller saw.
 
-A ``tools/call`` answered "unknown tool" or ``-32602`` (`catalog_may_be_old`, the
-protocol's rule) may mean the caller acted on a tool list the server no longer has.
-The cache then re-lists once (``invalidate_catalog("tools")`` and ``tools()``: a walk
-sent after the error). It sends the call again at most once, and only when the server
-refused it with a JSON-RPC error (a ``CallToolResult``, even ``isError``, means the
-tool ran: never twice) and the new, fresh catalog shows the tool changed against the
-catalog held before the call (it appeared, or its ``inputSchema`` changed:
-`tool_changed`). ``-32602`` also means invalid arguments: for a tool listed unchanged
-the server's error is reported as is. The caller gets an answer, or an explicit
-state: the tool is gone from the new catalog (``unknown_tool``, with that catalog),
-the catalog could not be proved fresh (its state and reason), never a guess.
+A tool can pay, delete, send. So:
+
+- **Sent once.** The call goes out once; an answer lost after it was sent (a broken
+  stream, a cut, no answer in time) is ``may_have_run``, never a second send
+  (`freshcache._protocol._reissue`).
+- **Re-listed only on the protocol's own signal** (`refused_as_unknown`): the server
+  refused the call because it has no such tool. A tool's own failure, whatever its
+  words, is the answer.
+- **Never arguments against a definition the caller did not see.** After that refusal
+  the tool catalog is listed again (the spec allows re-fetching before the TTL); the
+  call is sent once more only if the new, fresh catalog lists the tool exactly as the
+  caller saw it (``seen``: the tool item, the catalog, or its version it built the
+  arguments from; by default the catalog held before the call), and only after a
+  JSON-RPC refusal: a tool error result, even one saying the tool is unknown, is a
+  result and is never sent again. Listed otherwise, the answer is ``tool_changed``
+  with the new ``tool``: the caller (the model) rebuilds the call. Not listed:
+  ``unknown_tool``. The re-list not fresh: its state and reason.
+- **One deadline.** ``timeout`` bounds the whole call, re-list and second send included.
+- **Input required** (basic/patterns/mrtr): ``input_required`` carries what the server
+  asks for and its ``request_state``; call again with ``request_state=`` (and
+  ``input_responses=``) to continue. It is never ``answered``.
 """
 
 from __future__ import annotations
@@ -19,18 +30,30 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._core import Catalog, RequestFailed, StreamEvent
-from .._core._frozen import frozen
-from .._errors import ConfigurationError
-from .._protocol._tools import catalog_may_be_old, may_call_again, tool_changed
-from .._sources._tools import call_tool
+import anyio
+
+from .._core import Catalog, RequestFailed
+from .._core._frozen import frozen, frozen_mapping
+from .._errors import ConfigurationError, FreshCacheError
+from .._protocol._tools import (
+    ToolReply,
+    input_required,
+    refused_as_unknown,
+    same_definition,
+    tool_call_params,
+)
 from ._setup import checked_deadline
 
 if TYPE_CHECKING:
+    from .._core import FreshnessEngine, StreamEvent
     from .._sources._source import Source
+    from ._telemetry import Telemetry
 
 ToolCallState = Literal[
     "answered",
+    "may_have_run",
+    "input_required",
+    "tool_changed",
     "unknown_tool",
     "denied",
     "not_found",
@@ -45,14 +68,21 @@ class ToolCall:
     """What one `FreshCache.call_tool` came to.
 
     ``answered``: the server's ``CallToolResult`` is in ``result`` (read-only; a tool
-    error has ``is_error``). ``unknown_tool``: the server says there is no such tool,
-    and the catalog re-listed after it (``catalog``, fresh) does not have it.
-    ``awaiting_fresh_source`` (or an opted-in ``stale``): the re-list that the error
-    asked for gave no fresh catalog; ``reason`` says why. ``denied``: the server
-    refused this principal. ``not_found``: the server refused the call's params
-    (``-32602``: invalid arguments, or "unknown tool" for a tool its new list shows
-    unchanged); ``detail`` is the server's message. ``unavailable``: the call got no
-    answer (``reason``: ``unreachable``, ``timeout``, ``server_error``).
+    error has ``is_error``). ``may_have_run``: the call was sent and its answer lost
+    or unusable (``reason``: ``unreachable``, ``timeout``, ``server_error``): the tool
+    may have run; it was not sent again. ``input_required``: the server needs input before the call
+    can complete (``input_requests``, ``request_state``: continue with
+    ``call_tool(name, arguments, request_state=..., input_responses=...)``).
+    ``tool_changed``: the server refused the call as an unknown tool and now lists it
+    with a definition other than the one the caller built its arguments from (``tool``,
+    the new one; ``catalog``): nothing ran, rebuild the call. ``unknown_tool``: refused
+    as unknown, and the fresh re-list (``catalog``) does not have it.
+    ``awaiting_fresh_source`` (or an opted-in ``stale``): the re-list gave no fresh
+    catalog; ``reason`` says why. ``denied``: the server refused this principal.
+    ``not_found``: the server refused the call's params (``-32602``); ``detail`` is its
+    message. ``unavailable``: no result: ``unreachable`` (the call never reached the
+    server), ``server_error`` (the server answered an error, its message in ``detail``),
+    ``timeout`` (no time was left to send it).
     """
 
     name: str
@@ -60,9 +90,16 @@ class ToolCall:
     result: Mapping[str, Any] | None = None
     reason: str | None = None
     catalog: Catalog | None = None
-    """The tool catalog re-listed after an "unknown tool" answer, when there was one."""
+    """The tool catalog re-listed after an "unknown tool" refusal, when there was one."""
     retried: bool = False
-    """Whether the call was sent again after the re-list."""
+    """Whether the call was sent a second time (after a refusal as unknown, the tool
+    listed again exactly as the caller saw it)."""
+    tool: Mapping[str, Any] | None = None
+    """``tool_changed``: the tool as the server lists it now."""
+    input_requests: Mapping[str, Any] | None = None
+    """``input_required``: what the server asks for (``inputRequests``), if anything."""
+    request_state: str | None = None
+    """``input_required``: the ``requestState`` to echo when continuing the call."""
     detail: str | None = field(default=None, compare=False)
 
     @property
@@ -85,6 +122,11 @@ class ToolCall:
         return "\n".join(texts) if texts else None
 
 
+Seen = Mapping[str, Any] | Catalog | str | None
+"""What the caller built a call's arguments from: the tool's catalog item, the catalog,
+or that catalog's ``version`` (``None``: the catalog held before the call)."""
+
+
 class ToolCalls:
     """`FreshCache.call_tool` (a mixin: the cache provides what is declared here)."""
 
@@ -93,10 +135,11 @@ class ToolCalls:
     read_timeout: float
 
     if TYPE_CHECKING:  # provided by `FreshCache` and its catalog methods
+        telemetry: Telemetry
+        engine: FreshnessEngine
 
         def _feed_hints(self, hints: tuple[StreamEvent, ...]) -> None: ...
         def invalidate_catalog(self, kind: str) -> None: ...
-        def catalog_status(self, kind: str, *, principal: str | None = None) -> Catalog: ...
         async def tools(
             self, *, timeout: float | None = None, principal: str | None = None
         ) -> Catalog: ...
@@ -108,44 +151,91 @@ class ToolCalls:
         *,
         timeout: float | None = None,
         principal: str | None = None,
+        seen: Seen = None,
+        request_state: str | None = None,
+        input_responses: Mapping[str, Any] | None = None,
     ) -> ToolCall:
-        """Call tool ``name`` on the server; on "unknown tool" / ``-32602`` re-list the
-        tool catalog once and retry at most once (see the module docstring)."""
+        """Call tool ``name`` once; on a refusal as an unknown tool re-list the tool
+        catalog and send once more only to a tool listed exactly as the caller saw it
+        (see the module docstring). ``timeout`` bounds it all."""
         check_tool_call(name, arguments)
-        deadline = checked_deadline(timeout, self.read_timeout)
+        check_continuation(request_state, input_responses)
+        budget = checked_deadline(timeout, self.read_timeout)
+        with self.telemetry.tool_span(name) as span:
+            call = await self._call_tool(
+                name,
+                tool_call_params(
+                    name, arguments, request_state=request_state, input_responses=input_responses
+                ),
+                anyio.current_time() + budget,
+                principal,
+                seen,
+            )
+            self.telemetry.tool_result(span, call.state, call.reason, call.is_error)
+        return call
+
+    async def _call_tool(
+        self,
+        name: str,
+        params: dict[str, Any],
+        end: float,
+        principal: str | None,
+        seen: Seen,
+    ) -> ToolCall:
         who = principal if principal is not None else self.principal
-        held = self.catalog_status("tools", principal=principal)
-        known = held.state in ("fresh", "stale")  # a list the caller may have acted on
-        before = _entry(held, name)
-        outcome = await self._send_tool_call(name, arguments, who, deadline)
-        if not catalog_may_be_old(outcome):
+        held = self.engine.catalogs.last_held("tools", who)  # fresh or not since
+        saw = seen_definition(name, seen, held)
+        outcome = await self._send_tool_call(name, params, who, end)
+        answer = outcome if isinstance(outcome, RequestFailed) else outcome.result
+        if not refused_as_unknown(name, answer):
             return _judged(name, outcome)
-        self.invalidate_catalog("tools")  # the spec allows re-fetching before the TTL
-        catalog = await self.tools(timeout=deadline, principal=principal)
+        # Refused before it ran: the caller's catalog may be old (spec server/tools).
+        self.invalidate_catalog("tools")
+        left = end - anyio.current_time()
+        catalog = await self.tools(timeout=max(left, 1e-3), principal=principal)
         if catalog.state != "fresh":  # a stale (opted-in) list is no ground to call on
             return ToolCall(
                 name, catalog.state, reason=catalog.reason, catalog=catalog, detail=catalog.detail
             )
-        after = _entry(catalog, name)
-        if after is None:
+        now = _entry(catalog, name)
+        if now is None:
             listed = ", ".join(catalog.names) or "none"
             detail = f"the server has no tool {name!r} any more; its tools now: {listed}"
             return ToolCall(name, "unknown_tool", catalog=catalog, detail=detail)
-        if (
-            not may_call_again(outcome)
-            or not known
-            or not tool_changed(before, after)
-        ):
-            return _judged(name, outcome, catalog=catalog)  # the server's answer, as is
-        outcome = await self._send_tool_call(name, arguments, who, deadline)
+        if not same_definition(saw, now):
+            detail = (
+                f"the server refused {name!r} as unknown and now lists it with a definition "
+                "the arguments were not built from: not sent again; rebuild the call from `tool`"
+            )
+            return ToolCall(name, "tool_changed", catalog=catalog, tool=now, detail=detail)
+        if not isinstance(outcome, RequestFailed):
+            # A tool error result, even one saying "unknown tool", is a result: never
+            # sent again (only a JSON-RPC refusal says the tool did not run).
+            return _judged(name, outcome, catalog=catalog)
+        if end - anyio.current_time() <= 0:
+            detail = f"tools/call {name!r}: no time left to send it again after the re-list"
+            return ToolCall(name, "unavailable", reason="timeout", catalog=catalog, detail=detail)
+        outcome = await self._send_tool_call(name, params, who, end)
         return _judged(name, outcome, catalog=catalog, retried=True)
 
     async def _send_tool_call(
-        self, name: str, arguments: Mapping[str, Any] | None, who: str | None, deadline: float
-    ) -> dict[str, Any] | RequestFailed:
-        outcome, hints = await call_tool(self.source, name, arguments, who, deadline)
-        if hints:
-            self._feed_hints(hints)  # a change heard on the way counts (invariant 9)
+        self, name: str, params: dict[str, Any], who: str | None, end: float
+    ) -> ToolReply | RequestFailed:
+        """One send, by ``end``: cut off by the deadline, its answer is lost."""
+        outcome: ToolReply | RequestFailed | None = None
+        with anyio.move_on_after(max(0.0, end - anyio.current_time())):
+            try:
+                outcome = await self.source.call_tool(params, who)
+            except FreshCacheError:
+                raise
+            except Exception as exc:  # a source's own bug: an explicit state, not a raise
+                failure = f"{type(self.source).__name__}.call_tool: {exc!r}"
+                outcome = RequestFailed("server_error", failure, lost=True)
+        if outcome is None:
+            detail = f"tools/call {name!r} got no answer within the call's timeout; it may have run"
+            return RequestFailed("timeout", detail, lost=True)
+        if outcome.hints:
+            self._feed_hints(outcome.hints)  # a change heard on the way counts (invariant 9)
         return outcome
 
 
@@ -160,6 +250,42 @@ def check_tool_call(name: object, arguments: object) -> None:
         )
 
 
+def check_continuation(request_state: object, input_responses: object) -> None:
+    """A continuation's ``request_state`` is the server's string, ``input_responses`` a
+    mapping (basic/patterns/mrtr)."""
+    if request_state is not None and not isinstance(request_state, str):
+        raise ConfigurationError(
+            f"call_tool() takes request_state as the server's string, got {request_state!r}"
+        )
+    if input_responses is not None and not isinstance(input_responses, Mapping):
+        raise ConfigurationError(
+            f"call_tool() takes input_responses as a mapping or None, got {input_responses!r}"
+        )
+
+
+def seen_definition(name: str, seen: object, held: Catalog | None) -> Mapping[str, Any] | None:
+    """The definition of tool ``name`` the caller built its arguments from (``None``:
+    unknown, so a refused call is never sent again). ``held``: the catalog the caller
+    was last handed, fresh or not since."""
+    if isinstance(seen, Catalog):
+        return _entry(seen, name)
+    if isinstance(seen, str):
+        return _entry(held, name) if held is not None and seen == held.version else None
+    if isinstance(seen, Mapping):
+        if seen.get("name") != name:
+            raise ConfigurationError(
+                f"call_tool({name!r}, seen=...) takes that tool's catalog item, "
+                f"got one named {seen.get('name')!r}"
+            )
+        return seen
+    if seen is None:
+        return None if held is None else _entry(held, name)
+    raise ConfigurationError(
+        "call_tool(seen=...) takes the tool's catalog item, the tool Catalog or its "
+        f"version, got {seen!r}"
+    )
+
+
 def _entry(catalog: Catalog, name: str) -> Mapping[str, Any] | None:
     """Tool ``name``'s item in ``catalog`` (``None``: not listed)."""
     return next((item for item in catalog.items if item.get("name") == name), None)
@@ -167,26 +293,53 @@ def _entry(catalog: Catalog, name: str) -> Mapping[str, Any] | None:
 
 def _judged(
     name: str,
-    outcome: dict[str, Any] | RequestFailed,
+    outcome: ToolReply | RequestFailed,
     *,
     catalog: Catalog | None = None,
     retried: bool = False,
 ) -> ToolCall:
     if isinstance(outcome, RequestFailed):
         state: ToolCallState = "unavailable"
-        if outcome.kind == "denied" or outcome.kind == "not_found":
+        if outcome.lost:
+            state = "may_have_run"
+        elif outcome.kind == "denied" or outcome.kind == "not_found":
             state = outcome.kind
-        reason = None if state != "unavailable" else outcome.kind
+        reason = None if state in ("denied", "not_found") else outcome.kind
+        detail = outcome.detail or outcome.kind
+        if outcome.lost and "may have run" not in detail:
+            detail += "; the call was sent and its answer lost: it may have run (not sent again)"
+        return ToolCall(name, state, reason=reason, catalog=catalog, retried=retried, detail=detail)
+    result = outcome.result
+    if input_required(result):
+        asked, state_token = result.get("inputRequests"), result.get("requestState")
+        if (
+            not isinstance(asked, Mapping | None)
+            or not isinstance(state_token, str | None)
+            or (asked is None and state_token is None)
+        ):
+            detail = "tools/call: an input_required result without inputRequests or requestState"
+            return ToolCall(name, "may_have_run", reason="server_error", detail=detail)
         return ToolCall(
-            name, state, reason=reason, catalog=catalog, retried=retried, detail=_why(outcome)
+            name,
+            "input_required",
+            catalog=catalog,
+            retried=retried,
+            input_requests=frozen_mapping(asked),
+            request_state=state_token,
+            detail="the server needs input before the call can complete",
         )
-    return ToolCall(name, "answered", result=frozen(outcome), catalog=catalog, retried=retried)
+    kind = result.get("resultType", "complete")
+    if kind != "complete":
+        detail = f"tools/call: an unusable result (resultType {kind!r}); the tool may have run"
+        return ToolCall(name, "may_have_run", reason="server_error", detail=detail)
+    return ToolCall(name, "answered", result=frozen(result), catalog=catalog, retried=retried)
 
 
-def _why(outcome: dict[str, Any] | RequestFailed) -> str:
-    if isinstance(outcome, RequestFailed):
-        return outcome.detail or outcome.kind
-    return ToolCall("", "answered", result=outcome).text or "an error result"
-
-
-__all__ = ["ToolCall", "ToolCallState", "ToolCalls", "check_tool_call"]
+__all__ = [
+    "Seen",
+    "ToolCall",
+    "ToolCallState",
+    "ToolCalls",
+    "check_continuation",
+    "check_tool_call",
+]

@@ -17,7 +17,8 @@ What it decides:
   `ClientProtocol.receive_answer`), and what else such an answer may carry;
 - HTTP status and answer to outcome (`HttpBinding.judge`, the table in
   `freshcache._sources._http`): 401 asks for credentials once, 403 is denied, a broken SSE
-  answer is re-issued once, 404 without JSON-RPC is the wrong endpoint, 3xx a
+  answer is re-issued once when the method is idempotent (`freshcache._protocol._reissue`)
+  and is otherwise a lost answer, 404 without JSON-RPC is the wrong endpoint, 3xx a
   redirect not followed;
 - what a listen answered by something other than an SSE stream means
   (`HttpBinding.listen_answer`);
@@ -57,6 +58,7 @@ from ._client import (
     neither_revision,
     same_id,
 )
+from ._reissue import lost_answer, may_reissue
 from ._wire import (
     SESSION_HEADER,
     ErrorResponse,
@@ -241,15 +243,21 @@ class HttpBinding:
                 return judged
             case Malformed(detail=detail):
                 self._note_untrusted(detail)
-                return RequestFailed("server_error", f"{method}: unusable answer: {detail}", status)
+                failed = RequestFailed(
+                    "server_error", f"{method}: unusable answer: {detail}", status
+                )
+                return lost_answer(method, failed)  # the server did answer something
             case _:
                 pass
-        if answer.broken and not attempt.reissued:
-            # Spec: a broken stream loses the request; re-issue it with a new id.
+        if answer.broken and not attempt.reissued and may_reissue(method):
+            # Spec: a broken stream loses the request; an idempotent one is re-issued
+            # with a new id (`freshcache._protocol._reissue`: never a tools/call).
             attempt.reissued = True
             return Retry("the SSE answer broke off")
         if answer.broken:
-            return RequestFailed("unreachable", f"{method}: {answer.detail}", status)
+            return lost_answer(
+                method, RequestFailed("unreachable", f"{method}: {answer.detail}", status)
+            )
         if status == 404:
             raise ProtocolError(
                 f"nothing answers MCP at {self.protocol.server} (HTTP 404 without a JSON-RPC "
@@ -260,9 +268,10 @@ class HttpBinding:
                 "server_error",
                 f"{method}: redirected (HTTP {status}); use the final URL {answer.detail}",
             )
-        return RequestFailed(
+        failed = RequestFailed(
             "server_error", f"{method}: HTTP {status} without a JSON-RPC answer {answer.detail}"
         )
+        return lost_answer(method, failed) if status >= 500 else failed
 
     def listen_streams(self, status: int, content_type: str | None) -> bool:
         """Whether the answer to a listen is its stream (HTTP 200, ``text/event-stream``);
@@ -312,7 +321,9 @@ class HttpBinding:
 
     def session_gone(self, method: str, answer: HttpAnswer, attempt: Attempt) -> bool:
         """A 404 to a 2025 request on a session: the session is gone; send the request
-        again on a new one, once per request."""
+        again on a new one, once per request. The server refused it unread (2025-11-25
+        streamable-http: a session it ended answers 404), so even a ``tools/call`` did
+        not run: this is no re-issue (`freshcache._protocol._reissue`)."""
         if (
             method == "initialize"
             or self.protocol.legacy is None

@@ -1,88 +1,139 @@
-"""``tools/call``: its params, and which answers mean "your tool catalog may be old".
+"""``tools/call``: its params, and what its answers mean (sans-IO; the transports send).
 
-The spec (server/tools, "Error Handling") answers a call of an unknown tool with
-JSON-RPC ``-32602``, the same code as invalid arguments; some servers answer a tool
-error result (``isError``) whose text says the tool is unknown. Either may mean the
-caller acted on a tool list the server no longer has: the spec allows re-fetching the
-list before its TTL on such errors. A ``CallToolResult`` means the tool ran, even with
-``isError``: it is never sent again. A JSON-RPC error is sent again at most once, and
-only when the re-listed entry of that tool differs from the one the caller had
-(`tool_changed`); see `freshcache.FreshCache.call_tool`. Sans-IO: the transports
-send, this decides.
+A tool can pay, delete, send: a call runs at most once, against the definition the
+caller built its arguments from.
+
+- **Lost answers.** ``tools/call`` is never re-issued after its answer was lost
+  (`freshcache._protocol._reissue`); such an outcome is `RequestFailed.lost`: the
+  tool may have run.
+- **"Unknown tool", and only that, says the caller's catalog may be old**
+  (`refused_as_unknown`): a JSON-RPC ``-32602`` whose message names the called tool as
+  unknown (spec server/tools, "Error Handling": ``Unknown tool: NAME``), or a tool
+  error result whose whole text does, in the forms real servers produce: the Python
+  SDK 1.x and 2.x (``Unknown tool: NAME``), fastmcp (``Unknown tool: 'NAME'``), the
+  TypeScript SDK (``MCP error -32602: Tool NAME not found`` / ``... disabled``); the
+  name may be quoted, and the error's own code named first (``invalid params: ...``). A
+  tool's own failure that mentions "not found" (``-32603`` "tool pay failed: customer
+  record not found") is not: the tool ran, or may have.
+- **Refused before it ran.** Only the JSON-RPC refusal may be followed by one more
+  send (`FreshCache.call_tool` decides when); a result, even a tool error saying the
+  tool is unknown, is final.
+- **Input required.** A ``resultType: "input_required"`` result (basic/patterns/mrtr)
+  is not an answer: the server asks for input (``inputRequests``) and/or hands back a
+  ``requestState`` to echo in a continuation of the call (`tool_call_params`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
-from .._core import RequestFailed
+from .._core import RequestFailed, StreamEvent
 from ._wire import INVALID_PARAMS
 
-_UNKNOWN_TOOL = re.compile(
-    r"(?i)\b(unknown|no such|invalid|unrecognized|missing)\s+tool\b"
-    r"|\btool\b[^.]*\b(not found|does not exist|doesn't exist|is not available|no longer)"
-)
-"""What a server says in a JSON-RPC error when the tool it was asked for does not exist."""
 
-_UNKNOWN_TOOL_RESULT = re.compile(
-    r"(?i)^\W*(unknown|no such|unrecognized)\s+tool\b"
-    r"|^\W*tool\s+\S+\s+(not found|does not exist|doesn't exist|is not available)"
-)
-"""The same in a tool error result, narrower: only a text that *starts* by saying so
-(a tool's own failure may mention "tool ... no longer" in passing)."""
+@dataclass(frozen=True, slots=True)
+class ToolReply:
+    """The result a ``tools/call`` got (``CallToolResult`` or ``input_required``), and
+    the change hints its answer carried on the way (invariant 9)."""
+
+    result: dict[str, Any]
+    hints: tuple[StreamEvent, ...] = ()
 
 
-def tool_call_params(name: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``tools/call`` params: the tool's name and its arguments (a plain copy)."""
-    return {"name": name, "arguments": dict(arguments or {})}
+ToolAnswer = ToolReply | RequestFailed
+"""What one ``tools/call`` came to on a source (`Source.call_tool`)."""
 
 
-def catalog_may_be_old(outcome: Mapping[str, Any] | RequestFailed) -> bool:
-    """Whether a ``tools/call`` outcome says the caller's tool catalog may be old: a
-    JSON-RPC ``-32602`` (an unknown tool, or invalid arguments), a JSON-RPC error whose
-    text says the tool is unknown, or a tool error result that starts by saying so."""
+def tool_answer(
+    outcome: dict[str, Any] | RequestFailed, hints: tuple[StreamEvent, ...]
+) -> ToolAnswer:
+    """A ``tools/call`` outcome with the change hints its answer carried."""
     if isinstance(outcome, RequestFailed):
-        if outcome.code == INVALID_PARAMS:
-            return True
-        return outcome.code is not None and bool(_UNKNOWN_TOOL.search(outcome.detail))
-    return result_says_unknown_tool(outcome)
+        return replace(outcome, hints=outcome.hints + hints) if hints else outcome
+    return ToolReply(outcome, hints)
 
 
-def result_says_unknown_tool(result: Mapping[str, Any]) -> bool:
-    """Whether a ``CallToolResult`` is a tool error that starts "unknown tool ..."."""
-    if result.get("isError") is not True:
+def plain(value: Any) -> Any:
+    """``value`` as plain JSON types: mappings (a catalog's read-only ones too) become
+    dicts, tuples and lists lists; what freshcache hands out can be sent back as is."""
+    if isinstance(value, Mapping):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    return value
+
+
+def tool_call_params(
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    *,
+    request_state: str | None = None,
+    input_responses: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``tools/call`` params: the tool's name and its arguments (plain copies); a
+    continuation of an ``input_required`` call echoes its ``requestState`` exactly and
+    carries the ``inputResponses`` (mrtr: neither when the server sent none)."""
+    params: dict[str, Any] = {"name": name, "arguments": plain(arguments or {})}
+    if request_state is not None:
+        params["requestState"] = request_state
+    if input_responses is not None:
+        params["inputResponses"] = plain(input_responses)
+    return params
+
+
+def _unknown_forms(name: str) -> re.Pattern[str]:
+    called = re.escape(name)
+    quoted = rf"(?:{called}|'{called}'|\"{called}\"|`{called}`)"
+    return re.compile(
+        r"(?:MCP error -32602:\s*|invalid params:\s*)?"
+        rf"(?:unknown tool:?\s*{quoted}|tool\s+{quoted}\s+(?:not found|disabled)"
+        rf"|tool not found:\s*{quoted})\.?",
+        re.IGNORECASE,
+    )
+
+
+def refused_as_unknown(name: str, outcome: Mapping[str, Any] | RequestFailed) -> bool:
+    """Whether the server refused the call of ``name`` because it has no such tool (the
+    module docstring): the one signal that the caller's tool catalog may be old."""
+    forms = _unknown_forms(name)
+    if isinstance(outcome, RequestFailed):
+        return outcome.code == INVALID_PARAMS and bool(forms.fullmatch(outcome.detail.strip()))
+    if outcome.get("isError") is not True:
         return False
+    texts = _texts(outcome)
+    return len(texts) == 1 and bool(forms.fullmatch(texts[0].strip()))
+
+
+def input_required(outcome: Mapping[str, Any] | RequestFailed) -> bool:
+    """Whether a ``tools/call`` result asks for input before the call can complete."""
+    return isinstance(outcome, Mapping) and outcome.get("resultType") == "input_required"
+
+
+def _texts(result: Mapping[str, Any]) -> list[str]:
     content = result.get("content")
-    texts = [
+    return [
         str(item.get("text", ""))
-        for item in (content if isinstance(content, list) else [])
-        if isinstance(item, Mapping)
+        for item in (content if isinstance(content, (list, tuple)) else [])
+        if isinstance(item, Mapping) and item.get("type", "text") == "text"
     ]
-    return any(_UNKNOWN_TOOL_RESULT.search(text) for text in texts)
 
 
-def may_call_again(outcome: Mapping[str, Any] | RequestFailed) -> bool:
-    """Whether a call with this outcome may be sent again: only a JSON-RPC error (the
-    server refused the request); a ``CallToolResult`` means the tool ran."""
-    return isinstance(outcome, RequestFailed)
-
-
-def tool_changed(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> bool:
-    """Whether a tool's catalog entry changed between two listings (absent is ``None``):
-    it appeared, or its ``inputSchema`` changed. A tool listed unchanged did not."""
-    if after is None:
-        return False
-    if before is None:
-        return True
-    return before.get("inputSchema") != after.get("inputSchema")
+def same_definition(seen: Mapping[str, Any] | None, now: Mapping[str, Any] | None) -> bool:
+    """Whether a tool is listed now exactly as the caller saw it (every field: a changed
+    description can change what the arguments mean as much as a changed schema)."""
+    return seen is not None and now is not None and plain(seen) == plain(now)
 
 
 __all__ = [
-    "catalog_may_be_old",
-    "may_call_again",
-    "result_says_unknown_tool",
+    "ToolAnswer",
+    "ToolReply",
+    "input_required",
+    "plain",
+    "refused_as_unknown",
+    "same_definition",
+    "tool_answer",
     "tool_call_params",
-    "tool_changed",
 ]

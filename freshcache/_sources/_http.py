@@ -102,6 +102,8 @@ from .._protocol._http import (
     answer_kind,
     from_intermediary,
 )
+from .._protocol._reissue import lost_answer
+from .._protocol._tools import ToolAnswer, tool_answer
 from .._protocol._wire import ClientIdentity, DenialRules, Message, catalog_reply, list_reply
 from ._http_legacy import LegacyHttp, LegacyLink
 from ._source import ServerInfo
@@ -400,6 +402,13 @@ class HttpSource:
             self.stats.streams_lost += 1
             yield StreamLost(listen_id, f"{type(exc).__name__}: {exc}")
 
+    async def call_tool(self, params: Mapping[str, Any], principal: Partition) -> ToolAnswer:
+        """`Source.call_tool`: on this source's channel (its headers, session and
+        renegotiation), never re-issued after a lost answer."""
+        hints: list[StreamEvent] = []
+        outcome, _ = await self._call("tools/call", dict(params), principal, hints)
+        return tool_answer(outcome, tuple(hints))
+
     # ------------------------------------------------------------------ requests
 
     async def _call(
@@ -465,6 +474,7 @@ class HttpSource:
         client = self._http()
         timeout = httpx.Timeout(self.timeout, read=min(self.idle_timeout, self.timeout))
         self.stats.requests += 1
+        unsent = False  # not connected: the request never left
         try:
             with anyio.fail_after(self.timeout):
                 async with client.stream(
@@ -475,18 +485,22 @@ class HttpSource:
                         return await self._reader.sse_answer(response, request_id, hints)
                     return await self._reader.plain_answer(response, request_id, kind)
         except TimeoutError:
-            return RequestFailed("timeout", f"{method}: no answer within {self.timeout:g}s")
+            failed = RequestFailed("timeout", f"{method}: no answer within {self.timeout:g}s")
         except httpx.TimeoutException as exc:
-            what = "connecting" if isinstance(exc, httpx.ConnectTimeout) else "waiting"
-            return RequestFailed(
+            unsent = isinstance(exc, httpx.ConnectTimeout)
+            what = "connecting" if unsent else "waiting"
+            failed = RequestFailed(
                 "timeout", f"{method}: timed out {what} ({type(exc).__name__}: {exc})"
             )
         except httpx.TransportError as exc:
-            return RequestFailed("unreachable", f"{method}: {type(exc).__name__}: {exc}")
+            unsent = isinstance(exc, httpx.ConnectError)
+            failed = RequestFailed("unreachable", f"{method}: {type(exc).__name__}: {exc}")
         except httpx.HTTPError as exc:
-            return RequestFailed("server_error", f"{method}: {type(exc).__name__}: {exc}")
+            failed = RequestFailed("server_error", f"{method}: {type(exc).__name__}: {exc}")
         finally:
             self.protocol.forget(request_id)  # answered, failed or abandoned
+        # Anything after connecting may have reached the server.
+        return failed if unsent else lost_answer(method, failed)
 
     # ------------------------------------------------------------------ plumbing
 

@@ -104,9 +104,10 @@ from .._core import (
 )
 from .._core._backlog import overflowed
 from .._errors import ConfigurationError
+from .._protocol._tools import ToolReply
 from .._protocol._wire import catalog_reply
 from ._background import BackgroundTask
-from ._source import PROTOCOL_VERSION, ServerInfo
+from ._source import PROTOCOL_VERSION, ServerInfo, no_tool_calls
 
 log = logging.getLogger("freshcache")
 
@@ -300,6 +301,12 @@ class LoaderSource:
             from_server=said,
             hints=self._take_undelivered(),
         )
+
+    async def call_tool(
+        self, params: Mapping[str, Any], principal: Partition
+    ) -> ToolReply | RequestFailed:
+        """A loader reaches no MCP server: it cannot call tools."""
+        return no_tool_calls(self)
 
     async def list_resources(
         self, cursor: str | None, principal: Partition

@@ -59,7 +59,7 @@ from __future__ import annotations
 import itertools
 import logging
 import shlex
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
@@ -90,6 +90,8 @@ from .._core import (
 from .._core._backlog import overflowed
 from .._errors import ConfigurationError, MissingDependencyError
 from .._protocol._client import session_info
+from .._protocol._reissue import lost_answer
+from .._protocol._tools import ToolReply
 from .._protocol._wire import (
     METHOD_NOT_FOUND,
     PROTOCOL_VERSION,
@@ -557,6 +559,49 @@ class McpClientSource:
 
         return await self._request(page)
 
+    async def call_tool(
+        self, params: Mapping[str, Any], principal: Partition
+    ) -> ToolReply | RequestFailed:
+        """One ``tools/call`` through the SDK session (``allow_input_required``: an
+        ``input_required`` result is handed back, not answered by the SDK). Never sent
+        twice: an exception after it went out (the connection closed, the SDK's
+        timeout, an unusable result) is a lost answer; only the server's JSON-RPC error
+        is its answer."""
+        try:
+            connection = await self._clients.get()
+        except _Unreachable as exc:
+            return RequestFailed("unreachable", str(exc))  # never sent
+
+        async def call(client: Any) -> dict[str, Any]:
+            extra: dict[str, Any] = {}
+            if "requestState" in params:
+                extra["request_state"] = params["requestState"]
+            if "inputResponses" in params:
+                extra["input_responses"] = params["inputResponses"]
+            result = await client.session.call_tool(
+                params["name"], params.get("arguments"), allow_input_required=True, **extra
+            )
+            dumped: dict[str, Any] = result.model_dump(
+                by_alias=True, mode="json", exclude_none=True
+            )
+            return dumped
+
+        try:
+            return ToolReply(await _until_closed(connection, call))
+        except Exception as exc:
+            if is_connection_closed(exc) or isinstance(exc, _Unreachable):
+                self._clients.retire(connection)
+            if isinstance(exc, _Unreachable):
+                return lost_answer("tools/call", RequestFailed("unreachable", str(exc)))
+            failure = failure_from_sdk_error(exc, self.denial)
+            leaf = _first_leaf(exc)
+            if isinstance(leaf, self._sdk.MCPError) and leaf.code not in (
+                CONNECTION_CLOSED,
+                REQUEST_TIMEOUT,
+            ):
+                return failure  # the server's own error answer
+            return lost_answer("tools/call", failure)
+
     async def _request(self, call: Callable[[Any], Awaitable[T]]) -> T | RequestFailed:
         try:
             connection = await self._clients.get()
@@ -747,6 +792,7 @@ _SDK_LISTERS: dict[CatalogKind, str] = {
     "resource_templates": "list_resource_templates",
 }
 """The ``mcp.Client`` method that lists each catalog."""
+
 
 def covered_catalogs(honored: Any, capabilities: Any) -> frozenset[str]:
     """The catalogs a listen acknowledgment covers: the server honoured the flag and

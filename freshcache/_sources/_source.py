@@ -21,11 +21,12 @@ wrapper that notes, steers or substitutes some calls overrides only those.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from .._core import CatalogKind, ListReply, Partition, ReadReply, RequestFailed, StreamEvent
+from .._protocol._tools import ToolReply
 from .._protocol._wire import PROTOCOL_VERSION
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "SourceWrapper",
     "ask_pushed_bodies",
     "no_catalogs",
+    "no_tool_calls",
 ]
 
 
@@ -112,6 +114,14 @@ class Source(Protocol):
         """Open one ``subscriptions/listen`` stream (see the module docstring)."""
         ...
 
+    async def call_tool(
+        self, params: Mapping[str, Any], principal: Partition
+    ) -> ToolReply | RequestFailed:
+        """One ``tools/call`` with ``params`` (`freshcache._protocol._tools.tool_call_params`),
+        sent at most once: a lost answer is a failure marked ``lost``, never a second
+        send. A source that cannot call tools answers `no_tool_calls`."""
+        ...
+
 
 class SourceWrapper:
     """A `Source` that forwards every call to ``inner``.
@@ -147,6 +157,11 @@ class SourceWrapper:
     def ask_pushed_bodies(self) -> bool:
         return ask_pushed_bodies(self.inner)
 
+    async def call_tool(
+        self, params: Mapping[str, Any], principal: Partition
+    ) -> ToolReply | RequestFailed:
+        return await self.inner.call_tool(params, principal)
+
     async def list_catalog(
         self, kind: CatalogKind, cursor: str | None, principal: Partition
     ) -> ListReply | RequestFailed:
@@ -174,3 +189,8 @@ def no_catalogs(source: object, kind: CatalogKind) -> RequestFailed:
     return RequestFailed(
         "server_error", f"{type(source).__name__} cannot list {kind} (no list_catalog)"
     )
+
+
+def no_tool_calls(source: object) -> RequestFailed:
+    """The answer of a source that cannot call tools (it reaches no MCP server)."""
+    return RequestFailed("server_error", f"{type(source).__name__} cannot call tools")

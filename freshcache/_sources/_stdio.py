@@ -115,6 +115,8 @@ from .._protocol._client import (
     decode,
     id_key,
 )
+from .._protocol._reissue import lost_answer
+from .._protocol._tools import ToolAnswer, tool_answer
 from .._protocol._wire import (
     ClientIdentity,
     DenialRules,
@@ -396,6 +398,17 @@ class _Gone(Exception):
 class _Waiter:
     done: anyio.Event = field(default_factory=anyio.Event)
     result: Response | ErrorResponse | RequestFailed | None = None
+    sent: bool = False
+    """The request was written: from then on the server may act on it."""
+
+    def outcome(
+        self, method: str, no_answer: Callable[[], RequestFailed]
+    ) -> Response | ErrorResponse | RequestFailed:
+        """The answer, or why none came: a lost answer once the request was sent."""
+        outcome = self.result if self.result is not None else no_answer()
+        if self.sent and isinstance(outcome, RequestFailed):
+            return lost_answer(method, outcome)  # `freshcache._protocol._reissue`
+        return outcome
 
 
 @dataclass(eq=False, slots=True)
@@ -879,16 +892,17 @@ class StdioSource:
         step bounded by ``shutdown_timeout``), and stop the service task."""
         await self._process.stop()
 
+    async def call_tool(self, params: Mapping[str, Any], principal: Partition) -> ToolAnswer:
+        """`Source.call_tool`: never re-issued; ``principal`` is not sent (one per process)."""
+        answer = await self._call("tools/call", dict(params), self.timeout)
+        return tool_answer(self._outcome("tools/call", answer), self._take_hints())
+
     # ------------------------------------------------------------------ escape hatch
 
     async def send_request(
         self, method: str, params: Mapping[str, Any] | None = None, *, timeout: float | None = None
     ) -> Response | ErrorResponse | RequestFailed:
-        """Any other request on the same channel (``tools/call`` ...), with ``_meta``.
-
-        Returns the response, the error response, or a `RequestFailed` when the
-        server could not be reached or did not answer in time.
-        """
+        """Any other request on the channel, with ``_meta``: its answer or `RequestFailed`."""
         return await self._call(
             method, dict(params or {}), self.timeout if timeout is None else timeout
         )
@@ -943,10 +957,9 @@ class StdioSource:
                     if waiter.result is None:
                         waiter.result = RequestFailed("unreachable", conn.detail or str(exc))
                 else:
+                    waiter.sent = True
                     await waiter.done.wait()
-            if waiter.result is not None:
-                return waiter.result
-            return _no_answer(conn, method, timeout)
+            return waiter.outcome(method, lambda: _no_answer(conn, method, timeout))
         finally:
             if not isinstance(waiter.result, (Response, ErrorResponse)):
                 conn.waiters.pop(key, None)

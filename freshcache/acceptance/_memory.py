@@ -7,6 +7,7 @@ and how `freshcache acceptance` demonstrates the cache with no setup.
 from __future__ import annotations
 
 import asyncio
+import json
 import types
 from collections.abc import AsyncGenerator, Generator, Mapping
 from typing import Any
@@ -27,6 +28,7 @@ from .._core import (
     StreamEvent,
     StreamLost,
 )
+from .._protocol._tools import ToolReply
 from .._sources._source import PROTOCOL_VERSION, ServerInfo
 from ._reference import ReferenceServer, call_tool, push_event
 
@@ -116,11 +118,13 @@ class InMemorySource:
         return self.server.list_page(cursor)
 
     async def call_tool(
-        self, name: str, arguments: Mapping[str, Any] | None, principal: Partition
-    ) -> dict[str, Any] | RequestFailed:
+        self, params: Mapping[str, Any], principal: Partition
+    ) -> ToolReply | RequestFailed:
         """``tools/call`` on the reference server (`freshcache.acceptance._reference.call_tool`)."""
         await anyio.lowlevel.checkpoint()
-        return call_tool(self.server, name, arguments)
+        json.dumps(params)  # what a wire would do: frozen values must have been thawed
+        outcome = call_tool(self.server, params.get("name"), params.get("arguments"), params)
+        return outcome if isinstance(outcome, RequestFailed) else ToolReply(outcome)
 
     async def list_catalog(
         self, kind: CatalogKind, cursor: str | None, principal: Partition

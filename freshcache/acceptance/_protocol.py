@@ -157,12 +157,22 @@ def tool_call_answer(
 ) -> Answer:
     """``tools/call`` on the wire (both revisions): `call_tool`'s answer,
     a JSON-RPC error for a refusal, a hang-up while the server is down."""
-    outcome = call_tool(server, params.get("name"), params.get("arguments"))
+    outcome = call_tool(server, params.get("name"), params.get("arguments"), params)
     if isinstance(outcome, RequestFailed):
+        if outcome.lost:  # it ran: the answer starts, then breaks off
+            return Stream(_lost_answer(str(params.get("name"))))
         if outcome.kind == "unreachable":
             return HangUp()
         return Reply(error(request_id, outcome.code or INTERNAL_ERROR, outcome.detail), 200)
     return Reply(_result(request_id, outcome))
+
+
+async def _lost_answer(name: str) -> AsyncIterator[StreamItem]:
+    """A ``tools/call`` answer that breaks off after the tool ran: a log notification
+    (HTTP commits to an SSE answer), then the cut (stdio: the process dies)."""
+    params = {"level": "info", "data": f"{name} ran"}
+    yield {"jsonrpc": "2.0", "method": "notifications/message", "params": params}
+    yield CutMidFrame("")
 
 
 def denial_data(remediation: Remediation | None) -> dict[str, Any] | None:

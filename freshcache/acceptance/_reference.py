@@ -13,8 +13,9 @@ from __future__ import annotations
 import itertools
 import json
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -71,24 +72,57 @@ FOREIGN_SUBSCRIPTION = "not-a-subscription"
 """The subscription id a ``foreign_update`` push carries: one no client opened."""
 
 
+TOOL_FAULTS = {
+    "lost": "runs, and its answer is lost (HTTP: an SSE answer cut after a notification; "
+    "stdio: the process dies)",
+    "fails": "runs and fails: -32603 'tool NAME failed: customer record not found'",
+    "ts_unknown": "refused as the TypeScript SDK does: an isError result "
+    "'MCP error -32602: Tool NAME not found'",
+    "asks": "answers input_required with a requestState; a call echoing it runs",
+}
+"""What `ReferenceServer.tool_faults` make the next call of a tool meet."""
+
+
 def call_tool(
-    server: ReferenceServer, name: object, arguments: object
+    server: ReferenceServer,
+    name: object,
+    arguments: object,
+    params: Mapping[str, Any] | None = None,
 ) -> dict[str, object] | RequestFailed:
     """One ``tools/call`` on ``server``: a tool it lists answers with its name and
     arguments; any other (or one in ``tools_unknown_once``) is ``-32602`` "Unknown tool"
     (spec server/tools, error handling); one in ``tools_error_once`` runs and answers a
-    tool error. The server down is ``unreachable`` (the wire hangs up)."""
+    tool error; one in ``tool_faults`` meets that fault once (`TOOL_FAULTS`). The server
+    down is ``unreachable`` (the wire hangs up)."""
     if server.down:
         return RequestFailed("unreachable", "reference server is down")
     server.tool_calls.append(str(name))
     if name in server.tools_unknown_once or name not in server.catalogs.names("tools"):
         server.tools_unknown_once.discard(str(name))
         return RequestFailed("not_found", f"Unknown tool: {name}", code=-32602)
+    shown = json.dumps(arguments or {}, sort_keys=True)
+    match server.tool_faults.pop(str(name), None):
+        case "lost":
+            return RequestFailed("unreachable", f"{name} ran; its answer was lost", lost=True)
+        case "fails":
+            detail = f"tool {name} failed: customer record not found"
+            return RequestFailed("server_error", detail, code=-32603)
+        case "ts_unknown":
+            text = f"MCP error -32602: Tool {name} not found"
+            return {"isError": True, "content": [{"type": "text", "text": text}]}
+        case "asks":
+            server.tool_faults[f"{name}#state"] = f"confirm-{name}"
+            return {"resultType": "input_required", "requestState": f"confirm-{name}"}
+        case _:
+            pass
+    token = server.tool_faults.get(f"{name}#state")
+    if token is not None and (params or {}).get("requestState") == token:
+        del server.tool_faults[f"{name}#state"]
+        return {"content": [{"type": "text", "text": f"{name} confirmed, called with {shown}"}]}
     if name in server.tools_error_once:
         server.tools_error_once.discard(str(name))
         text = f"Unknown tool: {name} (its backend reloaded while it ran)"
         return {"isError": True, "content": [{"type": "text", "text": text}]}
-    shown = json.dumps(arguments or {}, sort_keys=True)
     return {"content": [{"type": "text", "text": f"{name} called with {shown}"}]}
 
 
@@ -229,6 +263,8 @@ class ReferenceServer:
     its tool registry)."""
     tools_error_once: set[str] = field(default_factory=set)
     """Tools whose next call runs and answers a tool error starting "Unknown tool"."""
+    tool_faults: dict[str, str] = field(default_factory=dict)
+    """Per tool, its next call's fault (`TOOL_FAULTS`); ``NAME#state``: a requestState."""
     denial_envelopes: dict[str, bool] = field(default_factory=dict)
     """Per URI, a structured denial envelope (SEP-2643) on its refusals: ``True`` with a
     remediation hint (a URL to approve access at), ``False`` with none."""

@@ -843,7 +843,15 @@ def check(
                     failures.append(
                         f"the fleet counted {counted} {expect.word}, expected {expect.number}"
                     )
-            case "call" | "retried" | "not_retried" | "tool_error" | "tool_calls":
+            case (
+                "call"
+                | "retried"
+                | "not_retried"
+                | "relisted"
+                | "not_relisted"
+                | "tool_error"
+                | "tool_calls"
+            ):
                 failures.extend(_judge_call(expect, last, fleet_counts))
     return failures
 
@@ -877,6 +885,10 @@ def _judge_call(
         case "retried" | "not_retried":
             if last.retried != (expect.what == "retried"):
                 return [f"the call was {'' if last.retried else 'not '}sent again"]
+        case "relisted" | "not_relisted":
+            relisted = last.catalog is not None
+            if relisted != (expect.what == "relisted"):
+                return [f"the tool catalog was {'' if relisted else 'not '}listed again"]
         case _:
             if not last.is_error:
                 return ["the answer is not a tool error"]
@@ -954,7 +966,7 @@ def _phrase(expect: Expect) -> str:
             return f"{_FLEET_COUNTERS[expect.word]} {expect.number}"
         case "call":
             return f"call {expect.word}" + (f" ({expect.reason})" if expect.reason else "")
-        case "retried" | "not_retried" | "tool_error":
+        case "retried" | "not_retried" | "relisted" | "not_relisted" | "tool_error":
             return expect.what.replace("_", " ")
         case "tool_calls":
             return f"tool calls {expect.number}"
@@ -1032,7 +1044,7 @@ def _compared(
         case "tool_calls":
             counted = None if fleet_counts is None else fleet_counts.get(TOOL_CALLS)
             return f"tool calls {counted}"
-        case "call" | "retried" | "not_retried" | "tool_error":
+        case "call" | "retried" | "not_retried" | "relisted" | "not_relisted" | "tool_error":
             if not isinstance(last, ToolCall):
                 return "(no tool call observed)"
             match expect.what:
@@ -1041,6 +1053,8 @@ def _compared(
                     return f"call {last.state}{reason}"
                 case "retried" | "not_retried":
                     return "retried" if last.retried else "not retried"
+                case "relisted" | "not_relisted":
+                    return "relisted" if last.catalog is not None else "not relisted"
                 case _:
                     return "tool error" if last.is_error else "no tool error"
     raise AssertionError(expect)

@@ -151,6 +151,7 @@ def reference_to_state(server: ReferenceServer) -> dict[str, Any]:
         "tool_calls": list(server.tool_calls),
         "tools_unknown_once": sorted(server.tools_unknown_once),
         "tools_error_once": sorted(server.tools_error_once),
+        "tool_faults": dict(server.tool_faults),
     }
 
 
@@ -185,6 +186,7 @@ def reference_from_state(state: dict[str, Any]) -> ReferenceServer:
     server.tool_calls = list(state.get("tool_calls", ()))
     server.tools_unknown_once = set(state.get("tools_unknown_once", ()))
     server.tools_error_once = set(state.get("tools_error_once", ()))
+    server.tool_faults = dict(state.get("tool_faults", {}))
     if state.get("held"):
         server.hold_reads()
     if state.get("acks_held"):

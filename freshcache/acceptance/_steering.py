@@ -169,6 +169,8 @@ def apply_to_reference(
             server.tools_unknown_once.add(name)
         case ServerChange(what="tool_error_once", uri=name):
             server.tools_error_once.add(name)
+        case ServerChange(what="tool_fault", uri=name, version=fault):
+            server.tool_faults[name] = fault
         case ServerChange(what="tool_schema_changed", uri=name):
             # The tool now requires an argument: its inputSchema changed, nothing notified.
             items = [

@@ -193,6 +193,7 @@ class ServerChange:
         "tool_refused_once",
         "tool_error_once",
         "tool_schema_changed",
+        "tool_fault",
     ]
     uri: str = ""
     """The resource; for the ``catalog_*`` changes the catalog (`CATALOG_WORDS`); for
@@ -200,7 +201,8 @@ class ServerChange:
     principal: str | None = None
     version: str = ""
     """``catalog_set*``: the catalog's new version; ``catalog_fault``: the fault
-    every list of it meets (``""``: none)."""
+    every list of it meets (``""``: none); ``tool_fault``: what the next call of the
+    tool meets (`freshcache.acceptance._reference.TOOL_FAULTS`)."""
 
 
 CATALOG_WORDS = {"tools": "tools", "prompts": "prompts", "templates": "resource_templates"}
@@ -404,6 +406,18 @@ _rule(rf"next call of {_TOOL} is refused as unknown")(
 _rule(rf"next call of {_TOOL} answers a tool error")(
     lambda m: ServerChange("tool_error_once", m[1])
 )
+_rule(rf"the answer to the next call of {_TOOL} is lost after it ran")(
+    lambda m: ServerChange("tool_fault", m[1], version="lost")
+)
+_rule(rf"next call of {_TOOL} fails with customer record not found")(
+    lambda m: ServerChange("tool_fault", m[1], version="fails")
+)
+_rule(rf"next call of {_TOOL} is refused as unknown the TypeScript SDK way")(
+    lambda m: ServerChange("tool_fault", m[1], version="ts_unknown")
+)
+_rule(rf"next call of {_TOOL} asks for input")(
+    lambda m: ServerChange("tool_fault", m[1], version="asks")
+)
 _rule(rf"server changes the input schema of {_TOOL}")(
     lambda m: ServerChange("tool_schema_changed", m[1])
 )
@@ -558,6 +572,9 @@ ExpectState = Literal["fresh", "awaiting_fresh_source", "denied", "not_found", "
 
 CALL_STATES = (
     "answered",
+    "may_have_run",
+    "input_required",
+    "tool_changed",
     "unknown_tool",
     "denied",
     "not_found",
@@ -589,6 +606,8 @@ class Expect:
         "call",
         "retried",
         "not_retried",
+        "relisted",
+        "not_relisted",
         "tool_error",
         "tool_calls",
     ]
@@ -641,7 +660,7 @@ def parse_expect(text: str) -> Expect:
         if m[1] not in CALL_STATES:
             raise ValueError(f"{phrase!r}: a call is one of {', '.join(CALL_STATES)}")
         return Expect("call", word=m[1], reason=m[2])
-    if phrase in ("retried", "not retried", "tool error"):
+    if phrase in ("retried", "not retried", "relisted", "not relisted", "tool error"):
         return Expect(phrase.replace(" ", "_"))  # type: ignore[arg-type]
     if m := re.match(r"tool calls (\d+)$", phrase):
         return Expect("tool_calls", number=int(m[1]))

@@ -225,8 +225,9 @@ def fresh_tools(
 
 
 def _call_result(call: ToolCall) -> Any:
-    """What the model gets back: the answer's text (a tool error, an unknown tool and
-    a list that could not be proved fresh make it retry with the new list)."""
+    """What the model gets back: the answer's text (a tool error, an unknown or changed
+    tool and a list that could not be proved fresh make it retry with the new list; a
+    call that may have run never does)."""
     match call.state:
         case "answered":
             if call.is_error:
@@ -239,6 +240,15 @@ def _call_result(call: ToolCall) -> Any:
             raise ModelRetry(call.detail or f"{call.name} refused these arguments")
         case "denied":
             return f"{call.name} is not available to this user (denied)."
+        case "may_have_run":  # never a retry: the tool may have run (issue 34)
+            return (
+                f"{call.name} was sent and its answer was lost: it may have run. Do not "
+                "call it again before checking whether it did."
+            )
+        case "tool_changed":  # nothing ran; the toolset now offers the new definition
+            raise ModelRetry(call.detail or f"{call.name} changed: rebuild the call")
+        case "input_required":
+            return f"{call.name} needs input this client cannot give; it did not complete."
         case _:
             raise ModelRetry(
                 f"{call.name} could not be called now ({call.state}: {call.reason}). "
