@@ -23,6 +23,7 @@ from .._core import Catalog, RequestFailed, StreamEvent
 from .._core._frozen import frozen
 from .._errors import ConfigurationError
 from .._protocol._tools import catalog_may_be_old, may_call_again, tool_changed
+from .._sources._http import excluded_tool
 from .._sources._tools import call_tool
 from ._setup import checked_deadline
 
@@ -37,6 +38,7 @@ ToolCallState = Literal[
     "unavailable",
     "awaiting_fresh_source",
     "stale",
+    "invalid_tool",
 ]
 
 
@@ -53,6 +55,9 @@ class ToolCall:
     (``-32602``: invalid arguments, or "unknown tool" for a tool its new list shows
     unchanged); ``detail`` is the server's message. ``unavailable``: the call got no
     answer (``reason``: ``unreachable``, ``timeout``, ``server_error``).
+    ``invalid_tool``: the server's definition of the tool breaks the ``x-mcp-header``
+    rules (2026-07-28 over HTTP); it was left out of the catalog (`Catalog.excluded`)
+    and the call was not sent (``detail`` says why).
     """
 
     name: str
@@ -114,6 +119,9 @@ class ToolCalls:
         check_tool_call(name, arguments)
         deadline = checked_deadline(timeout, self.read_timeout)
         who = principal if principal is not None else self.principal
+        refused = excluded_tool(self.source, name, who)
+        if refused is not None:  # never call a tool left out of the catalog
+            return ToolCall(name, "invalid_tool", detail=refused)
         held = self.catalog_status("tools", principal=principal)
         known = held.state in ("fresh", "stale")  # a list the caller may have acted on
         before = _entry(held, name)

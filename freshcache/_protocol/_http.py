@@ -21,6 +21,11 @@ What it decides:
   redirect not followed;
 - what a listen answered by something other than an SSE stream means
   (`HttpBinding.listen_answer`);
+- 2026-07-28 tool calls (`freshcache._protocol._tool_headers`): which tools of a
+  ``tools/list`` page are left out for invalid ``x-mcp-header`` annotations
+  (`HttpBinding.catalog_page`), the ``Mcp-Param-*`` headers of a ``tools/call``
+  (`HttpBinding.call_headers`), and that a call of an excluded tool is never sent
+  (`HttpBinding.refused_call`);
 - 2025-11-25: the GET stream's headers (`HttpBinding.legacy_stream_headers`) and what
   its answer means (`get_stream_refused`), that a 404 to a request on a session ends
   that session once per request (`HttpBinding.session_gone`), and that a server which
@@ -35,8 +40,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from .._core import (
+    CatalogKind,
     ChangeHint,
     ListenUnsupported,
+    ListReply,
     Remediation,
     RequestFailed,
     StreamClosed,
@@ -57,12 +64,14 @@ from ._client import (
     neither_revision,
     same_id,
 )
+from ._tool_headers import ToolHeaders, excluded_detail
 from ._wire import (
     SESSION_HEADER,
     ErrorResponse,
     Malformed,
     Message,
     Response,
+    catalog_reply,
     denial_envelope,
 )
 
@@ -165,6 +174,53 @@ class HttpBinding:
     def __init__(self, protocol: ClientProtocol, note_untrusted: Callable[[str], None]) -> None:
         self.protocol = protocol
         self._note_untrusted = note_untrusted
+        self.tool_headers = ToolHeaders()
+        """The ``x-mcp-header`` annotations learned from this source's ``tools/list``."""
+
+    # ------------------------------------------------------------------ tools (2026)
+
+    def catalog_page(
+        self, kind: CatalogKind, result: Mapping[str, Any], principal: object
+    ) -> ListReply | RequestFailed:
+        """One catalog page (`catalog_reply`); on 2026-07-28 a ``tools/list`` page
+        without the tools whose ``x-mcp-header`` annotations are invalid, named with the
+        reason in `ListReply.excluded`."""
+        legacy = self.protocol.legacy is not None
+        tools = result.get("tools")
+        excluded: tuple[tuple[str, str], ...] = ()
+        if (
+            kind == "tools"
+            and not legacy
+            and isinstance(tools, list)
+            and all(isinstance(tool, dict) for tool in tools)
+        ):
+            kept, excluded = self.tool_headers.learn(principal, tools)
+            if excluded:
+                result = {**result, "tools": kept}
+        page = catalog_reply(kind, result, hintless=legacy)
+        if excluded and isinstance(page, ListReply):
+            return replace(page, excluded=excluded)
+        return page
+
+    def call_headers(
+        self, method: str, params: Mapping[str, Any], principal: object
+    ) -> dict[str, str]:
+        """The ``Mcp-Param-*`` headers of a 2026-07-28 ``tools/call``."""
+        if method != "tools/call" or self.protocol.legacy is not None:
+            return {}
+        return self.tool_headers.for_call(principal, params)
+
+    def refused_call(
+        self, method: str, params: Mapping[str, Any], principal: object
+    ) -> RequestFailed | None:
+        """A ``tools/call`` of a tool left out of the catalog is never sent: why."""
+        if method != "tools/call" or self.protocol.legacy is not None:
+            return None
+        name = params.get("name")
+        if not isinstance(name, str):
+            return None
+        reason = self.tool_headers.excluded(principal, name)
+        return None if reason is None else RequestFailed("not_found", excluded_detail(name, reason))
 
     # ------------------------------------------------------------------ answers
 
