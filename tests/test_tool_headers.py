@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from freshcache import FreshCache, HttpSource
+from freshcache import FreshCache, HttpSource, Policy
 from freshcache._protocol._tool_headers import (
     ToolHeaders,
     header_map,
@@ -27,6 +27,7 @@ from freshcache._protocol._tool_headers import (
 from freshcache._protocol._wire import decode_header_value
 from freshcache.acceptance import ReferenceServer
 from freshcache.acceptance._http_server import ReferenceHttpServer
+from freshcache.acceptance._protocol import Reply, error
 
 
 def tool(name: str, properties: dict[str, Any], **schema: Any) -> dict[str, Any]:
@@ -196,12 +197,13 @@ INVALID = tool("invalid_dup", {"a": annotated("Region"), "b": annotated("region"
 
 @asynccontextmanager
 async def serving(
-    revision: str = "2026-07-28",
+    revision: str = "2026-07-28", server: ReferenceServer | None = None, hook: Any = None
 ) -> AsyncIterator[tuple[ReferenceHttpServer, Callable[[], HttpSource]]]:
-    server = ReferenceServer()
-    server.catalogs.set("tools", [REGION, INVALID])
+    if server is None:
+        server = ReferenceServer()
+        server.catalogs.set("tools", [REGION, INVALID])
     async with (
-        ReferenceHttpServer(server, revision=revision) as http,  # type: ignore[arg-type]
+        ReferenceHttpServer(server, revision=revision, hook=hook) as http,  # type: ignore[arg-type]
         httpx.AsyncClient(trust_env=False) as client,
     ):
         yield http, lambda: HttpSource(http.url, client=client, timeout=5.0, idle_timeout=2.0)
@@ -253,3 +255,66 @@ def test_user_headers_may_not_set_mcp_param_headers():
 
     with pytest.raises(ConfigurationError):
         HttpSource("http://127.0.0.1:1/mcp", headers={"Mcp-Param-Region": "eu"})
+
+
+def validating(server: ReferenceServer) -> Any:
+    """A hook that refuses a ``tools/call`` as a spec server does (streamable-http,
+    "Server Behavior for Custom Headers"): each top-level ``x-mcp-header`` argument of
+    the tool's *current* definition must come as its header (``-32020``, HTTP 400)."""
+
+    async def hook(request: Any) -> Any:
+        message = request.message or {}
+        if message.get("method") != "tools/call":
+            return None
+        params = message["params"]
+        (current,) = [t for t in server.catalogs.items["tools"] if t["name"] == params["name"]]
+        for prop, schema in current["inputSchema"]["properties"].items():
+            value = params.get("arguments", {}).get(prop)
+            header = request.headers.get("mcp-param-" + schema.get("x-mcp-header", "").lower())
+            if (
+                "x-mcp-header" in schema
+                and value is not None
+                and (header is None or decode_header_value(header) != str(value))
+            ):
+                return Reply(error(message["id"], -32020, f"Mcp-Param for {prop!r}"), 400)
+        return None
+
+    return hook
+
+
+@pytest.mark.wire
+async def test_a_call_refused_for_its_param_headers_relists_and_is_sent_again_with_the_new_ones():
+    """The spec's client behaviour on ``-32020``: list the tools again, then retry with
+    the headers of the new definition (the server refused before running the tool)."""
+    server = ReferenceServer()
+    server.catalogs.set("tools", [REGION])
+    async with (
+        serving(server=server, hook=validating(server)) as (http, make),
+        # the held list counts as the one the caller acted on without a listen covering it
+        FreshCache(make(), read_timeout=5.0, policy=Policy(uncovered="ttl")) as cache,
+    ):
+        assert (await cache.tools()).state == "fresh"
+        renamed = tool("execute_sql", {"region": annotated("Zone"), "query": {"type": "string"}})
+        server.catalogs.set("tools", [renamed])  # unannounced
+        call = await cache.call_tool("execute_sql", {"region": "eu", "query": "q"})
+        assert call.state == "answered" and call.retried, call
+    first, second = calls(http)
+    assert first.headers.get("mcp-param-region") == "eu" and "mcp-param-zone" not in first.headers
+    assert second.headers.get("mcp-param-zone") == "eu"
+
+
+@pytest.mark.wire
+async def test_a_param_header_refusal_is_an_explicit_state_never_an_exception():
+    """Called before any listing: no header known, the server refuses (``-32020``), the
+    re-list learns the tool; the caller gets the server's word, and the next call goes."""
+    server = ReferenceServer()
+    server.catalogs.set("tools", [REGION])
+    async with (
+        serving(server=server, hook=validating(server)) as (http, make),
+        FreshCache(make(), read_timeout=5.0) as cache,
+    ):
+        call = await cache.call_tool("execute_sql", {"region": "eu", "query": "q"})
+        assert call.state == "not_found" and "-32020" in (call.detail or ""), call
+        again = await cache.call_tool("execute_sql", {"region": "eu", "query": "q"})
+        assert again.state == "answered", again
+    assert [c.headers.get("mcp-param-region") for c in calls(http)] == [None, "eu"]

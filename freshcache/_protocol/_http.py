@@ -24,8 +24,9 @@ What it decides:
 - 2026-07-28 tool calls (`freshcache._protocol._tool_headers`): which tools of a
   ``tools/list`` page are left out for invalid ``x-mcp-header`` annotations
   (`HttpBinding.catalog_page`), the ``Mcp-Param-*`` headers of a ``tools/call``
-  (`HttpBinding.call_headers`), and that a call of an excluded tool is never sent
-  (`HttpBinding.refused_call`);
+  (`HttpBinding.call_headers`), that a call of an excluded tool is never sent
+  (`HttpBinding.refused_call`), and that ``-32020`` on a ``tools/call`` refuses its
+  headers (`HttpBinding.judge`: ``not_found``, the catalog may be old), not the setup;
 - 2025-11-25: the GET stream's headers (`HttpBinding.legacy_stream_headers`) and what
   its answer means (`get_stream_refused`), that a 404 to a request on a session ends
   that session once per request (`HttpBinding.session_gone`), and that a server which
@@ -64,8 +65,9 @@ from ._client import (
     neither_revision,
     same_id,
 )
-from ._tool_headers import ToolHeaders, excluded_detail
+from ._tool_headers import ToolHeaders, excluded_detail, param_mismatch
 from ._wire import (
+    HEADER_MISMATCH,
     SESSION_HEADER,
     ErrorResponse,
     Malformed,
@@ -289,6 +291,9 @@ class HttpBinding:
             text = f"HTTP 403: {_error_text(message, answer.detail)}"
             return RequestFailed("denied", text, 403, remediation=_envelope(message))
         match message:
+            case ErrorResponse(code=code) if code == HEADER_MISMATCH and method == "tools/call":
+                # its Mcp-Param-* headers refused before the tool ran: not a misconfiguration
+                return RequestFailed("not_found", param_mismatch(message.message), code)
             case Response() | ErrorResponse():
                 judged = self.protocol.answer(method, message, retried=attempt.renegotiated)
                 if isinstance(judged, Renegotiate):

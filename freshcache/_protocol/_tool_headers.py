@@ -183,6 +183,17 @@ def excluded_detail(name: str, reason: str) -> str:
     )
 
 
+def param_mismatch(message: str) -> str:
+    """A ``tools/call`` refused with ``-32020``: its ``Mcp-Param-*`` headers are not the
+    ones the tool now asks for (its annotations changed since freshcache last listed
+    it, or it was never listed). The spec (streamable-http, "Client Behavior"): list
+    the tools again, then retry with the new headers."""
+    return (
+        f"the server refused the call's Mcp-Param-* headers (-32020): {message}. "
+        "The tool's x-mcp-header parameters are not the ones last listed"
+    )
+
+
 # ---------------------------------------------------------------------- helpers
 
 
@@ -257,4 +268,5 @@ __all__ = [
     "header_map",
     "header_problem",
     "param_headers",
+    "param_mismatch",
 ]

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._core import RequestFailed
-from ._wire import INVALID_PARAMS
+from ._wire import HEADER_MISMATCH, INVALID_PARAMS
 
 _UNKNOWN_TOOL = re.compile(
     r"(?i)\b(unknown|no such|invalid|unrecognized|missing)\s+tool\b"
@@ -41,10 +41,11 @@ def tool_call_params(name: str, arguments: Mapping[str, Any] | None) -> dict[str
 
 def catalog_may_be_old(outcome: Mapping[str, Any] | RequestFailed) -> bool:
     """Whether a ``tools/call`` outcome says the caller's tool catalog may be old: a
-    JSON-RPC ``-32602`` (an unknown tool, or invalid arguments), a JSON-RPC error whose
-    text says the tool is unknown, or a tool error result that starts by saying so."""
+    JSON-RPC ``-32602`` (an unknown tool, or invalid arguments), ``-32020`` (its
+    ``Mcp-Param-*`` headers: the spec says list again, then retry), a JSON-RPC error
+    whose text says the tool is unknown, or a tool error result that starts by saying so."""
     if isinstance(outcome, RequestFailed):
-        if outcome.code == INVALID_PARAMS:
+        if outcome.code in (INVALID_PARAMS, HEADER_MISMATCH):  # -32020: its Mcp-Param-*
             return True
         return outcome.code is not None and bool(_UNKNOWN_TOOL.search(outcome.detail))
     return result_says_unknown_tool(outcome)
