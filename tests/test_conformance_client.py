@@ -23,7 +23,8 @@ import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pytest
@@ -168,15 +169,48 @@ def play(node: Path, entry: Path, revision: str, out: Path) -> Run:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+    """Both runs, once per test session: under xdist the first worker to get here plays
+    them (the others wait on a lock in the shared temporary directory) and every worker
+    reads the same results."""
     try:
         node, entry = conformance_cli()
     except ConformanceUnavailable as exc:
         pytest.skip(f"no conformance suite: {exc}")
-    root = tmp_path_factory.mktemp("conformance")
-    with ThreadPoolExecutor(len(REVISIONS)) as pool:
-        futures = {r: pool.submit(play, node, entry, r, root / r) for r in REVISIONS}
-        yield {revision: future.result() for revision, future in futures.items()}
+    shared = tmp_path_factory.getbasetemp().parent / "conformance"
+    shared.mkdir(exist_ok=True)
+    results = shared / "results.json"
+    with _locked(shared / "lock"):
+        if not results.exists():
+            with ThreadPoolExecutor(len(REVISIONS)) as pool:
+                futures = {r: pool.submit(play, node, entry, r, shared / r) for r in REVISIONS}
+                played = {r: asdict(future.result()) for r, future in futures.items()}
+            results.write_text(json.dumps(played))
+    loaded = json.loads(results.read_text())
+    return {
+        revision: Run(
+            revision,
+            {name: Played(**p) for name, p in run["played"].items()},
+            run["log"],
+            run["seconds"],
+        )
+        for revision, run in loaded.items()
+    }
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("w") as handle:
+        try:
+            import fcntl
+        except ImportError:  # no POSIX locks: each worker plays its own runs
+            yield
+            return
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def judge(run: Run, scenario: str) -> None:
