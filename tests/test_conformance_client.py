@@ -31,7 +31,9 @@ import pytest
 
 from tests.conformance_support import ConformanceUnavailable, conformance_cli
 
-pytestmark = pytest.mark.wire
+# The first item's setup installs the suite (npm ci, at most 300 s) and plays both runs
+# (at most RUN_TIMEOUT): more than the suite-wide 120 s a test may take.
+pytestmark = [pytest.mark.wire, pytest.mark.timeout(480)]
 
 CLIENT = Path(__file__).parent / "fixtures" / "conformance_client.py"
 REVISIONS = ("2026-07-28", "2025-11-25")

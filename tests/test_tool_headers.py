@@ -318,3 +318,18 @@ async def test_a_param_header_refusal_is_an_explicit_state_never_an_exception():
         again = await cache.call_tool("execute_sql", {"region": "eu", "query": "q"})
         assert again.state == "answered", again
     assert [c.headers.get("mcp-param-region") for c in calls(http)] == [None, "eu"]
+
+
+@pytest.mark.wire
+async def test_the_headers_follow_the_catalog_the_caller_holds_even_if_its_source_never_listed():
+    """A fleet follower's source never lists: the catalog comes from another worker's
+    walk. The call's headers come from the definition the caller saw."""
+    async with serving() as (http, make):
+        source = make()
+        async with FreshCache(source, read_timeout=5.0, policy=Policy(uncovered="ttl")) as cache:
+            assert (await cache.tools()).state == "fresh"
+            source.binding.tool_headers = ToolHeaders()  # as if another worker had listed
+            call = await cache.call_tool("execute_sql", {"region": "eu", "query": "q"})
+            assert call.state == "answered", call
+    (sent,) = calls(http)
+    assert sent.headers.get("mcp-param-region") == "eu"

@@ -23,7 +23,7 @@ from .._core import Catalog, RequestFailed, StreamEvent
 from .._core._frozen import frozen
 from .._errors import ConfigurationError
 from .._protocol._tools import catalog_may_be_old, may_call_again, tool_changed
-from .._sources._http import excluded_tool
+from .._sources._http import excluded_tool, learned_tool
 from .._sources._tools import call_tool
 from ._setup import checked_deadline
 
@@ -125,6 +125,8 @@ class ToolCalls:
         held = self.catalog_status("tools", principal=principal)
         known = held.state in ("fresh", "stale")  # a list the caller may have acted on
         before = _entry(held, name)
+        if before is not None:  # its Mcp-Param-* headers follow the definition the caller saw
+            learned_tool(self.source, who, before)
         outcome = await self._send_tool_call(name, arguments, who, deadline)
         if not catalog_may_be_old(outcome):
             return _judged(name, outcome)

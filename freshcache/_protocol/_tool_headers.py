@@ -202,7 +202,7 @@ def _collect(
 ) -> str | None:
     """Gather the annotated property schemas under ``node`` into ``found``; the reason
     when an annotation sits where it may not (not reachable by ``properties`` alone)."""
-    if isinstance(node, list):
+    if isinstance(node, (list, tuple)):  # a frozen catalog item holds tuples
         for item in node:
             problem = _collect(item, path, False, found)
             if problem is not None:

@@ -519,6 +519,16 @@ class HttpSource:
         log.info("%s: untrusted message: %s", self.identity, detail)
 
 
+def learned_tool(source: object, principal: Partition, tool: Mapping[str, Any]) -> None:
+    """Tell ``source`` (an `HttpSource`, possibly wrapped) the tool definition a caller
+    acts on, so its ``Mcp-Param-*`` headers follow it even where this source never
+    listed the tools itself (a fleet follower takes the catalog another worker walked)."""
+    while isinstance(source, SourceWrapper):
+        source = source.inner
+    if isinstance(source, HttpSource):
+        source.binding.tool_headers.learn(principal, (tool,))
+
+
 def excluded_tool(source: object, name: str, principal: Partition) -> str | None:
     """Why tool ``name`` was left out of ``principal``'s catalog by ``source`` (an
     `HttpSource`, possibly wrapped: the ``x-mcp-header`` rules), else ``None``."""
