@@ -129,11 +129,37 @@ class Run:
     seconds: float
 
 
-def play(node: Path, entry: Path, revision: str, out: Path) -> Run:
+@contextmanager
+def zygote(socket: Path) -> Iterator[Path | None]:
+    """The client's zygote (tests/fixtures/conformance_client.py): freshcache imported
+    once, a process forked per scenario. ``None`` where there is no ``fork``."""
+    if not hasattr(os, "fork") or len(str(socket)) > 100:  # AF_UNIX paths are short
+        yield None
+        return
+    process = subprocess.Popen(
+        [sys.executable, str(CLIENT), "--zygote", str(socket)],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+    )
+    try:
+        assert process.stdout is not None
+        ready = process.stdout.readline()
+        assert ready.strip() == b"ready", f"the zygote did not start: {ready!r}"
+        yield socket
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def play(node: Path, entry: Path, revision: str, out: Path, zygote: Path | None) -> Run:
     if " " in sys.executable or " " in str(CLIENT):
         pytest.skip(f"the suite splits --command on spaces: {sys.executable} {CLIENT}")
     command = f"{sys.executable} {CLIENT}"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    if zygote is not None:
+        env["FRESHCACHE_CONFORMANCE_ZYGOTE"] = str(zygote)
     started = time.monotonic()
     done = subprocess.run(
         [
@@ -179,13 +205,16 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
         node, entry = conformance_cli()
     except ConformanceUnavailable as exc:
         pytest.skip(f"no conformance suite: {exc}")
-    shared = tmp_path_factory.getbasetemp().parent / "conformance"
+    base = tmp_path_factory.getbasetemp()  # under xdist, its parent is this session's
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "conformance"
     shared.mkdir(exist_ok=True)
     results = shared / "results.json"
     with _locked(shared / "lock"):
         if not results.exists():
-            with ThreadPoolExecutor(len(REVISIONS)) as pool:
-                futures = {r: pool.submit(play, node, entry, r, shared / r) for r in REVISIONS}
+            with zygote(shared / "zygote.sock") as socket, ThreadPoolExecutor(2) as pool:
+                futures = {
+                    r: pool.submit(play, node, entry, r, shared / r, socket) for r in REVISIONS
+                }
                 played = {r: asdict(future.result()) for r, future in futures.items()}
             results.write_text(json.dumps(played))
     loaded = json.loads(results.read_text())
