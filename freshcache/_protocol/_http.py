@@ -45,6 +45,7 @@ from .._core import (
     ChangeHint,
     ListenUnsupported,
     ListReply,
+    Partition,
     Remediation,
     RequestFailed,
     StreamClosed,
@@ -182,7 +183,7 @@ class HttpBinding:
     # ------------------------------------------------------------------ tools (2026)
 
     def catalog_page(
-        self, kind: CatalogKind, result: Mapping[str, Any], principal: object
+        self, kind: CatalogKind, result: Mapping[str, Any], principal: Partition
     ) -> ListReply | RequestFailed:
         """One catalog page (`catalog_reply`); on 2026-07-28 a ``tools/list`` page
         without the tools whose ``x-mcp-header`` annotations are invalid, named with the
@@ -205,7 +206,7 @@ class HttpBinding:
         return page
 
     def call_headers(
-        self, method: str, params: Mapping[str, Any], principal: object
+        self, method: str, params: Mapping[str, Any], principal: Partition
     ) -> dict[str, str]:
         """The ``Mcp-Param-*`` headers of a 2026-07-28 ``tools/call``."""
         if method != "tools/call" or self.protocol.legacy is not None:
@@ -213,7 +214,7 @@ class HttpBinding:
         return self.tool_headers.for_call(principal, params)
 
     def refused_call(
-        self, method: str, params: Mapping[str, Any], principal: object
+        self, method: str, params: Mapping[str, Any], principal: Partition
     ) -> RequestFailed | None:
         """A ``tools/call`` of a tool left out of the catalog is never sent: why."""
         if method != "tools/call" or self.protocol.legacy is not None:
