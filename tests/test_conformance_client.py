@@ -20,7 +20,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -126,7 +125,6 @@ class Run:
     revision: str
     played: dict[str, Played]
     log: str
-    seconds: float
 
 
 @contextmanager
@@ -160,7 +158,6 @@ def play(node: Path, entry: Path, revision: str, out: Path, zygote: Path | None)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
     if zygote is not None:
         env["FRESHCACHE_CONFORMANCE_ZYGOTE"] = str(zygote)
-    started = time.monotonic()
     done = subprocess.run(
         [
             str(node),
@@ -183,7 +180,6 @@ def play(node: Path, entry: Path, revision: str, out: Path, zygote: Path | None)
         check=False,
         env=env,
     )
-    seconds = time.monotonic() - started
     played: dict[str, Played] = {}
     for checks in out.rglob("checks.json"):
         folder = checks.parent
@@ -193,7 +189,7 @@ def play(node: Path, entry: Path, revision: str, out: Path, zygote: Path | None)
             (folder / "stdout.txt").read_text(),
             (folder / "stderr.txt").read_text(),
         )
-    return Run(revision, played, done.stdout + done.stderr, seconds)
+    return Run(revision, played, done.stdout + done.stderr)
 
 
 @pytest.fixture(scope="module")
@@ -223,7 +219,6 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
             revision,
             {name: Played(**p) for name, p in run["played"].items()},
             run["log"],
-            run["seconds"],
         )
         for revision, run in loaded.items()
     }
