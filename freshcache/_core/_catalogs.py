@@ -86,6 +86,9 @@ class Catalog:
     age: float | None = None
     """Seconds since the items were fetched; set on ``stale``."""
     detail: str | None = field(default=None, compare=False)
+    excluded: Mapping[str, str] = field(default_factory=lambda: _NOTHING_EXCLUDED)
+    """Items the server listed that a protocol rule left out, name -> why (a tool whose
+    ``x-mcp-header`` annotations are invalid: never handed out, never called)."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -96,6 +99,15 @@ class Catalog:
     def ok(self) -> bool:
         """True when the catalog may be acted on as current (``fresh``)."""
         return self.state == FRESH
+
+
+_NOTHING_EXCLUDED: Mapping[str, str] = frozen({})
+
+
+def _excluded(pages: Sequence[ListReply]) -> Mapping[str, str]:
+    """What a walk's pages left out (`ListReply.excluded`), name -> why."""
+    pairs = [pair for page in pages for pair in page.excluded]
+    return frozen(dict(pairs)) if pairs else _NOTHING_EXCLUDED
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,6 +416,7 @@ class CatalogBook:
             version=self.versions.version(kind, walk.pages),
             fetched_at=self._wall_clock(),
             server_read=result.server_read,
+            excluded=_excluded(walk.pages),
         )
         public = not walk.private and self.policy.share_public
         held = _Held(

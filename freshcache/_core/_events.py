@@ -78,6 +78,9 @@ class ListReply:
     """Rough size of `items`, for the store's byte bound."""
     hintless: bool = False
     """The revision has no caching hints (2025-11-25): see `ReadReply.hintless`."""
+    excluded: tuple[tuple[str, str], ...] = ()
+    """A catalog page's items left out by a protocol rule, as (name, reason): a tool
+    whose ``x-mcp-header`` annotations are invalid (2026-07-28 over HTTP)."""
 
 
 @dataclass(frozen=True, slots=True)

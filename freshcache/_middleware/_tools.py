@@ -42,6 +42,7 @@ from .._protocol._tools import (
     same_definition,
     tool_call_params,
 )
+from .._sources._http import excluded_tool, learned_tool
 from ._setup import checked_deadline
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ ToolCallState = Literal[
     "unavailable",
     "awaiting_fresh_source",
     "stale",
+    "invalid_tool",
 ]
 
 
@@ -83,6 +85,9 @@ class ToolCall:
     message. ``unavailable``: no result: ``unreachable`` (the call never reached the
     server), ``server_error`` (the server answered an error, its message in ``detail``),
     ``timeout`` (no time was left to send it).
+    ``invalid_tool``: the server's definition of the tool breaks the ``x-mcp-header``
+    rules (2026-07-28 over HTTP); it was left out of the catalog (`Catalog.excluded`)
+    and the call was not sent (``detail`` says why).
     """
 
     name: str
@@ -185,6 +190,11 @@ class ToolCalls:
         who = principal if principal is not None else self.principal
         held = self.engine.catalogs.last_held("tools", who)  # fresh or not since
         saw = seen_definition(name, seen, held)
+        refused = excluded_tool(self.source, name, who)
+        if refused is not None:  # never call a tool left out of the catalog
+            return ToolCall(name, "invalid_tool", detail=refused)
+        if saw is not None:  # its Mcp-Param-* headers follow the definition the caller saw
+            learned_tool(self.source, who, saw)
         outcome = await self._send_tool_call(name, params, who, end)
         answer = outcome if isinstance(outcome, RequestFailed) else outcome.result
         if not refused_as_unknown(name, answer):

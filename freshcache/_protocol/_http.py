@@ -22,6 +22,12 @@ What it decides:
   redirect not followed;
 - what a listen answered by something other than an SSE stream means
   (`HttpBinding.listen_answer`);
+- 2026-07-28 tool calls (`freshcache._protocol._tool_headers`): which tools of a
+  ``tools/list`` page are left out for invalid ``x-mcp-header`` annotations
+  (`HttpBinding.catalog_page`), the ``Mcp-Param-*`` headers of a ``tools/call``
+  (`HttpBinding.call_headers`), that a call of an excluded tool is never sent
+  (`HttpBinding.refused_call`), and that ``-32020`` on a ``tools/call`` refuses its
+  headers (`HttpBinding.judge`: ``not_found``, the catalog may be old), not the setup;
 - 2025-11-25: the GET stream's headers (`HttpBinding.legacy_stream_headers`) and what
   its answer means (`get_stream_refused`), that a 404 to a request on a session ends
   that session once per request (`HttpBinding.session_gone`), and that a server which
@@ -36,8 +42,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from .._core import (
+    CatalogKind,
     ChangeHint,
     ListenUnsupported,
+    ListReply,
+    Partition,
     Remediation,
     RequestFailed,
     StreamClosed,
@@ -59,12 +68,15 @@ from ._client import (
     same_id,
 )
 from ._reissue import lost_answer, may_reissue
+from ._tool_headers import ToolHeaders, excluded_detail, param_mismatch
 from ._wire import (
+    HEADER_MISMATCH,
     SESSION_HEADER,
     ErrorResponse,
     Malformed,
     Message,
     Response,
+    catalog_reply,
     denial_envelope,
 )
 
@@ -167,6 +179,53 @@ class HttpBinding:
     def __init__(self, protocol: ClientProtocol, note_untrusted: Callable[[str], None]) -> None:
         self.protocol = protocol
         self._note_untrusted = note_untrusted
+        self.tool_headers = ToolHeaders()
+        """The ``x-mcp-header`` annotations learned from this source's ``tools/list``."""
+
+    # ------------------------------------------------------------------ tools (2026)
+
+    def catalog_page(
+        self, kind: CatalogKind, result: Mapping[str, Any], principal: Partition
+    ) -> ListReply | RequestFailed:
+        """One catalog page (`catalog_reply`); on 2026-07-28 a ``tools/list`` page
+        without the tools whose ``x-mcp-header`` annotations are invalid, named with the
+        reason in `ListReply.excluded`."""
+        legacy = self.protocol.legacy is not None
+        tools = result.get("tools")
+        excluded: tuple[tuple[str, str], ...] = ()
+        if (
+            kind == "tools"
+            and not legacy
+            and isinstance(tools, list)
+            and all(isinstance(tool, dict) for tool in tools)
+        ):
+            kept, excluded = self.tool_headers.learn(principal, tools)
+            if excluded:
+                result = {**result, "tools": kept}
+        page = catalog_reply(kind, result, hintless=legacy)
+        if excluded and isinstance(page, ListReply):
+            return replace(page, excluded=excluded)
+        return page
+
+    def call_headers(
+        self, method: str, params: Mapping[str, Any], principal: Partition
+    ) -> dict[str, str]:
+        """The ``Mcp-Param-*`` headers of a 2026-07-28 ``tools/call``."""
+        if method != "tools/call" or self.protocol.legacy is not None:
+            return {}
+        return self.tool_headers.for_call(principal, params)
+
+    def refused_call(
+        self, method: str, params: Mapping[str, Any], principal: Partition
+    ) -> RequestFailed | None:
+        """A ``tools/call`` of a tool left out of the catalog is never sent: why."""
+        if method != "tools/call" or self.protocol.legacy is not None:
+            return None
+        name = params.get("name")
+        if not isinstance(name, str):
+            return None
+        reason = self.tool_headers.excluded(principal, name)
+        return None if reason is None else RequestFailed("not_found", excluded_detail(name, reason))
 
     # ------------------------------------------------------------------ answers
 
@@ -235,6 +294,9 @@ class HttpBinding:
             text = f"HTTP 403: {_error_text(message, answer.detail)}"
             return RequestFailed("denied", text, 403, remediation=_envelope(message))
         match message:
+            case ErrorResponse(code=code) if code == HEADER_MISMATCH and method == "tools/call":
+                # its Mcp-Param-* headers refused before the tool ran: not a misconfiguration
+                return RequestFailed("not_found", param_mismatch(message.message), code)
             case Response() | ErrorResponse():
                 judged = self.protocol.answer(method, message, retried=attempt.renegotiated)
                 if isinstance(judged, Renegotiate):

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .._core import RequestFailed, StreamEvent
-from ._wire import INVALID_PARAMS
+from ._wire import HEADER_MISMATCH, INVALID_PARAMS
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +100,8 @@ def refused_as_unknown(name: str, outcome: Mapping[str, Any] | RequestFailed) ->
     module docstring): the one signal that the caller's tool catalog may be old."""
     forms = _unknown_forms(name)
     if isinstance(outcome, RequestFailed):
+        if outcome.code == HEADER_MISMATCH:  # -32020, its Mcp-Param-*: the spec says list again
+            return True
         return outcome.code == INVALID_PARAMS and bool(forms.fullmatch(outcome.detail.strip()))
     if outcome.get("isError") is not True:
         return False

@@ -221,13 +221,14 @@ def listen_params(
     return {"notifications": notifications}
 
 
-_PLAIN_HEADER = re.compile(r"^[\x21-\x7e]([\x20-\x7e\t]*[\x21-\x7e])?$")
+_PLAIN_HEADER = re.compile(r"^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$")
 
 
 def encode_header_value(value: str) -> str:
-    """A header value per streamable-http "Value encoding": plain visible ASCII as is,
-    anything else (non-ASCII, control characters, edge whitespace, or a value that
-    looks like the sentinel) as ``=?base64?...?=`` of its UTF-8 bytes."""
+    """A header value per streamable-http "Value encoding": plain visible ASCII (inner
+    spaces too) as is, anything else (non-ASCII, control characters, a tab anywhere,
+    edge whitespace, or a value that looks like the sentinel) as ``=?base64?...?=`` of
+    its UTF-8 bytes. ``Mcp-Name`` and every ``Mcp-Param-*`` header."""
     looks_encoded = value.startswith("=?base64?") and value.endswith("?=")
     if value == "" or (_PLAIN_HEADER.match(value) and not looks_encoded):
         return value

@@ -104,9 +104,9 @@ from .._protocol._http import (
 )
 from .._protocol._reissue import lost_answer
 from .._protocol._tools import ToolAnswer, tool_answer
-from .._protocol._wire import ClientIdentity, DenialRules, Message, catalog_reply, list_reply
+from .._protocol._wire import ClientIdentity, DenialRules, Message, list_reply
 from ._http_legacy import LegacyHttp, LegacyLink
-from ._source import ServerInfo
+from ._source import ServerInfo, SourceWrapper
 from ._sse import (
     HttpStats,
     SseComment,
@@ -320,8 +320,10 @@ class HttpSource:
         page = (
             result
             if isinstance(result, RequestFailed)
-            else catalog_reply(kind, result, hintless=self.protocol.legacy is not None)
+            else self.binding.catalog_page(kind, result, principal)
         )
+        for name, reason in page.excluded if isinstance(page, ListReply) else ():
+            log.warning("%s: tool %r left out of the catalog: %s", self.identity, name, reason)
         return replace(page, hints=tuple(hints)) if hints else page
 
     async def listen(
@@ -426,6 +428,9 @@ class HttpSource:
         it was already sent (discovery)."""
         attempt = Attempt()
         await self._negotiated(method)
+        refused = self.binding.refused_call(method, params, principal)
+        if refused is not None:
+            return refused, False  # never sent (a tool left out of the catalog)
         # 2025-11-25 only: the session each attempt goes out on (2026 never visits it).
         session = self.legacy if self.protocol.legacy is not None else None
         for _ in range(4):
@@ -471,6 +476,7 @@ class HttpSource:
         outgoing = self.protocol.request(request_id, method, params)
         body = _json(outgoing.message)
         headers = self._headers(outgoing.headers, principal)
+        headers.update(self.binding.call_headers(method, params, principal))
         client = self._http()
         timeout = httpx.Timeout(self.timeout, read=min(self.idle_timeout, self.timeout))
         self.stats.requests += 1
@@ -525,6 +531,27 @@ class HttpSource:
     def _note_untrusted(self, detail: str) -> None:
         self.stats.untrusted += 1
         log.info("%s: untrusted message: %s", self.identity, detail)
+
+
+def learned_tool(source: object, principal: Partition, tool: Mapping[str, Any]) -> None:
+    """Tell ``source`` (an `HttpSource`, possibly wrapped) the tool definition a caller
+    acts on, so its ``Mcp-Param-*`` headers follow it even where this source never
+    listed the tools itself (a fleet follower takes the catalog another worker walked)."""
+    while isinstance(source, SourceWrapper):
+        source = source.inner
+    if isinstance(source, HttpSource):
+        source.binding.tool_headers.learn(principal, (tool,))
+
+
+def excluded_tool(source: object, name: str, principal: Partition) -> str | None:
+    """Why tool ``name`` was left out of ``principal``'s catalog by ``source`` (an
+    `HttpSource`, possibly wrapped: the ``x-mcp-header`` rules), else ``None``."""
+    while isinstance(source, SourceWrapper):
+        source = source.inner
+    if not isinstance(source, HttpSource):
+        return None
+    refused = source.binding.refused_call("tools/call", {"name": name}, principal)
+    return None if refused is None else refused.detail
 
 
 # ---------------------------------------------------------------------- helpers
@@ -738,7 +765,7 @@ def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
     for name, value in (headers or {}).items():
         if not isinstance(name, str) or not isinstance(value, str):
             raise ConfigurationError(f"HttpSource headers must map str to str, got {name!r}")
-        if name.lower() in _RESERVED_HEADERS:
+        if name.lower() in _RESERVED_HEADERS or name.lower().startswith("mcp-param-"):
             raise ConfigurationError(
                 f"HttpSource headers may not set {name!r}: freshcache sets it for every request"
             )

@@ -234,7 +234,7 @@ def _call_result(call: ToolCall) -> Any:
                 raise ModelRetry(call.text or f"tool {call.name} failed")
             structured = None if call.result is None else call.result.get("structuredContent")
             return call.text if structured is None else thawed(structured)
-        case "unknown_tool":
+        case "unknown_tool" | "invalid_tool":  # gone, or left out of the list (x-mcp-header)
             raise ModelRetry(call.detail or f"there is no tool {call.name} any more")
         case "not_found":  # the server refused the call's params: its message says why
             raise ModelRetry(call.detail or f"{call.name} refused these arguments")
