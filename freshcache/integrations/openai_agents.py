@@ -167,7 +167,13 @@ def _call_result(call: ToolCall) -> CallToolResult:
     if call.state == "answered" and call.result is not None:
         return CallToolResult.model_validate(thawed(call.result))
     reason = f": {call.reason}" if call.reason else ""
-    said = call.state in ("unknown_tool", "not_found", "may_have_run", "tool_changed", "invalid_tool")
+    said = call.state in (
+        "unknown_tool",
+        "not_found",
+        "may_have_run",
+        "tool_changed",
+        "invalid_tool",
+    )
     text = call.detail if said and call.detail else None  # e.g. "it may have run"
     message = text or f"{call.name} could not be called ({call.state}{reason})"
     return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
