@@ -187,10 +187,10 @@ class _PagesJudge:
     def __init__(self, pages: ListPages, policy: Policy, clock: Callable[[], float]) -> None:
         self.policy = policy
         self._pages = pages
-        self._clock = clock
+        self.clock = clock
 
     def lookup_list_page(self, cursor: str | None, partition: Partition) -> ListReply | None:
-        return self._pages.lookup(cursor, partition, self._clock())
+        return self._pages.lookup(cursor, partition, self.clock())
 
     def begin_list(self, cursor: str | None, partition: Partition) -> ListTicket:
         return self._pages.begin(cursor, partition)
@@ -198,7 +198,7 @@ class _PagesJudge:
     def finish_list(
         self, ticket: ListTicket, reply: ListReply | RequestFailed
     ) -> ListReply | RequestFailed | None:
-        return self._pages.finish(ticket, reply, self._clock())
+        return self._pages.finish(ticket, reply, self.clock())
 
     def page_window(self, cursor: str | None, partition: Partition) -> tuple[float, bool] | None:
         return self._pages.window(cursor, partition)
@@ -620,7 +620,7 @@ def _trim(book: dict[Any, Any], limit: int) -> None:
 
 
 def _reason(reason: str | None) -> Reason:
-    if reason in ("timeout", "unreachable", "server_error", "denied", "not_found"):
+    if reason in ("timeout", "unreachable", "server_error", "denied", "not_found", "expired"):
         return reason  # type: ignore[return-value]
     return "invalidated"
 
