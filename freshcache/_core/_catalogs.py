@@ -57,6 +57,12 @@ CATALOG_FIELDS: Mapping[CatalogKind, str] = {
 }
 """The field of a list result that holds the catalog's items."""
 
+ListKind = Literal["resources", "tools", "prompts", "resource_templates"]
+"""What a list walk lists: ``resources/list``, or a catalog (`CatalogKind`)."""
+
+LIST_METHODS: Mapping[ListKind, str] = {"resources": "resources/list", **CATALOG_METHODS}  # type: ignore[dict-item]
+"""The list request of each kind of list."""
+
 _METHOD_KINDS = {method: kind for kind, method in CATALOG_METHODS.items()}
 
 SubscriptionId = str | int
@@ -634,6 +640,8 @@ __all__ = [
     "CatalogChange",
     "CatalogKind",
     "CatalogWalk",
+    "LIST_METHODS",
+    "ListKind",
     "SharedWalk",
     "catalog_kind_of",
     "catalog_version",

@@ -81,6 +81,7 @@ from ._catalogs import (
     CatalogBook,
     CatalogKind,
     CatalogWalk,
+    ListKind,
     SharedWalk,
 )
 from ._counters import Tally
@@ -263,6 +264,8 @@ class _Bookkeeping:
         self._subs = Coverage()
         self._stream_status: StreamStatus = "idle"
         self._listen_supported: bool | None = None
+        self._lists_wanted = False
+        """A catalog was asked for: the listen is wanted for the lists' changes."""
         self._lists = ListPages(store, server_id, self.policy)
         self.catalogs = CatalogBook(
             store, server_id, self.policy, clock, wall_clock, default_partition
@@ -832,6 +835,22 @@ class _Judgements(_ReadRules):
         """A walk of ``kind`` to run now (its tickets count as list requests)."""
         return self.catalogs.begin(kind, partition)
 
+    @property
+    def lists_wanted(self) -> bool:
+        """Whether a listen is wanted for the lists' changes whatever the selection
+        (`ListenSupervisor.lists`): a catalog was asked for."""
+        return self._lists_wanted
+
+    def catalog_asked(self) -> list[Decision]:
+        """A catalog is being walked: the first time, a listen is wanted for the
+        catalogs' changes, so a cache used only for tools, prompts or templates (nothing
+        selected) hears them too: the acknowledgment covers what it honoured, later
+        calls are hits and a change arrives as an invalidation."""
+        if self._lists_wanted or self._listen_supported is False:
+            return []
+        self._lists_wanted = True
+        return [Relisten(frozenset(self._selected), "catalog_asked")]
+
     def settle_catalog(self, done: CatalogWalk) -> Catalog:
         """Judge a finished walk (see `CatalogBook.settle`)."""
         catalog = self.catalogs.settle(done)
@@ -884,9 +903,17 @@ class _Judgements(_ReadRules):
 
     def catalog_current(self, walk: CatalogWalk) -> bool:
         """Whether no change of the catalog landed since ``walk`` began (invariant 1)."""
-        return (
-            self._unusable is None and walk.generation == self.catalogs.pages[walk.kind].generation
-        )
+        return self.list_current(walk.kind, walk.generation)
+
+    def list_generation(self, kind: ListKind) -> int:
+        """The generation of list ``kind`` (``resources`` or a catalog): what a walk
+        that completes now is true under."""
+        return (self._lists if kind == "resources" else self.catalogs.pages[kind]).generation
+
+    def list_current(self, kind: ListKind, generation: int) -> bool:
+        """Whether a walk of ``kind`` true under ``generation`` is still current: no
+        change of the list landed since (invariant 1), the server still usable."""
+        return self._unusable is None and generation == self.list_generation(kind)
 
     def invalidate_catalog(
         self, kind: CatalogKind, cause: str = "invalidated", *, alone: bool = True

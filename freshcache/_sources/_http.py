@@ -105,6 +105,7 @@ from .._protocol._http import (
 from .._protocol._wire import ClientIdentity, DenialRules, Message, catalog_reply, list_reply
 from ._http_legacy import LegacyHttp, LegacyLink
 from ._source import ServerInfo
+from ._speaking import SpeaksClientProtocol
 from ._sse import (
     HttpStats,
     SseComment,
@@ -130,7 +131,7 @@ _RESERVED_HEADERS = frozenset(
 _ENDINGS = (StreamLost, StreamClosed, ListenUnsupported)
 
 
-class HttpSource:
+class HttpSource(SpeaksClientProtocol):
     """Reaches one MCP server over Streamable HTTP (protocol revision 2026-07-28).
 
     ::

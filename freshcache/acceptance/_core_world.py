@@ -210,7 +210,8 @@ class CoreWorld:
                     pass  # a catalog is walked when next asked for (`catalog`)
                 case Relisten(resource_uris=uris):
                     if self.listening:
-                        self.obey(self.supervisor.want(uris, self.stream_clock))
+                        lists = self.engine.lists_wanted
+                        self.obey(self.supervisor.want(uris, self.stream_clock, lists=lists))
 
     def obey(self, decisions: list[StreamDecision]) -> None:
         for decision in decisions:
@@ -391,6 +392,7 @@ class CoreWorld:
         if hit is not None:
             return hit
         done = self.engine.begin_catalog(kind, partition)
+        self.carry_out(self.engine.catalog_asked())
         while (ticket := done.walk.next_page()) is not None:
             reply = self.server.catalogs.page(kind, ticket.cursor, partition, down=self.server.down)
             done.walk.landed(ticket, reply)
