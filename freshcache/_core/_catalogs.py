@@ -35,7 +35,16 @@ from ._entries import PUBLIC, EntryKey, Partition, Store
 from ._events import ListReply, RequestFailed
 from ._frozen import canonical_json, frozen
 from ._lists import ListPages, ListResult, ListTicket, ListWalk
-from ._model import AWAITING_FRESH_SOURCE, DENIED, FRESH, NOT_FOUND, STALE, Reason, State
+from ._model import (
+    AWAITING_FRESH_SOURCE,
+    DENIED,
+    FRESH,
+    NOT_FOUND,
+    STALE_REASONS,
+    Reason,
+    State,
+    labelled_stale,
+)
 from ._policy import Policy
 
 CatalogKind = Literal["tools", "prompts", "resource_templates"]
@@ -220,8 +229,6 @@ class CatalogWalk:
     generation: int
     walk: ListWalk
 
-
-_STALE_REASONS = frozenset({"timeout", "unreachable", "server_error"})
 
 
 class CatalogBook:
@@ -530,19 +537,12 @@ class CatalogBook:
 
     def _maybe_stale(self, problem: Catalog, partition: Partition) -> Catalog:
         """The opt-in last-known catalog, labelled ``stale`` with its age."""
-        if not self.policy.stale_catalogs_on_error or problem.reason not in _STALE_REASONS:
+        if not self.policy.stale_catalogs_on_error or problem.reason not in STALE_REASONS:
             return problem
         held = self._held_for(problem.kind, partition)
         if held is None:
             return problem
-        return replace(
-            held.catalog,
-            state=STALE,
-            reason=problem.reason,
-            server_read=problem.server_read,
-            age=max(0.0, self._clock() - held.received_at),
-            detail=problem.detail,
-        )
+        return labelled_stale(held.catalog, problem, held.received_at, self._clock())
 
     # ------------------------------------------------------------------ changes
 

@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import cast
 
 from typing_extensions import assert_never
@@ -117,11 +117,13 @@ from ._model import (
     FRESH,
     NOT_FOUND,
     STALE,
+    STALE_REASONS,
     ReadResult,
     Reason,
     ResourceContents,
     fresh_result,
     fresh_results,
+    labelled_stale,
     problem_result,
     served_copy,
 )
@@ -692,11 +694,7 @@ class _ReadRules(_Bookkeeping):
 
     def _maybe_stale(self, result: ReadResult, partition: Partition) -> ReadResult:
         """Serve-stale-on-error, only where the policy opted in for this URI."""
-        if result.state != AWAITING_FRESH_SOURCE or result.reason not in (
-            "timeout",
-            "unreachable",
-            "server_error",
-        ):
+        if result.state != AWAITING_FRESH_SOURCE or result.reason not in STALE_REASONS:
             return result
         if not self.policy.allows_stale(result.uri):
             return result
@@ -704,14 +702,7 @@ class _ReadRules(_Bookkeeping):
         if entry is None or not isinstance(entry.value, ReadResult):
             return result
         # The old content and version, marked stale, with why the fresh read failed.
-        return replace(
-            entry.value,
-            state=STALE,
-            reason=result.reason,
-            server_read=result.server_read,
-            age=max(0.0, self.clock() - entry.received_at),
-            detail=result.detail,
-        )
+        return labelled_stale(entry.value, result, entry.received_at, self.clock())
 
     # ------------------------------------------------------------------ lists
 
