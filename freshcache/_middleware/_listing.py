@@ -22,7 +22,6 @@ from anyio.abc import TaskGroup
 
 from .._core import (
     AWAITING_FRESH_SOURCE,
-    CATALOG_KINDS,
     FRESH,
     LIST_METHODS,
     Catalog,
@@ -48,6 +47,8 @@ if TYPE_CHECKING:
 
 Listed = Catalog | ListResult
 """What a walk hands out: a catalog, or the resource list."""
+
+_KINDS: dict[str, ListKind] = {kind: kind for kind in LIST_METHODS}
 
 
 @dataclass(slots=True)
@@ -140,9 +141,9 @@ class Lister:
         """The engine decided on a re-list of ``kind`` (a change, an acknowledgment):
         one walk in the background, or the one under way, which starts again by itself
         (the change outdated its pages)."""
-        if kind != "resources" and kind not in CATALOG_KINDS:
+        listed = _KINDS.get(kind)
+        if listed is None:
             return
-        listed: ListKind = kind  # type: ignore[assignment]
         partition = self._default_partition()
         if listed != "resources":
             self.observe(self._engine.catalog_status(listed, partition))
