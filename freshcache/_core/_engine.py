@@ -858,9 +858,8 @@ class _Judgements(_ReadRules):
         stand in for this worker's own)."""
         self.counters.notifications += 1
         if name == "resources":
-            self._lists.invalidate()
             return [
-                Relist("list_changed"),
+                *self._resource_list_changed("list_changed"),
                 *self.invalidate_catalog("resource_templates", "list_changed", alone=False),
             ]
         for kind in CATALOG_KINDS:
@@ -895,6 +894,13 @@ class _Judgements(_ReadRules):
     def catalog_current(self, walk: CatalogWalk) -> bool:
         """Whether no change of the catalog landed since ``walk`` began (invariant 1)."""
         return self.list_current(walk.kind, walk.generation)
+
+    def _resource_list_changed(self, cause: str) -> list[Decision]:
+        """``resources/list`` changed (or may have): its pages go; it is re-listed in
+        the background only when someone relies on it (a URI selected, a list walked),
+        as a catalog is only when someone asked for it."""
+        self._lists.invalidate()
+        return [Relist(cause)] if self._selected or self._lists.asked else []
 
     def list_generation(self, kind: ListKind) -> int:
         """The generation of list ``kind`` (``resources`` or a catalog): what a walk
@@ -1204,10 +1210,9 @@ class FreshnessEngine(_Rereads):
             case ResourceListChanged():
                 self.counters.notifications += 1
                 trusted = self._trusted(event.subscription_id)
-                self._lists.invalidate()
                 # Templates change with the resource list.
                 return [
-                    Relist("list_changed"),
+                    *self._resource_list_changed("list_changed"),
                     *self.invalidate_catalog(
                         "resource_templates", "list_changed", alone=not trusted
                     ),
@@ -1342,8 +1347,7 @@ class FreshnessEngine(_Rereads):
                 # Not covered: read before use; read once now so entering warms it.
                 decisions.append(ReadResource(uri, self.default_partition, "acknowledged"))
         if sub.list_changed:
-            self._lists.invalidate()
-            decisions.append(Relist("acknowledged"))
+            decisions += self._resource_list_changed("acknowledged")
         # Only what the ack names is covered (a source that cannot say, e.g. a fleet
         # follower, names none: its catalogs are listed before each use).
         asked = sub.list_changed_requested

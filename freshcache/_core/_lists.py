@@ -48,6 +48,8 @@ class ListPages:
         self._policy = policy
         self.method = method
         self.generation = 0
+        self.asked = False
+        """Whether a page of this list was ever asked for."""
         self._keys: set[EntryKey] = set()
 
     def lookup(self, cursor: str | None, partition: Partition, now: float) -> ListReply | None:
@@ -73,6 +75,7 @@ class ListPages:
         return None
 
     def begin(self, cursor: str | None, partition: Partition) -> ListTicket:
+        self.asked = True
         return ListTicket(cursor, partition, self.generation)
 
     def finish(
