@@ -170,7 +170,7 @@ async def test_a_source_without_catalogs_gives_a_state_not_an_error() -> None:
             "server_error",
             (),
         )
-        assert "catalogs=" in (catalog.detail or "")
+        assert "LoaderSource cannot list tools" in (catalog.detail or "")
 
 
 async def test_a_server_without_the_list_method_gives_not_found() -> None:

@@ -94,7 +94,14 @@ class LoaderWorld(EngineWorld):
             match step:
                 case Observe(how="catalog" | "catalog_status" | "mutate_catalog"):
                     return "a loader serves resources: it has no tools, prompts or templates"
-                case Given(what="ack_omits" | "no_listen" | "no_list_changed" | "page_size"):
+                case Given(
+                    what="ack_omits"
+                    | "no_listen"
+                    | "no_list_changed"
+                    | "page_size"
+                    | "list_endless"
+                    | "later_pages_delay"
+                ):
                     return f"a loader's feed covers everything and lists one page ({step.what})"
                 case Notify(kind="updated_before_ack" | "foreign"):
                     return "a user's change feed has no acknowledgment and no subscription ids"

@@ -9,10 +9,12 @@ from ._catalogs import (
     CATALOG_FIELDS,
     CATALOG_KINDS,
     CATALOG_METHODS,
+    LIST_METHODS,
     Catalog,
     CatalogChange,
     CatalogKind,
     CatalogWalk,
+    ListKind,
     SharedWalk,
 )
 from ._engine import Counters, FreshnessEngine, Invalidation, ReadTicket
@@ -66,6 +68,7 @@ __all__ = [
     "CATALOG_FIELDS",
     "CATALOG_KINDS",
     "CATALOG_METHODS",
+    "LIST_METHODS",
     "Catalog",
     "CatalogChange",
     "CatalogKind",
@@ -91,6 +94,7 @@ __all__ = [
     "FreshnessEngine",
     "Invalidation",
     "ListReply",
+    "ListKind",
     "ListResult",
     "ListTicket",
     "ListWalk",

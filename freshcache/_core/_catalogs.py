@@ -35,7 +35,16 @@ from ._entries import PUBLIC, EntryKey, Partition, Store
 from ._events import ListReply, RequestFailed
 from ._frozen import canonical_json, frozen
 from ._lists import ListPages, ListResult, ListTicket, ListWalk
-from ._model import AWAITING_FRESH_SOURCE, DENIED, FRESH, NOT_FOUND, STALE, Reason, State
+from ._model import (
+    AWAITING_FRESH_SOURCE,
+    DENIED,
+    FRESH,
+    NOT_FOUND,
+    STALE_REASONS,
+    Reason,
+    State,
+    labelled_stale,
+)
 from ._policy import Policy
 
 CatalogKind = Literal["tools", "prompts", "resource_templates"]
@@ -56,6 +65,12 @@ CATALOG_FIELDS: Mapping[CatalogKind, str] = {
     "resource_templates": "resourceTemplates",
 }
 """The field of a list result that holds the catalog's items."""
+
+ListKind = Literal["resources", "tools", "prompts", "resource_templates"]
+"""What a list walk lists: ``resources/list``, or a catalog (`CatalogKind`)."""
+
+LIST_METHODS: Mapping[ListKind, str] = {"resources": "resources/list", **CATALOG_METHODS}  # type: ignore[dict-item]
+"""The list request of each kind of list."""
 
 _METHOD_KINDS = {method: kind for kind, method in CATALOG_METHODS.items()}
 
@@ -199,10 +214,10 @@ class _PagesJudge:
     def __init__(self, pages: ListPages, policy: Policy, clock: Callable[[], float]) -> None:
         self.policy = policy
         self._pages = pages
-        self._clock = clock
+        self.clock = clock
 
     def lookup_list_page(self, cursor: str | None, partition: Partition) -> ListReply | None:
-        return self._pages.lookup(cursor, partition, self._clock())
+        return self._pages.lookup(cursor, partition, self.clock())
 
     def begin_list(self, cursor: str | None, partition: Partition) -> ListTicket:
         return self._pages.begin(cursor, partition)
@@ -210,7 +225,7 @@ class _PagesJudge:
     def finish_list(
         self, ticket: ListTicket, reply: ListReply | RequestFailed
     ) -> ListReply | RequestFailed | None:
-        return self._pages.finish(ticket, reply, self._clock())
+        return self._pages.finish(ticket, reply, self.clock())
 
     def page_window(self, cursor: str | None, partition: Partition) -> tuple[float, bool] | None:
         return self._pages.window(cursor, partition)
@@ -226,8 +241,6 @@ class CatalogWalk:
     generation: int
     walk: ListWalk
 
-
-_STALE_REASONS = frozenset({"timeout", "unreachable", "server_error"})
 
 
 class CatalogBook:
@@ -543,19 +556,12 @@ class CatalogBook:
 
     def _maybe_stale(self, problem: Catalog, partition: Partition) -> Catalog:
         """The opt-in last-known catalog, labelled ``stale`` with its age."""
-        if not self.policy.stale_catalogs_on_error or problem.reason not in _STALE_REASONS:
+        if not self.policy.stale_catalogs_on_error or problem.reason not in STALE_REASONS:
             return problem
         held = self._held_for(problem.kind, partition)
         if held is None:
             return problem
-        return replace(
-            held.catalog,
-            state=STALE,
-            reason=problem.reason,
-            server_read=problem.server_read,
-            age=max(0.0, self._clock() - held.received_at),
-            detail=problem.detail,
-        )
+        return labelled_stale(held.catalog, problem, held.received_at, self._clock())
 
     # ------------------------------------------------------------------ changes
 
@@ -639,7 +645,7 @@ def _trim(book: dict[Any, Any], limit: int) -> None:
 
 
 def _reason(reason: str | None) -> Reason:
-    if reason in ("timeout", "unreachable", "server_error", "denied", "not_found"):
+    if reason in ("timeout", "unreachable", "server_error", "denied", "not_found", "expired"):
         return reason  # type: ignore[return-value]
     return "invalidated"
 
@@ -653,6 +659,8 @@ __all__ = [
     "CatalogChange",
     "CatalogKind",
     "CatalogWalk",
+    "LIST_METHODS",
+    "ListKind",
     "SharedWalk",
     "catalog_kind_of",
     "catalog_version",

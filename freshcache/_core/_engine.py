@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import cast
 
 from typing_extensions import assert_never
@@ -81,6 +81,7 @@ from ._catalogs import (
     CatalogBook,
     CatalogKind,
     CatalogWalk,
+    ListKind,
     SharedWalk,
 )
 from ._counters import Tally
@@ -116,11 +117,13 @@ from ._model import (
     FRESH,
     NOT_FOUND,
     STALE,
+    STALE_REASONS,
     ReadResult,
     Reason,
     ResourceContents,
     fresh_result,
     fresh_results,
+    labelled_stale,
     problem_result,
     served_copy,
 )
@@ -263,6 +266,8 @@ class _Bookkeeping:
         self._subs = Coverage()
         self._stream_status: StreamStatus = "idle"
         self._listen_supported: bool | None = None
+        self._lists_wanted = False
+        """A catalog was asked for: the listen is wanted for the lists' changes."""
         self._lists = ListPages(store, server_id, self.policy)
         self.catalogs = CatalogBook(
             store, server_id, self.policy, clock, wall_clock, default_partition
@@ -689,11 +694,7 @@ class _ReadRules(_Bookkeeping):
 
     def _maybe_stale(self, result: ReadResult, partition: Partition) -> ReadResult:
         """Serve-stale-on-error, only where the policy opted in for this URI."""
-        if result.state != AWAITING_FRESH_SOURCE or result.reason not in (
-            "timeout",
-            "unreachable",
-            "server_error",
-        ):
+        if result.state != AWAITING_FRESH_SOURCE or result.reason not in STALE_REASONS:
             return result
         if not self.policy.allows_stale(result.uri):
             return result
@@ -701,14 +702,7 @@ class _ReadRules(_Bookkeeping):
         if entry is None or not isinstance(entry.value, ReadResult):
             return result
         # The old content and version, marked stale, with why the fresh read failed.
-        return replace(
-            entry.value,
-            state=STALE,
-            reason=result.reason,
-            server_read=result.server_read,
-            age=max(0.0, self.clock() - entry.received_at),
-            detail=result.detail,
-        )
+        return labelled_stale(entry.value, result, entry.received_at, self.clock())
 
     # ------------------------------------------------------------------ lists
 
@@ -832,6 +826,22 @@ class _Judgements(_ReadRules):
         """A walk of ``kind`` to run now (its tickets count as list requests)."""
         return self.catalogs.begin(kind, partition)
 
+    @property
+    def lists_wanted(self) -> bool:
+        """Whether a listen is wanted for the lists' changes whatever the selection
+        (`ListenSupervisor.lists`): a catalog was asked for."""
+        return self._lists_wanted
+
+    def catalog_asked(self) -> list[Decision]:
+        """A catalog is being walked: the first time, a listen is wanted for the
+        catalogs' changes, so a cache used only for tools, prompts or templates (nothing
+        selected) hears them too: the acknowledgment covers what it honoured, later
+        calls are hits and a change arrives as an invalidation."""
+        if self._lists_wanted or self._listen_supported is False:
+            return []
+        self._lists_wanted = True
+        return [Relisten(frozenset(self._selected), "catalog_asked")]
+
     def settle_catalog(self, done: CatalogWalk) -> Catalog:
         """Judge a finished walk (see `CatalogBook.settle`)."""
         catalog = self.catalogs.settle(done)
@@ -848,9 +858,8 @@ class _Judgements(_ReadRules):
         stand in for this worker's own)."""
         self.counters.notifications += 1
         if name == "resources":
-            self._lists.invalidate()
             return [
-                Relist("list_changed"),
+                *self._resource_list_changed("list_changed"),
                 *self.invalidate_catalog("resource_templates", "list_changed", alone=False),
             ]
         for kind in CATALOG_KINDS:
@@ -884,9 +893,24 @@ class _Judgements(_ReadRules):
 
     def catalog_current(self, walk: CatalogWalk) -> bool:
         """Whether no change of the catalog landed since ``walk`` began (invariant 1)."""
-        return (
-            self._unusable is None and walk.generation == self.catalogs.pages[walk.kind].generation
-        )
+        return self.list_current(walk.kind, walk.generation)
+
+    def _resource_list_changed(self, cause: str) -> list[Decision]:
+        """``resources/list`` changed (or may have): its pages go; it is re-listed in
+        the background only when someone relies on it (a URI selected, a list walked),
+        as a catalog is only when someone asked for it."""
+        self._lists.invalidate()
+        return [Relist(cause)] if self._selected or self._lists.asked else []
+
+    def list_generation(self, kind: ListKind) -> int:
+        """The generation of list ``kind`` (``resources`` or a catalog): what a walk
+        that completes now is true under."""
+        return (self._lists if kind == "resources" else self.catalogs.pages[kind]).generation
+
+    def list_current(self, kind: ListKind, generation: int) -> bool:
+        """Whether a walk of ``kind`` true under ``generation`` is still current: no
+        change of the list landed since (invariant 1), the server still usable."""
+        return self._unusable is None and generation == self.list_generation(kind)
 
     def invalidate_catalog(
         self, kind: CatalogKind, cause: str = "invalidated", *, alone: bool = True
@@ -1186,10 +1210,9 @@ class FreshnessEngine(_Rereads):
             case ResourceListChanged():
                 self.counters.notifications += 1
                 trusted = self._trusted(event.subscription_id)
-                self._lists.invalidate()
                 # Templates change with the resource list.
                 return [
-                    Relist("list_changed"),
+                    *self._resource_list_changed("list_changed"),
                     *self.invalidate_catalog(
                         "resource_templates", "list_changed", alone=not trusted
                     ),
@@ -1324,8 +1347,7 @@ class FreshnessEngine(_Rereads):
                 # Not covered: read before use; read once now so entering warms it.
                 decisions.append(ReadResource(uri, self.default_partition, "acknowledged"))
         if sub.list_changed:
-            self._lists.invalidate()
-            decisions.append(Relist("acknowledged"))
+            decisions += self._resource_list_changed("acknowledged")
         # Only what the ack names is covered (a source that cannot say, e.g. a fleet
         # follower, names none: its catalogs are listed before each use).
         asked = sub.list_changed_requested

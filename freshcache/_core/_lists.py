@@ -12,6 +12,7 @@ both drive it, so they cannot disagree on when a walk starts again or gives up.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -20,7 +21,7 @@ from typing_extensions import assert_never
 from ._entries import PUBLIC, Entry, EntryKey, Partition, Store
 from ._events import ListReply, RequestFailed, ResourceInfo
 from ._frozen import frozen_mapping
-from ._model import AWAITING_FRESH_SOURCE, FRESH
+from ._model import AWAITING_FRESH_SOURCE, FRESH, Reason
 
 if TYPE_CHECKING:
     from ._policy import Policy
@@ -47,6 +48,8 @@ class ListPages:
         self._policy = policy
         self.method = method
         self.generation = 0
+        self.asked = False
+        """Whether a page of this list was ever asked for."""
         self._keys: set[EntryKey] = set()
 
     def lookup(self, cursor: str | None, partition: Partition, now: float) -> ListReply | None:
@@ -72,6 +75,7 @@ class ListPages:
         return None
 
     def begin(self, cursor: str | None, partition: Partition) -> ListTicket:
+        self.asked = True
         return ListTicket(cursor, partition, self.generation)
 
     def finish(
@@ -110,9 +114,7 @@ class ListPages:
                         received_at=now,
                         expires_at=now + self._policy.ttl_seconds(reply.ttl_ms),
                         scope=scope,
-                        size=_PAGE_OVERHEAD
-                        + reply.item_bytes
-                        + sum(len(r.uri) + 64 for r in reply.resources),
+                        size=page_bytes(reply),
                         hintless=reply.hintless,
                     ),
                 )
@@ -129,6 +131,11 @@ class ListPages:
 
     def evicted(self, key: EntryKey) -> None:
         self._keys.discard(key)
+
+
+def page_bytes(page: ListReply) -> int:
+    """A page's rough size: what the store counts it as, and a walk's byte bound."""
+    return _PAGE_OVERHEAD + page.item_bytes + sum(len(r.uri) + 64 for r in page.resources)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +157,9 @@ class ListJudge(Protocol):
     @property
     def policy(self) -> Policy: ...
 
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
     def lookup_list_page(self, cursor: str | None, partition: Partition) -> ListReply | None: ...
 
     def begin_list(self, cursor: str | None, partition: Partition) -> ListTicket: ...
@@ -164,12 +174,17 @@ class ListJudge(Protocol):
 
 
 class ListWalk:
-    """One walk over every page of ``resources/list``, from the first page.
+    """One walk over every page of a list (``resources/list`` or a catalog's), from the
+    first page; the one walk both kinds of list share.
 
     Ask `next_page` for the page to request (its ticket; fresh cached pages are taken
     on the way), hand its reply to `landed`, until `next_page` says ``None``; then
-    `result` is the answer. A change or a refused cursor that overtakes the walk
-    starts it again from the first page, at most ``Policy.max_rereads`` times.
+    `result` is the answer. It starts again from the first page when a change or a
+    refused cursor overtakes it, or when the window of a page it took closed before
+    the last page came (invariant 14: the whole list is fresh only while every page
+    is; the closed page is asked for again), at most ``Policy.max_rereads`` times.
+    It stops past ``Policy.max_list_pages`` pages or ``Policy.max_list_bytes`` bytes
+    in all (a cursor that never ends), with ``awaiting_fresh_source``.
 
     A complete walk also says how long the whole list stays fresh (`expires_at`: the
     minimum over its pages), whether any page was private (`private`) and gathers the
@@ -181,14 +196,18 @@ class ListWalk:
         self._engine = engine
         self._partition = partition
         self._cached = cached
-        self._walks_left = engine.policy.max_rereads
+        policy = engine.policy
+        self._walks_left = policy.max_rereads
+        self._pages_left = policy.max_list_pages
+        self._bytes_left = policy.max_list_bytes
         self._server_read = False
+        self._why: Reason = "invalidated"
         self.result: ListResult | None = None
         self._start_over()
 
     def _start_over(self) -> None:
         if self._walks_left == 0:
-            self.result = ListResult(AWAITING_FRESH_SOURCE, reason="invalidated", server_read=True)
+            self.result = ListResult(AWAITING_FRESH_SOURCE, reason=self._why, server_read=True)
             return
         self._walks_left -= 1
         self.items: list[Any] = []
@@ -200,7 +219,10 @@ class ListWalk:
         self._resources: list[ResourceInfo] = []
         self._cursor: str | None = None
         self._seen: set[str | None] = set()
-        self._from_cache: list[str | None] = []
+        self._from_cache = False
+        self._closes_at = float("inf")
+        """When the first window of the pages taken closes (pages with a ``ttlMs``
+        above 0; one without is true when it lands and bounds nothing)."""
 
     @property
     def all_from_server(self) -> bool:
@@ -218,13 +240,13 @@ class ListWalk:
             if page is None:
                 self._server_read = True
                 return self._engine.begin_list(self._cursor, self._partition)
-            self._from_cache.append(self._cursor)
-            self._take(page)
+            self._take(page, from_server=False)
         return None
 
     def landed(self, ticket: ListTicket, reply: ListReply | RequestFailed) -> None:
         judged = self._engine.finish_list(ticket, reply)
         if judged is None:
+            self._why = "invalidated"
             self._start_over()
         elif isinstance(judged, RequestFailed):
             state = judged.kind if judged.kind in ("denied", "not_found") else AWAITING_FRESH_SOURCE
@@ -232,12 +254,27 @@ class ListWalk:
                 state, reason=judged.kind, server_read=True, detail=judged.detail
             )
         else:
-            self._take(judged)
+            self._take(judged, from_server=True)
 
-    def _take(self, page: ListReply) -> None:
+    def _take(self, page: ListReply, *, from_server: bool) -> None:
+        self._pages_left -= 1
+        self._bytes_left -= page_bytes(page)
+        if self._pages_left < 0 or self._bytes_left < 0:
+            policy = self._engine.policy
+            self.result = ListResult(
+                AWAITING_FRESH_SOURCE,
+                reason="server_error",
+                server_read=self._server_read,
+                detail=f"the list did not end within Policy.max_list_pages "
+                f"({policy.max_list_pages}) pages and Policy.max_list_bytes "
+                f"({policy.max_list_bytes}) bytes",
+            )
+            return
         self._resources.extend(page.resources)
         self.items.extend(page.items)
         self.pages.append(page)
+        if not from_server:
+            self._from_cache = True
         self.hintless = self.hintless or page.hintless
         window = self._engine.page_window(self._cursor, self._partition)
         if window is None:
@@ -245,22 +282,16 @@ class ListWalk:
         else:
             self.expires_at = min(self.expires_at, window[0])
             self.private = self.private or window[1]
+            if self._engine.policy.ttl_seconds(page.ttl_ms) > 0:
+                self._closes_at = min(self._closes_at, window[0])
         self._seen.add(self._cursor)
         self._cursor = page.next_cursor
         if self._cursor is None or self._cursor in self._seen:
-            if self._cached_page_expired():
-                self._start_over()  # the expired page is asked for again
+            if self._engine.clock() >= self._closes_at:
+                self._why = "expired"
+                self._start_over()  # the closed page is asked for again
                 return
             self.result = ListResult(FRESH, tuple(self._resources), server_read=self._server_read)
-
-    def _cached_page_expired(self) -> bool:
-        """Whether a page taken from the cache stopped being fresh while the walk
-        waited on later pages (invariant 14: the whole list is fresh only while
-        every page is)."""
-        return any(
-            self._engine.lookup_list_page(cursor, self._partition) is None
-            for cursor in self._from_cache
-        )
 
 
 def _cursor_key(cursor: str | None) -> str:

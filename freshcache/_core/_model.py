@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol, TypeVar, get_args
 
 from ._frozen import canonical_json, frozen_mapping, thawed
 from ._slots import filled_by_slots
@@ -320,6 +320,35 @@ def served_copy(result: ReadResult, *, server_read: bool) -> ReadResult:
     _set_detail(copy, result.detail)
     _set_remediation(copy, result.remediation)
     return copy
+
+
+_Copy = TypeVar("_Copy")
+
+
+class _Problem(Protocol):
+    @property
+    def reason(self) -> Reason | None: ...
+    @property
+    def server_read(self) -> bool: ...
+    @property
+    def detail(self) -> str | None: ...
+
+
+STALE_REASONS = frozenset({"timeout", "unreachable", "server_error"})
+"""The failures after which an opted-in last copy may be handed out ``stale``."""
+
+
+def labelled_stale(copy: _Copy, problem: _Problem, received_at: float, now: float) -> _Copy:
+    """The opt-in last copy (resource text or a catalog), labelled ``stale`` with why
+    the fresh read failed and its age: the one rule for both."""
+    return replace(
+        copy,  # type: ignore[type-var]
+        state=STALE,
+        reason=problem.reason,
+        server_read=problem.server_read,
+        age=max(0.0, now - received_at),
+        detail=problem.detail,
+    )
 
 
 def problem_result(

@@ -65,7 +65,18 @@ class Policy:
     (workers there re-read, fenced by the store)."""
 
     max_rereads: int = 8
-    """How many times one read is repeated when invalidations keep overtaking it."""
+    """How many times one read is repeated when invalidations keep overtaking it (and
+    one list walk started again, and one waiter woken to a result already outdated)."""
+
+    max_list_pages: int = 1000
+    """Pages one list walk (``resources/list``, ``tools/list``, ``prompts/list``,
+    ``resources/templates/list``) may take, counted over every time it starts again.
+    Past it the walk stops and hands out ``awaiting_fresh_source`` (``server_error``):
+    a server whose cursor never ends cannot keep a walk going for ever."""
+
+    max_list_bytes: int = 32 * 1024 * 1024
+    """Bytes one list walk may take (its pages' rough size, as the store counts them);
+    past it the walk stops the same way as past `max_list_pages`."""
 
     _stale_re: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -87,6 +98,10 @@ class Policy:
             )
         if self.max_rereads < 1:
             raise ConfigurationError(f"Policy.max_rereads must be >= 1, got {self.max_rereads!r}")
+        bounds = (("max_list_pages", self.max_list_pages), ("max_list_bytes", self.max_list_bytes))
+        for name, value in bounds:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigurationError(f"Policy.{name} must be an integer >= 1, got {value!r}")
         patterns: Iterable[str] = self.stale_on_error
         if patterns:
             joined = "|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)

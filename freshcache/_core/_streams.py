@@ -5,12 +5,14 @@ Sans-IO, like the engine: the middleware reports what happened to each stream
 (`tick`); the supervisor answers with decisions (`OpenStream`, `CloseStream`) and
 the time it wants to be woken at (`next_deadline`). It never sleeps.
 
-One *primary* stream covers the selection. Its lifecycle:
+One *primary* stream covers the selection, and the lists: it is wanted while a URI is
+selected or a catalog was asked for (``lists``: a cache used only for tools, prompts or
+templates listens for their changes too). Its lifecycle:
 
 ==============  ==========================================  ===========================
 state           what moves it on                            to
 ==============  ==========================================  ===========================
-idle            a non-empty selection is wanted             opening (OpenStream)
+idle            a non-empty selection, or lists, is wanted  opening (OpenStream)
 opening         its acknowledgment                          live
 opening         the ack deadline passes, or it ends         backing_off (CloseStream)
 live            it ends (lost or closed by the server)      backing_off
@@ -70,6 +72,9 @@ class ListenSupervisor:
     budget: ReconnectBudget
     ack_timeout: float
     wanted: frozenset[str] = frozenset()
+    lists: bool = False
+    """A catalog was asked for: a stream is wanted for the lists' changes even with
+    nothing selected."""
     retry_at: float | None = None
     """When the next attempt is due while backing off."""
     unsupported: bool = False
@@ -100,9 +105,15 @@ class ListenSupervisor:
 
     # ------------------------------------------------------------------ facts in
 
-    def want(self, uris: frozenset[str], now: float) -> list[StreamDecision]:
-        """The selection is now ``uris``."""
+    def want(
+        self, uris: frozenset[str], now: float, *, lists: bool | None = None
+    ) -> list[StreamDecision]:
+        """The selection is now ``uris``; ``lists``: whether the lists are wanted (``None``:
+        as before)."""
         changed, self.wanted = uris != self.wanted, uris
+        if lists is not None:
+            changed, self.lists = changed or lists != self.lists, lists
+        active = bool(uris) or self.lists
         if self.unsupported:
             return []
         primary, replacement = self._primary, self._replacement
@@ -111,7 +122,7 @@ class ListenSupervisor:
                 return []  # the same selection waits out its backoff
             # A new selection does not wait out a backoff meant for the old one.
             self.retry_at = None
-            return self._open_primary(now) if uris else []
+            return self._open_primary(now) if active else []
         if not primary.acknowledged:
             if primary.uris == uris:
                 return []
@@ -123,7 +134,7 @@ class ListenSupervisor:
             decisions += self._close(replacement)
         if primary.uris == uris:
             return decisions
-        if not uris:
+        if not active:
             return [*decisions, *self._close(primary)]
         self._replacement = self._attempt(uris, now)
         return [*decisions, OpenStream(self._replacement.number, uris)]
@@ -171,7 +182,7 @@ class ListenSupervisor:
             self._lose(late, now)  # no acknowledgment in time: a failed attempt
         if self.retry_at is not None and now >= self.retry_at:
             self.retry_at = None
-            if self._primary is None and self.wanted and not self.unsupported:
+            if self._primary is None and (self.wanted or self.lists) and not self.unsupported:
                 decisions += self._open_primary(now)
             elif self._primary is not None and self._primary.uris != self.wanted:
                 decisions += self.want(self.wanted, now)

@@ -25,7 +25,6 @@ from opentelemetry.trace import TracerProvider
 from typing_extensions import Self, assert_never
 
 from .._core import (
-    AWAITING_FRESH_SOURCE,
     Decision,
     FreshnessEngine,
     Invalidation,
@@ -50,8 +49,6 @@ from ._catalogs import CatalogMethods
 from ._context import ChangeFeed, Context, StateChanges, read_all
 from ._flights import ReadFlights
 from ._listening import StreamDriver
-from ._listing import walk_list
-from ._relisting import Relister
 from ._setup import (
     check_arguments,
     check_count,
@@ -154,14 +151,7 @@ class FreshCache(CatalogMethods, ToolCalls):
         self._streams.reread = self._flights.schedule
         if self._fleet is not None:  # fleet hook
             self._fleet.bind(self.engine, self._carry_out, self._streams.want)
-        self._relister = Relister(
-            self.engine,
-            self.telemetry,
-            self._feed_hints,
-            self._carry_out,
-            lambda: (self.source, self.principal),
-        )
-        self._set_up_catalogs()
+        self._set_up_lists()
         self._tg: TaskGroup | None = None
         self.server_info: ServerInfo | None = None
         self._unusable: FreshCacheError | None = None
@@ -179,7 +169,7 @@ class FreshCache(CatalogMethods, ToolCalls):
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
-        self._flights.tg = self._catalogs.tg = tg
+        self._flights.tg = self._lister.tg = tg
         self._carry_out(self.engine.select(self._initial_selection))
         if self._fleet is not None:  # fleet hook
             tg.start_soon(self._fleet.run)
@@ -370,11 +360,7 @@ class FreshCache(CatalogMethods, ToolCalls):
         deadline = checked_deadline(timeout, self.read_timeout)
         if self._unusable is not None:
             raise self._unusable
-        with anyio.move_on_after(deadline):
-            return await walk_list(
-                self.engine, self.source, self.telemetry, self._feed_hints, partition
-            )
-        return ListResult(AWAITING_FRESH_SOURCE, reason="timeout", server_read=True)
+        return await self._lister.resources(partition, deadline)
 
     # ------------------------------------------------------------------ selection
 
@@ -399,11 +385,8 @@ class FreshCache(CatalogMethods, ToolCalls):
             match decision:
                 case ReadResource(uri=uri, partition=partition, cause=cause):
                     self._flights.schedule(uri, partition, cause)
-                case Relist(kind="resources"):
-                    if self._tg is not None:
-                        self._relister.start(self._tg)
                 case Relist(kind=kind):
-                    self._catalogs.relist(kind)
+                    self._lister.relist(kind)
                 case Relisten(resource_uris=uris):
                     # Losses were already reported by the stream that saw them; a new
                     # selection may need a new stream. The supervisor decides.
@@ -465,8 +448,8 @@ class FreshCache(CatalogMethods, ToolCalls):
 
     @property
     def relisting(self) -> bool:
-        """Whether a re-list is under way."""
-        return self._relister.running
+        """Whether a list walk is under way (a caller's or a background re-list)."""
+        return self._lister.running
 
     def describe(self) -> dict[str, Any]:
         """A snapshot for status output: stream, selection, counters, store use."""

@@ -42,7 +42,7 @@ from .._core._streams import (
     StreamDecision,
     StreamOutcome,
 )
-from .._sources._source import ServerInfo, Source, ask_pushed_bodies
+from .._sources._source import ServerInfo, Source
 from ._telemetry import JSONRPC_REQUEST_ID, Telemetry
 
 log = logging.getLogger("freshcache")
@@ -82,7 +82,9 @@ class StreamDriver:
     ) -> None:
         self._source = source
         if engine.policy.pushed_bodies:
-            ask_pushed_bodies(source)  # embedResources on every listen; the engine judges
+            ask = source.ask_pushed_bodies  # embedResources on every listen; the engine judges
+            if ask is not None:
+                ask()
         self.engine = engine
         self.supervisor = supervisor
         self._telemetry = telemetry
@@ -106,7 +108,8 @@ class StreamDriver:
     def want(self, uris: frozenset[str]) -> None:
         """The engine asked for a stream over ``uris`` (its `Relisten`)."""
         if self.driving:
-            self.obey(self.supervisor.want(uris, anyio.current_time()))
+            now = anyio.current_time()
+            self.obey(self.supervisor.want(uris, now, lists=self.engine.lists_wanted))
 
     async def run(
         self, tg: TaskGroup, discover: Callable[[], Awaitable[ServerInfo | None]]
@@ -123,7 +126,11 @@ class StreamDriver:
             self._carry_out(self.engine.handle(ListenUnsupported(info.detail or "no listen")))
             return
         self.driving = True
-        self.obey(self.supervisor.want(self.engine.selected, anyio.current_time()))
+        self.obey(
+            self.supervisor.want(
+                self.engine.selected, anyio.current_time(), lists=self.engine.lists_wanted
+            )
+        )
         while not self.supervisor.unsupported:
             self._wake = anyio.Event()
             self._carry_out_streams(self.supervisor.tick(anyio.current_time()))

@@ -14,7 +14,7 @@ import anyio
 from .._core import FreshnessEngine, Store
 from .._core._backoff import BackoffSettings
 from .._errors import ConfigurationError, FreshCacheError
-from .._sources._source import ServerInfo, Source
+from .._sources._source import CAPABILITIES, ServerInfo, Source
 from ._telemetry import Telemetry
 
 if TYPE_CHECKING:
@@ -60,7 +60,9 @@ def check_arguments(
     check_timeout("ack_timeout", ack_timeout)
     if not isinstance(source, Source):
         raise ConfigurationError(
-            f"source must be a freshcache Source (HttpSource, StdioSource, ...), got {source!r}"
+            f"source must be a freshcache Source (HttpSource, StdioSource, ...), got {source!r}; "
+            f"a Source of your own declares each capability ({', '.join(CAPABILITIES)}), "
+            "None where it lacks one"
         )
 
 

@@ -107,6 +107,7 @@ from .._protocol._tools import ToolAnswer, tool_answer
 from .._protocol._wire import ClientIdentity, DenialRules, Message, list_reply
 from ._http_legacy import LegacyHttp, LegacyLink
 from ._source import ServerInfo, SourceWrapper
+from ._speaking import SpeaksClientProtocol
 from ._sse import (
     HttpStats,
     SseComment,
@@ -132,7 +133,7 @@ _RESERVED_HEADERS = frozenset(
 _ENDINGS = (StreamLost, StreamClosed, ListenUnsupported)
 
 
-class HttpSource:
+class HttpSource(SpeaksClientProtocol):
     """Reaches one MCP server over Streamable HTTP (protocol revision 2026-07-28).
 
     ::

@@ -107,7 +107,7 @@ from .._errors import ConfigurationError
 from .._protocol._tools import ToolReply
 from .._protocol._wire import catalog_reply
 from ._background import BackgroundTask
-from ._source import PROTOCOL_VERSION, ServerInfo, no_tool_calls
+from ._source import PROTOCOL_VERSION, CatalogPager, ServerInfo, no_tool_calls
 
 log = logging.getLogger("freshcache")
 
@@ -240,9 +240,14 @@ class LoaderSource:
         return self._identity
 
     @property
-    def lists_catalogs(self) -> bool:
-        """Whether this loader was given ``catalogs=`` (else every catalog is a state)."""
-        return self._catalogs is not None
+    def list_catalog(self) -> CatalogPager | None:
+        """Catalog pages when this loader was given ``catalogs=``; else ``None`` (every
+        catalog is a state)."""
+        return None if self._catalogs is None else self._list_catalog
+
+    ask_pushed_bodies = None
+    """A loader's feed carries change hints only."""
+    shared_catalogs = None
 
     @property
     def queued(self) -> int:
@@ -332,16 +337,11 @@ class LoaderSource:
         hints = (*self._take_undelivered(), *(ResourceUpdated(uri, None) for uri in left))
         return ListReply(resources, ttl_ms=self.default_ttl_ms, hints=hints)
 
-    async def list_catalog(
+    async def _list_catalog(
         self, kind: CatalogKind, cursor: str | None, principal: Partition
     ) -> ListReply | RequestFailed:
         """The whole catalog ``kind`` as one page (``catalogs=``), with held hints."""
-        if self._catalogs is None:
-            return RequestFailed(
-                "server_error",
-                f"this LoaderSource was given no catalogs= function: it cannot list {kind}",
-                hints=self._take_undelivered(),
-            )
+        assert self._catalogs is not None
         if cursor is not None:
             return RequestFailed(
                 "not_found", f"unknown cursor {cursor!r}: loader catalogs have one page"

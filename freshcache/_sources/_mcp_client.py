@@ -545,6 +545,10 @@ class McpClientSource:
 
         return await self._request(page)
 
+    ask_pushed_bodies = None
+    """The SDK's listen carries change hints only."""
+    shared_catalogs = None
+
     async def list_catalog(
         self, kind: CatalogKind, cursor: str | None, principal: Partition
     ) -> ListReply | RequestFailed:

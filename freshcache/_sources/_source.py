@@ -15,45 +15,68 @@ Contract of `Source.listen`:
 Closing the iterator early (``aclose``) cancels the subscription the way the
 transport requires (HTTP: close the stream; stdio: ``notifications/cancelled``).
 
+Besides reads, lists and the listen, a source declares each capability the cache may
+use, and one it lacks is declared ``None`` (nothing is probed for):
+
+- `Source.list_catalog`: pages of the catalogs (tools, prompts, resource templates);
+  ``None``: every catalog is an explicit ``server_error`` state;
+- `Source.ask_pushed_bodies`: ask later listens for pushed bodies (`Policy.pushed_bodies`);
+  ``None``: it only ever hears change hints;
+- `Source.shared_catalogs`: catalog walks shared by a fleet (`FleetSource`); ``None``
+  for every source a fleet does not wrap.
+
+`Source.call_tool` is a method every source has: one that cannot call tools answers
+`no_tool_calls` (an explicit failure, never an attempt).
+
 `SourceWrapper` is a source around another one that forwards every call to it; a
 wrapper that notes, steers or substitutes some calls overrides only those.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from .._core import CatalogKind, ListReply, Partition, ReadReply, RequestFailed, StreamEvent
+from .._core import (
+    Catalog,
+    CatalogKind,
+    CatalogWalk,
+    ListReply,
+    Partition,
+    ReadReply,
+    RequestFailed,
+    StreamEvent,
+)
 from .._protocol._tools import ToolReply
 from .._protocol._wire import PROTOCOL_VERSION
 
 __all__ = [
+    "CAPABILITIES",
     "PROTOCOL_VERSION",
-    "CatalogSource",
+    "CatalogPager",
     "ServerInfo",
+    "SharedWalks",
     "Source",
     "SourceWrapper",
-    "ask_pushed_bodies",
+    "WalkCatalog",
     "no_catalogs",
     "no_tool_calls",
 ]
 
+CatalogPager = Callable[[CatalogKind, str | None, Partition], Awaitable[ListReply | RequestFailed]]
+"""One page of ``tools/list``, ``prompts/list`` or ``resources/templates/list``."""
 
-def ask_pushed_bodies(source: object) -> bool:
-    """Ask ``source`` to request pushed bodies on its listens (``embedResources``): its
-    own ``ask_pushed_bodies()``, else the ``embed_resources`` switch of the protocol
-    object it speaks through (`HttpSource`, `StdioSource`). ``False`` when it has
-    neither: it then only ever hears change hints."""
-    ask = getattr(source, "ask_pushed_bodies", None)
-    if callable(ask):
-        return bool(ask())
-    protocol = getattr(source, "protocol", None)
-    if protocol is None or not hasattr(protocol, "embed_resources"):
-        return False
-    protocol.embed_resources = True
-    return True
+WalkCatalog = Callable[[CatalogWalk], Awaitable[Catalog]]
+"""A cache's own walk of a catalog (the lister's), handed to `SharedWalks.walk`."""
+
+
+class SharedWalks(Protocol):
+    """Catalog walks someone else may have done already (a fleet's shared store)."""
+
+    async def walk(self, done: CatalogWalk, walk: WalkCatalog) -> Catalog:
+        """``done``'s catalog: a current shared walk, or ``walk(done)``, this cache's own."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +145,26 @@ class Source(Protocol):
         send. A source that cannot call tools answers `no_tool_calls`."""
         ...
 
+    @property
+    def list_catalog(self) -> CatalogPager | None:
+        """One page of a catalog; ``None``: this source cannot list catalogs."""
+        ...
+
+    @property
+    def ask_pushed_bodies(self) -> Callable[[], bool] | None:
+        """Ask later listens for pushed bodies (``embedResources``), answering whether
+        they will; ``None``: this source only ever hears change hints."""
+        ...
+
+    @property
+    def shared_catalogs(self) -> SharedWalks | None:
+        """Catalog walks others may have done (a fleet); ``None``: walk them all here."""
+        ...
+
+
+CAPABILITIES = ("list_catalog", "ask_pushed_bodies", "shared_catalogs")
+"""The `Source` members a source may declare ``None`` (see the module docstring)."""
+
 
 class SourceWrapper:
     """A `Source` that forwards every call to ``inner``.
@@ -155,7 +198,8 @@ class SourceWrapper:
         return self.inner.listen(uris, list_changed)
 
     def ask_pushed_bodies(self) -> bool:
-        return ask_pushed_bodies(self.inner)
+        ask = self.inner.ask_pushed_bodies
+        return ask is not None and ask()
 
     async def call_tool(
         self, params: Mapping[str, Any], principal: Partition
@@ -165,29 +209,22 @@ class SourceWrapper:
     async def list_catalog(
         self, kind: CatalogKind, cursor: str | None, principal: Partition
     ) -> ListReply | RequestFailed:
-        lister = getattr(self.inner, "list_catalog", None)
+        lister = self.inner.list_catalog
         if lister is None:
             return no_catalogs(self.inner, kind)
-        page: ListReply | RequestFailed = await lister(kind, cursor, principal)
-        return page
+        return await lister(kind, cursor, principal)
 
-
-@runtime_checkable
-class CatalogSource(Protocol):
-    """A `Source` that can also list catalogs (tools, prompts, resource templates).
-    Optional: a source without it hands out catalogs as ``server_error`` states."""
-
-    async def list_catalog(
-        self, kind: CatalogKind, cursor: str | None, principal: Partition
-    ) -> ListReply | RequestFailed:
-        """One page of ``tools/list``, ``prompts/list`` or ``resources/templates/list``."""
-        ...
+    @property
+    def shared_catalogs(self) -> SharedWalks | None:
+        return self.inner.shared_catalogs
 
 
 def no_catalogs(source: object, kind: CatalogKind) -> RequestFailed:
     """The answer for a source that cannot list catalogs."""
     return RequestFailed(
-        "server_error", f"{type(source).__name__} cannot list {kind} (no list_catalog)"
+        "server_error",
+        f"{type(source).__name__} cannot list {kind}: it declares no list_catalog "
+        "(a LoaderSource lists catalogs when given catalogs=)",
     )
 
 

@@ -128,6 +128,7 @@ from .._protocol._wire import (
 )
 from ._background import BackgroundTask, Inbox
 from ._source import ServerInfo
+from ._speaking import SpeaksClientProtocol
 from ._subscribing import Call, InOrder
 
 log = logging.getLogger("freshcache.stdio")
@@ -568,7 +569,7 @@ def _stats_of(conn: _Connection | None, counters: StdioCounters) -> StdioStats:
     )
 
 
-class StdioSource:
+class StdioSource(SpeaksClientProtocol):
     """A `Source` that runs an MCP server as a subprocess and talks to it over stdio.
 
     ::

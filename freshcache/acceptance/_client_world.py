@@ -95,6 +95,8 @@ def client_unplayable(case: Case, hello: Hello, transport: str) -> str | None:
                 return "the row bounds the store; the client's store has no bound to set"
             case ServerChange(what="fall_silent"):
                 return "the harness cannot see a client's keep-alive counters"
+            case Given(what="later_pages_delay"):
+                return "the row moves the client's clock while a walk waits on a page"
             case NextRead(fault="local_copy") if transport == "stdio":
                 return "a local copy on stdio is a read function inside the client"
             case _:

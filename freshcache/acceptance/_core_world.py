@@ -136,6 +136,10 @@ class CoreWorld:
     supervisor: ListenSupervisor = field(init=False)
     holding: bool = False
     relist_wanted: bool = False
+    catalogs_wanted: set[CatalogKind] = field(default_factory=set)
+    """Catalogs a `Relist` asked for: walked in the background (`settle`), as a cache does."""
+    page_delay: float = 0.0
+    """Seconds each list page after the first takes (``given later list pages take``)."""
     listening: bool = False
     _streams: dict[int, _Stream] = field(default_factory=dict)
     _flights: dict[tuple[str, Partition], _Flight] = field(default_factory=dict)
@@ -146,6 +150,7 @@ class CoreWorld:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self, setup: Setup) -> None:
+        self.page_delay = setup.later_pages_delay_ms / 1000
         self.principal = setup.principal
         configure_reference(self.server, setup)
         bound = {} if setup.store_entries is None else {"max_entries": setup.store_entries}
@@ -206,11 +211,12 @@ class CoreWorld:
                         self._scheduled.append(key)
                 case Relist(kind="resources"):
                     self.relist_wanted = True
-                case Relist():
-                    pass  # a catalog is walked when next asked for (`catalog`)
+                case Relist(kind=kind):
+                    self.catalogs_wanted.add(checked_kind(kind))
                 case Relisten(resource_uris=uris):
                     if self.listening:
-                        self.obey(self.supervisor.want(uris, self.stream_clock))
+                        lists = self.engine.lists_wanted
+                        self.obey(self.supervisor.want(uris, self.stream_clock, lists=lists))
 
     def obey(self, decisions: list[StreamDecision]) -> None:
         for decision in decisions:
@@ -378,6 +384,7 @@ class CoreWorld:
         walk = ListWalk(self.engine, partition)
         while (ticket := walk.next_page()) is not None:
             reply = self.server.list_page(ticket.cursor)
+            self._slow(ticket.cursor)
             for hint in reply.hints:
                 self.carry_out(self.engine.handle_hint(hint))
             walk.landed(ticket, reply)
@@ -391,10 +398,17 @@ class CoreWorld:
         if hit is not None:
             return hit
         done = self.engine.begin_catalog(kind, partition)
+        self.carry_out(self.engine.catalog_asked())
         while (ticket := done.walk.next_page()) is not None:
             reply = self.server.catalogs.page(kind, ticket.cursor, partition, down=self.server.down)
+            self._slow(ticket.cursor)
             done.walk.landed(ticket, reply)
         return self.engine.settle_catalog(done)
+
+    def _slow(self, cursor: str | None) -> None:
+        """A page after the first lands `page_delay` later (the TTL clock moves)."""
+        if cursor is not None:
+            self.clock.advance(self.page_delay)
 
     # ------------------------------------------------------------------ steps
 
@@ -436,6 +450,9 @@ class CoreWorld:
             if listed.state == FRESH:
                 uris = (r.uri for r in listed.resources)
                 self.carry_out(self.engine.list_complete(uris, self.principal))
+            moved = True
+        while self.catalogs_wanted:
+            self.catalog(self.catalogs_wanted.pop())  # a background re-list
             moved = True
         while self._scheduled:
             key = self._scheduled.popleft()

@@ -72,6 +72,8 @@ class InMemorySource:
         self._embed_resources = True
         return True
 
+    shared_catalogs = None
+
     @property
     def identity(self) -> str:
         return self._identity

@@ -274,6 +274,7 @@ class ReferenceServer:
     list_ttl_ms: int = 60_000
     later_pages_ttl_ms: int | None = None
     """``ttlMs`` of list pages after the first (default: ``list_ttl_ms``)."""
+    endless_list: bool = False  # every list page names a new next cursor: it never ends
     reads: int = 0
     """Server reads answered (or failed) so far."""
     lists: int = 0
@@ -457,9 +458,10 @@ class ReferenceServer:
                 return RequestFailed("not_found", f"Invalid cursor: {cursor!r}", code=-32602)
         page = listed[start : start + self.page_size]
         end = start + self.page_size
+        more = end < len(listed) or self.endless_list
         return ListReply(
             tuple(ResourceInfo(r.uri, r.uri.rsplit("/", 1)[-1], r.mime_type) for r in page),
-            next_cursor=f"{self.cursor_epoch}:{end}" if end < len(listed) else None,
+            next_cursor=f"{self.cursor_epoch}:{end}" if more else None,
             ttl_ms=self.list_ttl_ms
             if start == 0 or self.later_pages_ttl_ms is None
             else self.later_pages_ttl_ms,

@@ -44,6 +44,8 @@ class ReferenceCatalogs:
     """``ttlMs`` of pages after the first (default: ``ttl_ms``)."""
     later_pages_scope: Literal["public", "private"] | None = None
     """``cacheScope`` of pages after the first (default: ``scope``)."""
+    endless: bool = False
+    """Every page names a next cursor, a new one each time (a list that never ends)."""
     list_changed_supported: bool = True
     """Whether listens are granted ``toolsListChanged`` / ``promptsListChanged``."""
     faults: dict[str, CatalogFault] = field(default_factory=dict)
@@ -86,7 +88,7 @@ class ReferenceCatalogs:
         later = start > 0
         return ListReply(
             (),
-            next_cursor=f"{self.epoch}:{end}" if end < len(items) else None,
+            next_cursor=f"{self.epoch}:{end}" if end < len(items) or self.endless else None,
             ttl_ms=self.later_pages_ttl_ms
             if later and self.later_pages_ttl_ms is not None
             else self.ttl_ms,

@@ -54,7 +54,7 @@ from ._steps import (
     fleet_size,
     text_for,
 )
-from ._timeline import RecordingSource, Timeline, alias_of, note_changes
+from ._timeline import RecordingSource, SlowLaterPages, Timeline, alias_of, note_changes
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +127,12 @@ class Setup:
     catalog_later_ttl_ms: int | None = None
     catalog_later_private: bool = False
     catalog_public: bool = False
+    catalog_ttl_ms: int = 60_000
+    list_endless: bool = False
+    catalog_endless: bool = False
+    later_pages_delay_ms: int = 0
+    """Each list page after the first lands this long after it was asked for, on the
+    clock the cache decides TTLs by (`SlowLaterPages`)."""
     deadline_row: bool = False
     """The row makes a server read go unanswered (*times out*): all it needs of the
     request deadline is that it passes, so a wire world plays it with a short one
@@ -193,6 +199,18 @@ class Setup:
                     setup.catalog_public = True
                 case "stale_catalogs":
                     setup.policy["stale_catalogs_on_error"] = True
+                case "nothing_selected":
+                    setup.selected = []
+                case "catalog_ttl":
+                    setup.catalog_ttl_ms = int(given.arg)
+                case "later_pages_delay":
+                    setup.later_pages_delay_ms = int(given.arg)
+                case "list_endless":
+                    setup.list_endless = True
+                case "catalog_endless":
+                    setup.catalog_endless = True
+                case "max_list_pages":
+                    setup.policy["max_list_pages"] = int(given.arg)
         return setup
 
 
@@ -379,6 +397,8 @@ class World(abc.ABC):
             "wall_clock": self.clock.wall,
         }
         arguments.update(options)
+        if setup.later_pages_delay_ms:
+            source = SlowLaterPages(source, self.clock, setup.later_pages_delay_ms / 1000)
         if self.timeline is not None:
             source = RecordingSource(source, self.timeline, who)
         return FreshCache(source, **arguments)

@@ -138,6 +138,7 @@ def reference_to_state(server: ReferenceServer) -> dict[str, Any]:
         "page_size": server.page_size,
         "list_ttl_ms": server.list_ttl_ms,
         "later_pages_ttl_ms": server.later_pages_ttl_ms,
+        "endless_list": server.endless_list,
         "reads": server.reads,
         "lists": server.lists,
         "early_notifications": list(server.early_notifications),
@@ -174,6 +175,7 @@ def reference_from_state(state: dict[str, Any]) -> ReferenceServer:
     server.page_size = int(state.get("page_size", 100))
     server.list_ttl_ms = int(state.get("list_ttl_ms", 60_000))
     server.later_pages_ttl_ms = state.get("later_pages_ttl_ms")
+    server.endless_list = bool(state.get("endless_list", False))
     server.reads = int(state.get("reads", 0))
     server.lists = int(state.get("lists", 0))
     server.early_notifications = list(state.get("early_notifications", ()))

@@ -51,6 +51,12 @@ class Setup(Protocol):
     def catalog_later_private(self) -> bool: ...
     @property
     def catalog_public(self) -> bool: ...
+    @property
+    def catalog_ttl_ms(self) -> int: ...
+    @property
+    def list_endless(self) -> bool: ...
+    @property
+    def catalog_endless(self) -> bool: ...
 
 
 def configure_reference(server: ReferenceServer, setup: Setup) -> None:
@@ -60,6 +66,7 @@ def configure_reference(server: ReferenceServer, setup: Setup) -> None:
     server.omit_from_ack = set(setup.ack_omits)
     server.page_size = setup.page_size
     server.later_pages_ttl_ms = setup.later_pages_ttl_ms
+    server.endless_list = setup.list_endless
     if setup.acks_held:
         server.hold_acks()
     for alias in ("selected", "other", "extra"):
@@ -71,6 +78,8 @@ def configure_reference(server: ReferenceServer, setup: Setup) -> None:
     catalogs.epoch = 0
     catalogs.page_size = setup.catalog_page_size
     catalogs.later_pages_ttl_ms = setup.catalog_later_ttl_ms
+    catalogs.ttl_ms = setup.catalog_ttl_ms
+    catalogs.endless = setup.catalog_endless
     catalogs.scope = "public" if setup.catalog_public else "private"
     catalogs.later_pages_scope = "private" if setup.catalog_later_private else None
     catalogs.list_changed_supported = setup.list_changed

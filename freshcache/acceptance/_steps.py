@@ -74,6 +74,12 @@ class Given:
         "catalog_later_private",
         "catalog_public",
         "stale_catalogs",
+        "nothing_selected",
+        "catalog_ttl",
+        "later_pages_delay",
+        "list_endless",
+        "catalog_endless",
+        "max_list_pages",
     ]
     arg: str = ""
 
@@ -370,6 +376,10 @@ _rule(r"given page size (\d+)")(lambda m: Given("page_size", m[1]))
 _rule(r"given store holds (\d+) entr(?:y|ies)")(lambda m: Given("store_entries", m[1]))
 _rule(r"given later list pages ttl (\d+) ?ms")(lambda m: Given("later_pages_ttl", m[1]))
 _rule(r"given pushed bodies")(lambda m: Given("pushed_bodies"))
+_rule(r"given nothing selected")(lambda m: Given("nothing_selected"))
+_rule(r"given later list pages take (\d+) ?ms")(lambda m: Given("later_pages_delay", m[1]))
+_rule(r"given list cursors never end")(lambda m: Given("list_endless"))
+_rule(r"given list walks stop after (\d+) pages")(lambda m: Given("max_list_pages", m[1]))
 
 # catalogs: tools, prompts, resource templates (invariants 13, 14)
 _CATALOG = r"(tools|prompts|templates)"
@@ -378,6 +388,8 @@ _rule(rf"given later {_CATALOG} pages ttl (\d+) ?ms")(lambda m: Given("catalog_l
 _rule(rf"given later {_CATALOG} pages private")(lambda m: Given("catalog_later_private"))
 _rule(rf"given {_CATALOG} public")(lambda m: Given("catalog_public"))
 _rule(r"given stale catalogs allowed")(lambda m: Given("stale_catalogs"))
+_rule(rf"given {_CATALOG} ttl (\d+) ?ms")(lambda m: Given("catalog_ttl", m[2]))
+_rule(rf"given {_CATALOG} cursors never end")(lambda m: Given("catalog_endless"))
 _rule(rf"server changes {_CATALOG} to (v\d+)( and notifies)?")(
     lambda m: ServerChange(
         "catalog_set_notify" if m[3] else "catalog_set", CATALOG_WORDS[m[1]], version=m[2]

@@ -13,10 +13,11 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .._core import (
     CatalogChange,
+    CatalogKind,
     ChangesMissed,
     ListenAcknowledged,
     ListenStarted,
@@ -155,6 +156,39 @@ class RecordingSource(SourceWrapper):
                 yield event
         finally:
             await stream.aclose()
+
+
+class SlowLaterPages(SourceWrapper):
+    """Each list page after the first (``resources/list`` and catalogs) lands
+    ``seconds`` after it was asked for, on the clock the cache decides TTLs by: what a
+    slow server's later pages do to a walk's window (``given later list pages take``)."""
+
+    def __init__(self, inner: Source, clock: Advancing, seconds: float) -> None:
+        super().__init__(inner)
+        self.clock = clock
+        self.seconds = seconds
+
+    async def list_resources(
+        self, cursor: str | None, principal: Partition
+    ) -> ListReply | RequestFailed:
+        reply = await self.inner.list_resources(cursor, principal)
+        if cursor is not None:
+            self.clock.advance(self.seconds)
+        return reply
+
+    async def list_catalog(
+        self, kind: CatalogKind, cursor: str | None, principal: Partition
+    ) -> ListReply | RequestFailed:
+        reply = await super().list_catalog(kind, cursor, principal)
+        if cursor is not None:
+            self.clock.advance(self.seconds)
+        return reply
+
+
+class Advancing(Protocol):
+    """A clock a world moves (`VirtualClock`)."""
+
+    def advance(self, seconds: float) -> None: ...
 
 
 async def note_changes(changes: StateChanges, timeline: Timeline, who: str = "") -> None:

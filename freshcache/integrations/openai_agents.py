@@ -43,7 +43,7 @@ from .._errors import ResourceWithheldError
 from .._middleware._cache import FreshCache
 from .._middleware._context import Context
 from .._middleware._tools import ToolCall
-from .._sources._source import SourceWrapper
+from .._sources._source import Source, SourceWrapper
 from . import missing
 
 try:
@@ -143,12 +143,10 @@ class FreshMCPServer(MCPServer):
 
 def _lists_catalogs(cache: FreshCache) -> bool:
     """Whether the cache's own connection can list the server's catalogs."""
-    source: object = cache.source
+    source: Source = cache.source
     while isinstance(source, SourceWrapper):
         source = source.inner
-    if not callable(getattr(source, "list_catalog", None)):
-        return False
-    return bool(getattr(source, "lists_catalogs", True))
+    return source.list_catalog is not None
 
 
 def _sdk_tool(item: Any) -> Tool | None:

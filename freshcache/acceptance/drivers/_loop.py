@@ -36,6 +36,7 @@ POLICIES = (
     "share_public",
     "stale_catalogs_on_error",
     "pushed_bodies",
+    "max_list_pages",
 )
 """Every row policy a client may have a setting for."""
 REVISIONS = ("2026-07-28", "2025-11-25")
