@@ -59,11 +59,21 @@ def check_arguments(
     check_count("max_concurrent_reads", max_concurrent_reads)
     check_timeout("ack_timeout", ack_timeout)
     if not isinstance(source, Source):
+        lacking = [name for name in _SOURCE_MEMBERS if not hasattr(source, name)]
         raise ConfigurationError(
-            f"source must be a freshcache Source (HttpSource, StdioSource, ...), got {source!r}; "
-            f"a Source of your own declares each capability ({', '.join(CAPABILITIES)}), "
-            "None where it lacks one"
+            f"source must be a freshcache Source (HttpSource, StdioSource, ...), got {source!r}, "
+            f"which lacks {', '.join(lacking) or 'nothing by name'}; a Source of your own "
+            f"declares each capability ({', '.join(CAPABILITIES)}), None where it lacks one"
         )
+
+
+_SOURCE_MEMBERS = tuple(
+    sorted(
+        (name for name in vars(Source) if not name.startswith("_")),
+        key=lambda name: (name in CAPABILITIES, name),
+    )
+)
+"""What a `Source` must have, by name (the capabilities last), for the error above."""
 
 
 FLEET_BACKOFF = BackoffSettings(
