@@ -5,16 +5,17 @@ the tests; every read a test makes is counted: zero old text, zero denied text."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 
-from freshcache import DENIED, FRESH, FreshCache, ReadResult
+from freshcache import DENIED, FRESH, FreshCache, Policy, ReadResult
+from freshcache._core import ListReply, RequestFailed, ResourceUpdated
 from freshcache.acceptance import InMemorySource, ReferenceServer
+from freshcache.acceptance._reference_catalogs import ReferenceCatalogs
 from freshcache.acceptance._valkey import LocalStore
 from tests.polling import until as eventually
 from tests.test_fleet import Counting, fleet_of
@@ -56,8 +57,10 @@ class Reads:
     def __init__(self) -> None:
         self.results: list[ReadResult] = []
 
-    async def read(self, cache: FreshCache, uri: str = URI) -> ReadResult:
-        result = await cache.read(uri, timeout=1.0)
+    async def read(
+        self, cache: FreshCache, uri: str = URI, principal: str | None = None
+    ) -> ReadResult:
+        result = await cache.read(uri, timeout=1.0, principal=principal)
         self.results.append(result)
         return result
 
@@ -79,6 +82,7 @@ async def fleet(
     *,
     lease: float = LEASE,
     select: list[str] | None = None,
+    policy: Policy | None = None,
 ) -> AsyncIterator[list[FreshCache]]:
     """One worker per principal (its cache's default partition), each in its own task."""
     caches: list[FreshCache] = []
@@ -91,6 +95,7 @@ async def fleet(
                 fleet=fleet_of(url, "trust", lease),
                 read_timeout=2.0,
                 principal=principal,
+                policy=policy or Policy(),
             )
             entered = anyio.Event()
             tg.start_soon(_hold, cache, entered, stop)
@@ -101,6 +106,35 @@ async def fleet(
             yield caches
         finally:
             stop.set()
+
+
+class RefusingCatalogs(ReferenceCatalogs):
+    """The reference catalogs, refused to the principals in ``refused``."""
+
+    refused: set[str | None]
+
+    def page(
+        self, kind: str, cursor: str | None, principal: str | None, *, down: bool
+    ) -> ListReply | RequestFailed:
+        if principal in getattr(self, "refused", ()):
+            self.lists[kind] = self.lists.get(kind, 0) + 1
+            return RequestFailed("denied", f"principal {principal!r} may not list {kind}")
+        return ReferenceCatalogs.page(self, kind, cursor, principal, down=down)
+
+
+async def filled(
+    cache: FreshCache, again: Callable[[], Awaitable[object]], counter: str
+) -> None:
+    """Until ``cache`` has stored a fill for the fleet: on a loaded machine the first
+    read may have gone to the server directly (the lease moved, the channel broke)."""
+    deadline = anyio.current_time() + 30
+    while cache.describe()["fleet"]["counters"][counter] < 1:
+        info = cache.describe()["fleet"]
+        assert anyio.current_time() < deadline, (info["leading"], info["counters"])
+        await eventually(lambda: cache.stream_status == "live")
+        cache.engine.invalidate_catalog("tools")
+        await again()
+        await anyio.sleep(0.05)
 
 
 # ---------------------------------------------------------------------- 1. a restart
@@ -149,3 +183,84 @@ async def test_a_store_restarted_from_its_own_data_serves_no_old_text(
     after = [r.text for r in reads.results[changed:] if r.state == FRESH]
     assert "v1" not in after, after
     assert after.count("v2") >= 4
+
+
+# ---------------------------------------------------------------------- 2. nothing unsigned
+
+
+@pytest.fixture
+def valkey() -> Iterator[LocalStore]:
+    store = start_store("valkey")
+    try:
+        yield store
+    finally:
+        store.stop()
+
+
+@pytest.mark.parametrize("writer", ["deletes", "alters"])
+async def test_a_store_writer_who_touches_the_denial_marker_gets_bob_no_shared_text(
+    valkey: LocalStore, writer: str
+) -> None:
+    """Issue 36: bob was refused on one worker, alice's public entry is in the store; a
+    process that can write the store deletes (or alters) bob's denial marker. Neither
+    a worker that heard the denial nor a new worker for bob hands bob any text: the
+    marker's absence proves nothing (bob's own read on that worker must succeed)."""
+    from redis.asyncio import Redis
+
+    server = Counting()
+    server.set(URI, "v1", ttl_ms=60_000, cache_scope="public")
+    server.denied_principals[URI] = {"bob"}
+    reads = Reads()
+    policy = Policy(share_public=True)
+    async with fleet(server, valkey.url, [None, None], policy=policy) as (one, two):
+        assert (await reads.read(one, principal="bob")).state == DENIED
+        assert (await reads.read(one, principal="alice")).text == "v1"
+        shared = one._fleet.shared  # type: ignore[union-attr]
+        marker = shared.denial_key(URI, "bob")
+        admin = Redis.from_url(valkey.url, decode_responses=True)
+        try:
+            public = shared.entry_key(URI, "public")
+            deadline = anyio.current_time() + 30
+            while not await admin.exists(public):  # filled by whichever worker read first
+                assert anyio.current_time() < deadline
+                one.engine.handle_hint(ResourceUpdated(URI, None))
+                await reads.read(one, principal="alice")
+                await anyio.sleep(0.05)
+            assert await admin.exists(marker)
+            if writer == "deletes":
+                await admin.delete(marker)
+            else:
+                await admin.set(marker, "allowed")
+        finally:
+            await admin.aclose()
+        async with fleet(server, valkey.url, ["bob"], policy=policy) as (late,):
+            for cache in (late, two, one, late, two, late, late):
+                await reads.read(cache, principal="bob")
+    handed = [(r.state, r.text) for r in reads.results]
+    assert handed[1] == (FRESH, "v1")  # alice's
+    assert all(text is None for _, text in handed[:1] + handed[2:]), handed  # bob's: none
+
+
+async def test_a_catalog_refused_to_bob_on_one_worker_is_not_shared_to_bob_on_another(
+    valkey: LocalStore,
+) -> None:
+    """Issue 35: the server refused bob's ``tools/list`` on worker A; worker B, whose
+    principal is bob, must not take alice's shared public catalog from the store: bob
+    stays ``denied``, as one cache keeps him."""
+    server = ReferenceServer()
+    server.set(URI, "v1", ttl_ms=60_000)
+    catalogs = RefusingCatalogs(scope="public")
+    catalogs.refused = {"bob"}
+    server.catalogs = catalogs
+    policy = Policy(share_public=True)
+    async with fleet(server, valkey.url, ["alice", "bob"], policy=policy) as (alice, bob_a):
+        assert (await bob_a.tools(principal="bob")).state == DENIED
+        assert (await alice.tools()).state == FRESH
+        await filled(alice, alice.tools, "catalog_fills")
+        async with fleet(server, valkey.url, ["bob"], policy=policy) as (bob_b,):
+            walked = catalogs.lists.get("tools", 0)
+            for _ in range(3):
+                got = await bob_b.tools()
+                assert (got.state, got.items) == (DENIED, ()), got
+            assert catalogs.lists["tools"] > walked  # asked the server itself
+            assert bob_b.describe()["fleet"]["counters"]["catalog_takes"] == 0

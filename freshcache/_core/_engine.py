@@ -135,6 +135,7 @@ from ._records import (
     UriRecords,
     size_of,
 )
+from ._sharing import catalog_subject
 from ._slots import filled_by_slots
 
 READ = "resources/read"
@@ -755,7 +756,9 @@ class _Judgements(_ReadRules):
     """
 
     denied_elsewhere: Callable[[str, Partition], bool] | None = None
-    """Set by a fleet: whether another worker announced a denial of (URI, partition)."""
+    """Set by a fleet (a `Standing`): whether a copy that is not ``partition``'s own
+    read of a URI (or of a catalog: `catalog_subject`) must not serve it on this
+    worker: refused here or on another worker since, or never read by it here."""
 
     # ------------------------------------------------------------------ an unusable server
 
@@ -873,8 +876,13 @@ class _Judgements(_ReadRules):
         self.catalogs.published_alone(kind, mark)
 
     def adopt_catalog(self, done: CatalogWalk, shared: SharedWalk) -> Catalog | None:
-        """Another worker's walk from the fleet's store: fresh, or ``None`` (walk it)."""
-        if self._unusable is not None:
+        """Another worker's walk from the fleet's store: fresh, or ``None`` (walk it):
+        never for a principal without standing here (`denied_elsewhere`), as for a
+        resource's shared copy (`may_share`)."""
+        elsewhere = self.denied_elsewhere
+        if self._unusable is not None or (
+            elsewhere is not None and elsewhere(catalog_subject(done.kind), done.partition)
+        ):
             return None
         return self.catalogs.adopt(done, shared)
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._core import Catalog, CatalogWalk, SharedWalk
+from .._core import DENIED, FRESH, Catalog, CatalogWalk, SharedWalk, catalog_subject
 from .._core._frozen import thawed
 from ._reads import FillWait
 from ._store import Peeked, catalog_lists
@@ -45,6 +45,7 @@ class SharedCatalogs:
     async def walk(self, done: CatalogWalk, walk: Walk) -> Catalog:
         """``done``'s catalog: another worker's current walk, or this worker's own."""
         worker = self.worker
+        walk = self._own(walk)
         bound = worker.bound
         if bound is None or not worker.channel.usable:
             return await walk(done)
@@ -75,6 +76,31 @@ class SharedCatalogs:
             worker.counters.fill_waits += 1
             await anyio.sleep(delay)
             delay = min(0.05, delay * 1.5)
+
+    def _own(self, walk: Walk) -> Walk:
+        """``walk``, whose outcome is the principal's standing here (`Standing`): a
+        refusal ends it (and is announced, so every worker's ends), a complete walk
+        from the server proves it."""
+        worker = self.worker
+
+        async def own(done: CatalogWalk) -> Catalog:
+            catalog = await walk(done)
+            subject = catalog_subject(done.kind)
+            if catalog.state == DENIED:
+                worker.standing.refused(subject, done.partition)
+                if worker.channel.usable:
+                    try:
+                        with anyio.fail_after(worker.config.op_timeout):
+                            await worker.shared.deny(subject, done.partition, worker.id)
+                    except anyio.get_cancelled_exc_class():
+                        raise
+                    except Exception as exc:
+                        log.debug("fleet catalog denial not announced: %r", exc)
+            elif catalog.state == FRESH and done.walk.all_from_server:
+                worker.standing.succeeded(subject, done.partition)
+            return catalog
+
+        return own
 
     async def _publish_alone(self, done: CatalogWalk, mark: int, bound: Binding) -> bool:
         """Tell the fleet of a change of ``done``'s catalog only this worker heard (a hint

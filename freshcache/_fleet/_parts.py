@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._core import Decision, FreshnessEngine
 from .._core._counters import Tally
+from .._core._sharing import Standing
 from ._store import SharedStore
 from ._telemetry import FleetTelemetry
 
@@ -200,6 +201,9 @@ class OutboxWorker(Publishes, Protocol):
 
 class ReadsWorker(Publishes, Protocol):
     """What `SharedReads` and `SharedCatalogs` use."""
+
+    @property
+    def standing(self) -> Standing: ...
 
     @property
     def counters(self) -> FleetCounters: ...

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from .._core import Partition, ReadReply, RequestFailed
+from .._core import Partition, ReadReply, RequestFailed, shared_expiry_ms
 from .._sources._source import Source
 from ._store import Peeked
 
@@ -207,6 +207,10 @@ class SharedReads:
         reply = await inner.read_resource(uri, partition)
         worker = self.worker
         denied = isinstance(reply, RequestFailed) and reply.kind == "denied"
+        if denied:
+            worker.standing.refused(uri, partition)
+        elif isinstance(reply, ReadReply) and reply.from_server is True:
+            worker.standing.succeeded(uri, partition)
         ended = (
             isinstance(reply, ReadReply)
             and reply.from_server is True
@@ -256,7 +260,9 @@ class SharedReads:
         reply = await self._own_read(inner, uri, partition)
         try:
             with anyio.fail_after(worker.config.op_timeout):
-                expiry = self._expiry_ms(reply, bound)
+                expiry = shared_expiry_ms(
+                    reply, bound.engine.policy, worker.config.covered_entry_ttl
+                )
                 if expiry is None or not isinstance(reply, ReadReply):
                     await worker.shared.unlock(uri, partition, fence, worker.id)
                     return reply
@@ -278,16 +284,3 @@ class SharedReads:
         except Exception as exc:
             log.debug("fleet fill failed: %r", exc)
         return reply
-
-    def _expiry_ms(self, reply: ReadReply | RequestFailed, bound: Binding) -> int | None:
-        """How long the store keeps this reply, or ``None`` when it must not share it."""
-        if not isinstance(reply, ReadReply):
-            return None
-        if reply.from_server is not True or reply.multi_round_trip or reply.hints:
-            return None  # proves nothing about the server, or carried a change hint
-        ttl = reply.ttl_ms or 0
-        if ttl > 0:
-            return max(1, int(min(ttl, bound.max_ttl_ms)))
-        if bound.subscription_backed:
-            return int(self.worker.config.covered_entry_ttl * 1000)
-        return None  # ttlMs 0: read before each use, nothing to share
