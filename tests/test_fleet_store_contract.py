@@ -312,7 +312,7 @@ async def test_a_store_restarted_with_or_without_its_data_serves_nothing_from_be
         client = Redis.from_url(process.url, decode_responses=True)
         restarted = SharedStore(client, "t", "server")
         before = SharedStore(client, "t", "server")
-        before._witness = store._witness  # a worker that knew the epoch from before
+        before._peek._witness = store._peek._witness  # a worker that knew the epoch before
         try:
             if persistence in ("rdb", "older-rdb"):
                 assert await client.get(restarted.epoch_key) == fence.epoch  # data back

@@ -16,13 +16,10 @@ worker's command can fall between its steps (Valkey runs a script atomically):
   listener heard) goes through the same script under the list's own keys;
 - `ANNOUNCE` / `RENEW`: the listener's coverage and its lease.
 
-The *epoch* is a random value, *witnessed* by the store's script cache: the `PEEK` a
-worker runs holds the epoch's random part in its own text and is loaded only by the
-worker that starts the epoch (`MINT`), so a store that restarted, with its data
-(RDB, AOF) or without, from its last snapshot or an older one, answers ``NOSCRIPT``
-(no persistence restores the script cache) and the first worker to peek starts a new
-epoch: nothing stored before the restart is current, and no fill read before it can
-land (`FILL` checks the epoch). No ``INFO`` and nothing ``@dangerous`` is needed. On
+The *epoch* is a random value witnessed by the store's script cache (`_epoch`): a
+store that restarted, with its data (RDB, AOF) or without, starts a new one at the
+first `PEEK`, so nothing stored before the restart is current and no fill read
+before it can land (`FILL` checks the epoch). On
 a cluster the epoch also names the primary that serves the server's slot
 (``node/random``, `PEEK` and `MINT` ask ``CLUSTER MYID``): a primary that finds an
 epoch set under another node (its replica was promoted, or the slot was migrated to
@@ -43,9 +40,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
-from redis.exceptions import NoScriptError
 
 from .._core import Partition, ReadReply, ResourceContents
+from ._epoch import WitnessedPeek
 
 PEEK = """
 -- `witness` (set above this line) is the epoch this copy of the script vouches for
@@ -83,27 +80,6 @@ if ARGV[2] ~= '' and (ARGV[5] ~= '1' or redis.call('EXISTS', KEYS[6]) == 1) then
   end
 end
 return {epoch, gen, false, 0, got, 0, denied, started}
-"""
-
-# A new epoch, witnessed: KEYS: epoch; ARGV: the witness found dead ('' when none), the
-# new witness (its `PEEK` already loaded), '1' on a cluster. The epoch is replaced only
-# if it is unset, is the dead one, or names another node: else it is another worker's
-# new epoch, adopted. Returns the epoch now and 1 if this replaced an existing one.
-MINT = """
-local node = ''
-if ARGV[3] == '1' then
-  local id = redis.pcall('CLUSTER', 'MYID')
-  if type(id) ~= 'string' then
-    return redis.error_reply('freshcache MINT: CLUSTER MYID failed, no epoch can name its primary')
-  end
-  node = id .. '/'
-end
-local cur = redis.call('GET', KEYS[1]) or ''
-if cur == '' or string.match(cur, '[^/]*$') == ARGV[1] or string.sub(cur, 1, #node) ~= node then
-  redis.call('SET', KEYS[1], node .. ARGV[2])
-  return {node .. ARGV[2], cur ~= '' and 1 or 0}
-end
-return {cur, 0}
 """
 
 # KEYS: epoch, generation, entry, entry set, the fill lock; ARGV: epoch, generation,
@@ -369,12 +345,7 @@ class SharedStore(Registry):
         def script(source: str) -> Any:
             return redis.register_script(source.replace("'PUBLISH'", publish))
 
-        self._witness: str | None = None
-        """The epoch's random part this worker's `PEEK` vouches for (see `_peek`)."""
-        self._peek_shas: dict[str, str] = {}
-        self._started = False
-        """This worker's last `MINT` replaced an epoch: the next `PEEK` says so."""
-        self._mint = script(MINT)
+        self._peek = WitnessedPeek(redis, PEEK, self.epoch_key, cluster=cluster)
         self._fill = script(FILL)
         self._invalidate = script(INVALIDATE)
         self._announce = script(ANNOUNCE)
@@ -418,60 +389,6 @@ class SharedStore(Registry):
     def _list(self, name: str) -> str:
         """A list's keys (``tools``, ``prompts``, ``resources``): apart from every URI's."""
         return f"{self.prefix}:l:{name}"
-
-    # ------------------------------------------------------------------ the epoch
-
-    def _peek_source(self, witness: str) -> str:
-        return f"local witness = '{witness}'\n{PEEK}"
-
-    async def _peek(self, *, keys: list[str], args: list[Any]) -> list[Any]:
-        """`PEEK` under the epoch this worker knows, witnessed by the store's script
-        cache: the script that checks an epoch holds its random part in its own text,
-        and is loaded (``SCRIPT LOAD``) only by the worker that starts the epoch, just
-        before it sets it. A store that restarted, from a snapshot, an AOF or empty, has
-        lost its scripts (no persistence restores them): ``NOSCRIPT`` says the epoch
-        may come from before the restart, and a new one starts (`MINT`), so nothing
-        stored before counts. No ``INFO`` and nothing ``@dangerous`` is needed."""
-        for _ in range(4):
-            witness = self._witness
-            if witness is None:
-                current = await self.redis.get(self.epoch_key)
-                if not current:
-                    await self._new_epoch("")
-                    continue
-                witness = self._witness = str(current).rsplit("/", 1)[-1]
-            sha = self._peek_shas.get(witness)
-            if sha is None:
-                sha = hashlib.sha1(self._peek_source(witness).encode()).hexdigest()
-                self._peek_shas = {witness: sha}  # one epoch at a time
-            try:
-                out = list(await self.redis.evalsha(sha, len(keys), *keys, *args))
-            except NoScriptError:
-                await self._new_epoch(witness)  # the store lost it: a restart
-                continue
-            if len(out) == 2:  # not the epoch this worker knows
-                current, why = str(out[0]), str(out[1])
-                if why == "node" or not current:
-                    await self._new_epoch(current.rsplit("/", 1)[-1])
-                else:
-                    self._witness = current.rsplit("/", 1)[-1]
-                continue
-            if self._started:
-                self._started = False
-                out[7] = 1
-            return out
-        raise RuntimeError("freshcache PEEK: the store keeps no epoch it can witness")
-
-    async def _new_epoch(self, dead: str) -> None:
-        """Start an epoch in place of ``dead`` (or adopt another worker's new one): its
-        `PEEK` is loaded first, so no worker ever sees it unwitnessed."""
-        witness = secrets.token_hex(8)
-        await self.redis.script_load(self._peek_source(witness))
-        epoch, started = await self._mint(
-            keys=[self.epoch_key], args=[dead, witness, "1" if self.cluster else ""]
-        )
-        self._witness = str(epoch).rsplit("/", 1)[-1]
-        self._started = self._started or bool(int(started))
 
     # ------------------------------------------------------------------ entries
 
