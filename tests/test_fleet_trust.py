@@ -264,3 +264,36 @@ async def test_a_catalog_refused_to_bob_on_one_worker_is_not_shared_to_bob_on_an
                 assert (got.state, got.items) == (DENIED, ()), got
             assert catalogs.lists["tools"] > walked  # asked the server itself
             assert bob_b.describe()["fleet"]["counters"]["catalog_takes"] == 0
+
+
+async def test_a_live_announcement_a_store_writer_forged_or_altered_acknowledges_nobody(
+    valkey: LocalStore,
+) -> None:
+    """An announcement is what acknowledges a follower (its URIs become covered): it is
+    signed with the fleet's key; one written or edited by anyone else is no
+    announcement, stored or heard on the channel."""
+    import json
+
+    from redis.asyncio import Redis
+
+    from freshcache._fleet._store import SharedStore
+
+    client = Redis.from_url(valkey.url, decode_responses=True)
+    try:
+        store = SharedStore(client, "t", "server", b"fleet key")
+        payload = {"term": "t1", "holder": "w:t1", "requested": [URI], "covered": [URI]}
+        await store.announce("w", "live", payload, 5_000)
+        live = await store.live()
+        assert live is not None and live["covered"] == [URI]
+        assert store.sealed(live) is live
+        # Another key (a worker of another fleet, or a guess) does not sign it.
+        assert SharedStore(client, "t", "server", b"another key").sealed(live) is None
+        for forged in (
+            {**live, "covered": [URI, "doc://secret"]},  # altered
+            {k: v for k, v in live.items() if k != "sig"},  # unsigned
+        ):
+            await client.set(store.live_key, json.dumps(forged))
+            assert await store.live() is None
+            assert store.sealed(forged) is None
+    finally:
+        await client.aclose()

@@ -639,15 +639,31 @@ class SharedStore(Registry):
 
     # ------------------------------------------------------------------ the listener
 
+    def _seal(self, payload: dict[str, Any]) -> str:
+        body = json.dumps({k: v for k, v in payload.items() if k != "sig"}, sort_keys=True)
+        message = f"live\x1f{self._server_id}\x1f{body}".encode()
+        return hmac.new(self._key, message, hashlib.sha256).hexdigest()
+
+    def sealed(self, payload: Any) -> dict[str, Any] | None:
+        """``payload`` if it is a ``live`` announcement signed with the fleet's key for
+        this server (else ``None``: a store writer's, or altered): only a signed one
+        acknowledges a follower."""
+        if not isinstance(payload, dict) or not isinstance(payload.get("sig"), str):
+            return None
+        return payload if hmac.compare_digest(payload["sig"], self._seal(payload)) else None
+
     async def announce(self, origin: str, kind: str, payload: dict[str, Any], px: int) -> None:
+        if kind == "live":
+            payload = {**payload, "sig": self._seal(payload)}
         await self._announce(
             keys=[self.seq_key, self.live_key],
             args=[self.channel, origin, kind, json.dumps(payload), px, payload.get("term", "")],
         )
 
     async def live(self) -> dict[str, Any] | None:
+        """The stored ``live`` announcement, if signed (`sealed`)."""
         raw = await self.redis.get(self.live_key)
-        return None if raw is None else dict(json.loads(raw))
+        return None if raw is None else self.sealed(json.loads(raw))
 
     async def take_lease(self, holder: str, px: int) -> bool:
         return bool(await self.redis.set(self.lease_key, holder, nx=True, px=px))
