@@ -17,6 +17,7 @@ from freshcache._core import ListReply, RequestFailed, ResourceUpdated
 from freshcache.acceptance import InMemorySource, ReferenceServer
 from freshcache.acceptance._reference_catalogs import ReferenceCatalogs
 from freshcache.acceptance._valkey import LocalStore
+from freshcache.fleet import Fleet
 from tests.polling import until as eventually
 from tests.test_fleet import Counting, fleet_of
 from tests.valkey_support import STORE_KINDS, start_store
@@ -83,6 +84,7 @@ async def fleet(
     lease: float = LEASE,
     select: list[str] | None = None,
     policy: Policy | None = None,
+    config: Fleet | None = None,
 ) -> AsyncIterator[list[FreshCache]]:
     """One worker per principal (its cache's default partition), each in its own task."""
     caches: list[FreshCache] = []
@@ -92,7 +94,7 @@ async def fleet(
             cache = FreshCache(
                 InMemorySource(server),
                 select=[URI] if select is None else select,
-                fleet=fleet_of(url, "trust", lease),
+                fleet=config or fleet_of(url, "trust", lease),
                 read_timeout=2.0,
                 principal=principal,
                 policy=policy or Policy(),
@@ -297,3 +299,69 @@ async def test_a_live_announcement_a_store_writer_forged_or_altered_acknowledges
             assert store.sealed(forged) is None
     finally:
         await client.aclose()
+
+
+# ---------------------------------------------------------------------- 3. no fence, no lead
+
+
+async def test_a_listener_that_cannot_fence_its_lost_stream_stops_leading(
+    valkey: LocalStore,
+) -> None:
+    """Issue 36: the listener's stream is lost while the store is frozen (SIGSTOP), so
+    its fence and its ``down`` time out. It stops leading at once (no renewal while a
+    fence is under way, none after it failed), keeps trying the fence until it lands
+    after the store thaws, and no read after that hands out the old text."""
+    import os
+    import signal
+
+    from redis.asyncio import Redis
+
+    server = Counting()
+    server.set(URI, "v1", ttl_ms=60_000)
+    config = Fleet(valkey.url, namespace="fence", lease=4.0, op_timeout=0.15)
+    reads = Reads()
+    async with fleet(server, valkey.url, [None, None], config=config) as caches:
+        for cache in caches:
+            assert (await reads.read(cache)).text == "v1"
+        (lead,) = [c for c in caches if c.describe()["fleet"]["leading"]]
+        lease = lead._fleet.lease  # type: ignore[union-attr]
+        term = lease.term
+        shared = lead._fleet.shared  # type: ignore[union-attr]
+        admin = Redis.from_url(valkey.url, decode_responses=True)
+        generation = await admin.get(f"{shared._uri(URI)}:g")
+        pid = valkey.process.pid  # type: ignore[union-attr]
+        os.kill(pid, signal.SIGSTOP)
+        frozen_at = anyio.current_time()
+        try:
+            server.drop_streams()  # the listener's stream is lost ...
+            server.set(URI, "v2", ttl_ms=60_000)  # ... and the change it would carry
+            # Its fence cannot land (4 x op_timeout = 0.6 s): it stops leading while the
+            # store is still frozen, long before its lease (4 s) could lapse.
+            while lease.leading is not None and anyio.current_time() - frozen_at < 3:
+                await anyio.sleep(0.01)
+            assert lease.leading is None and lease.term == term
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        try:
+            # The fence lands once the store answers: the generation moved.
+            async def fenced() -> bool:
+                return await admin.get(f"{shared._uri(URI)}:g") != generation
+
+            deadline = anyio.current_time() + 10
+            while not await fenced():
+                assert anyio.current_time() < deadline, "the fence never landed"
+                await anyio.sleep(0.02)
+        finally:
+            await admin.aclose()
+        await eventually(lambda: all(c.status(URI).text != "v1" for c in caches), 10)
+        after = len(reads.results)
+        deadline = anyio.current_time() + 3.0
+        while anyio.current_time() < deadline:
+            for cache in caches:
+                await reads.read(cache)
+            await anyio.sleep(0.05)
+        await eventually(lambda: all(c.stream_status == "live" for c in caches), 20)
+        for cache in caches:
+            assert (await reads.read(cache)).text == "v2"
+    texts = [r.text for r in reads.results[after:] if r.state == FRESH]
+    assert "v1" not in texts and "v2" in texts, texts
