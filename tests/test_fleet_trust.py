@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -85,6 +86,7 @@ async def fleet(
     select: list[str] | None = None,
     policy: Policy | None = None,
     config: Fleet | None = None,
+    **options: Any,
 ) -> AsyncIterator[list[FreshCache]]:
     """One worker per principal (its cache's default partition), each in its own task."""
     caches: list[FreshCache] = []
@@ -98,6 +100,7 @@ async def fleet(
                 read_timeout=2.0,
                 principal=principal,
                 policy=policy or Policy(),
+                **options,
             )
             entered = anyio.Event()
             tg.start_soon(_hold, cache, entered, stop)
@@ -124,9 +127,7 @@ class RefusingCatalogs(ReferenceCatalogs):
         return ReferenceCatalogs.page(self, kind, cursor, principal, down=down)
 
 
-async def filled(
-    cache: FreshCache, again: Callable[[], Awaitable[object]], counter: str
-) -> None:
+async def filled(cache: FreshCache, again: Callable[[], Awaitable[object]], counter: str) -> None:
     """Until ``cache`` has stored a fill for the fleet: on a loaded machine the first
     read may have gone to the server directly (the lease moved, the channel broke)."""
     deadline = anyio.current_time() + 30
@@ -365,3 +366,48 @@ async def test_a_listener_that_cannot_fence_its_lost_stream_stops_leading(
             assert (await reads.read(cache)).text == "v2"
     texts = [r.text for r in reads.results[after:] if r.state == FRESH]
     assert "v1" not in texts and "v2" in texts, texts
+
+
+# ---------------------------------------------------------------------- 5. counters
+
+
+async def test_describe_and_the_metrics_tell_store_hits_from_server_reads(
+    valkey: LocalStore,
+) -> None:
+    """A read a worker answers from the fleet's store is a store hit, not a server
+    read: ``describe()["counters"]["server_reads"]`` adds up to the server's own count
+    across the fleet, and the fleet's ``freshcache.fleet.reads`` metric says which."""
+    from tests.telemetry_support import Recorder
+
+    server = Counting()
+    server.set(URI, "v1", ttl_ms=60_000)
+    recorder = Recorder.make()
+    try:
+        async with fleet(server, valkey.url, [None, None, None], **recorder.kwargs()) as caches:
+            for cache in caches:
+                await cache.read(URI)
+            await eventually(lambda: all(c.pending_reads == 0 for c in caches))
+            for round in range(3):
+                server.set(URI, f"v{round + 2}", notify=True, ttl_ms=60_000)
+                await eventually(
+                    lambda r=round: all(  # type: ignore[misc]
+                        c.status(URI).text == f"v{r + 2}" for c in caches
+                    )
+                )
+            await eventually(lambda: all(c.pending_reads == 0 for c in caches))
+            counted = [c.describe()["counters"] for c in caches]
+            sent = sum(c["server_reads"] for c in counted)
+            assert sent == server.server_reads, (counted, server.server_reads)
+            hits = sum(c["store_hits"] for c in counted)
+            assert hits >= 3  # the re-reads after each change that took the fleet's fill
+            fleet_counts = [c.describe()["fleet"]["counters"] for c in caches]
+            assert sum(c["server_reads"] for c in fleet_counts) == server.server_reads
+            assert sum(c["store_replies"] for c in fleet_counts) == hits
+            metric = recorder.metrics()["freshcache.fleet.reads"]
+            by_source: dict[str, int] = {}
+            for attributes, value in metric:
+                source = dict(attributes)["source"]
+                by_source[source] = by_source.get(source, 0) + value
+            assert by_source == {"store": hits, "server": server.server_reads}, by_source
+    finally:
+        recorder.shutdown()

@@ -441,7 +441,9 @@ def _worker(engine: FreshnessEngine, shared: _Switch, share_public: bool) -> Any
         shared=shared,
         id="w",
         counters=FleetCounters(),
-        telemetry=SimpleNamespace(fenced_off=lambda uri, generation: None),
+        telemetry=SimpleNamespace(
+            fenced_off=lambda uri, generation: None, answered=lambda source: None
+        ),
         store_answered=lambda: None,
         standing=Standing(shared.shared.tag),
     )

@@ -186,6 +186,9 @@ class Counters(Tally):
     """Running totals, for status output, telemetry and tests."""
 
     server_reads: int = 0
+    """Reads sent to the server (a read a fleet answered from its store is not one)."""
+    store_hits: int = 0
+    """Reads a fleet answered with a copy from its shared store, no server read."""
     local_copy_replies: int = 0
     superseded_replies: int = 0
     notifications: int = 0
@@ -809,6 +812,8 @@ class _Judgements(_ReadRules):
         elif result is not None and result.state == FRESH and isinstance(reply, ReadReply):
             if reply.shared_copy:
                 result = served_copy(result, server_read=False)  # another's read, not this call's
+                self.counters.server_reads -= 1  # counted when it began: it never went out
+                self.counters.store_hits += 1
             elif self._denials:
                 self._denials.cleared(uri, partition)  # its own read succeeded
         if self._unusable is not None and result is not None and result.state == FRESH:

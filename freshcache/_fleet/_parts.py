@@ -32,7 +32,9 @@ class FleetCounters(Tally):
     """Running totals of one worker's fleet traffic."""
 
     store_replies: int = 0
-    """Reads answered from the shared store (no server read)."""
+    """Reads answered from the shared store (no server read): store hits."""
+    server_reads: int = 0
+    """Reads this worker sent to the server (to fill the store, or directly)."""
     refused_copies: int = 0
     """Shared copies the engine would not let serve the principal (denied, unbound)."""
     fills: int = 0

@@ -176,6 +176,7 @@ class SharedReads:
                     worker.counters.refused_copies += 1
                     return await self._direct(inner, uri, partition, marked=peeked.denied)
                 worker.counters.store_replies += 1
+                worker.telemetry.answered("store")
                 if waiting_since is not None:
                     self.fill_wait.took(anyio.current_time() - waiting_since)
                 return peeked.reply
@@ -206,6 +207,8 @@ class SharedReads:
         here) is told to the fleet while the store answers."""
         reply = await inner.read_resource(uri, partition)
         worker = self.worker
+        worker.counters.server_reads += 1
+        worker.telemetry.answered("server")
         denied = isinstance(reply, RequestFailed) and reply.kind == "denied"
         if denied:
             worker.standing.refused(uri, partition)
