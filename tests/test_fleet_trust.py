@@ -269,6 +269,27 @@ async def test_a_catalog_refused_to_bob_on_one_worker_is_not_shared_to_bob_on_an
             assert bob_b.describe()["fleet"]["counters"]["catalog_takes"] == 0
 
 
+async def test_a_catalog_refusal_heard_from_another_worker_ends_the_walk_held_here(
+    valkey: LocalStore,
+) -> None:
+    """Bob's own walk succeeded on worker B; the server then refuses bob, on worker A.
+    Worker B hears of it: the walk it holds from before is not handed out, bob's next
+    walk is his own, and he stays ``denied``."""
+    server = ReferenceServer()
+    server.set(URI, "v1", ttl_ms=60_000)
+    catalogs = RefusingCatalogs(scope="public")
+    catalogs.refused = set()
+    server.catalogs = catalogs
+    policy = Policy(share_public=True)
+    async with fleet(server, valkey.url, ["bob", "bob"], policy=policy) as (one, two):
+        assert (await two.tools()).state == FRESH
+        catalogs.refused = {"bob"}
+        assert (await one.tools()).state == DENIED  # its first walk: bob's own, refused
+        await eventually(lambda: two.catalog_status("tools").state != FRESH)
+        got = await two.tools()
+        assert (got.state, got.items) == (DENIED, ()), got
+
+
 async def test_a_live_announcement_a_store_writer_forged_or_altered_acknowledges_nobody(
     valkey: LocalStore,
 ) -> None:

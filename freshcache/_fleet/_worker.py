@@ -36,6 +36,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from .._core import (
+    CATALOG_KINDS,
     PUBLIC,
     Decision,
     FreshnessEngine,
@@ -46,6 +47,7 @@ from .._core import (
     RequestFailed,
     StreamEvent,
     StreamLost,
+    catalog_subject,
 )
 from .._core._sharing import Standing
 from .._sources._source import Source, SourceWrapper
@@ -137,6 +139,12 @@ class FleetWorker:
         self.standing.heard_refusal(uri, tag)
         if self.bound is not None:
             engine = self.bound.engine
+            for kind in CATALOG_KINDS:
+                if uri == catalog_subject(kind):
+                    # A catalog refused elsewhere: no walk held here from before it is
+                    # handed out; the principal's next walk is its own (`Standing`).
+                    self.bound.carry_out(engine.invalidate_catalog(kind, alone=False))
+                    return
             for partition in list(engine.hit_tables):
                 if partition != PUBLIC and self.shared.tag(partition) == tag:
                     engine.denied_on_another_worker(uri, partition)
