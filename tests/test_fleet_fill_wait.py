@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from freshcache._fleet._reads import FillWait
+from freshcache._fleet._flight import FillWait
 
 
 def test_the_first_look_follows_the_fills_waited_for() -> None:

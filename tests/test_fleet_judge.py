@@ -48,11 +48,16 @@ async def test_a_copy_from_the_store_is_not_a_server_read(valkey):
     server = public_server()
     server.denied_principals[URI] = {None}
     async with workers(server, valkey.url, 2, policy=Policy(share_public=True)) as (one, two):
+        # Carol's first read on a worker is her own: no refusal's absence is proof.
+        assert (await two.read(URI, principal="carol")).server_read
+        server.set(URI, "v2", cache_scope="public", notify=True)
+        await until(lambda: two.status(URI, principal="carol").state != "fresh")
         assert (await one.read(URI, principal="alice")).server_read
         await until(lambda: one.describe()["fleet"]["counters"]["fills"] >= 1)
+        await until(lambda: one.pending_reads == 0 and two.pending_reads == 0)
         reads = server.server_reads
         copy = await two.read(URI, principal="carol")
-        assert (copy.state, copy.text, copy.server_read) == ("fresh", "v1", False)
+        assert (copy.state, copy.text, copy.server_read) == ("fresh", "v2", False)
         assert server.server_reads == reads
 
 

@@ -101,6 +101,6 @@ async def test_a_denial_on_one_worker_takes_the_principals_own_copy_on_another(v
         assert (await two.read(URI, principal="alice")).state == "denied"
         fleet = one._fleet
         assert fleet is not None
-        await until(lambda: fleet.denials(URI, "alice"))  # the announcement reached one
+        await until(lambda: fleet.standing(URI, "alice"))  # the announcement reached one
         again = await one.read(URI, principal="alice")
         assert again.state == "denied" and again.text is None, again

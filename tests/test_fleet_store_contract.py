@@ -10,6 +10,7 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import anyio
 import pytest
 
 from freshcache import ReadReply, ResourceContents
@@ -265,41 +266,66 @@ async def test_a_cluster_peek_whose_myid_fails_fails_the_script(redis: Any) -> N
     assert await redis.get(store.epoch_key) is None  # nothing set under no node
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known limit (docs/fleet.md, Limits): the epoch cannot tell a restart from its "
-    "own persistence; the process's run_id needs INFO, which an ACL user with "
-    "-@dangerous (the documented restricted user) may not call",
-)
+PERSISTENCE = {
+    "rdb": ("--dbfilename", "fleet.rdb"),
+    "aof": ("--appendonly", "yes", "--appendfsync", "everysec"),
+}
+
+
+@pytest.mark.parametrize("persistence", ["rdb", "aof", "older-rdb", "none"])
 @pytest.mark.parametrize("kind", STORE_KINDS)
-async def test_a_store_restarted_from_its_own_snapshot_serves_nothing_filled_before(
-    kind: str, tmp_path: Any
+async def test_a_store_restarted_with_or_without_its_data_serves_nothing_from_before(
+    kind: str, persistence: str, tmp_path: Any
 ) -> None:
-    # A store that comes back with its data (RDB here; AOF without fsync alike) has the
-    # generations and entries of its last snapshot: a change invalidated after it is
-    # lost. The restarted process is a new epoch, so nothing filled before counts.
+    """A restart is a new store: from its RDB (the default settings save one), its AOF
+    (fsync every second), a snapshot older than the last change, or empty, the store
+    has lost its script cache, so the epoch it brings back is not witnessed: the
+    first `PEEK` starts a new epoch and nothing filled before is current."""
     from redis.asyncio import Redis
 
     from freshcache._fleet._store import SharedStore
 
     process = start_store(kind)
     process.stop()
-    process.extra_args = ("--dir", str(tmp_path), "--dbfilename", "fleet.rdb")
+    mode = persistence.removeprefix("older-")
+    process.extra_args = ("--dir", str(tmp_path), *PERSISTENCE.get(mode, ()))
     process.start()
     try:
         client = Redis.from_url(process.url, decode_responses=True)
         store = SharedStore(client, "t", "server")
         fence = await peek(store, "w1")
+        if persistence == "older-rdb":
+            await client.save()  # a snapshot from before the entry was filled
         assert await store.fill(URI, None, fence, reply("v1"), public=False, expiry_ms=60_000)
-        await client.save()  # the last snapshot: v1 current
+        if persistence == "rdb":
+            await client.save()  # the last snapshot: v1 current
         await store.invalidate([URI], "w2", "updated", 0)  # a change after it
+        late = await peek(store, "w3")  # a read sent after the change, under its fence
+        if persistence == "aof":
+            await client.bgrewriteaof()
+            await anyio.sleep(0.1)
+            await client.set("t:flush", "1")  # everything on disk within a second
+            await anyio.sleep(1.2)
         await client.aclose()
-        process.stop()  # killed: the change never reached the disk
-        process.start()  # back from fleet.rdb, on the same port
+        process.stop()  # killed: with RDB, the change never reached the disk
+        process.start()  # back on the same port, from what it saved
         client = Redis.from_url(process.url, decode_responses=True)
-        again = await peek(SharedStore(client, "t", "server"))
-        await client.aclose()
-        assert again.reply is None, again.reply  # v1 is not served as current
-        assert again.started and again.epoch != fence.epoch
+        restarted = SharedStore(client, "t", "server")
+        before = SharedStore(client, "t", "server")
+        before._peek._witness = store._peek._witness  # a worker that knew the epoch before
+        try:
+            if persistence in ("rdb", "older-rdb"):
+                assert await client.get(restarted.epoch_key) == fence.epoch  # data back
+            for seen_by in (before, restarted):  # a worker from before, and a new one
+                again = await peek(seen_by)
+                assert again.reply is None, again.reply  # v1 is not served as current
+                assert again.epoch != fence.epoch
+            # A fill read before the restart lands nowhere (its epoch is gone).
+            assert not await restarted.fill(
+                URI, None, late, reply("v2"), public=False, expiry_ms=60_000
+            )
+            assert (await peek(restarted)).reply is None
+        finally:
+            await client.aclose()
     finally:
         process.stop()

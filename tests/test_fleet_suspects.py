@@ -114,8 +114,8 @@ async def test_a_live_announcement_left_from_before_the_outage_acknowledges_nobo
         admin = Redis.from_url(valkey.url, decode_responses=True)
         shared = _fleet(follower).shared
         try:
-            # The old lease and its "live" announcement are still in the store.
-            assert await admin.get(shared.live_key) is not None
+            # The old lease and its "live" announcement may still be in the store (the
+            # listener keeps trying its fence and its "down": it may have landed by now).
             for cache in (follower, listener):
                 with anyio.move_on_after(1.5):
                     # Acknowledged against the old announcement, a worker would

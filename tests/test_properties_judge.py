@@ -400,8 +400,10 @@ class _Switch:
         self.shared = shared
         self.down = False
         self.announced = announced
-        """What the channel announced to every worker: (URI, partition) denials, as
-        `RemoteDenials` hears them (a marker written is announced in the same script)."""
+        """What the channel announced to every worker: (URI, partition) denials (a
+        marker written is announced in the same script)."""
+        self.standings: list[Any] = []
+        """Every worker's `Standing`: a denial announced ends the principal's there."""
 
     def __getattr__(self, name: str) -> Any:
         target = getattr(self.shared, name)
@@ -414,6 +416,8 @@ class _Switch:
             answer = await target(*args, **kwargs)
             if name == "deny":
                 self.announced.add((args[0], args[1]))
+                for standing in self.standings:
+                    standing.heard_refusal(args[0], self.shared.tag(args[1]))
             elif name == "allow":
                 self.announced.discard((args[0], args[1]))
             return answer
@@ -424,6 +428,7 @@ class _Switch:
 def _worker(engine: FreshnessEngine, shared: _Switch, share_public: bool) -> Any:
     from types import SimpleNamespace
 
+    from freshcache._core import Standing
     from freshcache._fleet._reads import SharedReads
     from freshcache._fleet._worker import Binding, FleetCounters
     from freshcache.fleet import Fleet
@@ -436,10 +441,15 @@ def _worker(engine: FreshnessEngine, shared: _Switch, share_public: bool) -> Any
         shared=shared,
         id="w",
         counters=FleetCounters(),
-        telemetry=SimpleNamespace(fenced_off=lambda uri, generation: None),
+        telemetry=SimpleNamespace(
+            fenced_off=lambda uri, generation: None, answered=lambda source: None
+        ),
         store_answered=lambda: None,
+        standing=Standing(shared.shared.tag),
     )
     worker.reads = SharedReads(worker)  # type: ignore[arg-type]
+    # As `FleetWorker.bind` sets it: absence of a denial proves nothing.
+    engine.denied_elsewhere = worker.standing
     return worker
 
 
@@ -517,14 +527,14 @@ def test_fleet_reads_never_serve_a_denied_principal_or_another_principals_text(
         clock = Clock()
         policy = Policy(share_public=share_public)
         engines = [_engine(clock, policy), _engine(clock, policy)]
-        for engine in engines:  # every worker hears the channel's denial announcements
-            engine.denied_elsewhere = lambda uri, partition: (uri, partition) in announced
         workers = []
         for engine, switch in zip(engines, switches, strict=True):
             engine.select([U])
             engine.handle(ListenStarted("s", frozenset({U}), False))
             engine.handle(ListenAcknowledged("s", frozenset({U}), False))
             workers.append(_worker(engine, switch, share_public))
+        for switch in switches:  # every worker hears the channel's denial announcements
+            switch.standings = [worker.standing for worker in workers]
         try:
             for step in steps:
                 match step:

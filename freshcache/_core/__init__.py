@@ -63,8 +63,12 @@ from ._model import (
     version_of,
 )
 from ._policy import Policy, UncoveredMode
+from ._sharing import Standing, catalog_subject, shared_expiry_ms
 
 __all__ = [
+    "Standing",
+    "catalog_subject",
+    "shared_expiry_ms",
     "CATALOG_FIELDS",
     "CATALOG_KINDS",
     "CATALOG_METHODS",

@@ -138,6 +138,7 @@ from ._records import (
     UriRecords,
     size_of,
 )
+from ._sharing import catalog_subject
 from ._slots import filled_by_slots
 
 READ = "resources/read"
@@ -188,6 +189,9 @@ class Counters(Tally):
     """Running totals, for status output, telemetry and tests."""
 
     server_reads: int = 0
+    """Reads sent to the server (a read a fleet answered from its store is not one)."""
+    store_hits: int = 0
+    """Reads a fleet answered with a copy from its shared store, no server read."""
     local_copy_replies: int = 0
     superseded_replies: int = 0
     notifications: int = 0
@@ -749,7 +753,9 @@ class _Judgements(_ReadRules):
     """
 
     denied_elsewhere: Callable[[str, Partition], bool] | None = None
-    """Set by a fleet: whether another worker announced a denial of (URI, partition)."""
+    """Set by a fleet (a `Standing`): whether a copy that is not ``partition``'s own
+    read of a URI (or of a catalog: `catalog_subject`) must not serve it on this
+    worker: refused here or on another worker since, or never read by it here."""
 
     # ------------------------------------------------------------------ an unusable server
 
@@ -800,6 +806,8 @@ class _Judgements(_ReadRules):
         elif result is not None and result.state == FRESH and isinstance(reply, ReadReply):
             if reply.shared_copy:
                 result = served_copy(result, server_read=False)  # another's read, not this call's
+                self.counters.server_reads -= 1  # counted when it began: it never went out
+                self.counters.store_hits += 1
             elif self._denials:
                 self._denials.cleared(uri, partition)  # its own read succeeded
         if self._unusable is not None and result is not None and result.state == FRESH:
@@ -882,8 +890,13 @@ class _Judgements(_ReadRules):
         self.catalogs.published_alone(kind, mark)
 
     def adopt_catalog(self, done: CatalogWalk, shared: SharedWalk) -> Catalog | None:
-        """Another worker's walk from the fleet's store: fresh, or ``None`` (walk it)."""
-        if self._unusable is not None:
+        """Another worker's walk from the fleet's store: fresh, or ``None`` (walk it):
+        never for a principal without standing here (`denied_elsewhere`), as for a
+        resource's shared copy (`may_share`)."""
+        elsewhere = self.denied_elsewhere
+        if self._unusable is not None or (
+            elsewhere is not None and elsewhere(catalog_subject(done.kind), done.partition)
+        ):
             return None
         return self.catalogs.adopt(done, shared)
 

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._core import Catalog, CatalogWalk, SharedWalk
+from .._core import DENIED, FRESH, Catalog, CatalogWalk, SharedWalk, catalog_subject
 from .._core._frozen import thawed
-from ._reads import FillWait
+from ._flight import FillWait, Flight, share
 from ._store import Peeked, catalog_lists
 
 if TYPE_CHECKING:
@@ -41,10 +41,12 @@ class SharedCatalogs:
 
     def __init__(self, worker: ReadsWorker) -> None:
         self.worker = worker
+        self.fill_wait = FillWait()
 
     async def walk(self, done: CatalogWalk, walk: Walk) -> Catalog:
         """``done``'s catalog: another worker's current walk, or this worker's own."""
         worker = self.worker
+        walk = self._own(walk)
         bound = worker.bound
         if bound is None or not worker.channel.usable:
             return await walk(done)
@@ -54,27 +56,32 @@ class SharedCatalogs:
                 return await walk(done)
             if not bound.engine.catalog_shared(done):
                 return await walk(done)
-        deadline = anyio.current_time() + worker.config.fill_lock
-        delay = FillWait.FLOOR
-        while True:
-            peeked = await self._peek(done.kind)
-            if peeked is None:
-                return await walk(done)
-            fence, items, ttl = peeked
-            if items is not None:
-                adopted = bound.engine.adopt_catalog(done, SharedWalk(tuple(items), ttl))
-                if adopted is None:
-                    return await walk(done)
-                worker.counters.catalog_takes += 1
-                return adopted
-            if fence.locked:
-                return await self._walk_and_fill(done, fence, walk, bound)
-            if anyio.current_time() >= deadline or not bound.engine.catalog_shared(done):
-                return await walk(done)
-            # Another worker walks this generation for the fleet: wait for its fill.
-            worker.counters.fill_waits += 1
-            await anyio.sleep(delay)
-            delay = min(0.05, delay * 1.5)
+        return await share(worker, _WalkFlight(self, done, walk, bound), self.fill_wait)
+
+    def _own(self, walk: Walk) -> Walk:
+        """``walk``, whose outcome is the principal's standing here (`Standing`): a
+        refusal ends it (and is announced, so every worker's ends), a complete walk
+        from the server proves it."""
+        worker = self.worker
+
+        async def own(done: CatalogWalk) -> Catalog:
+            catalog = await walk(done)
+            subject = catalog_subject(done.kind)
+            if catalog.state == DENIED:
+                worker.standing.refused(subject, done.partition)
+                if worker.channel.usable:
+                    try:
+                        with anyio.fail_after(worker.config.op_timeout):
+                            await worker.shared.deny(subject, done.partition, worker.id)
+                    except anyio.get_cancelled_exc_class():
+                        raise
+                    except Exception as exc:
+                        log.debug("fleet catalog denial not announced: %r", exc)
+            elif catalog.state == FRESH and done.walk.all_from_server:
+                worker.standing.succeeded(subject, done.partition)
+            return catalog
+
+        return own
 
     async def _publish_alone(self, done: CatalogWalk, mark: int, bound: Binding) -> bool:
         """Tell the fleet of a change of ``done``'s catalog only this worker heard (a hint
@@ -147,3 +154,38 @@ class SharedCatalogs:
                 await worker.shared.unlock_catalog(done.kind, fence, worker.id)
         except Exception as exc:
             log.debug("fleet catalog unlock failed: %r", exc)
+
+
+class _WalkFlight(Flight[tuple[list[Any], float], Catalog]):
+    """One walk of ``done``'s catalog through the fleet's loop (`_flight.share`)."""
+
+    def __init__(self, catalogs: SharedCatalogs, done: CatalogWalk, walk: Walk, bound: Binding):
+        self.catalogs, self.done, self.walk, self.bound = catalogs, done, walk, bound
+
+    async def peek(self) -> tuple[Peeked, tuple[list[Any], float] | None] | None:
+        peeked = await self.catalogs._peek(self.done.kind)
+        if peeked is None:
+            return None
+        fence, items, ttl = peeked
+        return fence, (None if items is None else (items, ttl))
+
+    def take(self, fence: Peeked, copy: tuple[list[Any], float]) -> Catalog | None:
+        # The engine alone decides whether another worker's walk may stand in for this
+        # one (coverage, changes heard alone, the principal's standing here).
+        items, ttl = copy
+        adopted = self.bound.engine.adopt_catalog(self.done, SharedWalk(tuple(items), ttl))
+        if adopted is not None:
+            self.catalogs.worker.counters.catalog_takes += 1
+        return adopted
+
+    async def refused(self, fence: Peeked) -> Catalog:
+        return await self.walk(self.done)
+
+    async def fill(self, fence: Peeked) -> Catalog:
+        return await self.catalogs._walk_and_fill(self.done, fence, self.walk, self.bound)
+
+    async def direct(self) -> Catalog:
+        return await self.walk(self.done)
+
+    def shared(self) -> bool:
+        return self.bound.engine.catalog_shared(self.done)

@@ -118,7 +118,13 @@ class ChangeChannel:
             # the message itself is still applied below
         self.seq = seq
         kind = message["k"]
-        if kind in ("live", "down"):
+        if kind == "live":
+            # Only a signed announcement acknowledges anyone (a store writer can publish).
+            live = worker.shared.sealed(json.loads(message["p"]))
+            if live is not None:
+                worker.followers.notify(kind, live)
+            return
+        if kind == "down":  # an end, signed or not, only fails closed
             worker.followers.notify(kind, json.loads(message["p"]))
             return
         if message["o"] == worker.id:

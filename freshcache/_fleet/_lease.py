@@ -69,6 +69,9 @@ class ListenerLease:
         first): a fleet is quiet only when this is 0."""
         self._scopes: set[anyio.CancelScope] = set()
         self._renewed_at = 0.0
+        self.unfenced = False
+        """A stream of ours was lost and its fence has not landed: the lease is not
+        renewed meanwhile, and if the fence fails we stop leading (no fence, no lead)."""
 
     @property
     def px(self) -> int:
@@ -108,8 +111,8 @@ class ListenerLease:
         while True:
             await anyio.sleep(period)
             holder = self.leading
-            if holder is None:
-                continue
+            if holder is None or self.unfenced:
+                continue  # not leading, or a lost stream not fenced yet: no renewal
             try:
                 with anyio.fail_after(max(period, config.op_timeout)):
                     renewed = await self.worker.shared.renew_lease(holder, self.px)
@@ -191,18 +194,20 @@ class ListenerLease:
                         case ResourceListChanged():
                             ending = await worker.attempt(worker.publish_lists(["resources"]))
                         case StreamLost() | StreamClosed() | ListenUnsupported():
-                            await worker.attempt(self._lost_coverage(covered, "stream ended"))
+                            ending = await self._fence_or_stop(covered, "stream ended")
+                            if ending is None:
+                                covered = frozenset()  # fenced: nothing left to fence
                     yield event
                     self.relaying -= 1  # published, and taken in by our engine
                     pending[0] -= 1
-                    if ending is not None or isinstance(
-                        event, (StreamLost, StreamClosed, ListenUnsupported)
-                    ):
+                    if isinstance(event, (StreamLost, StreamClosed, ListenUnsupported)):
+                        return  # ended: fenced, or we no longer lead (`_fence_or_stop`)
+                    if ending is not None:
                         break
             if ending is None and self.leading is None:
                 ending = "the listener lease was lost"
             if ending is not None:
-                await worker.attempt(self._lost_coverage(covered, ending))
+                await self._fence_or_stop(covered, ending)
                 self.stop(ending)
                 yield StreamLost(sid, ending)
         finally:
@@ -242,6 +247,51 @@ class ListenerLease:
         if newly_catalogs:
             await self.worker.publish_lists(catalog_lists(newly_catalogs))
         await self.worker.shared.announce(self.worker.id, "live", payload, self.px)
+
+    async def _fence_or_stop(self, covered: frozenset[str], reason: str) -> str | None:
+        """Fence off what a lost stream covered (`_lost_coverage`); ``None`` when it
+        landed. No fence, no lead: the lease is not renewed while the fence is under
+        way, and if it fails (the store froze, or is away) this worker stops leading at
+        once and keeps trying to fence in the background (its lease lapses meanwhile:
+        the followers lose coverage with it). The reason to end the stream, else."""
+        self.unfenced = True
+        catalogs, term = self._catalogs, self.term
+        try:
+            failed = await self.worker.attempt(self._lost_coverage(covered, reason))
+        finally:
+            self.unfenced = False
+        if failed is None:
+            return None
+        ending = f"could not fence the lost stream: {failed}"
+        self.stop(ending)
+        if self.worker.tg is not None:
+            self.worker.tg.start_soon(self._fence_later, covered, catalogs, term, ending)
+        return ending
+
+    async def _fence_later(
+        self, covered: frozenset[str], catalogs: frozenset[str], term: str, reason: str
+    ) -> None:
+        """Keep trying the fence of a stream lost while the store did not answer, until
+        it lands (once per term fleet-wide: `LOST`) or a new listener has surely fenced
+        it with its own acknowledgment (a few leases)."""
+        worker, delay = self.worker, 0.02
+        deadline = anyio.current_time() + 4 * worker.config.lease
+        while anyio.current_time() < deadline:
+            try:
+                with anyio.fail_after(max(worker.config.op_timeout, worker.config.lease)):
+                    await worker.reads.fence_lost(sorted(covered), term)
+                    if catalogs:
+                        await worker.publish_lists(catalog_lists(catalogs))
+                    payload = {"term": term, "reason": reason}
+                    await worker.shared.announce(worker.id, "down", payload, self.px)
+                worker.telemetry.event("freshcache.fleet.fenced_late", reason=reason)
+                return
+            except anyio.get_cancelled_exc_class():
+                raise
+            except Exception as exc:
+                log.debug("fleet fence still failing: %r", exc)
+            await anyio.sleep(delay)
+            delay = min(0.25, delay * 2)
 
     async def _lost_coverage(self, covered: frozenset[str], reason: str) -> None:
         self._covered = set()

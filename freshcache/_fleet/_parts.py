@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._core import Decision, FreshnessEngine
 from .._core._counters import Tally
+from .._core._sharing import Standing
 from ._store import SharedStore
 from ._telemetry import FleetTelemetry
 
@@ -31,7 +32,9 @@ class FleetCounters(Tally):
     """Running totals of one worker's fleet traffic."""
 
     store_replies: int = 0
-    """Reads answered from the shared store (no server read)."""
+    """Reads answered from the shared store (no server read): store hits."""
+    server_reads: int = 0
+    """Reads this worker sent to the server (to fill the store, or directly)."""
     refused_copies: int = 0
     """Shared copies the engine would not let serve the principal (denied, unbound)."""
     fills: int = 0
@@ -200,6 +203,9 @@ class OutboxWorker(Publishes, Protocol):
 
 class ReadsWorker(Publishes, Protocol):
     """What `SharedReads` and `SharedCatalogs` use."""
+
+    @property
+    def standing(self) -> Standing: ...
 
     @property
     def counters(self) -> FleetCounters: ...

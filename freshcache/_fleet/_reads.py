@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from .._core import Partition, ReadReply, RequestFailed
+from .._core import Partition, ReadReply, RequestFailed, shared_expiry_ms
 from .._sources._source import Source
+from ._flight import FillWait, Flight, share
 from ._store import Peeked
 
 if TYPE_CHECKING:
@@ -41,29 +42,6 @@ RELISTEN_CAP = 2.0
 """The longest a follower's engine waits before it listens again after repeated losses
 (the cap of the fleet's re-listen backoff, ``_middleware._setup.FLEET_BACKOFF``): back
 on the store after an outage, a read waits this long past a lease to be covered."""
-
-
-class FillWait:
-    """How long a worker waits before it looks for another worker's fill again.
-
-    The first look comes after ``first()``: 0.8 of a moving average of how long the
-    fills this worker waited for took (a server read, usually the same each time), so
-    one look mostly finds the entry; later looks back off from 2 ms. Waiting longer
-    only delays this worker's re-read: nothing is served meanwhile."""
-
-    FLOOR = 0.002
-    CEILING = 0.25
-
-    def __init__(self) -> None:
-        self.average = self.FLOOR
-
-    def first(self) -> float:
-        return max(self.FLOOR, 0.8 * self.average)
-
-    def took(self, seconds: float) -> None:
-        """A fill was found ``seconds`` after the first look that saw it locked."""
-        sample = min(self.CEILING, max(self.FLOOR, seconds))
-        self.average += 0.2 * (sample - self.average)
 
 
 class SharedReads:
@@ -149,7 +127,6 @@ class SharedReads:
             await self._regained(uri, bound)
         ):
             return await self._direct(inner, uri, partition)
-        deadline = anyio.current_time() + worker.config.fill_lock
         waiting_since = self._heard.pop(uri, None)
         if waiting_since is not None and anyio.current_time() - waiting_since > FillWait.CEILING:
             waiting_since = None  # heard long ago (read directly meanwhile): says nothing
@@ -158,40 +135,9 @@ class SharedReads:
             # Only this re-read waits (nothing is served meanwhile); `took` learns.
             due = waiting_since + self.fill_wait.first() - anyio.current_time()
             await anyio.sleep(max(0.0, due))
-        delay = FillWait.FLOOR
-        while True:
-            peeked = await self._peek(uri, partition, bound)
-            if peeked is None:
-                return await self._direct(inner, uri, partition)
-            if peeked.reply is not None:
-                # The engine alone decides whether this shared copy may serve the
-                # principal (its scope, its binding, any denial here or fleet-wide).
-                if not bound.engine.may_share(
-                    uri,
-                    partition,
-                    "public" if peeked.public else "private",
-                    bound=peeked.bound,
-                    denied_elsewhere=peeked.denied,
-                ):
-                    worker.counters.refused_copies += 1
-                    return await self._direct(inner, uri, partition, marked=peeked.denied)
-                worker.counters.store_replies += 1
-                if waiting_since is not None:
-                    self.fill_wait.took(anyio.current_time() - waiting_since)
-                return peeked.reply
-            if peeked.locked:
-                return await self._read_and_fill(inner, uri, partition, peeked, bound)
-            now = anyio.current_time()
-            if now >= deadline:
-                return await self._direct(inner, uri, partition)
-            # Another worker reads this generation for the fleet: wait for its fill.
-            worker.counters.fill_waits += 1
-            if waiting_since is None:
-                waiting_since = now
-                await anyio.sleep(min(self.fill_wait.first(), deadline - now))
-            else:
-                await anyio.sleep(delay)
-                delay = min(0.05, delay * 1.5)
+        return await share(
+            worker, _ReadFlight(self, inner, uri, partition, bound), self.fill_wait, waiting_since
+        )
 
     async def _direct(
         self, inner: Source, uri: str, partition: Partition, *, marked: bool = False
@@ -206,7 +152,13 @@ class SharedReads:
         here) is told to the fleet while the store answers."""
         reply = await inner.read_resource(uri, partition)
         worker = self.worker
+        worker.counters.server_reads += 1
+        worker.telemetry.answered("server")
         denied = isinstance(reply, RequestFailed) and reply.kind == "denied"
+        if denied:
+            worker.standing.refused(uri, partition)
+        elif isinstance(reply, ReadReply) and reply.from_server is True:
+            worker.standing.succeeded(uri, partition)
         ended = (
             isinstance(reply, ReadReply)
             and reply.from_server is True
@@ -256,7 +208,9 @@ class SharedReads:
         reply = await self._own_read(inner, uri, partition)
         try:
             with anyio.fail_after(worker.config.op_timeout):
-                expiry = self._expiry_ms(reply, bound)
+                expiry = shared_expiry_ms(
+                    reply, bound.engine.policy, worker.config.covered_entry_ttl
+                )
                 if expiry is None or not isinstance(reply, ReadReply):
                     await worker.shared.unlock(uri, partition, fence, worker.id)
                     return reply
@@ -279,15 +233,44 @@ class SharedReads:
             log.debug("fleet fill failed: %r", exc)
         return reply
 
-    def _expiry_ms(self, reply: ReadReply | RequestFailed, bound: Binding) -> int | None:
-        """How long the store keeps this reply, or ``None`` when it must not share it."""
-        if not isinstance(reply, ReadReply):
+
+class _ReadFlight(Flight[ReadReply, "ReadReply | RequestFailed"]):
+    """One read of (uri, partition) through the fleet's loop (`_flight.share`)."""
+
+    def __init__(
+        self, reads: SharedReads, inner: Source, uri: str, partition: Partition, bound: Binding
+    ) -> None:
+        self.reads, self.inner, self.uri, self.partition, self.bound = (
+            reads, inner, uri, partition, bound
+        )  # fmt: skip
+
+    async def peek(self) -> tuple[Peeked, ReadReply | None] | None:
+        peeked = await self.reads._peek(self.uri, self.partition, self.bound)
+        return None if peeked is None else (peeked, peeked.reply)
+
+    def take(self, fence: Peeked, copy: ReadReply) -> ReadReply | None:
+        # The engine alone decides whether this shared copy may serve the principal
+        # (its scope, its binding, any denial here or fleet-wide, its standing here).
+        if not self.bound.engine.may_share(
+            self.uri,
+            self.partition,
+            "public" if fence.public else "private",
+            bound=fence.bound,
+            denied_elsewhere=fence.denied,
+        ):
             return None
-        if reply.from_server is not True or reply.multi_round_trip or reply.hints:
-            return None  # proves nothing about the server, or carried a change hint
-        ttl = reply.ttl_ms or 0
-        if ttl > 0:
-            return max(1, int(min(ttl, bound.max_ttl_ms)))
-        if bound.subscription_backed:
-            return int(self.worker.config.covered_entry_ttl * 1000)
-        return None  # ttlMs 0: read before each use, nothing to share
+        worker = self.reads.worker
+        worker.counters.store_replies += 1
+        worker.telemetry.answered("store")
+        return copy
+
+    async def refused(self, fence: Peeked) -> ReadReply | RequestFailed:
+        return await self.reads._direct(self.inner, self.uri, self.partition, marked=fence.denied)
+
+    async def fill(self, fence: Peeked) -> ReadReply | RequestFailed:
+        return await self.reads._read_and_fill(
+            self.inner, self.uri, self.partition, fence, self.bound
+        )
+
+    async def direct(self) -> ReadReply | RequestFailed:
+        return await self.reads._direct(self.inner, self.uri, self.partition)

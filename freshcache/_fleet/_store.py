@@ -16,18 +16,18 @@ worker's command can fall between its steps (Valkey runs a script atomically):
   listener heard) goes through the same script under the list's own keys;
 - `ANNOUNCE` / `RENEW`: the listener's coverage and its lease.
 
-The *epoch* is a random value the first worker sets; a store that restarted empty has
-none (or a new one), so no fill read before the restart can land after it. On a
-cluster the epoch also names the primary that serves the server's slot (``node/random``,
-`PEEK` asks ``CLUSTER MYID``): a primary that finds an epoch set under another node (its
-replica was promoted, or the slot was migrated to it) starts a new one, atomically, so
-the first worker's `PEEK` there starts it and every other worker adopts it: one new
-epoch, and one server read per URI, fleet-wide. A ``CLUSTER MYID`` that fails inside
-`PEEK` fails the script (never an epoch that names no node and so never changes): the
-worker takes it as a store that does not answer and reads the server itself. Not covered: a
-primary restarted from its own persistence (RDB/AOF) keeps its node id and its old
-epoch, so fills fenced by invalidations after its last snapshot are not fenced off
-(docs/fleet.md, Limits).
+The *epoch* is a random value witnessed by the store's script cache (`_epoch`): a
+store that restarted, with its data (RDB, AOF) or without, starts a new one at the
+first `PEEK`, so nothing stored before the restart is current and no fill read
+before it can land (`FILL` checks the epoch). On
+a cluster the epoch also names the primary that serves the server's slot
+(``node/random``, `PEEK` and `MINT` ask ``CLUSTER MYID``): a primary that finds an
+epoch set under another node (its replica was promoted, or the slot was migrated to
+it) starts a new one, atomically, so the first worker's `PEEK` there starts it and
+every other worker adopts it: one new epoch, and one server read per URI,
+fleet-wide. A ``CLUSTER MYID`` that fails inside a script fails it (never an epoch
+that names no node and so never changes): the worker takes it as a store that does
+not answer and reads the server itself.
 """
 
 from __future__ import annotations
@@ -42,8 +42,10 @@ from typing import Any
 from redis.asyncio import Redis
 
 from .._core import Partition, ReadReply, ResourceContents
+from ._epoch import WitnessedPeek
 
 PEEK = """
+-- `witness` (set above this line) is the epoch this copy of the script vouches for
 local node = ''
 if ARGV[6] == '1' then
   local id = redis.pcall('CLUSTER', 'MYID')
@@ -53,12 +55,11 @@ if ARGV[6] == '1' then
   node = id .. '/'
 end
 local epoch = redis.call('GET', KEYS[1])
-local started = 0
-if (not epoch) or string.sub(epoch, 1, #node) ~= node then
-  if epoch then started = 1 end
-  epoch = node .. ARGV[1]
-  redis.call('SET', KEYS[1], epoch)
+if epoch ~= node .. witness then
+  if epoch and string.sub(epoch, 1, #node) ~= node then return {epoch, 'node'} end
+  return {epoch or '', 'epoch'}
 end
+local started = 0
 local gen = redis.call('GET', KEYS[2]) or '0'
 local fence = epoch .. ':' .. gen .. '|'
 local function current(k)
@@ -344,7 +345,7 @@ class SharedStore(Registry):
         def script(source: str) -> Any:
             return redis.register_script(source.replace("'PUBLISH'", publish))
 
-        self._peek = script(PEEK)
+        self._peek = WitnessedPeek(redis, PEEK, self.epoch_key, cluster=cluster)
         self._fill = script(FILL)
         self._invalidate = script(INVALIDATE)
         self._announce = script(ANNOUNCE)
@@ -419,7 +420,7 @@ class SharedStore(Registry):
                 self.live_key,
             ],
             args=[
-                secrets.token_hex(8),
+                "",
                 lock_base,
                 lock_for,
                 lock_ms,
@@ -567,7 +568,7 @@ class SharedStore(Registry):
         epoch, generation, raw, pttl, got, _public, _denied, started = await self._peek(
             keys=[self.epoch_key, f"{base}:g", key, key, f"{base}:d", self.live_key],
             args=[
-                secrets.token_hex(8),
+                "",
                 f"{base}:lock:{kind}:",
                 lock_for,
                 lock_ms,
@@ -638,15 +639,31 @@ class SharedStore(Registry):
 
     # ------------------------------------------------------------------ the listener
 
+    def _seal(self, payload: dict[str, Any]) -> str:
+        body = json.dumps({k: v for k, v in payload.items() if k != "sig"}, sort_keys=True)
+        message = f"live\x1f{self._server_id}\x1f{body}".encode()
+        return hmac.new(self._key, message, hashlib.sha256).hexdigest()
+
+    def sealed(self, payload: Any) -> dict[str, Any] | None:
+        """``payload`` if it is a ``live`` announcement signed with the fleet's key for
+        this server (else ``None``: a store writer's, or altered): only a signed one
+        acknowledges a follower."""
+        if not isinstance(payload, dict) or not isinstance(payload.get("sig"), str):
+            return None
+        return payload if hmac.compare_digest(payload["sig"], self._seal(payload)) else None
+
     async def announce(self, origin: str, kind: str, payload: dict[str, Any], px: int) -> None:
+        if kind == "live":
+            payload = {**payload, "sig": self._seal(payload)}
         await self._announce(
             keys=[self.seq_key, self.live_key],
             args=[self.channel, origin, kind, json.dumps(payload), px, payload.get("term", "")],
         )
 
     async def live(self) -> dict[str, Any] | None:
+        """The stored ``live`` announcement, if signed (`sealed`)."""
         raw = await self.redis.get(self.live_key)
-        return None if raw is None else dict(json.loads(raw))
+        return None if raw is None else self.sealed(json.loads(raw))
 
     async def take_lease(self, holder: str, px: int) -> bool:
         return bool(await self.redis.set(self.lease_key, holder, nx=True, px=px))

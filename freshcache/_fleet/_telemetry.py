@@ -16,6 +16,8 @@ from opentelemetry.trace import Span
 FANOUT = "freshcache.fleet.fanout_latency"
 LEASE_CHANGES = "freshcache.fleet.lease_changes"
 FENCED_WRITES = "freshcache.fleet.fenced_writes"
+READS = "freshcache.fleet.reads"
+"""A fleet worker's reads, by where the text came from (``source``: ``store``, ``server``)."""
 
 
 class FleetTelemetry:
@@ -39,6 +41,17 @@ class FleetTelemetry:
             unit="{write}",
             description="Fills refused because the URI changed while they were read",
         )
+
+        self._reads = meter.create_counter(
+            READS,
+            unit="{read}",
+            description="Reads through the fleet, by source: the shared store or the server",
+        )
+        self._sources = {name: {"source": name} for name in ("store", "server")}
+
+    def answered(self, source: str) -> None:
+        """A read through the fleet was answered from ``source`` (``store``, ``server``)."""
+        self._reads.add(1, self._sources[source])
 
     def _recording_span(self) -> Span | None:
         span = trace.get_current_span()

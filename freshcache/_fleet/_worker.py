@@ -36,6 +36,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from .._core import (
+    CATALOG_KINDS,
     PUBLIC,
     Decision,
     FreshnessEngine,
@@ -46,8 +47,9 @@ from .._core import (
     RequestFailed,
     StreamEvent,
     StreamLost,
+    catalog_subject,
 )
-from .._core._denials import LIMIT as DENIALS_LIMIT
+from .._core._sharing import Standing
 from .._sources._source import Source, SourceWrapper
 from ..fleet import Fleet
 from ._catalogs import SharedCatalogs
@@ -58,34 +60,10 @@ from ._lease import ListenerLease
 from ._outbox import HintOutbox
 from ._parts import Binding, FleetCounters
 from ._reads import SharedReads
-from ._store import SharedStore, partition_tag
+from ._store import SharedStore
 from ._telemetry import FleetTelemetry
 
 log = logging.getLogger("freshcache.fleet")
-
-
-class RemoteDenials:
-    """Denials other workers announced on the channel, by (URI, partition tag): the
-    engine asks (`FreshnessEngine.denied_elsewhere`) before it lets a shared copy serve
-    a principal. Bounded like the engine's own (`freshcache._core._denials.LIMIT`)."""
-
-    def __init__(
-        self, limit: int = DENIALS_LIMIT, tag: Callable[[Partition], str] = partition_tag
-    ) -> None:
-        self._denied: dict[tuple[str, str], None] = {}
-        self._limit = limit
-        self._tag = tag
-        """The keyed partition tag the announcements carry (`SharedStore.tag`)."""
-
-    def heard(self, uri: str, tag: str, *, denied: bool) -> None:
-        self._denied.pop((uri, tag), None)
-        if denied:
-            self._denied[(uri, tag)] = None
-            while len(self._denied) > self._limit:
-                del self._denied[next(iter(self._denied))]
-
-    def __call__(self, uri: str, partition: Partition) -> bool:
-        return bool(self._denied) and (uri, self._tag(partition)) in self._denied
 
 
 class FleetWorker:
@@ -115,7 +93,8 @@ class FleetWorker:
         self.followers = FollowerStreams(self)
         self.reads = SharedReads(self)
         self.catalogs = SharedCatalogs(self)
-        self.denials = RemoteDenials(tag=self.shared.tag)
+        self.standing = Standing(self.shared.tag)
+        """Which principals may take another's copy of what here (the core's rule)."""
         self.outbox = HintOutbox(self)
         self._ready = anyio.Event()
         self._answered_at = -float("inf")
@@ -147,15 +126,25 @@ class FleetWorker:
             max_ttl_ms=policy.max_ttl * 1000.0,
             selected=lambda: engine.selected,
         )
-        engine.denied_elsewhere = self.denials
+        engine.denied_elsewhere = self.standing
 
     def heard_denial(self, uri: str, tag: str, *, denied: bool) -> None:
         """Another worker announced a denial of (``uri``, the partition ``tag`` names),
-        or its end. A denial also takes this worker's hit rows of that partition (its
-        own copy from before is not handed out either: `FreshnessEngine.lookup`)."""
-        self.denials.heard(uri, tag, denied=denied)
-        if denied and self.bound is not None:
+        or its end. A denial ends that principal's standing here and takes this
+        worker's hit rows of it (its own copy from before is not handed out either:
+        `FreshnessEngine.lookup`). Its end grants nothing: an announcement anyone
+        who can write the store could send; only the principal's own read here does."""
+        if not denied:
+            return
+        self.standing.heard_refusal(uri, tag)
+        if self.bound is not None:
             engine = self.bound.engine
+            for kind in CATALOG_KINDS:
+                if uri == catalog_subject(kind):
+                    # A catalog refused elsewhere: no walk held here from before it is
+                    # handed out; the principal's next walk is its own (`Standing`).
+                    self.bound.carry_out(engine.invalidate_catalog(kind, alone=False))
+                    return
             for partition in list(engine.hit_tables):
                 if partition != PUBLIC and self.shared.tag(partition) == tag:
                     engine.denied_on_another_worker(uri, partition)

@@ -13,6 +13,9 @@ or one the command started. Each worker reaches the store through its own
 - *the fleet store goes down* / *comes back*: every relay is cut / resumed;
 - *the fleet store restarts empty*: cut, every key of the row's namespace deleted
   (what a restart without persistence leaves of it), resumed;
+- *the fleet store saves* / *restarts from its save*: the row's keys dumped; cut,
+  deleted, restored from the dump with their time to live (what a restart from an
+  RDB or AOF brings back), the script cache flushed (no restart keeps it), resumed;
 - *fleet messages are lost*: the channel's sequence jumps (the store's counter moves
   on and a message with the later number is published), as when the store drops a
   slow subscriber's messages; every worker sees the gap.
@@ -91,6 +94,9 @@ class FleetWorld(World):
         self.alive: list[bool] = []
         self.relays: list[StoreRelay] = []
         self.store_away = False
+        self._saved: list[tuple[Any, Any, int]] = []
+        """The row's keys as *the fleet store saves* dumped them (key, dump, ttl)."""
+        self._raw: Any = None
         self.principal: str | None = None
         self._stack = AsyncExitStack()
         self._admin: Any = None
@@ -178,6 +184,15 @@ class FleetWorld(World):
     async def _forget_namespace(self) -> None:
         await self._delete_namespace()
 
+    def _raw_admin(self) -> Any:
+        """A client that hands values over as bytes (``DUMP`` / ``RESTORE``)."""
+        if self._raw is None:
+            from redis.asyncio import Redis
+
+            self._raw = Redis.from_url(self.url)
+            self._stack.push_async_callback(self._raw.aclose)
+        return self._raw
+
     async def _delete_namespace(self) -> None:
         keys = [key async for key in self._admin.scan_iter(match=f"{self.namespace}:*")]
         if keys:
@@ -220,6 +235,23 @@ class FleetWorld(World):
                 for relay in self.relays:
                     await relay.sever()
                 await self._delete_namespace()
+                for relay in self.relays:
+                    relay.resume()
+            case "store_saves":
+                raw = self._raw_admin()
+                self._saved = [
+                    (key, await raw.dump(key), await raw.pttl(key))
+                    async for key in raw.scan_iter(match=f"{self.namespace}:*")
+                ]
+            case "store_restores":
+                for relay in self.relays:
+                    await relay.sever()
+                await self._delete_namespace()
+                raw = self._raw_admin()
+                for key, value, pttl in self._saved:
+                    if value is not None:
+                        await raw.restore(key, max(0, pttl), value, replace=True)
+                await raw.script_flush()  # what any restart does to the script cache
                 for relay in self.relays:
                     relay.resume()
             case "entry_copied":

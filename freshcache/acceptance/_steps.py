@@ -249,11 +249,20 @@ class FleetChange:
     workers``): ``listener_dies`` (the lease holder vanishes without a word),
     ``store_down`` / ``store_up`` (every worker's store connection is cut / allowed
     again), ``store_restarts`` (cut, the fleet's keys gone, allowed again: what a
-    restart without persistence leaves), ``messages_lost`` (the channel skips sequence
+    restart without persistence leaves), ``store_saves`` / ``store_restores`` (a
+    snapshot of the fleet's keys; a restart that brings them back, as from an RDB or
+    AOF, with the script cache empty), ``messages_lost`` (the channel skips sequence
     numbers, as when the store drops a slow subscriber's messages)."""
 
     what: Literal[
-        "listener_dies", "store_down", "store_up", "store_restarts", "messages_lost", "entry_copied"
+        "listener_dies",
+        "store_down",
+        "store_up",
+        "store_restarts",
+        "store_saves",
+        "store_restores",
+        "messages_lost",
+        "entry_copied",
     ]
     uri: str = ""
     principal: str | None = None
@@ -561,6 +570,8 @@ _rule(r"the listener dies")(lambda m: FleetChange("listener_dies"))
 _rule(r"the fleet store goes down")(lambda m: FleetChange("store_down"))
 _rule(r"the fleet store comes back")(lambda m: FleetChange("store_up"))
 _rule(r"the fleet store restarts empty")(lambda m: FleetChange("store_restarts"))
+_rule(r"the fleet store saves")(lambda m: FleetChange("store_saves"))
+_rule(r"the fleet store restarts from its save")(lambda m: FleetChange("store_restores"))
 _rule(r"fleet messages are lost")(lambda m: FleetChange("messages_lost"))
 _rule(rf"a store writer copies {_URI}'s entry from (\w+) to (\w+)")(
     lambda m: FleetChange("entry_copied", resolve(m[1]), m[2], m[3])
