@@ -319,7 +319,7 @@ class FleetSource(SourceWrapper):
 
     @property
     def shared_catalogs(self) -> SharedCatalogs:
-        """Catalog walks through the shared store (`CatalogLister` looks for this)."""
+        """Catalog walks through the shared store (the `Source.shared_catalogs` capability)."""
         return self.worker.catalogs
 
     def ask_pushed_bodies(self) -> bool:

@@ -278,7 +278,7 @@ class ChangeFeed:
             subscriber._put(change)
 
     def publish(self, change: CatalogChange) -> None:
-        """A catalog moved (`CatalogLister.observe` decides when)."""
+        """A catalog moved (`Lister.observe` decides when)."""
         for subscriber in tuple(self._subscribers):
             subscriber._put(change)
 
