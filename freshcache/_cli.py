@@ -8,6 +8,8 @@
 - ``freshcache read URL URI`` prints one result (text only when fresh).
 - ``freshcache list URL`` prints the URIs a server lists.
 - ``freshcache serve [DIR]`` serves the seed resources, or a folder's files, to try it on.
+- ``freshcache proxy URL`` (or ``proxy -- COMMAND ...``, ``proxy --config FILE``) is an
+  MCP server in front of a host's servers: fresh answers or an explicit error.
 
 Exit status, every command: 0 done (fresh, passed), 1 a finding or a result that is
 not fresh, 2 unusable input (one ``freshcache: ...`` line, or argparse's usage and one
@@ -403,6 +405,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 128 + int(signum)
 
 
+def cmd_proxy(args: argparse.Namespace) -> int:
+    """be an MCP server in front of a host's servers: fresh or an explicit error
+
+    Put freshcache between an MCP host (Claude Desktop, Claude Code, Cursor, VS Code,
+    any agent) and the servers it uses: in the host's config, replace
+    {"command": "npx", "args": [...]} with {"command": "freshcache", "args": ["proxy",
+    "--", "npx", ...]}. Each upstream goes through a FreshCache: a read is answered
+    fresh or with a JSON-RPC error whose data says the state and reason, never with
+    old text; hosts are told of every change (resources/updated, */list_changed),
+    also of changes made while an upstream was down. Speaks MCP 2026-07-28 and
+    2025-11-25 on stdio (default) or Streamable HTTP (--http HOST:PORT). Several
+    upstreams: --config FILE, the mcpServers JSON hosts use; tool and prompt names get
+    a prefix per server (NAME__, or the entry's "prefix"). Needs the proxy extra
+    (pip install 'freshcache[proxy]'). SIGTERM or Ctrl-C stops it (exit 143, 130).
+    See docs/proxy.md.
+    """
+    from ._proxy import run
+
+    return run(args)
+
+
 def _seconds(text: str) -> float:
     """An argparse type: a positive, finite number of seconds."""
     value = _number(text)
@@ -459,7 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also show what the cache logs (-v: errors, warnings, recoveries; -vv: debug)",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_acceptance, _doctor, _watch, _read, _list, _serve):
+    for add in (_acceptance, _doctor, _watch, _read, _list, _serve, _proxy):
         add(commands)
     return parser
 
@@ -646,6 +669,31 @@ def _serve(commands: Commands) -> None:
         metavar="BYTES",
         help="skip files larger than this, unread (default 1MiB, e.g. 8MiB); a client "
         "takes answers up to its own limit (freshcache: --max-frame-bytes, 4MiB)",
+    )
+
+
+def _proxy(commands: Commands) -> None:
+    proxy = _command(commands, cmd_proxy)
+    proxy.add_argument("target", nargs="*", metavar="URL", help="or: -- COMMAND ARGS ...")
+    proxy.add_argument(
+        "--config", metavar="FILE", help="several upstreams: a host's mcpServers JSON file"
+    )
+    proxy.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve Streamable HTTP there (port 0 picks one) instead of stdio",
+    )
+    proxy.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=5.0,
+        help="seconds a host's request may wait for an upstream (default 5)",
+    )
+    proxy.add_argument(
+        "--meta-tools",
+        action="store_true",
+        help="also offer freshcache_list_tools and freshcache_call_tool, for hosts "
+        "that ignore tools/list_changed",
     )
 
 

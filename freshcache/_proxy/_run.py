@@ -1,0 +1,165 @@
+"""The ``freshcache proxy`` command: the upstreams, then stdio or HTTP until told to stop.
+
+Stdout is the wire on stdio, so every line of its own goes to stderr. SIGINT and
+SIGTERM end it cleanly (listen streams closed, upstream caches and stdio children let
+go) with exit status 128 + the signal; a host that closes stdin ends it with 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+
+from .._errors import ConfigurationError
+from ._config import Upstream, from_command_line, from_file
+from ._server import Proxy
+
+
+def main(args: argparse.Namespace) -> int:
+    upstreams = _upstreams(args)
+    http = _address(args.http) if args.http is not None else None
+    signum: int | None = anyio.run(_serve, upstreams, args, http)
+    return 0 if signum is None else 128 + signum
+
+
+def _upstreams(args: argparse.Namespace) -> list[Upstream]:
+    target: list[str] = list(args.target)
+    if args.command_line is not None:
+        target = [*target, "--", *args.command_line]
+    if args.config is not None:
+        if target:
+            raise ConfigurationError("give --config FILE or one upstream (URL or -- COMMAND), not both")
+        return from_file(Path(args.config))
+    return from_command_line(target)
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdecimal() or int(port) > 65535:
+        raise ConfigurationError(f"--http {text!r}: give HOST:PORT, as in 127.0.0.1:8080")
+    return host.strip("[]"), int(port)
+
+
+def _say(line: str) -> None:
+    print(f"freshcache proxy: {line}", file=sys.stderr, flush=True)
+
+
+async def _serve(
+    upstreams: list[Upstream], args: argparse.Namespace, http: tuple[str, int] | None
+) -> int | None:
+    stopped_by: list[int] = []
+    async with Proxy(upstreams, timeout=args.timeout, meta_tools=args.meta_tools) as proxy:
+        server = proxy.server()
+        names = ", ".join(u.name for u in upstreams)
+        async with anyio.create_task_group() as tg:
+            if http is None:
+                tg.start_soon(_on_signal, stopped_by, tg.cancel_scope.cancel)
+                _say(f"on stdio, in front of {names}")
+                await _stdio(server)
+            else:
+                web = _Uvicorn(server, *http)
+                tg.start_soon(_on_signal, stopped_by, web.stop)
+                _say(f"serving {web.url} in front of {names}")
+                await web.serve()
+            tg.cancel_scope.cancel()
+    if stopped_by:
+        _say("stopped")
+    return stopped_by[0] if stopped_by else None
+
+
+async def _on_signal(stopped_by: list[int], stop: Any) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            stopped_by.append(int(signum))
+            stop()
+            return
+
+
+# ---------------------------------------------------------------------- stdio
+
+
+async def _stdio(server: Any) -> None:
+    from mcp.server.stdio import stdio_server
+
+    async with _stdin_lines() as lines, stdio_server(stdin=cast(Any, lines)) as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+@contextlib.asynccontextmanager
+async def _stdin_lines() -> Any:
+    """Stdin's lines from a daemon thread: a signal can end the proxy while the host
+    keeps its end of the pipe open (a worker thread blocked on a read would hold the
+    event loop's exit until the next line)."""
+    send, receive = anyio.create_memory_object_stream[str](16)
+    token = anyio.lowlevel.current_token()
+
+    def read() -> None:
+        try:
+            for line in _lines(sys.stdin.buffer):
+                anyio.from_thread.run(send.send, line, token=token)
+        except (RuntimeError, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return  # the loop is gone or the proxy stopped reading
+        with contextlib.suppress(RuntimeError):
+            anyio.from_thread.run_sync(send.close, token=token)
+
+    threading.Thread(target=read, name="freshcache-proxy-stdin", daemon=True).start()
+    try:
+        yield receive
+    finally:
+        receive.close()
+
+
+def _lines(stream: Any) -> Iterator[str]:
+    for raw in iter(stream.readline, b""):
+        yield raw.decode("utf-8", errors="replace")
+
+
+# ---------------------------------------------------------------------- HTTP
+
+
+class _Uvicorn:
+    """The SDK's Streamable HTTP app on uvicorn, on a socket bound before it starts (so
+    ``--http 127.0.0.1:0`` can say which port it got); the proxy handles the signals."""
+
+    def __init__(self, server: Any, host: str, port: int) -> None:
+        import uvicorn
+
+        app = server.streamable_http_app(host=host)
+        self._server = _quiet_server()(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        try:
+            self._socket = socket.create_server((host, port))
+        except OSError as exc:
+            raise ConfigurationError(f"--http {host}:{port}: cannot listen there ({exc.strerror})") from None
+        bound = self._socket.getsockname()[1]
+        shown = f"[{host}]" if ":" in host else host
+        self.url = f"http://{shown}:{bound}/mcp"
+
+    async def serve(self) -> None:
+        with self._socket:
+            await self._server.serve(sockets=[self._socket])
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+
+
+def _quiet_server() -> type:
+    import uvicorn
+
+    class QuietServer(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield  # the proxy's own receiver handles SIGINT and SIGTERM
+
+    return QuietServer
+
