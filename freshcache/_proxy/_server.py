@@ -26,7 +26,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -161,7 +161,7 @@ class Proxy:
         await self._stack.__aenter__()
         for link in self.links:
             await self._stack.enter_async_context(link.cache)
-        tg = await self._stack.enter_async_context(anyio.create_task_group())
+        self._tg = tg = await self._stack.enter_async_context(anyio.create_task_group())
         self._stack.callback(tg.cancel_scope.cancel)
         for link in self.links:
             tg.start_soon(self._watch, link)
@@ -195,16 +195,33 @@ class Proxy:
     async def _watch(self, link: Link) -> None:
         async with link.cache.changes() as feed:
             async for change in feed:
-                if isinstance(change, StateChange):
-                    key: Hashable = ("uri", link.name, change.uri)
-                    if self.notices.change(key, change.new_state, change.new_version, change.reason):
-                        await self.hosts.resource_updated(change.uri)
-                elif isinstance(change, CatalogChange):
-                    key = ("list", link.name, change.kind)
-                    if self.notices.change(key, change.new_state, change.new_version, change.reason):
-                        await self.hosts.list_changed(_LIST_KINDS[change.kind])
-                elif isinstance(change, ChangesDropped):
+                if isinstance(change, ChangesDropped):
                     await self._tell_everything()
+                    continue
+                key: tuple[str, str, str]
+                if isinstance(change, StateChange):
+                    key = ("uri", link.name, change.uri)
+                else:
+                    key = ("list", link.name, change.kind)
+                if self.notices.change(key, change.new_state, change.new_version, change.reason):
+                    await self._tell(key)
+                elif change.reason == "stream_lost":
+                    self._tg.start_soon(self._prove_later, link, key)
+
+    async def _prove_later(self, link: Link, key: tuple[str, str, str]) -> None:
+        """After a stream loss, give the re-read the proxy's timeout; what is still not
+        fresh then cannot be proven, and its hosts are told."""
+        await anyio.sleep(self.timeout)
+        kind, _, name = key
+        state = link.cache.status(name) if kind == "uri" else link.cache.catalog_status(name)
+        if state.state != FRESH and self.notices.unproven(key):
+            await self._tell(key)
+
+    async def _tell(self, key: tuple[str, str, str]) -> None:
+        if key[0] == "uri":
+            await self.hosts.resource_updated(key[2])
+        else:
+            await self.hosts.list_changed(_LIST_KINDS[key[2]])
 
     async def _tell_everything(self) -> None:
         lists: set[str] = set()
@@ -259,9 +276,9 @@ class Proxy:
             if len(self._read_uris) > READ_URIS:
                 del self._read_uris[next(iter(self._read_uris))]
             self._reselect()
+        self.notices.given(("uri", link.name, uri), result.version, result.state)
         if result.state != FRESH:
             raise withheld(uri, result.state, result.reason, result.detail)
-        self.notices.given(("uri", link.name, uri), result.version)
         return {"contents": [_content(item) for item in result.contents], **UNCACHED}
 
     async def _subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> dict[str, Any]:
@@ -320,10 +337,10 @@ class Proxy:
             except FreshCacheError as exc:
                 left_out.append(_state(link, "awaiting_fresh_source", "server_error", str(exc)))
                 continue
+            self.notices.given(("list", link.name, kind), catalog.version, catalog.state)
             if catalog.state != FRESH:
                 left_out.append(_state(link, catalog.state, catalog.reason, catalog.detail))
                 continue
-            self.notices.given(("list", link.name, kind), catalog.version)
             for item in catalog.items:
                 entry = thawed(item)
                 if kind != "resource_templates" and link.prefix:
