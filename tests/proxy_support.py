@@ -122,7 +122,7 @@ async def host(
             yield holder[0]
 
 
-class running_proxy:  # noqa: N801 (a context manager named for what it gives)
+class running_proxy:
     """``freshcache proxy ARGS`` as a subprocess; with ``--http``, waits for its URL."""
 
     def __init__(self, tmp: Path, *args: str) -> None:

@@ -114,7 +114,11 @@ async def test_an_outage_the_host_never_saw_is_told(
             assert "v1" not in json.dumps(refused.value.error.data)
 
             told = len(h.heard)
-            seed = {"resources": {U: "Shipping approval v2, changed while the proxy's upstream was down"}}
+            seed = {
+                "resources": {
+                    U: "Shipping approval v2, changed while the proxy's upstream was down"
+                }
+            }
             upstream = _start_upstream(port, seed, tmp_path)
             await until(lambda: f"updated {U}" in h.heard[told:], scaled(30))
             after = await h.client.read_resource(U)

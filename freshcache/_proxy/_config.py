@@ -98,9 +98,7 @@ def from_file(path: Path) -> list[Upstream]:
     if not upstreams:
         raise ConfigurationError(f"{where.at('mcpServers')}: every server is disabled")
     several = len(upstreams) > 1
-    named = [
-        u if u.prefix or not several else _with_prefix(u, f"{u.name}__") for u in upstreams
-    ]
+    named = [u if u.prefix or not several else _with_prefix(u, f"{u.name}__") for u in upstreams]
     prefixes = [u.prefix for u in named]
     for upstream in named:
         clash = [p for p in prefixes if p != upstream.prefix and p.startswith(upstream.prefix)]
@@ -167,7 +165,7 @@ def _entry(name: str, entry: object, where: _Locator) -> Upstream | None:
     has_command, has_url = "command" in entry, "url" in entry
     if has_command == has_url:
         raise ConfigurationError(
-            f"{at}: server {name!r} needs exactly one of \"command\" (stdio) or \"url\" (HTTP)"
+            f'{at}: server {name!r} needs exactly one of "command" (stdio) or "url" (HTTP)'
         )
     if has_url:
         url = entry["url"]
@@ -187,9 +185,7 @@ def _entry(name: str, entry: object, where: _Locator) -> Upstream | None:
     if cwd is not None and not isinstance(cwd, str):
         raise ConfigurationError(f"{at}: server {name!r}: cwd is a string")
     _check_command(command, f"{at}: server {name!r}: command")
-    return Upstream(
-        name=name, prefix=prefix, command=(command, *args), env=env, cwd=cwd
-    )
+    return Upstream(name=name, prefix=prefix, command=(command, *args), env=env, cwd=cwd)
 
 
 def _strings(value: Any, what: str) -> dict[str, str]:

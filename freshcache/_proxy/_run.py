@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import socket
 import sys
@@ -39,7 +40,9 @@ def _upstreams(args: argparse.Namespace) -> list[Upstream]:
         target = [*target, "--", *args.command_line]
     if args.config is not None:
         if target:
-            raise ConfigurationError("give --config FILE or one upstream (URL or -- COMMAND), not both")
+            raise ConfigurationError(
+                "give --config FILE or one upstream (URL or -- COMMAND), not both"
+            )
         return from_file(Path(args.config))
     return from_command_line(target)
 
@@ -59,27 +62,45 @@ async def _serve(
     upstreams: list[Upstream], args: argparse.Namespace, http: tuple[str, int] | None
 ) -> int | None:
     stopped_by: list[int] = []
-    async with Proxy(upstreams, timeout=args.timeout, meta_tools=args.meta_tools) as proxy:
-        server = proxy.server()
-        names = ", ".join(u.name for u in upstreams)
-        async with anyio.create_task_group() as tg:
+    names = ", ".join(u.name for u in upstreams)
+    async with anyio.create_task_group() as tg:
+        stop = _Stop(tg.cancel_scope)
+        await tg.start(_on_signal, stopped_by, stop)
+        async with Proxy(upstreams, timeout=args.timeout, meta_tools=args.meta_tools) as proxy:
+            server = proxy.server()
             if http is None:
-                tg.start_soon(_on_signal, stopped_by, tg.cancel_scope.cancel)
                 _say(f"on stdio, in front of {names}")
                 await _stdio(server)
             else:
                 web = _Uvicorn(server, *http)
-                tg.start_soon(_on_signal, stopped_by, web.stop)
+                stop.gently = web.stop
                 _say(f"serving {web.url} in front of {names}")
                 await web.serve()
-            tg.cancel_scope.cancel()
+        tg.cancel_scope.cancel()
     if stopped_by:
         _say("stopped")
     return stopped_by[0] if stopped_by else None
 
 
-async def _on_signal(stopped_by: list[int], stop: Any) -> None:
+class _Stop:
+    """What a signal does: the HTTP server's own shutdown once it runs, else cancel."""
+
+    def __init__(self, scope: anyio.CancelScope) -> None:
+        self.scope = scope
+        self.gently: Any = None
+
+    def __call__(self) -> None:
+        if self.gently is not None:
+            self.gently()
+        else:
+            self.scope.cancel()
+
+
+async def _on_signal(
+    stopped_by: list[int], stop: _Stop, *, task_status: Any = anyio.TASK_STATUS_IGNORED
+) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        task_status.started()
         async for signum in signals:
             stopped_by.append(int(signum))
             stop()
@@ -106,7 +127,7 @@ async def _stdin_lines() -> Any:
 
     def read() -> None:
         try:
-            for line in _lines(sys.stdin.buffer):
+            for line in _lines(sys.stdin.fileno()):
                 anyio.from_thread.run(send.send, line, token=token)
         except (RuntimeError, anyio.ClosedResourceError, anyio.BrokenResourceError):
             return  # the loop is gone or the proxy stopped reading
@@ -120,9 +141,17 @@ async def _stdin_lines() -> Any:
         receive.close()
 
 
-def _lines(stream: Any) -> Iterator[str]:
-    for raw in iter(stream.readline, b""):
-        yield raw.decode("utf-8", errors="replace")
+def _lines(fd: int) -> Iterator[str]:
+    """Lines read with ``os.read`` (no buffered reader whose lock a daemon thread could
+    hold when the interpreter exits)."""
+    pending = b""
+    while chunk := os.read(fd, 65536):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for raw in lines:
+            yield raw.decode("utf-8", errors="replace") + "\n"
+    if pending:
+        yield pending.decode("utf-8", errors="replace")
 
 
 # ---------------------------------------------------------------------- HTTP
@@ -140,7 +169,9 @@ class _Uvicorn:
         try:
             self._socket = socket.create_server((host, port))
         except OSError as exc:
-            raise ConfigurationError(f"--http {host}:{port}: cannot listen there ({exc.strerror})") from None
+            raise ConfigurationError(
+                f"--http {host}:{port}: cannot listen there ({exc.strerror})"
+            ) from None
         bound = self._socket.getsockname()[1]
         shown = f"[{host}]" if ":" in host else host
         self.url = f"http://{shown}:{bound}/mcp"
@@ -162,4 +193,3 @@ def _quiet_server() -> type:
             yield  # the proxy's own receiver handles SIGINT and SIGTERM
 
     return QuietServer
-

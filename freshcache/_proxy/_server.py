@@ -40,7 +40,7 @@ from mcp.shared.exceptions import MCPError
 from .. import (
     FRESH,
     NOT_FOUND,
-    CatalogChange,
+    BackoffSettings,
     ChangesDropped,
     FreshCache,
     FreshCacheError,
@@ -64,6 +64,10 @@ DENIED = -32003
 
 _LIST_KINDS = {"tools": "tools", "prompts": "prompts", "resource_templates": "resources"}
 """Catalog -> the ``*/list_changed`` that tells hosts of it."""
+
+RECONNECT = BackoffSettings(base=0.25, cap=5.0, max_per_hour=120, cooldown=300.0)
+"""A proxy serves hosts for days: it re-listens within seconds of an upstream's return,
+and a server that keeps dropping its streams costs it five minutes, not two hours."""
 
 UNCACHED = {"ttlMs": 0, "cacheScope": "private", "resultType": "complete"}
 """What every read and list answer says of itself on 2026-07-28 (a 2025-11-25 answer
@@ -117,7 +121,9 @@ class _ProxyServer(Server[Any]):
         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
-        every = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
+        every = NotificationOptions(
+            prompts_changed=True, resources_changed=True, tools_changed=True
+        )
         return super().create_initialization_options(
             notification_options or every, experimental_capabilities, extensions
         )
@@ -132,7 +138,10 @@ class Proxy:
         self.principals = Principals()
         self.timeout = timeout
         self.meta_tools = meta_tools
-        self.links = [Link(u, FreshCache(self._source(u), read_timeout=timeout)) for u in upstreams]
+        self.links = [
+            Link(u, FreshCache(self._source(u), read_timeout=timeout, backoff=RECONNECT))
+            for u in upstreams
+        ]
         self.notices = Notices()
         self.hosts = Hosts(self._reselect)
         self._owners: dict[str, Link] = {}
@@ -167,25 +176,29 @@ class Proxy:
             tg.start_soon(self._watch, link)
         return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
+    async def __aexit__(self, *exc_info: Any) -> None:
         self.hosts.close()
         await self._stack.__aexit__(*exc_info)
 
     def server(self) -> Server[Any]:
         """The SDK server whose handlers are this proxy's."""
+        # Handlers answer plain dicts (the SDK takes them as results: `HandlerResult`).
+        handlers: dict[str, Any] = {
+            "on_read_resource": self._read,
+            "on_list_resources": self._list_resources,
+            "on_list_resource_templates": self._list_templates,
+            "on_subscribe_resource": self._subscribe,
+            "on_unsubscribe_resource": self._unsubscribe,
+            "on_subscriptions_listen": self.hosts.listen,
+            "on_list_tools": self._list_tools,
+            "on_call_tool": self._call_tool,
+            "on_list_prompts": self._list_prompts,
+        }
         server = _ProxyServer(
             "freshcache-proxy",
             version=__version__,
             instructions="freshcache proxy: fresh answers or an explicit error, never old ones.",
-            on_read_resource=self._read,
-            on_list_resources=self._list_resources,
-            on_list_resource_templates=self._list_templates,
-            on_subscribe_resource=self._subscribe,
-            on_unsubscribe_resource=self._unsubscribe,
-            on_subscriptions_listen=self.hosts.listen,
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
-            on_list_prompts=self._list_prompts,
+            **handlers,
         )
         server.middleware.append(self.hosts.middleware)
         return server
@@ -268,7 +281,9 @@ class Proxy:
             try:
                 result = await link.cache.read(uri, principal=link.principal(who))
             except FreshCacheError as exc:
-                raise _error(NOT_FRESH, uri, "awaiting_fresh_source", "server_error", str(exc))
+                raise _error(
+                    NOT_FRESH, uri, "awaiting_fresh_source", "server_error", str(exc)
+                ) from None
             if result.state != NOT_FOUND:
                 break
         if uri not in self._read_uris:
@@ -285,7 +300,9 @@ class Proxy:
         await self.hosts.subscribe(ctx, str(params.uri))
         return {}
 
-    async def _unsubscribe(self, ctx: Any, params: types.UnsubscribeRequestParams) -> dict[str, Any]:
+    async def _unsubscribe(
+        self, ctx: Any, params: types.UnsubscribeRequestParams
+    ) -> dict[str, Any]:
         await self.hosts.unsubscribe(ctx, str(params.uri))
         return {}
 
@@ -384,7 +401,9 @@ class Proxy:
             result["isError"] = True
             result["_meta"] = {"freshcache/state": call.state, "freshcache/reason": call.reason}
             return result
-        code = DENIED if call.state == "denied" else -32602 if call.state == "not_found" else NOT_FRESH
+        code = (
+            DENIED if call.state == "denied" else -32602 if call.state == "not_found" else NOT_FRESH
+        )
         raise _error(code, name, call.state, call.reason, call.detail, key="tool")
 
     async def _unknown_tool(self, ctx: Any, name: str, detail: str | None) -> MCPError:
@@ -429,7 +448,9 @@ def _state(link: Link, state: str, reason: str | None, detail: str | None) -> di
     return out
 
 
-def _merged(field: str, items: list[dict[str, Any]], left_out: list[dict[str, Any]]) -> dict[str, Any]:
+def _merged(
+    field: str, items: list[dict[str, Any]], left_out: list[dict[str, Any]]
+) -> dict[str, Any]:
     if left_out and not items:
         first = left_out[0]
         raise MCPError(
