@@ -377,7 +377,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     """serve the seed resources or a folder's files over MCP
 
-    A real MCP server (2026-07-28, or --revision 2025-11-25) to try freshcache on,
+    A real MCP server (2026-07-28 and 2025-11-25 at once) to try freshcache on,
     on 127.0.0.1. Without DIR: the seed resources (guide://shipping/approval,
     .../returns, .../rates, .../holidays). With DIR: every regular file under it
     (hidden ones left out) whose real path is inside DIR, named by its file:// URI
@@ -657,9 +657,10 @@ def _serve(commands: Commands) -> None:
     )
     serve.add_argument(
         "--revision",
-        choices=("2026-07-28", "2025-11-25"),
-        default="2026-07-28",
-        help="the MCP revision to speak, only that one (default 2026-07-28; 2025-11-25: "
+        choices=("both", "2026-07-28", "2025-11-25"),
+        default="both",
+        help="the MCP revision to speak (default both: each client gets the one it speaks, "
+        "as real servers do; 2026-07-28 or 2025-11-25: only that one, 2025-11-25 being "
         "initialize, sessions, resources/subscribe, as SDK 1.x servers do)",
     )
     serve.add_argument(
