@@ -38,7 +38,9 @@ async def test_the_default_serve_answers_each_host_in_its_revision(
         target: object = served.url
     else:
         target = StdioServerParameters(
-            command=sys.executable, args=[*cli("serve", str(folder), "--stdio", "--poll")[1:]], env=ENV
+            command=sys.executable,
+            args=[*cli("serve", str(folder), "--stdio", "--poll")[1:]],
+            env=ENV,
         )
     holder: list[Host] = []
 
@@ -48,7 +50,12 @@ async def test_the_default_serve_answers_each_host_in_its_revision(
 
     try:
         async with (
-            Client(target, mode=MODES[revision], read_timeout_seconds=scaled(20), message_handler=on_message) as client,  # type: ignore[arg-type]
+            Client(
+                target,
+                mode=MODES[revision],
+                read_timeout_seconds=scaled(20),
+                message_handler=on_message,
+            ) as client,  # type: ignore[arg-type]
             anyio.create_task_group() as tg,
         ):
             assert client.protocol_version == revision
@@ -73,8 +80,26 @@ async def test_the_default_serve_answers_each_host_in_its_revision(
         ({"method": "resources/read", "params": {"uri": "u"}}, "2025-11-25", "s1", "POST", True),
         ({"method": "tools/list", "params": {}}, None, None, "POST", True),
         (None, None, "s1", "GET", True),
-        ({"method": "resources/read", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}, "2026-07-28", None, "POST", False),
-        ({"method": "server/discover", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}, None, None, "POST", False),
+        (
+            {
+                "method": "resources/read",
+                "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}},
+            },
+            "2026-07-28",
+            None,
+            "POST",
+            False,
+        ),
+        (
+            {
+                "method": "server/discover",
+                "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}},
+            },
+            None,
+            None,
+            "POST",
+            False,
+        ),
         ("not json", None, None, "POST", False),
     ],
 )
