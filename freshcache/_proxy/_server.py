@@ -193,6 +193,7 @@ class Proxy:
             "on_list_tools": self._list_tools,
             "on_call_tool": self._call_tool,
             "on_list_prompts": self._list_prompts,
+            "on_get_prompt": self._get_prompt,
         }
         server = _ProxyServer(
             "freshcache-proxy",
@@ -334,6 +335,14 @@ class Proxy:
 
     async def _list_prompts(self, ctx: Any, params: Any) -> dict[str, Any]:
         return await self._catalog(ctx, "prompts", "prompts")
+
+    async def _get_prompt(self, ctx: Any, params: Any) -> dict[str, Any]:
+        """Not forwarded: `FreshCache` has no ``prompts/get`` to send it through."""
+        raise MCPError(
+            code=-32601,
+            message=f"freshcache proxy lists prompts but does not forward prompts/get yet "
+            f"({params.name!r}): connect to the server itself for prompts",
+        )
 
     async def _list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
         listed = await self._catalog(ctx, "tools", "tools")
