@@ -188,3 +188,29 @@ async def test_a_denied_or_missing_resource_is_an_error_naming_its_state(
             await h.client.read_resource("guide://nowhere")
         assert missing.value.error.data["state"] == "not_found"
         assert missing.value.error.code == -32602
+
+
+@pytest.mark.parametrize("revision", REVISIONS)
+async def test_in_front_of_freshcache_serve_over_stdio(tmp_path: Path, revision: str) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    page = folder / "page.md"
+    page.write_text("first")
+    uri = page.resolve().as_uri()
+    upstream = [
+        "--",
+        sys.executable,
+        "-m",
+        "freshcache._cli",
+        "serve",
+        str(folder),
+        "--stdio",
+        "--poll",
+    ]
+    async with host(upstream, revision, "stdio", tmp_path) as h, anyio.create_task_group() as tg:
+        assert (await h.client.read_resource(uri)).contents[0].text == "first"
+        await h.subscribe(tg, uri)
+        page.write_text("second")
+        await h.heard_of(f"updated {uri}")
+        assert (await h.client.read_resource(uri)).contents[0].text == "second"
+        tg.cancel_scope.cancel()

@@ -168,6 +168,8 @@ class _Uvicorn:
         self._server = _quiet_server()(uvicorn.Config(app, log_level="warning", lifespan="on"))
         try:
             self._socket = socket.create_server((host, port))
+            # Accepted connections inherit it (Linux): no Nagle wait on a reply's last bytes.
+            self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except OSError as exc:
             raise ConfigurationError(
                 f"--http {host}:{port}: cannot listen there ({exc.strerror})"
