@@ -214,3 +214,17 @@ async def test_in_front_of_freshcache_serve_over_stdio(tmp_path: Path, revision:
         await h.heard_of(f"updated {uri}")
         assert (await h.client.read_resource(uri)).contents[0].text == "second"
         tg.cancel_scope.cancel()
+
+
+async def test_an_upstream_that_never_answers_is_a_state_not_a_dead_proxy(tmp_path: Path) -> None:
+    dead = f"http://127.0.0.1:{free_port()}/mcp"
+    async with host([dead], "2026-07-28", "stdio", tmp_path, "--timeout", "1") as h:
+        with pytest.raises(MCPError) as listed:
+            await h.client.list_tools()
+        assert listed.value.error.data["state"] == "awaiting_fresh_source"
+        assert listed.value.error.data["upstreams"][0]["reason"] in ("unreachable", "timeout")
+        with pytest.raises(MCPError) as read:
+            await h.client.read_resource(U)
+        assert read.value.error.data["reason"] in ("unreachable", "timeout")
+        with pytest.raises(MCPError):
+            await h.client.list_tools()  # and it is still there to answer

@@ -192,3 +192,42 @@ def test_a_subscription_is_told_of_changes_even_before_any_read() -> None:
     notices.watch("u")
     assert notices.change("u", "awaiting_fresh_source", None, "invalidated")
     assert sorted(notices.everything()) == ["u"]
+
+
+def test_a_malformed_message_from_the_host_gets_a_json_rpc_error() -> None:
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    lines = [
+        json.dumps(hello),
+        '{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+        '{"jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": 7}',
+        "this is not JSON",
+    ]
+    process = subprocess.Popen(
+        proxy_command("http://127.0.0.1:9/mcp"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=ENV,
+        text=True,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        process.stdin.write("\n".join(lines) + "\n")
+        process.stdin.flush()
+        answers = [json.loads(process.stdout.readline()) for _ in range(3)]
+    finally:
+        process.stdin.close()
+        process.wait(timeout=scaled(30))
+        process.stdout.close()
+    errors = {a["id"]: a["error"]["code"] for a in answers if "error" in a}
+    assert errors == {2: -32600, None: -32700}, answers
+    assert process.returncode == 0

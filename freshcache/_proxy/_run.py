@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -113,8 +114,47 @@ async def _on_signal(
 async def _stdio(server: Any) -> None:
     from mcp.server.stdio import stdio_server
 
-    async with _stdin_lines() as lines, stdio_server(stdin=cast(Any, lines)) as (read, write):
+    send, checked = anyio.create_memory_object_stream[str](16)
+    async with (
+        _stdin_lines() as lines,
+        stdio_server(stdin=cast(Any, checked)) as (read, write),
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(_screen, lines, send, write)
         await server.run(read, write, server.create_initialization_options())
+        tg.cancel_scope.cancel()
+
+
+async def _screen(lines: Any, send: Any, write: Any) -> None:
+    """Every line the SDK could not take as a JSON-RPC message gets a JSON-RPC error
+    (-32700 not JSON, -32600 not a valid message) instead of silence; the rest go on."""
+    import mcp_types as types
+    from mcp.shared.message import SessionMessage
+
+    async with send:
+        async for line in lines:
+            if not line.strip():
+                continue
+            try:
+                types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except ValueError:
+                code, message, rid = _refusal(line)
+                error = types.ErrorData(code=code, message=message)
+                reply = types.JSONRPCError(jsonrpc="2.0", id=rid, error=error)
+                await write.send(SessionMessage(reply))
+                continue
+            await send.send(line)
+
+
+def _refusal(line: str) -> tuple[int, str, Any]:
+    try:
+        parsed = json.loads(line)
+    except ValueError:
+        return -32700, "Parse error: the line is not JSON", None
+    rid = parsed.get("id") if isinstance(parsed, dict) else None
+    if isinstance(rid, bool) or not isinstance(rid, (str, int)):
+        rid = None
+    return -32600, "Invalid Request: not a JSON-RPC 2.0 message MCP accepts", rid
 
 
 @contextlib.asynccontextmanager
