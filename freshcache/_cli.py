@@ -691,6 +691,12 @@ def _proxy(commands: Commands) -> None:
         help="seconds a host's request may wait for an upstream (default 5)",
     )
     proxy.add_argument(
+        "--fleet",
+        metavar="URL",
+        help="share one freshness view with other proxy replicas on Valkey/Redis "
+        "(redis://...; needs the fleet extra)",
+    )
+    proxy.add_argument(
         "--meta-tools",
         action="store_true",
         help="also offer freshcache_list_tools and freshcache_call_tool, for hosts "

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -228,3 +229,22 @@ async def test_an_upstream_that_never_answers_is_a_state_not_a_dead_proxy(tmp_pa
         assert read.value.error.data["reason"] in ("unreachable", "timeout")
         with pytest.raises(MCPError):
             await h.client.list_tools()  # and it is still there to answer
+
+
+async def test_two_replicas_on_one_fleet(
+    sdk_server: SdkServer, valkey: Any, tmp_path: Path
+) -> None:
+    fleet = ["--fleet", valkey.url]
+    async with (
+        host([sdk_server.url], "2026-07-28", "stdio", tmp_path, *fleet) as one,
+        host([sdk_server.url], "2025-11-25", "http", tmp_path, *fleet) as two,
+        anyio.create_task_group() as tg,
+    ):
+        assert "v1" in (await one.client.read_resource(U)).contents[0].text
+        assert "v1" in (await two.client.read_resource(U)).contents[0].text
+        await one.subscribe(tg, U)
+        sdk_server.control("set", uri=U, text="Shipping approval v2")
+        await one.heard_of(f"updated {U}")
+        assert (await two.client.read_resource(U)).contents[0].text == "Shipping approval v2"
+        assert (await one.client.read_resource(U)).contents[0].text == "Shipping approval v2"
+        tg.cancel_scope.cancel()

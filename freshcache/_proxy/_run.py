@@ -67,7 +67,10 @@ async def _serve(
     async with anyio.create_task_group() as tg:
         stop = _Stop(tg.cancel_scope)
         await tg.start(_on_signal, stopped_by, stop)
-        async with Proxy(upstreams, timeout=args.timeout, meta_tools=args.meta_tools) as proxy:
+        proxy_of = Proxy(
+            upstreams, timeout=args.timeout, meta_tools=args.meta_tools, fleet=args.fleet
+        )
+        async with proxy_of as proxy:
             server = proxy.server()
             if http is None:
                 _say(f"on stdio, in front of {names}")

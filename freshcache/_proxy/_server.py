@@ -133,13 +133,21 @@ class Proxy:
     """The upstream caches, the hosts, and the handlers between them."""
 
     def __init__(
-        self, upstreams: list[Upstream], *, timeout: float = 5.0, meta_tools: bool = False
+        self,
+        upstreams: list[Upstream],
+        *,
+        timeout: float = 5.0,
+        meta_tools: bool = False,
+        fleet: str | None = None,
     ) -> None:
         self.principals = Principals()
         self.timeout = timeout
         self.meta_tools = meta_tools
         self.links = [
-            Link(u, FreshCache(self._source(u), read_timeout=timeout, backoff=RECONNECT))
+            Link(
+                u,
+                FreshCache(self._source(u), read_timeout=timeout, backoff=RECONNECT, fleet=fleet),
+            )
             for u in upstreams
         ]
         self.notices = Notices()
