@@ -74,12 +74,23 @@ def test_a_config_mistake_is_one_line_naming_file_and_line(
     assert says in str(mistake.value)
 
 
-def test_the_command_says_a_config_mistake_in_one_line_and_exits_2(tmp_path: Path) -> None:
+def test_the_command_says_a_config_mistake_in_one_line_and_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from freshcache._cli import main
+
     path = tmp_path / "mcp.json"
     path.write_text('{\n  "mcpServers": {\n    "a": {"command": 1}\n  }\n}')
-    assert f"{path}:3: " in _one_line(_proxy("--config", str(path)))
-    assert "name an upstream" in _one_line(_proxy())
-    assert "not both" in _one_line(_proxy("--config", str(path), "http://127.0.0.1:9/mcp"))
+
+    def said(*args: str) -> str:
+        code = main(["proxy", *args])
+        done = subprocess.CompletedProcess(args, code, "", capsys.readouterr().err)
+        return _one_line(done)
+
+    assert f"{path}:3: " in said("--config", str(path))
+    assert "name an upstream" in said()
+    assert "not both" in said("--config", str(path), "http://127.0.0.1:9/mcp")
+    assert "one upstream URL" in said("http://127.0.0.1:9/mcp", "http://127.0.0.1:8/mcp")
     assert "HOST:PORT" in _one_line(_proxy("--http", "nowhere", "http://127.0.0.1:9/mcp"))
 
 

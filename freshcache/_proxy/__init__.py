@@ -24,6 +24,9 @@ INSTALL = "pip install 'freshcache[proxy]'"
 
 def run(args: argparse.Namespace) -> int:
     """``freshcache proxy``: serve until the host goes away or a signal comes."""
+    from ._config import upstreams_of
+
+    upstreams = upstreams_of(args)  # a mistake is said before anything is imported
     try:
         import mcp.server  # noqa: F401
         import uvicorn  # noqa: F401
@@ -33,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         ) from None
     from ._run import main
 
-    return main(args)
+    return main(args, upstreams)
 
 
 __all__ = ["INSTALL", "run"]

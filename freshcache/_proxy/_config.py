@@ -10,6 +10,7 @@ naming ``file:line`` (`ConfigurationError`).
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import shutil
@@ -43,6 +44,21 @@ class Upstream:
     @property
     def is_http(self) -> bool:
         return self.url is not None
+
+
+def upstreams_of(args: argparse.Namespace) -> list[Upstream]:
+    """The upstreams ``freshcache proxy`` was given: ``URL``, ``-- COMMAND ...`` or
+    ``--config FILE``."""
+    target: list[str] = list(args.target)
+    if args.command_line is not None:
+        target = [*target, "--", *args.command_line]
+    if args.config is not None:
+        if target:
+            raise ConfigurationError(
+                "give --config FILE or one upstream (URL or -- COMMAND), not both"
+            )
+        return from_file(Path(args.config))
+    return from_command_line(target)
 
 
 def from_command_line(target: Sequence[str]) -> list[Upstream]:
@@ -216,4 +232,4 @@ def _url_problem(url: str) -> str | None:
     return None
 
 
-__all__ = ["Upstream", "from_command_line", "from_file"]
+__all__ = ["Upstream", "from_command_line", "from_file", "upstreams_of"]

@@ -16,7 +16,6 @@ import socket
 import sys
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, cast
 
 import anyio
@@ -24,28 +23,14 @@ import anyio.from_thread
 import anyio.lowlevel
 
 from .._errors import ConfigurationError
-from ._config import Upstream, from_command_line, from_file
+from ._config import Upstream
 from ._server import Proxy
 
 
-def main(args: argparse.Namespace) -> int:
-    upstreams = _upstreams(args)
+def main(args: argparse.Namespace, upstreams: list[Upstream]) -> int:
     http = _address(args.http) if args.http is not None else None
     signum: int | None = anyio.run(_serve, upstreams, args, http)
     return 0 if signum is None else 128 + signum
-
-
-def _upstreams(args: argparse.Namespace) -> list[Upstream]:
-    target: list[str] = list(args.target)
-    if args.command_line is not None:
-        target = [*target, "--", *args.command_line]
-    if args.config is not None:
-        if target:
-            raise ConfigurationError(
-                "give --config FILE or one upstream (URL or -- COMMAND), not both"
-            )
-        return from_file(Path(args.config))
-    return from_command_line(target)
 
 
 def _address(text: str) -> tuple[str, int]:
