@@ -242,3 +242,12 @@ def test_a_malformed_message_from_the_host_gets_a_json_rpc_error() -> None:
     errors = {a["id"]: a["error"]["code"] for a in answers if "error" in a}
     assert errors == {2: -32600, None: -32700}, answers
     assert process.returncode == 0
+
+
+def test_import_freshcache_does_not_load_the_proxy_or_the_sdk() -> None:
+    code = (
+        "import sys, freshcache; freshcache.FreshCache\n"
+        "assert not any(m.startswith(('freshcache._proxy', 'mcp')) for m in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
