@@ -99,3 +99,34 @@ async def test_meta_tools_list_the_fresh_catalog_and_call_through_it_once(tmp_pa
         )
         assert called.content[0].text == 'lookup called with {"q": "x"}'
     assert server.tool_calls == ["lookup"]
+
+
+async def test_a_host_with_its_own_credentials_hears_the_tool_list_change(
+    tmp_path: Path,
+) -> None:
+    import anyio
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.proxy_support import Host
+
+    async with upstream() as (server, http):
+        with running_proxy(tmp_path, "--http", "127.0.0.1:0", http.url) as (_, url):
+            assert url is not None
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": "Bearer carol"}) as web,
+                Client(
+                    streamable_http_client(url, http_client=web),
+                    mode="2026-07-28",
+                    read_timeout_seconds=scaled(20),
+                ) as client,
+                anyio.create_task_group() as tg,
+            ):
+                carol = Host(client, "2026-07-28")
+                assert [t.name for t in (await client.list_tools()).tools] == ["search"]
+                await carol.subscribe(tg, U)
+                server.set_catalog("tools", [{"name": "lookup", "inputSchema": {"type": "object"}}])
+                await carol.heard_of("tools")
+                assert [t.name for t in (await client.list_tools()).tools] == ["lookup"]
+                tg.cancel_scope.cancel()
