@@ -182,7 +182,6 @@ class Proxy:
         self._stack.callback(tg.cancel_scope.cancel)
         for link in self.links:
             tg.start_soon(self._watch, link)
-            tg.start_soon(self._prime, link)
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
@@ -245,16 +244,6 @@ class Proxy:
             await self.hosts.resource_updated(key[2])
         else:
             await self.hosts.list_changed(_LIST_KINDS[key[2]])
-
-    async def _prime(self, link: Link) -> None:
-        """List each catalog once at start, as the proxy's own (default) principal: the
-        upstream's stream then covers it and its changes reach the feed, whoever lists
-        it later (a host with its own credentials too). Best effort."""
-        for kind in _LIST_KINDS:
-            try:
-                await getattr(link.cache, kind)()
-            except FreshCacheError:
-                continue  # no such list upstream, or not now: hosts' own lists will say
 
     async def _tell_everything(self) -> None:
         lists: set[str] = set()
