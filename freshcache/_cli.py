@@ -8,6 +8,8 @@
 - ``freshcache read URL URI`` prints one result (text only when fresh).
 - ``freshcache list URL`` prints the URIs a server lists.
 - ``freshcache serve [DIR]`` serves the seed resources, or a folder's files, to try it on.
+- ``freshcache proxy URL`` (or ``proxy -- COMMAND ...``, ``proxy --config FILE``) is an
+  MCP server in front of a host's servers: fresh answers or an explicit error.
 
 Exit status, every command: 0 done (fresh, passed), 1 a finding or a result that is
 not fresh, 2 unusable input (one ``freshcache: ...`` line, or argparse's usage and one
@@ -375,7 +377,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     """serve the seed resources or a folder's files over MCP
 
-    A real MCP server (2026-07-28, or --revision 2025-11-25) to try freshcache on,
+    A real MCP server (2026-07-28 and 2025-11-25 at once) to try freshcache on,
     on 127.0.0.1. Without DIR: the seed resources (guide://shipping/approval,
     .../returns, .../rates, .../holidays). With DIR: every regular file under it
     (hidden ones left out) whose real path is inside DIR, named by its file:// URI
@@ -401,6 +403,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
             )
         )
     return 128 + int(signum)
+
+
+def cmd_proxy(args: argparse.Namespace) -> int:
+    """be an MCP server in front of a host's servers: fresh or an explicit error
+
+    Put freshcache between an MCP host (Claude Desktop, Claude Code, Cursor, VS Code,
+    any agent) and the servers it uses: in the host's config, replace
+    {"command": "npx", "args": [...]} with {"command": "freshcache", "args": ["proxy",
+    "--", "npx", ...]}. Each upstream goes through a FreshCache: a read is answered
+    fresh or with a JSON-RPC error whose data says the state and reason, never with
+    old text; hosts are told of every change (resources/updated, */list_changed),
+    also of changes made while an upstream was down. Speaks MCP 2026-07-28 and
+    2025-11-25 on stdio (default) or Streamable HTTP (--http HOST:PORT). Several
+    upstreams: --config FILE, the mcpServers JSON hosts use; tool and prompt names get
+    a prefix per server (NAME__, or the entry's "prefix"). Needs the proxy extra
+    (pip install 'freshcache[proxy]'). SIGTERM or Ctrl-C stops it (exit 143, 130).
+    See docs/proxy.md.
+    """
+    from ._proxy import run
+
+    return run(args)
 
 
 def _seconds(text: str) -> float:
@@ -459,7 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also show what the cache logs (-v: errors, warnings, recoveries; -vv: debug)",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for add in (_acceptance, _doctor, _watch, _read, _list, _serve):
+    for add in (_acceptance, _doctor, _watch, _read, _list, _serve, _proxy):
         add(commands)
     return parser
 
@@ -634,9 +657,10 @@ def _serve(commands: Commands) -> None:
     )
     serve.add_argument(
         "--revision",
-        choices=("2026-07-28", "2025-11-25"),
-        default="2026-07-28",
-        help="the MCP revision to speak, only that one (default 2026-07-28; 2025-11-25: "
+        choices=("both", "2026-07-28", "2025-11-25"),
+        default="both",
+        help="the MCP revision to speak (default both: each client gets the one it speaks, "
+        "as real servers do; 2026-07-28 or 2025-11-25: only that one, 2025-11-25 being "
         "initialize, sessions, resources/subscribe, as SDK 1.x servers do)",
     )
     serve.add_argument(
@@ -646,6 +670,37 @@ def _serve(commands: Commands) -> None:
         metavar="BYTES",
         help="skip files larger than this, unread (default 1MiB, e.g. 8MiB); a client "
         "takes answers up to its own limit (freshcache: --max-frame-bytes, 4MiB)",
+    )
+
+
+def _proxy(commands: Commands) -> None:
+    proxy = _command(commands, cmd_proxy)
+    proxy.add_argument("target", nargs="*", metavar="URL", help="or: -- COMMAND ARGS ...")
+    proxy.add_argument(
+        "--config", metavar="FILE", help="several upstreams: a host's mcpServers JSON file"
+    )
+    proxy.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve Streamable HTTP there (port 0 picks one) instead of stdio",
+    )
+    proxy.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=5.0,
+        help="seconds a host's request may wait for an upstream (default 5)",
+    )
+    proxy.add_argument(
+        "--fleet",
+        metavar="URL",
+        help="share one freshness view with other proxy replicas on Valkey/Redis "
+        "(redis://...; needs the fleet extra)",
+    )
+    proxy.add_argument(
+        "--meta-tools",
+        action="store_true",
+        help="also offer freshcache_list_tools and freshcache_call_tool, for hosts "
+        "that ignore tools/list_changed",
     )
 
 

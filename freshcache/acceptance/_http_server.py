@@ -55,14 +55,14 @@ from ._protocol import (
     Stream,
     error,
 )
+from ._protocol_2025 import BOTH, Protocol2025, ServedSession, speaks_2025
 from ._protocol_2025 import REVISION as LEGACY_REVISION
-from ._protocol_2025 import Protocol2025, ServedSession
 from ._reference import ReferenceServer
 
 log = logging.getLogger("freshcache.acceptance.http")
 
 ReplyMode = Literal["auto", "json", "sse"]
-Revision = Literal["2026-07-28", "2025-11-25"]
+Revision = Literal["2026-07-28", "2025-11-25", "both"]
 
 _KEEPALIVE = b": keep-alive\r\n\r\n"
 _MAX_BODY = 1 << 20
@@ -142,16 +142,19 @@ class ReferenceHttpServer:
     ) -> None:
         if reply_mode not in ("auto", "json", "sse"):
             raise ValueError(f"reply_mode must be 'auto', 'json' or 'sse', got {reply_mode!r}")
-        if revision not in ("2026-07-28", LEGACY_REVISION):
-            raise ValueError(f"revision must be '2026-07-28' or '2025-11-25', got {revision!r}")
+        if revision not in ("2026-07-28", LEGACY_REVISION, BOTH):
+            raise ValueError(
+                f"revision must be '2026-07-28', '2025-11-25' or 'both', got {revision!r}"
+            )
         self.server = server if server is not None else ReferenceServer()
         self.revision: Revision = revision
         self.protocol = ReferenceProtocol(self.server)
         self.legacy: Protocol2025 | None = (
-            Protocol2025(self.server) if revision == LEGACY_REVISION else None
+            Protocol2025(self.server) if revision in (LEGACY_REVISION, BOTH) else None
         )
-        """The 2025-11-25 protocol (sessions, GET stream, subscribe) when that is the
-        revision served; ``None`` for 2026-07-28."""
+        """The 2025-11-25 protocol (sessions, GET stream, subscribe) when that revision is
+        served (alone, or ``both``: each request to the one it speaks); ``None`` for
+        2026-07-28 alone."""
         self.reply_mode: ReplyMode = reply_mode
         self.keepalive_interval = keepalive_interval
         self.commit_after = commit_after
@@ -206,6 +209,18 @@ class ReferenceHttpServer:
         tg.cancel_scope.cancel()
         await tg.__aexit__(exc_type, exc, tb)
         return None
+
+    def speaks_2025(self, request: RecordedRequest) -> bool:
+        """Whether ``request`` goes to the 2025-11-25 protocol (always, on a server that
+        speaks only that one)."""
+        if self.revision != BOTH:
+            return self.revision == LEGACY_REVISION
+        return speaks_2025(
+            request.message,
+            version_header=request.headers.get("mcp-protocol-version"),
+            session_id=request.headers.get("mcp-session-id"),
+            http_method=request.method,
+        )
 
     async def go_down(self) -> None:
         """Stop accepting and cut every open connection (the server process died; no
@@ -358,7 +373,7 @@ class _Connection:
             message = None
         recorded = RecordedRequest(method, path, headers, body, message, frozenset(repeated))
         owner.requests.append(recorded)
-        if owner.legacy is not None and path == owner.path:
+        if owner.legacy is not None and path == owner.path and owner.speaks_2025(recorded):
             return await self._legacy(owner.legacy, recorded)
         if method != "POST":
             return await self._plain(405, b"POST only", [("allow", "POST")])
@@ -413,10 +428,15 @@ class _Connection:
         if _will_answer_from_local_copy(owner.server, message):
             self.extra_headers.append(("age", "3600"))
         principal = _principal(recorded.headers.get("authorization"))
-        return await self._answer(message, principal, gate)
+        return await self._answer(message, principal, gate, legacy=True)
 
     async def _answer(
-        self, message: dict[str, Any], principal: str | None, session: ServedSession | None = None
+        self,
+        message: dict[str, Any],
+        principal: str | None,
+        session: ServedSession | None = None,
+        *,
+        legacy: bool = False,
     ) -> bool:
         """Run the protocol; commit to SSE (with keep-alives) when the mode says so."""
         owner = self.owner
@@ -428,7 +448,7 @@ class _Connection:
         async with anyio.create_task_group() as tg:
 
             async def produce() -> None:
-                if owner.legacy is not None:
+                if legacy and owner.legacy is not None:
                     result.append(await owner.legacy.handle(message, principal, session))
                 else:
                     result.append(await owner.protocol.handle(message, principal))

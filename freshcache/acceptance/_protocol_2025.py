@@ -81,6 +81,35 @@ RESOURCE_NOT_FOUND = -32002
 
 NOT_INITIALIZED = "Received request before initialization was complete"
 
+BOTH = "both"
+"""A server that speaks 2026-07-28 and 2025-11-25 at once, as real servers do (the
+official SDK's among them): each client gets the revision it speaks (`speaks_2025`)."""
+_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+
+
+def speaks_2025(
+    message: object,
+    *,
+    version_header: str | None = None,
+    session_id: str | None = None,
+    http_method: str = "POST",
+) -> bool:
+    """Whether a request to a server speaking both revisions is a 2025-11-25 one: an
+    ``initialize``, a request of a session, one whose ``MCP-Protocol-Version`` names a
+    2025 revision, or one without the 2026-07-28 ``_meta`` envelope (the official
+    SDK's rule). Anything else is 2026-07-28's to answer, refusals included."""
+    if version_header is not None:
+        return version_header.strip() in ACCEPTED_VERSIONS
+    if session_id is not None or http_method != "POST":
+        return True
+    if not isinstance(message, dict):
+        return False
+    if message.get("method") == "initialize":
+        return True
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return not (isinstance(meta, dict) and _VERSION_KEY in meta)
+
 
 @dataclass(slots=True)
 class ServedSession:
@@ -326,4 +355,12 @@ def _notification(method: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": method, "params": params}
 
 
-__all__ = ["ACCEPTED_VERSIONS", "REVISION", "Protocol2025", "ServedSession", "Stall"]
+__all__ = [
+    "ACCEPTED_VERSIONS",
+    "BOTH",
+    "REVISION",
+    "Protocol2025",
+    "ServedSession",
+    "Stall",
+    "speaks_2025",
+]

@@ -1,4 +1,5 @@
-"""``freshcache serve``: a real MCP server (2026-07-28, or only 2025-11-25) to try freshcache on.
+"""``freshcache serve``: a real MCP server (2026-07-28 and 2025-11-25 at once, or only one
+of them) to try freshcache on.
 
 With no folder it serves the seed resources (``guide://shipping/approval`` ...), the
 ones the README's snippets read. With a folder, every regular file under it (hidden files
@@ -445,7 +446,7 @@ async def serve_http(
     port: int,
     *,
     poll: bool = False,
-    revision: str = "2026-07-28",
+    revision: str = "both",
     max_bytes: int = MAX_FILE_BYTES,
 ) -> int:
     """Serve over Streamable HTTP on 127.0.0.1 until SIGINT or SIGTERM; returns that
@@ -460,7 +461,11 @@ async def serve_http(
     http = ReferenceHttpServer(
         server,
         keepalive_interval=5.0,
-        revision="2025-11-25" if revision == "2025-11-25" else "2026-07-28",
+        revision="2025-11-25"
+        if revision == "2025-11-25"
+        else "both"
+        if revision == "both"
+        else "2026-07-28",
     )
     http.port = port
     async with http, anyio.create_task_group() as tg:
@@ -478,7 +483,7 @@ async def serve_stdio(
     root: Path | None,
     *,
     poll: bool = False,
-    revision: str = "2026-07-28",
+    revision: str = "both",
     max_bytes: int = MAX_FILE_BYTES,
 ) -> int:
     """Serve on stdin/stdout until stdin ends (the process exits 0) or SIGINT/SIGTERM

@@ -1,8 +1,9 @@
 """A fault-injecting MCP server over stdio, for tests and benchmarks.
 
     python -m freshcache.acceptance._stdio_server [--state FILE] [--control-file FILE]
-        [--revision 2026-07-28|2025-11-25]
+        [--revision 2026-07-28|2025-11-25|both]
 
+With ``--revision both`` the first request decides which revision the process speaks.
 With ``--revision 2025-11-25`` it speaks only that revision (`Protocol2025`): the
 client initializes, notifications of the one session come on stdout among the answers,
 and the session ends with the process: *stream closes* and *session expires* make it
@@ -68,8 +69,8 @@ from ._protocol import (
     StreamItem,
     error,
 )
+from ._protocol_2025 import BOTH, Protocol2025, ServedSession, speaks_2025
 from ._protocol_2025 import REVISION as LEGACY_REVISION
-from ._protocol_2025 import Protocol2025, ServedSession
 from ._reference import ReferenceServer, Resource
 from ._reference_catalogs import ReferenceCatalogs
 from ._steering import apply_to_reference
@@ -252,7 +253,10 @@ class StdioReferenceServer:
     ) -> None:
         self.reference = reference
         self.protocol = ReferenceProtocol(reference)
-        self.legacy = Protocol2025(reference) if revision == LEGACY_REVISION else None
+        self.legacy = Protocol2025(reference) if revision in (LEGACY_REVISION, BOTH) else None
+        self._undecided = revision == BOTH
+        """Speaking ``both``: the first request decides this process's revision (the
+        official SDK's rule, `speaks_2025`); a 2026-07-28 one drops the 2025 protocol."""
         self.session: ServedSession | None = None
         """The 2025-11-25 session this process serves (after ``initialize``)."""
         self._tg: anyio.abc.TaskGroup | None = None
@@ -416,6 +420,10 @@ class StdioReferenceServer:
                 self._streams.pop(key, None)
 
     async def _answer(self, rid: str | int, message: dict[str, Any]) -> None:
+        if self._undecided:
+            self._undecided = False
+            if not speaks_2025(message):
+                self.legacy = None
         if message.get("method") == "subscriptions/listen" and self._interleave is not None:
             uri, count = self._interleave
             self._interleave = None
@@ -597,9 +605,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--control-file", type=Path, help="write the control port here")
     parser.add_argument(
         "--revision",
-        choices=("2026-07-28", LEGACY_REVISION),
+        choices=("2026-07-28", LEGACY_REVISION, BOTH),
         default="2026-07-28",
-        help="the MCP revision to speak (only that one)",
+        help="the MCP revision to speak (only that one; both: the first request decides)",
     )
     args = parser.parse_args(argv)
     state_path: Path | None = args.state

@@ -1,0 +1,155 @@
+"""The proxy's hosts: who subscribed to what, and telling them (both revisions).
+
+A 2026-07-28 host listens (``subscriptions/listen``): its stream is the SDK's
+`ListenHandler` over one in-process bus, which stamps, filters and acknowledges; the
+proxy publishes each change on the bus once. A 2025-11-25 host has a session
+(``initialize``): it subscribes with ``resources/subscribe`` and hears on the session's
+own channel (the stdio pipe, or the HTTP session's GET stream), so the proxy keeps
+each session it has seen, and what it subscribed to, until its connection closes.
+
+What hosts subscribed to, counted over both, is what the upstream caches select
+(`Hosts.subscribed`): the URIs they keep covered by their own streams and re-read
+after a reconnect.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ResourceUpdated,
+    ToolsListChanged,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+log = logging.getLogger("freshcache.proxy")
+
+_LIST_EVENTS: dict[str, Any] = {
+    "tools": ToolsListChanged,
+    "prompts": PromptsListChanged,
+    "resources": ResourcesListChanged,
+}
+_LEGACY_METHODS = {
+    "tools": "send_tool_list_changed",
+    "prompts": "send_prompt_list_changed",
+    "resources": "send_resource_list_changed",
+}
+
+
+class _Session:
+    """One 2025-11-25 host connection: its session object and its subscriptions."""
+
+    __slots__ = ("session", "uris")
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.uris: set[str] = set()
+
+
+class Hosts:
+    """Every host connection the proxy knows, and what each subscribed to."""
+
+    def __init__(self, on_subscriptions: Callable[[], None]) -> None:
+        self.bus = InMemorySubscriptionBus()
+        self._listen = ListenHandler(self.bus)
+        self._sessions: dict[int, _Session] = {}
+        self.subscribed: Counter[str] = Counter()
+        """URI -> how many subscriptions (listen streams and 2025 sessions) name it."""
+        self._changed = on_subscriptions
+
+    # ------------------------------------------------------------------ who is there
+
+    async def middleware(self, ctx: Any, call_next: Any) -> Any:
+        """A `ServerMiddleware`: remember each 2025 session the moment it speaks."""
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS and ctx.request_id is not None:
+            self._session(ctx)
+        return await call_next(ctx)
+
+    def _session(self, ctx: Any) -> _Session:
+        connection = getattr(ctx.session, "_connection", None)
+        key = id(connection) if connection is not None else id(ctx.session)
+        known = self._sessions.get(key)
+        if known is None:
+            known = self._sessions[key] = _Session(ctx.session)
+            if connection is not None:
+                connection.exit_stack.callback(self._gone, key)
+        return known
+
+    def _gone(self, key: int) -> None:
+        session = self._sessions.pop(key, None)
+        if session is not None and session.uris:
+            self.subscribed.subtract(session.uris)
+            self.subscribed += Counter()  # drop the zeros
+            self._changed()
+
+    # ------------------------------------------------------------------ subscriptions
+
+    async def subscribe(self, ctx: Any, uri: str) -> None:
+        """``resources/subscribe`` (2025-11-25)."""
+        session = self._session(ctx)
+        if uri not in session.uris:
+            session.uris.add(uri)
+            self.subscribed[uri] += 1
+            self._changed()
+
+    async def unsubscribe(self, ctx: Any, uri: str) -> None:
+        session = self._session(ctx)
+        if uri in session.uris:
+            session.uris.discard(uri)
+            self.subscribed[uri] -= 1
+            self.subscribed += Counter()
+            self._changed()
+
+    async def listen(self, ctx: Any, params: Any) -> Any:
+        """``subscriptions/listen`` (2026-07-28): the SDK's handler, its URIs selected
+        while the stream is open."""
+        uris = list(dict.fromkeys(params.notifications.resource_subscriptions or ()))
+        self.subscribed.update(uris)
+        if uris:
+            self._changed()
+        try:
+            return await self._listen(ctx, params)
+        finally:
+            self.subscribed.subtract(uris)
+            self.subscribed += Counter()
+            if uris:
+                self._changed()
+
+    def close(self) -> None:
+        """End every listen stream gracefully (the proxy is stopping)."""
+        self._listen.close()
+
+    # ------------------------------------------------------------------ telling
+
+    async def resource_updated(self, uri: str) -> None:
+        """Tell the hosts subscribed to ``uri`` that it changed."""
+        log.debug("hosts told: %s updated", uri)
+        await self.bus.publish(ResourceUpdated(uri=uri))
+        for session in list(self._sessions.values()):
+            if uri in session.uris:
+                await _quietly(session.session.send_resource_updated(uri))
+
+    async def list_changed(self, kind: str) -> None:
+        """Tell every host that a list (``tools``, ``prompts``, ``resources``) changed."""
+        log.debug("hosts told: %s/list_changed", kind)
+        await self.bus.publish(_LIST_EVENTS[kind]())
+        for session in list(self._sessions.values()):
+            await _quietly(getattr(session.session, _LEGACY_METHODS[kind])())
+
+
+async def _quietly(sending: Any) -> None:
+    """A notification to a host that went away is dropped (the SDK says the same)."""
+    try:
+        await sending
+    except Exception as exc:  # a closed pipe or stream: that host is gone
+        log.debug("a host could not be told: %r", exc)
+
+
+__all__ = ["Hosts"]

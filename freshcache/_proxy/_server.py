@@ -1,0 +1,531 @@
+"""`Proxy`: an MCP server (the official SDK's lowlevel `Server`) whose every answer comes
+from a `FreshCache` per upstream, through freshcache's public API only.
+
+- ``resources/read``: a ``fresh`` result, or a JSON-RPC error whose ``data`` carries
+  the state and reason (`withheld`); never old text.
+- catalogs (``tools/list``, ``prompts/list``, ``resources/templates/list``,
+  ``resources/list``): fresh catalogs merged across upstreams, tool and prompt names
+  under each upstream's prefix; an upstream whose catalog is not fresh is left out
+  and named in the result's ``_meta`` (all of them not fresh: an error).
+- ``tools/call``: the prefix mapped back, sent through `FreshCache.call_tool` (at most
+  once); a tool no upstream has any more is an error naming the current tools, and
+  every host is sent ``tools/list_changed``.
+- changes: each upstream cache's `FreshCache.changes` feed, judged by `Notices`, told
+  through `Hosts`.
+- principals: a host's ``Authorization`` header (HTTP) is its own principal upstream
+  (`Principals`); over stdio, and to stdio upstreams, there is one.
+
+Every answer carries ``ttlMs: 0``: the proxy is the cache, so a host's own response
+cache (the SDK client's honours ``ttlMs``) must not keep a copy the proxy could not
+withdraw.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.models import InitializationOptions
+from mcp.shared.exceptions import MCPError
+
+from .. import (
+    FRESH,
+    NOT_FOUND,
+    BackoffSettings,
+    ChangesDropped,
+    FreshCache,
+    FreshCacheError,
+    HttpSource,
+    MethodNotFoundError,
+    StateChange,
+    StdioSource,
+    __version__,
+)
+from ._config import Upstream
+from ._hosts import Hosts
+from ._notices import Notices
+
+log = logging.getLogger("freshcache.proxy")
+
+NOT_FRESH = -32000
+"""The error code of a read, list or call the proxy could not answer fresh (its
+``data`` says the state and reason); ``not_found`` is ``-32602``, as servers say it."""
+DENIED = -32003
+"""``denied``: the upstream refused this host's principal (no code is reserved)."""
+
+_LIST_KINDS = {"tools": "tools", "prompts": "prompts", "resource_templates": "resources"}
+"""Catalog -> the ``*/list_changed`` that tells hosts of it."""
+
+RECONNECT = BackoffSettings(base=0.25, cap=5.0, max_per_hour=120, cooldown=300.0)
+"""A proxy serves hosts for days: it re-listens within seconds of an upstream's return,
+and a server that keeps dropping its streams costs it five minutes, not two hours."""
+
+UNCACHED = {"ttlMs": 0, "cacheScope": "private", "resultType": "complete"}
+"""What every read and list answer says of itself on 2026-07-28 (a 2025-11-25 answer
+has none of these fields: the SDK leaves them out)."""
+
+READ_URIS = 1024
+"""How many URIs hosts read (without subscribing) stay selected upstream."""
+
+META_TOOLS = ("freshcache_list_tools", "freshcache_call_tool")
+
+
+class Principals:
+    """A host's credentials <-> the principal its reads are cached under upstream."""
+
+    def __init__(self) -> None:
+        self._headers: dict[str, str] = {}
+
+    def of(self, authorization: str | None) -> str | None:
+        if not authorization:
+            return None
+        principal = "host-" + hashlib.sha256(authorization.encode()).hexdigest()[:24]
+        self._headers[principal] = authorization
+        return principal
+
+    def headers(self, principal: str | None) -> Mapping[str, str]:
+        header = self._headers.get(principal or "")
+        return {"Authorization": header} if header else {}
+
+
+class Link:
+    """One upstream and its cache."""
+
+    def __init__(self, spec: Upstream, cache: FreshCache) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.prefix = spec.prefix
+        self.cache = cache
+
+    def principal(self, who: str | None) -> str | None:
+        """A stdio upstream has one identity: every host reads as the one principal."""
+        return who if self.spec.is_http else None
+
+
+class _ProxyServer(Server[Any]):
+    """The SDK server, advertising ``listChanged`` to 2025-11-25 hosts on every transport
+    (the HTTP session manager asks for the default options)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        every = NotificationOptions(
+            prompts_changed=True, resources_changed=True, tools_changed=True
+        )
+        return super().create_initialization_options(
+            notification_options or every, experimental_capabilities, extensions
+        )
+
+
+class Proxy:
+    """The upstream caches, the hosts, and the handlers between them."""
+
+    def __init__(
+        self,
+        upstreams: list[Upstream],
+        *,
+        timeout: float = 5.0,
+        meta_tools: bool = False,
+        fleet: str | None = None,
+    ) -> None:
+        self.principals = Principals()
+        self.timeout = timeout
+        self.meta_tools = meta_tools
+        self.links = [
+            Link(
+                u,
+                FreshCache(self._source(u), read_timeout=timeout, backoff=RECONNECT, fleet=fleet),
+            )
+            for u in upstreams
+        ]
+        self.notices = Notices()
+        self.hosts = Hosts(self._reselect)
+        self._owners: dict[str, Link] = {}
+        """URI -> the upstream that listed it (several upstreams only)."""
+        self._read_uris: dict[str, None] = {}
+        """URIs hosts read lately, oldest first: selected too, so the proxy hears of
+        their changes (a host that never subscribed still gets fresh text)."""
+
+    def _source(self, spec: Upstream) -> Any:
+        if spec.url is not None:
+            return HttpSource(
+                spec.url, headers=spec.headers, auth=self.principals.headers, timeout=self.timeout
+            )
+        return StdioSource(
+            list(spec.command),
+            env={**os.environ, **spec.env},
+            cwd=spec.cwd,
+            timeout=self.timeout,
+            name=spec.name,
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> Proxy:
+        self._stack = AsyncExitStack()
+        await self._stack.__aenter__()
+        for link in self.links:
+            await self._stack.enter_async_context(link.cache)
+        self._tg = tg = await self._stack.enter_async_context(anyio.create_task_group())
+        self._stack.callback(tg.cancel_scope.cancel)
+        for link in self.links:
+            tg.start_soon(self._watch, link)
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        self.hosts.close()
+        await self._stack.__aexit__(*exc_info)
+
+    def server(self) -> Server[Any]:
+        """The SDK server whose handlers are this proxy's."""
+        # Handlers answer plain dicts (the SDK takes them as results: `HandlerResult`).
+        handlers: dict[str, Any] = {
+            "on_read_resource": self._read,
+            "on_list_resources": self._list_resources,
+            "on_list_resource_templates": self._list_templates,
+            "on_subscribe_resource": self._subscribe,
+            "on_unsubscribe_resource": self._unsubscribe,
+            "on_subscriptions_listen": self.hosts.listen,
+            "on_list_tools": self._list_tools,
+            "on_call_tool": self._call_tool,
+            "on_list_prompts": self._list_prompts,
+            "on_get_prompt": self._get_prompt,
+        }
+        server = _ProxyServer(
+            "freshcache-proxy",
+            version=__version__,
+            instructions="freshcache proxy: fresh answers or an explicit error, never old ones.",
+            **handlers,
+        )
+        server.middleware.append(self.hosts.middleware)
+        return server
+
+    # ------------------------------------------------------------------ changes
+
+    async def _watch(self, link: Link) -> None:
+        async with link.cache.changes() as feed:
+            async for change in feed:
+                if isinstance(change, ChangesDropped):
+                    await self._tell_everything()
+                    continue
+                key: tuple[str, str, str]
+                if isinstance(change, StateChange):
+                    key = ("uri", link.name, change.uri)
+                else:
+                    key = ("list", link.name, change.kind)
+                if self.notices.change(key, change.new_state, change.new_version, change.reason):
+                    await self._tell(key)
+                elif change.reason == "stream_lost":
+                    self._tg.start_soon(self._prove_later, link, key)
+
+    async def _prove_later(self, link: Link, key: tuple[str, str, str]) -> None:
+        """After a stream loss, give the re-read the proxy's timeout; what is still not
+        fresh then cannot be proven, and its hosts are told."""
+        await anyio.sleep(self.timeout)
+        kind, _, name = key
+        state = link.cache.status(name) if kind == "uri" else link.cache.catalog_status(name)
+        if state.state != FRESH and self.notices.unproven(key):
+            await self._tell(key)
+
+    async def _tell(self, key: tuple[str, str, str]) -> None:
+        if key[0] == "uri":
+            await self.hosts.resource_updated(key[2])
+        else:
+            await self.hosts.list_changed(_LIST_KINDS[key[2]])
+
+    async def _tell_everything(self) -> None:
+        lists: set[str] = set()
+        for key in self.notices.everything():
+            assert isinstance(key, tuple)
+            if key[0] == "uri":
+                await self.hosts.resource_updated(key[2])
+            else:
+                lists.add(_LIST_KINDS[key[2]])
+        for kind in sorted(lists):
+            await self.hosts.list_changed(kind)
+
+    def _reselect(self) -> None:
+        """Hosts' subscriptions changed: each upstream selects the URIs it serves."""
+        wanted: dict[str, list[str]] = {link.name: [] for link in self.links}
+        for uri in self.hosts.subscribed:
+            for link in self._candidates(uri):
+                wanted[link.name].append(uri)
+                self.notices.watch(("uri", link.name, uri))
+        for uri in self._read_uris:
+            if uri not in self.hosts.subscribed:
+                for link in self._candidates(uri):
+                    wanted[link.name].append(uri)
+        for link in self.links:
+            link.cache.select(wanted[link.name])
+
+    # ------------------------------------------------------------------ resources
+
+    def _who(self, ctx: Any) -> str | None:
+        request = ctx.request
+        headers = getattr(request, "headers", None)
+        return self.principals.of(headers.get("authorization") if headers is not None else None)
+
+    def _candidates(self, uri: str) -> list[Link]:
+        if len(self.links) == 1:
+            return self.links
+        owner = self._owners.get(uri)
+        return [owner] if owner is not None else self.links
+
+    async def _read(self, ctx: Any, params: types.ReadResourceRequestParams) -> dict[str, Any]:
+        uri, who = str(params.uri), self._who(ctx)
+        result: Any = None
+        for link in self._candidates(uri):
+            try:
+                result = await link.cache.read(uri, principal=link.principal(who))
+            except FreshCacheError as exc:
+                raise _error(
+                    NOT_FRESH, uri, "awaiting_fresh_source", "server_error", str(exc)
+                ) from None
+            if result.state != NOT_FOUND:
+                break
+        if uri not in self._read_uris:
+            self._read_uris[uri] = None
+            if len(self._read_uris) > READ_URIS:
+                del self._read_uris[next(iter(self._read_uris))]
+            self._reselect()
+        self.notices.given(("uri", link.name, uri), result.version, result.state)
+        if result.state != FRESH:
+            raise withheld(uri, result.state, result.reason, result.detail)
+        return {"contents": [_content(item) for item in result.contents], **UNCACHED}
+
+    async def _subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> dict[str, Any]:
+        await self.hosts.subscribe(ctx, str(params.uri))
+        return {}
+
+    async def _unsubscribe(
+        self, ctx: Any, params: types.UnsubscribeRequestParams
+    ) -> dict[str, Any]:
+        await self.hosts.unsubscribe(ctx, str(params.uri))
+        return {}
+
+    async def _list_resources(self, ctx: Any, params: Any) -> dict[str, Any]:
+        who = self._who(ctx)
+        items: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        left_out = []
+        for link in self.links:
+            listed = await link.cache.list_resources(principal=link.principal(who))
+            if listed.state != FRESH:
+                left_out.append(_state(link, listed.state, listed.reason, listed.detail))
+                continue
+            for info in listed.resources:
+                if info.uri in seen:
+                    continue  # the first upstream (config order) serves a URI two list
+                seen.add(info.uri)
+                self._owners[info.uri] = link
+                entry = {"uri": info.uri, "name": info.name or info.uri}
+                if info.mime_type:
+                    entry["mimeType"] = info.mime_type
+                items.append(entry)
+        return _merged("resources", items, left_out)
+
+    async def _list_templates(self, ctx: Any, params: Any) -> dict[str, Any]:
+        return await self._catalog(ctx, "resource_templates", "resourceTemplates")
+
+    # ------------------------------------------------------------------ catalogs
+
+    async def _list_prompts(self, ctx: Any, params: Any) -> dict[str, Any]:
+        return await self._catalog(ctx, "prompts", "prompts")
+
+    async def _get_prompt(self, ctx: Any, params: Any) -> dict[str, Any]:
+        """Not forwarded: `FreshCache` has no ``prompts/get`` to send it through."""
+        raise MCPError(
+            code=-32601,
+            message=f"freshcache proxy lists prompts but does not forward prompts/get yet "
+            f"({params.name!r}): connect to the server itself for prompts",
+        )
+
+    async def _list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
+        listed = await self._catalog(ctx, "tools", "tools")
+        if self.meta_tools:
+            listed["tools"] = [*listed["tools"], *_meta_tool_items()]
+        return listed
+
+    async def _catalog(self, ctx: Any, kind: str, field: str) -> dict[str, Any]:
+        who = self._who(ctx)
+        items: list[dict[str, Any]] = []
+        left_out = []
+        for link in self.links:
+            method = getattr(link.cache, kind)
+            try:
+                catalog = await method(principal=link.principal(who))
+            except MethodNotFoundError:
+                continue  # this upstream has no such list
+            except FreshCacheError as exc:
+                left_out.append(_state(link, "awaiting_fresh_source", "server_error", str(exc)))
+                continue
+            self.notices.given(("list", link.name, kind), catalog.version, catalog.state)
+            if catalog.state != FRESH:
+                left_out.append(_state(link, catalog.state, catalog.reason, catalog.detail))
+                continue
+            for item in catalog.items:
+                entry = thawed(item)
+                if kind != "resource_templates" and link.prefix:
+                    entry["name"] = link.prefix + str(entry.get("name", ""))
+                items.append(entry)
+        return _merged(field, items, left_out)
+
+    def _tool_owner(self, name: str) -> tuple[Link, str] | None:
+        if len(self.links) == 1 and not self.links[0].prefix:
+            return self.links[0], name
+        for link in self.links:
+            if link.prefix and name.startswith(link.prefix) and len(name) > len(link.prefix):
+                return link, name[len(link.prefix) :]
+        return None
+
+    async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> dict[str, Any]:
+        name, arguments = params.name, dict(params.arguments or {})
+        if self.meta_tools and name == META_TOOLS[0]:
+            listed = await self._list_tools(ctx, None)
+            return _text_result(json.dumps(listed["tools"][: -len(META_TOOLS)], indent=1))
+        if self.meta_tools and name == META_TOOLS[1]:
+            name, arguments = str(arguments.get("name", "")), dict(arguments.get("arguments") or {})
+        owner = self._tool_owner(name)
+        if owner is None:
+            raise await self._unknown_tool(ctx, name, None)
+        link, upstream_name = owner
+        call = await link.cache.call_tool(
+            upstream_name, arguments, principal=link.principal(self._who(ctx))
+        )
+        if call.state == "answered":
+            return {**thawed(call.result or {}), "resultType": "complete"}
+        if call.state == "unknown_tool":
+            raise await self._unknown_tool(ctx, name, call.detail)
+        if call.state == "unavailable":
+            # No answer: it may have run, and it is never sent again (invariant 16).
+            text = (
+                f"freshcache: the call to {name!r} got no answer ({call.reason}); it may have "
+                "run, and it was not sent again"
+            )
+            result = _text_result(text)
+            result["isError"] = True
+            result["_meta"] = {"freshcache/state": call.state, "freshcache/reason": call.reason}
+            return result
+        code = (
+            DENIED if call.state == "denied" else -32602 if call.state == "not_found" else NOT_FRESH
+        )
+        raise _error(code, name, call.state, call.reason, call.detail, key="tool")
+
+    async def _unknown_tool(self, ctx: Any, name: str, detail: str | None) -> MCPError:
+        """A tool the host's list showed is gone: name the current tools, tell every host."""
+        await self.hosts.list_changed("tools")
+        try:
+            listed = await self._list_tools(ctx, None)
+            names = [str(t.get("name")) for t in listed["tools"]]
+        except MCPError:
+            names = []
+        message = f"no tool {name!r} any more; the tools now: {', '.join(names) or 'none'}"
+        return MCPError(
+            code=-32602,
+            message=message,
+            data={"state": "unknown_tool", "tool": name, "tools": names, "detail": detail},
+        )
+
+
+# ---------------------------------------------------------------------- answers
+
+
+def withheld(uri: str, state: str, reason: str | None, detail: str | None) -> MCPError:
+    """The JSON-RPC error a read that is not fresh gets."""
+    code = -32602 if state == NOT_FOUND else DENIED if state == "denied" else NOT_FRESH
+    return _error(code, uri, state, reason, detail)
+
+
+def _error(
+    code: int, name: str, state: str, reason: str | None, detail: str | None, key: str = "uri"
+) -> MCPError:
+    because = f" ({reason})" if reason else ""
+    data = {"state": state, "reason": reason, key: name}
+    if detail:
+        data["detail"] = detail
+    return MCPError(code=code, message=f"freshcache: {name} is {state}{because}", data=data)
+
+
+def _state(link: Link, state: str, reason: str | None, detail: str | None) -> dict[str, Any]:
+    out = {"upstream": link.name, "state": state, "reason": reason}
+    if detail:
+        out["detail"] = detail
+    return out
+
+
+def _merged(
+    field: str, items: list[dict[str, Any]], left_out: list[dict[str, Any]]
+) -> dict[str, Any]:
+    if left_out and not items:
+        first = left_out[0]
+        raise MCPError(
+            code=NOT_FRESH,
+            message=f"freshcache: {field} is {first['state']} ({first['reason']})",
+            data={"state": first["state"], "reason": first["reason"], "upstreams": left_out},
+        )
+    result: dict[str, Any] = {field: items, **UNCACHED}
+    if left_out:
+        result["_meta"] = {"freshcache/withheld": left_out}
+    return result
+
+
+def _content(item: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"uri": item.uri}
+    if item.mime_type is not None:
+        out["mimeType"] = item.mime_type
+    if item.blob is not None:
+        out["blob"] = item.blob
+    else:
+        out["text"] = item.text or ""
+    if item.annotations is not None:
+        out["annotations"] = thawed(item.annotations)
+    if item.meta is not None:
+        out["_meta"] = thawed(item.meta)
+    return out
+
+
+def thawed(value: Any) -> Any:
+    """A plain JSON copy of a frozen (read-only) value freshcache handed out."""
+    if isinstance(value, Mapping):
+        return {str(k): thawed(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return [thawed(v) for v in value]
+    return value
+
+
+def _text_result(text: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "resultType": "complete"}
+
+
+def _meta_tool_items() -> list[dict[str, Any]]:
+    return [
+        {
+            "name": META_TOOLS[0],
+            "description": "List the tools the upstream servers have now (a fresh catalog).",
+            "inputSchema": {"type": "object", "properties": {}},
+        },
+        {
+            "name": META_TOOLS[1],
+            "description": "Call a tool by the name freshcache_list_tools shows now.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "arguments": {"type": "object"}},
+                "required": ["name"],
+            },
+        },
+    ]
+
+
+__all__ = ["Proxy", "withheld"]

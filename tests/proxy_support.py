@@ -1,0 +1,165 @@
+"""The host side of the proxy's tests: the official Python SDK client (`mcp.Client`) as an
+MCP host, on either revision, over stdio (it starts ``freshcache proxy`` as a host
+does) or Streamable HTTP (``freshcache proxy --http 127.0.0.1:0``, a subprocess).
+
+`Host` records every change notification it hears, whichever way its revision hears
+them: 2025-11-25 on its session (``resources/subscribe``, the session's own
+``*/list_changed``), 2026-07-28 on a ``subscriptions/listen`` stream it opens.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import warnings
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from tests.polling import scaled, until
+
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
+URL_LINE = re.compile(r"freshcache proxy: serving (http://127\.0\.0\.1:\d+/mcp) ")
+MODES = {"2026-07-28": "2026-07-28", "2025-11-25": "legacy"}
+
+
+def proxy_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "freshcache._cli", "proxy", *args]
+
+
+class Host:
+    """One connected host and what it heard."""
+
+    def __init__(self, client: Any, revision: str) -> None:
+        self.client = client
+        self.revision = revision
+        self.heard: list[str] = []
+        """``updated URI`` and ``tools``/``prompts``/``resources`` (a list changed)."""
+
+    async def on_message(self, message: Any) -> None:
+        """The 2025 session's notifications (`mcp.Client`'s ``message_handler``)."""
+        message = getattr(message, "root", message)
+        method = getattr(message, "method", "")
+        if method == "notifications/resources/updated":
+            self.heard.append(f"updated {message.params.uri}")
+        elif method.endswith("/list_changed"):
+            self.heard.append(method.split("/")[1])
+
+    def heard_event(self, event: Any) -> None:
+        """A 2026 listen stream's event."""
+        name = type(event).__name__
+        if name == "ResourceUpdated":
+            self.heard.append(f"updated {event.uri}")
+        else:
+            self.heard.append(name.removesuffix("ListChanged").lower())
+
+    async def subscribe(self, tg: anyio.abc.TaskGroup, uri: str) -> None:
+        """Subscribe to ``uri`` (and, on 2026, to every list change) the host's way."""
+        if self.revision == "2025-11-25":
+            from mcp.shared.exceptions import MCPDeprecationWarning
+
+            with warnings.catch_warnings():  # the 2025 way, on purpose
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await self.client.session.subscribe_resource(uri)
+            return
+        acknowledged = anyio.Event()
+
+        async def listen() -> None:
+            async with self.client.listen(
+                resource_subscriptions=[uri],
+                tools_list_changed=True,
+                prompts_list_changed=True,
+                resources_list_changed=True,
+            ) as stream:
+                acknowledged.set()
+                async for event in stream:
+                    self.heard_event(event)
+
+        tg.start_soon(listen)
+        with anyio.fail_after(scaled(20)):
+            await acknowledged.wait()
+
+    async def heard_of(self, item: str) -> None:
+        await until(lambda: item in self.heard, scaled(30))
+
+
+@asynccontextmanager
+async def host(
+    upstream: list[str], revision: str, transport: str, tmp: Path, *extra: str
+) -> AsyncIterator[Host]:
+    """A host connected to ``freshcache proxy UPSTREAM EXTRA...``."""
+    from mcp import Client, StdioServerParameters
+
+    holder: list[Host] = []
+
+    async def on_message(message: Any) -> None:
+        if holder:
+            await holder[0].on_message(message)
+
+    options: dict[str, Any] = {
+        "mode": MODES[revision],
+        "read_timeout_seconds": scaled(20),
+        "message_handler": on_message,
+    }
+    if transport == "stdio":
+        target: Any = StdioServerParameters(
+            command=sys.executable, args=proxy_command(*extra, *upstream)[1:], env=ENV
+        )
+        async with Client(target, **options) as client:
+            holder.append(Host(client, revision))
+            yield holder[0]
+        return
+    with running_proxy(tmp, "--http", "127.0.0.1:0", *extra, *upstream) as (_, url):
+        async with Client(url, **options) as client:
+            holder.append(Host(client, revision))
+            yield holder[0]
+
+
+class running_proxy:
+    """``freshcache proxy ARGS`` as a subprocess; with ``--http``, waits for its URL."""
+
+    def __init__(self, tmp: Path, *args: str) -> None:
+        self.err = tmp / f"proxy-{os.getpid()}-{id(self)}.err"
+        self.args = args
+
+    def __enter__(self) -> tuple[subprocess.Popen[bytes], str | None]:
+        with self.err.open("wb") as stderr:
+            self.process = subprocess.Popen(
+                proxy_command(*self.args),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                env=ENV,
+            )
+        url = None
+        if "--http" in self.args:
+            import time
+
+            deadline = time.monotonic() + scaled(30)
+            while (found := URL_LINE.search(self.output())) is None:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"the proxy never served: {self.output()!r}")
+                time.sleep(0.02)
+            url = found[1]
+        return self.process, url
+
+    def output(self) -> str:
+        return self.err.read_text(errors="replace")
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=scaled(15))
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        if self.process.stdin is not None:
+            self.process.stdin.close()
