@@ -406,10 +406,13 @@ class Proxy:
         )
         if call.state == "answered":
             return {**thawed(call.result or {}), "resultType": "complete"}
-        if call.state == "unknown_tool":
-            raise await self._unknown_tool(ctx, name, call.detail)
-        if call.state == "unavailable":
-            # No answer: it may have run, and it is never sent again (invariant 16).
+        if call.state in ("unknown_tool", "tool_changed"):
+            # Nothing ran: the host's list is old. (No ``seen=`` above: the proxy cannot
+            # tell which list this host built its arguments from, so it never sends twice.)
+            raise await self._unknown_tool(ctx, name, call.detail, changed=call.state == "tool_changed")
+        if call.state == "may_have_run":
+            # Sent, and its answer lost: it may have run, and it is never sent again
+            # (invariant 16).
             text = (
                 f"freshcache: the call to {name!r} got no answer ({call.reason}); it may have "
                 "run, and it was not sent again"
@@ -423,19 +426,28 @@ class Proxy:
         )
         raise _error(code, name, call.state, call.reason, call.detail, key="tool")
 
-    async def _unknown_tool(self, ctx: Any, name: str, detail: str | None) -> MCPError:
-        """A tool the host's list showed is gone: name the current tools, tell every host."""
+    async def _unknown_tool(
+        self, ctx: Any, name: str, detail: str | None, *, changed: bool = False
+    ) -> MCPError:
+        """A tool the host's list showed is gone or changed: name the current tools, tell
+        every host."""
         await self.hosts.list_changed("tools")
         try:
             listed = await self._list_tools(ctx, None)
             names = [str(t.get("name")) for t in listed["tools"]]
         except MCPError:
             names = []
-        message = f"no tool {name!r} any more; the tools now: {', '.join(names) or 'none'}"
+        now = f"the tools now: {', '.join(names) or 'none'}"
+        message = (
+            f"tool {name!r} changed its definition; list the tools again ({now})"
+            if changed
+            else f"no tool {name!r} any more; {now}"
+        )
+        state = "tool_changed" if changed else "unknown_tool"
         return MCPError(
             code=-32602,
             message=message,
-            data={"state": "unknown_tool", "tool": name, "tools": names, "detail": detail},
+            data={"state": state, "tool": name, "tools": names, "detail": detail},
         )
 
 
