@@ -305,6 +305,16 @@ class FreshCache(CatalogMethods, ToolCalls):
         key = (uri, partition)
         spins = 0  # re-reads no change of this URI asked for (an eviction): bounded
         with anyio.move_on_after(deadline):
+            if (
+                not self._streams.supervisor.acknowledged_once  # (a cold start only)
+                and self._flights.get(key) is None
+                and self.engine.waits_for_ack(uri, partition)
+            ):
+                # (at most half the deadline: a read sent then still has the other half)
+                with anyio.move_on_after(deadline / 2):
+                    cached = await self._after_ack(uri, partition)
+                    if cached is not None:
+                        return cached
             while spins <= self.engine.policy.max_rereads:
                 flight = self._flights.get(key) or self._flights.launch_now(uri, partition)
                 await flight.wait()
@@ -326,6 +336,25 @@ class FreshCache(CatalogMethods, ToolCalls):
                 return result
             return self.engine.status(uri, partition)  # evictions kept overtaking it
         return self.engine.note_timeout(uri, partition)
+
+    async def _after_ack(self, uri: str, partition: Partition) -> ReadResult | None:
+        """Wait for the first acknowledgment of the stream opening for ``uri``, whose
+        read is then this caller's read: one server read per selected URI at start, not
+        one before the ack and one after (DESIGN §8, `FreshnessEngine.waits_for_ack`).
+        One attempt is waited for: if it ends unacknowledged the caller reads at once,
+        and so does the caller of `_read_slow` when half its deadline passed (a slow
+        ack then costs a second read, not the caller's answer). A fresh copy that
+        landed meanwhile is returned as a hit would be."""
+        waited_for: int | None = None
+        while True:
+            attempt = self._streams.ack_pending(uri)
+            if attempt is None or (waited_for is not None and attempt != waited_for):
+                return self.engine.lookup(uri, partition)
+            if attempt:  # (0: discovery is under way, a stream may follow it)
+                waited_for = attempt
+            await self._streams.settling()
+            if not self.engine.waits_for_ack(uri, partition):
+                return self.engine.lookup(uri, partition)
 
     def _feed_hints(self, hints: tuple[StreamEvent, ...]) -> None:
         """Hints carried on a request's own answer count before its reply is judged."""
