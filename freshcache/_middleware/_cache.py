@@ -12,6 +12,7 @@ so no change falls between them).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -69,6 +70,9 @@ if TYPE_CHECKING:
     from ..fleet import Fleet
 
 log = logging.getLogger("freshcache")
+
+_TIMEOUT = getattr(asyncio, "timeout", None)
+"""`asyncio.timeout` (Python 3.11+), else ``None`` (a cancel scope then)."""
 
 
 class FreshCache(CatalogMethods, ToolCalls):
@@ -195,6 +199,7 @@ class FreshCache(CatalogMethods, ToolCalls):
         tg = self._tg
         assert tg is not None
         self._streams.closing = True
+        self._flights.close()
         self._changes.close()
         tg.cancel_scope.cancel()
         try:
@@ -302,40 +307,65 @@ class FreshCache(CatalogMethods, ToolCalls):
         cached = self.engine.lookup(uri, partition)
         if cached is not None:
             return cached
+        if _TIMEOUT is not None and self._flights.on_asyncio():
+            # asyncio's own timeout: the same deadline as a cancel scope, at a third of
+            # its cost on a miss (issue 38, item 2).
+            timer = _TIMEOUT(deadline)
+            try:
+                async with timer:
+                    return await self._read_judged(uri, partition, deadline)
+            except TimeoutError:
+                if not timer.expired():
+                    raise
+            return self.engine.note_timeout(uri, partition)
+        with anyio.move_on_after(deadline):
+            return await self._read_judged(uri, partition, deadline)
+        return self.engine.note_timeout(uri, partition)
+
+    async def _read_judged(self, uri: str, partition: Partition, deadline: float) -> ReadResult:
+        """`_read_slow` within its deadline: the server read (shared, or the caller's own
+        in its own task), judged again when the caller has it."""
         key = (uri, partition)
         spins = 0  # re-reads no change of this URI asked for (an eviction): bounded
-        with anyio.move_on_after(deadline):
-            if (
-                not self._streams.supervisor.acknowledged_once  # (a cold start only)
-                and self._flights.get(key) is None
-                and self.engine.waits_for_ack(uri, partition)
-            ):
-                # (at most half the deadline: a read sent then still has the other half)
-                with anyio.move_on_after(deadline / 2):
-                    cached = await self._after_ack(uri, partition)
-                    if cached is not None:
-                        return cached
-            while spins <= self.engine.policy.max_rereads:
-                flight = self._flights.get(key) or self._flights.launch_now(uri, partition)
+        if (
+            not self._streams.supervisor.acknowledged_once  # (a cold start only)
+            and self._flights.get(key) is None
+            and self.engine.waits_for_ack(uri, partition)
+        ):
+            # (at most half the deadline: a read sent then still has the other half)
+            with anyio.move_on_after(deadline / 2):
+                cached = await self._after_ack(uri, partition)
+                if cached is not None:
+                    return cached
+        while spins <= self.engine.policy.max_rereads:
+            flight = self._flights.get(key)
+            if flight is not None:
                 await flight.wait()
-                if flight.error is not None:
-                    if isinstance(flight.error, UnsupportedVersionError):
-                        self._unusable_now(flight.error)  # no version in common: for good
-                    raise flight.error
-                result, ticket = flight.result, flight.ticket
-                assert result is not None
-                if result.contents and not self._discovered.is_set():
-                    await self._discovered.wait()  # (within the deadline)
-                if self._unusable is not None:
-                    raise self._unusable  # the engine no longer hands anything out
-                # An invalidation may have landed between the reply and this wake-up:
-                # text from before it must not be handed out (invariant 1).
-                if result.contents and (ticket is None or not self.engine.is_current(ticket)):
-                    spins += ticket is None or not self.engine.changed_since(ticket)
-                    continue
-                return result
-            return self.engine.status(uri, partition)  # evictions kept overtaking it
-        return self.engine.note_timeout(uri, partition)
+            elif self._flights.inline and self._flights.on_asyncio():
+                # The caller runs its own read (no task, no loop turn of its own);
+                # if its deadline passes, the read goes on in a task (`_Inline`).
+                flight, inline = self._flights.fly_inline(uri, partition)
+                await inline
+            else:
+                flight = self._flights.launch_now(uri, partition)
+                await flight.wait()
+            if flight.error is not None:
+                if isinstance(flight.error, UnsupportedVersionError):
+                    self._unusable_now(flight.error)  # no version in common: for good
+                raise flight.error
+            result, ticket = flight.result, flight.ticket
+            assert result is not None
+            if result.contents and not self._discovered.is_set():
+                await self._discovered.wait()  # (within the deadline)
+            if self._unusable is not None:
+                raise self._unusable  # the engine no longer hands anything out
+            # An invalidation may have landed between the reply and this wake-up:
+            # text from before it must not be handed out (invariant 1).
+            if result.contents and (ticket is None or not self.engine.is_current(ticket)):
+                spins += ticket is None or not self.engine.changed_since(ticket)
+                continue
+            return result
+        return self.engine.status(uri, partition)  # evictions kept overtaking it
 
     async def _after_ack(self, uri: str, partition: Partition) -> ReadResult | None:
         """Wait for the first acknowledgment of the stream opening for ``uri``, whose

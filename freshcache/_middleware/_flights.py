@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -83,6 +83,154 @@ class _Flight:
             self._done.set()
 
 
+_SENT = object()
+"""`_Inline`'s start: nothing is pending yet, the coroutine is sent its first ``None``."""
+
+try:  # anyio's record of each asyncio task's innermost cancel scope (see `_Inline`)
+    from anyio._backends._asyncio import _task_states as _ANYIO_TASKS
+except ImportError:  # pragma: no cover - another anyio: every read then gets a task
+    _ANYIO_TASKS = None  # type: ignore[assignment]
+
+
+def _anyio_scope() -> object:
+    """The current task's innermost anyio cancel scope (``None``: none yet)."""
+    state = _ANYIO_TASKS.get(asyncio.current_task())  # type: ignore[arg-type]
+    return None if state is None else state.cancel_scope
+
+
+class _Inline:
+    """Runs a caller's flight in the caller's own task (asyncio only), and hands it to
+    a task of its own only if the caller leaves before it ends (issue 38, item 2).
+
+    A cold miss then costs no task and no loop turn of its own: the caller drives the
+    read and has its result when the read ends. If the caller is cancelled meanwhile
+    (its deadline passed), the coroutine is not: it goes on in a new task (`_adopt`)
+    from where it was (the read goes on in the background, as `FreshCache.read`
+    promises) and the caller gets its cancellation. So that cancelling the caller
+    cannot cancel what the coroutine waits on (a transport's future), the caller's task
+    waits on a stand-in future set when that one is done; a bare yield
+    (``asyncio.sleep(0)``) needs none.
+
+    A coroutine that is inside a cancel scope of its own when it waits (httpx's
+    timeouts, the SDK's, the stdio source's: anyio binds a scope to the task that
+    entered it) cannot change tasks. The first time a read of this cache's source is
+    seen waiting so, its reads go back to a task each (`ReadFlights.inline`); a caller
+    that leaves one of those cuts it short, and a background read is queued instead.
+    """
+
+    __slots__ = ("_coro", "_flights", "_key", "_pending", "_waiting")
+
+    def __init__(
+        self,
+        coro: Coroutine[Any, Any, None],
+        flights: ReadFlights | None,
+        key: tuple[str, Partition] | None = None,
+        pending: object = _SENT,
+    ) -> None:
+        self._coro = coro
+        self._flights = flights
+        """``None`` once adopted: the task driving it now is the coroutine's own."""
+        self._key = key
+        self._pending = pending
+        self._waiting: asyncio.Future[None] | None = None
+        """The stand-in the caller's task waits on now (`ReadFlights.close` cancels it)."""
+
+    def __await__(self) -> Generator[Any, None, None]:
+        coro, pending, flights = self._coro, self._pending, self._flights
+        error: BaseException | None = None
+        if flights is None and pending is not _SENT:  # adopted: wait for what it waited on
+            try:
+                if pending is not None:
+                    pending._asyncio_future_blocking = True  # type: ignore[attr-defined]
+                yield pending
+            except BaseException as exc:  # (the cache closes)
+                error = exc
+        outer = None
+        if flights is not None:
+            outer = _anyio_scope()
+            flights._inline_runs.add(self)
+        try:
+            yield from self._drive(coro, flights, outer, error)
+        finally:
+            if flights is not None:
+                flights._inline_runs.discard(self)
+
+    def _drive(
+        self,
+        coro: Coroutine[Any, Any, None],
+        flights: ReadFlights | None,
+        outer: object,
+        error: BaseException | None,
+    ) -> Generator[Any, None, None]:
+        while True:
+            try:
+                yielded = coro.send(None) if error is None else coro.throw(error)
+            except StopIteration:
+                return
+            except BaseException:
+                if error is not None and flights is not None and self._key is not None:
+                    # The caller left while the read waited inside a scope of its own:
+                    # cut short (see the class docstring); a background read instead.
+                    flights.schedule(*self._key, "read")
+                raise
+            error = None
+            stand_in = yielded
+            if yielded is not None:
+                yielded._asyncio_future_blocking = False
+                if flights is not None:
+                    stand_in = self._waiting = yielded.get_loop().create_future()
+                    yielded.add_done_callback(_SetStandIn(stand_in))
+                    stand_in._asyncio_future_blocking = True
+            inside = flights is not None and _anyio_scope() is not outer
+            if inside and flights.inline:  # type: ignore[union-attr]
+                flights.inline = False  # type: ignore[union-attr]  # (scopes: no adoption)
+            try:
+                yield stand_in
+            except BaseException as exc:
+                if flights is not None and flights.closing:
+                    self._cut(coro)  # (the stand-in was cancelled by `ReadFlights.close`)
+                    return
+                if flights is None or inside:
+                    # Delivered as a task delivers it: the coroutine's own scopes may
+                    # be the ones cancelling (what it waited on is cancelled with it).
+                    if stand_in is not yielded and isinstance(exc, asyncio.CancelledError):
+                        yielded.cancel()
+                    error = exc
+                    continue
+                try:  # the caller leaves: the read goes on in a task of its own
+                    flights._adopt(_Inline(coro, None, None, yielded))
+                except BaseException:  # no task can be started any more: it ends here
+                    error = exc
+                    continue
+                raise
+            if flights is not None and flights.closing:
+                self._cut(coro)
+                return
+
+    @staticmethod
+    def _cut(coro: Coroutine[Any, Any, None]) -> None:
+        """The cache closes: the read ends here, as a task of its own would (its flight
+        is settled on the way out, and that is what the caller gets)."""
+        try:
+            coro.throw(asyncio.CancelledError())
+        except BaseException:
+            return
+        coro.close()
+
+
+class _SetStandIn:
+    """A done-callback: sets `_Inline`'s stand-in future (unless it was cancelled)."""
+
+    __slots__ = ("_stand_in",)
+
+    def __init__(self, stand_in: asyncio.Future[None]) -> None:
+        self._stand_in = stand_in
+
+    def __call__(self, _: object) -> None:
+        if not self._stand_in.done():
+            self._stand_in.set_result(None)
+
+
 class ReadFlights:
     """The flights of one `FreshCache`."""
 
@@ -118,6 +266,12 @@ class ReadFlights:
         """Idle re-readers, each asleep on its own event."""
         self._asyncio: bool | None = None
         """Whether the event loop is asyncio's (asked at the first checkpoint)."""
+        self.closing = False
+        """Set by `close`: reads running in their callers' tasks end."""
+        self._inline_runs: set[_Inline] = set()
+        self.inline = _ANYIO_TASKS is not None
+        """Whether a caller's read runs in the caller's task (`_Inline`): until a read
+        of this source is seen waiting inside a cancel scope of its own."""
 
     def __len__(self) -> int:
         return len(self._flights)
@@ -140,6 +294,36 @@ class ReadFlights:
 
     def get(self, key: tuple[str, Partition]) -> _Flight | None:
         return self._flights.get(key)
+
+    def on_asyncio(self) -> bool:
+        """Whether the event loop is asyncio's (`_Inline` and `asyncio.timeout` need it)."""
+        if self._asyncio is None:
+            try:
+                self._asyncio = asyncio.get_running_loop() is not None
+            except RuntimeError:
+                self._asyncio = False
+        return self._asyncio
+
+    def fly_inline(self, uri: str, partition: Partition) -> tuple[_Flight, _Inline]:
+        """A caller's own read, run in the caller's task (`_Inline`): sent at once,
+        ahead of queued background reads; awaiting the second item runs it until the
+        flight is settled, or until the caller leaves (then it goes on in a task)."""
+        self._queued.pop((uri, partition), None)
+        key = (uri, partition)
+        flight = self._flights[key] = _Flight()
+        return flight, _Inline(self._fly(uri, partition, flight, "read"), self, key)
+
+    def close(self) -> None:
+        """The cache closes: reads running in their callers' tasks end (as reads in
+        tasks of their own end with the cache's task group), settled as cut short."""
+        self.closing = True
+        for run in list(self._inline_runs):
+            if run._waiting is not None and not run._waiting.done():
+                run._waiting.cancel()
+
+    def _adopt(self, inline: _Inline) -> None:
+        assert self.tg is not None
+        self.tg.start_soon(_awaited, inline)
 
     def launch_now(self, uri: str, partition: Partition) -> _Flight:
         """A caller's own read: sent at once, ahead of queued background reads."""
@@ -358,3 +542,7 @@ class ReadFlights:
         # A source bug must not tear the cache down.
         log.warning("source %s failed reading %s: %r", self._source.identity, uri, exc)
         return RequestFailed("server_error", f"source raised {type(exc).__name__}: {exc}")
+
+
+async def _awaited(inline: _Inline) -> None:
+    await inline
