@@ -386,6 +386,18 @@ class FreshCache(CatalogMethods, ToolCalls):
             if not self.engine.waits_for_ack(uri, partition):
                 return self.engine.lookup(uri, partition)
 
+    async def _list_after_ack(self) -> None:
+        """`_after_ack` for the resource list: the first acknowledgment's re-list, then."""
+        waited_for: int | None = None
+        while True:
+            attempt = self._streams.ack_pending(None)
+            if attempt is None or (waited_for is not None and attempt != waited_for):
+                break
+            if attempt:
+                waited_for = attempt
+            await self._streams.settling()
+        await self._relister.finished()
+
     def _feed_hints(self, hints: tuple[StreamEvent, ...]) -> None:
         """Hints carried on a request's own answer count before its reply is judged."""
         for hint in hints:
@@ -429,6 +441,12 @@ class FreshCache(CatalogMethods, ToolCalls):
         if self._unusable is not None:
             raise self._unusable
         with anyio.move_on_after(deadline):
+            if not self._streams.supervisor.acknowledged_once and partition == self.principal:
+                # A walk asked for while the first listen opens would be walked again
+                # once its acknowledgment asks for a re-list: it waits for that walk
+                # (at most half its deadline) and takes its pages (DESIGN §8).
+                with anyio.move_on_after(deadline / 2):
+                    await self._list_after_ack()
             return await walk_list(
                 self.engine, self.source, self.telemetry, self._feed_hints, partition
             )

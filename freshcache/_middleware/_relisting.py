@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import anyio
 from anyio.abc import TaskGroup
 
 from .._core import FRESH, Decision, FreshnessEngine, Partition, StreamEvent
@@ -31,6 +32,15 @@ class Relister:
         self._carry_out = carry_out
         self._where = where
         self.running = False
+        self._done: anyio.Event | None = None
+        """Made by the first caller of `finished` during a walk; set when it ends."""
+
+    async def finished(self) -> None:
+        """Until the re-list under way (if any) has ended."""
+        if self.running:
+            if self._done is None:
+                self._done = anyio.Event()
+            await self._done.wait()
 
     def start(self, tg: TaskGroup) -> None:
         # Marked at once, not when the task first runs: `running` is true from the
@@ -47,6 +57,9 @@ class Relister:
             )
         finally:
             self.running = False
+            done, self._done = self._done, None
+            if done is not None:
+                done.set()
         if result.state == FRESH:
             _, principal = self._where()
             self._carry_out(
