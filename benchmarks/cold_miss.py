@@ -16,7 +16,9 @@ Each figure is CPU time (``time.process_time``), the median of ``--rounds`` roun
 - **fill**: ``--fill`` distinct URIs read one after the other into a cache whose
   store holds them all (wall and CPU seconds);
 - **concurrent**: ``--readers`` tasks each reading its own never-read URI at once,
-  CPU per miss, against the same number of misses one at a time.
+  CPU per miss, against the same number of misses one at a time; ``spawn_us`` is the
+  row's own cost (as many tasks that each take one loop turn), taken off in
+  ``concurrent_less_spawn_vs_alone``.
 
 Writes ``benchmarks/results/cold_miss.json`` with ``--json``.
 """
@@ -101,6 +103,20 @@ async def concurrent(cache: FreshCache, uris: list[str]) -> float:
     return time.process_time() - started
 
 
+async def spawned_only(count: int) -> float:
+    """The concurrent row's own cost: ``count`` tasks that each take one loop turn."""
+
+    async def one() -> None:
+        await asyncio.sleep(0)
+
+    gc.collect()
+    started = time.process_time()
+    async with anyio.create_task_group() as tg:
+        for _ in range(count):
+            tg.start_soon(one)
+    return time.process_time() - started
+
+
 def counted(profile: cProfile.Profile, n: int) -> dict[str, float]:
     stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
 
@@ -123,7 +139,8 @@ def counted(profile: cProfile.Profile, n: int) -> dict[str, float]:
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
     n, rounds = args.misses, args.rounds
     seen: dict[str, list[float]] = {
-        k: [] for k in ("miss_us", "engine_us", "transport_us", "concurrent_us", "alone_us")
+        k: []
+        for k in ("miss_us", "engine_us", "transport_us", "concurrent_us", "spawn_us", "alone_us")
     }
     for round_ in range(rounds):
         server = server_with(n)
@@ -138,6 +155,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         readers = uris[: args.readers]
         async with cache_over(server, n) as cache:
             seen["concurrent_us"].append(await concurrent(cache, readers) / len(readers) * 1e6)
+        seen["spawn_us"].append(await spawned_only(len(readers)) / len(readers) * 1e6)
         async with cache_over(server, n) as cache:
             seen["alone_us"].append(await misses(cache, readers) / len(readers) * 1e6)
         print(f"round {round_ + 1}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in seen.items()))
@@ -148,6 +166,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         row["miss_us"] / (row["engine_us"] + row["transport_us"]), 2
     )
     row["concurrent_vs_alone"] = round(row["concurrent_us"] / row["alone_us"], 2)
+    row["concurrent_less_spawn_vs_alone"] = round(
+        (row["concurrent_us"] - row["spawn_us"]) / row["alone_us"], 2
+    )
     # Counted, not timed.
     server = server_with(n)
     uris = [uri_of(k) for k in range(n)]
