@@ -346,6 +346,12 @@ class FreshCache(CatalogMethods, ToolCalls):
                 # if its deadline passes, the read goes on in a task (`_Inline`).
                 flight, inline = self._flights.fly_inline(uri, partition)
                 await inline
+                if self._flights:
+                    # Other reads in flight: one turn, as a waiter takes to wake, so
+                    # replies landing in this turn (a context's other reads) are taken
+                    # in before this result is judged and marked (`read_all`: an
+                    # eviction they cause is seen then, not as a later change).
+                    await self._flights.turn()
             else:
                 flight = self._flights.launch_now(uri, partition)
                 await flight.wait()

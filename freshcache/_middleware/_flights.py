@@ -292,6 +292,10 @@ class ReadFlights:
         else:
             await anyio.lowlevel.checkpoint()
 
+    async def turn(self) -> None:
+        """One turn of the event loop (asyncio's: `fly_inline`'s callers only)."""
+        await asyncio.sleep(0)
+
     def get(self, key: tuple[str, Partition]) -> _Flight | None:
         return self._flights.get(key)
 
