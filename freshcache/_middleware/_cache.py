@@ -313,96 +313,14 @@ class FreshCache(CatalogMethods, ToolCalls):
             timer = _TIMEOUT(deadline)
             try:
                 async with timer:
-                    return await self._read_judged(uri, partition, deadline)
+                    return await _read_judged(self, uri, partition, deadline)
             except TimeoutError:
                 if not timer.expired():
                     raise
             return self.engine.note_timeout(uri, partition)
         with anyio.move_on_after(deadline):
-            return await self._read_judged(uri, partition, deadline)
+            return await _read_judged(self, uri, partition, deadline)
         return self.engine.note_timeout(uri, partition)
-
-    async def _read_judged(self, uri: str, partition: Partition, deadline: float) -> ReadResult:
-        """`_read_slow` within its deadline: the server read (shared, or the caller's own
-        in its own task), judged again when the caller has it."""
-        key = (uri, partition)
-        spins = 0  # re-reads no change of this URI asked for (an eviction): bounded
-        if (
-            not self._streams.supervisor.acknowledged_once  # (a cold start only)
-            and self._flights.get(key) is None
-            and self.engine.waits_for_ack(uri, partition)
-        ):
-            # (at most half the deadline: a read sent then still has the other half)
-            with anyio.move_on_after(deadline / 2):
-                cached = await self._after_ack(uri, partition)
-                if cached is not None:
-                    return cached
-        while spins <= self.engine.policy.max_rereads:
-            flight = self._flights.get(key)
-            if flight is not None:
-                await flight.wait()
-            elif self._flights.inline and self._flights.on_asyncio():
-                # The caller runs its own read (no task, no loop turn of its own);
-                # if its deadline passes, the read goes on in a task (`_Inline`).
-                flight, inline = self._flights.fly_inline(uri, partition)
-                await inline
-                if self._flights:
-                    # Other reads in flight: one turn, as a waiter takes to wake, so
-                    # replies landing in this turn (a context's other reads) are taken
-                    # in before this result is judged and marked (`read_all`: an
-                    # eviction they cause is seen then, not as a later change).
-                    await self._flights.turn()
-            else:
-                flight = self._flights.launch_now(uri, partition)
-                await flight.wait()
-            if flight.error is not None:
-                if isinstance(flight.error, UnsupportedVersionError):
-                    self._unusable_now(flight.error)  # no version in common: for good
-                raise flight.error
-            result, ticket = flight.result, flight.ticket
-            assert result is not None
-            if result.contents and not self._discovered.is_set():
-                await self._discovered.wait()  # (within the deadline)
-            if self._unusable is not None:
-                raise self._unusable  # the engine no longer hands anything out
-            # An invalidation may have landed between the reply and this wake-up:
-            # text from before it must not be handed out (invariant 1).
-            if result.contents and (ticket is None or not self.engine.is_current(ticket)):
-                spins += ticket is None or not self.engine.changed_since(ticket)
-                continue
-            return result
-        return self.engine.status(uri, partition)  # evictions kept overtaking it
-
-    async def _after_ack(self, uri: str, partition: Partition) -> ReadResult | None:
-        """Wait for the first acknowledgment of the stream opening for ``uri``, whose
-        read is then this caller's read: one server read per selected URI at start, not
-        one before the ack and one after (DESIGN §8, `FreshnessEngine.waits_for_ack`).
-        One attempt is waited for: if it ends unacknowledged the caller reads at once,
-        and so does the caller of `_read_slow` when half its deadline passed (a slow
-        ack then costs a second read, not the caller's answer). A fresh copy that
-        landed meanwhile is returned as a hit would be."""
-        waited_for: int | None = None
-        while True:
-            attempt = self._streams.ack_pending(uri)
-            if attempt is None or (waited_for is not None and attempt != waited_for):
-                return self.engine.lookup(uri, partition)
-            if attempt:  # (0: discovery is under way, a stream may follow it)
-                waited_for = attempt
-            await self._streams.settling()
-            if not self.engine.waits_for_ack(uri, partition):
-                return self.engine.lookup(uri, partition)
-
-    async def _list_after_ack(self) -> None:
-        """`_after_ack` for the resource list: the first acknowledgment's re-list, then."""
-        waited_for: int | None = None
-        while True:
-            attempt = self._streams.ack_pending(None)
-            if attempt is None or (waited_for is not None and attempt != waited_for):
-                break
-            if attempt:
-                waited_for = attempt
-            await self._streams.settling()
-        await self._relister.finished()
 
     def _feed_hints(self, hints: tuple[StreamEvent, ...]) -> None:
         """Hints carried on a request's own answer count before its reply is judged."""
@@ -452,7 +370,8 @@ class FreshCache(CatalogMethods, ToolCalls):
                 # once its acknowledgment asks for a re-list: it waits for that walk
                 # (at most half its deadline) and takes its pages (DESIGN §8).
                 with anyio.move_on_after(deadline / 2):
-                    await self._list_after_ack()
+                    await self._streams.first_ack(None, partition)
+                    await self._relister.finished()
             return await walk_list(
                 self.engine, self.source, self.telemetry, self._feed_hints, partition
             )
@@ -553,6 +472,62 @@ class FreshCache(CatalogMethods, ToolCalls):
     def describe(self) -> dict[str, Any]:
         """A snapshot for status output: stream, selection, counters, store use."""
         return describe(self, self._fleet)
+
+
+async def _read_judged(
+    self: FreshCache, uri: str, partition: Partition, deadline: float
+) -> ReadResult:
+    """`FreshCache._read_slow` within its deadline: the server read (shared, or the
+    caller's own in its own task), judged again when the caller has it. (A function of
+    the cache, not a method: the class stays under 400 lines, tests/test_class_size.py.)"""
+    key = (uri, partition)
+    spins = 0  # re-reads no change of this URI asked for (an eviction): bounded
+    if (
+        not self._streams.supervisor.acknowledged_once  # (a cold start only)
+        and self._flights.get(key) is None
+        and self.engine.waits_for_ack(uri, partition)
+    ):
+        # (at most half the deadline: a read sent then still has the other half)
+        with anyio.move_on_after(deadline / 2):
+            await self._streams.first_ack(uri, partition)
+            cached = self.engine.lookup(uri, partition)
+            if cached is not None:
+                return cached
+    while spins <= self.engine.policy.max_rereads:
+        flight = self._flights.get(key)
+        if flight is not None:
+            await flight.wait()
+        elif self._flights.inline and self._flights.on_asyncio():
+            # The caller runs its own read (no task, no loop turn of its own);
+            # if its deadline passes, the read goes on in a task (`_Inline`).
+            flight, inline = self._flights.fly_inline(uri, partition)
+            await inline
+            if self._flights:
+                # Other reads in flight: one turn, as a waiter takes to wake, so
+                # replies landing in this turn (a context's other reads) are taken
+                # in before this result is judged and marked (`read_all`: an
+                # eviction they cause is seen then, not as a later change).
+                await self._flights.turn()
+        else:
+            flight = self._flights.launch_now(uri, partition)
+            await flight.wait()
+        if flight.error is not None:
+            if isinstance(flight.error, UnsupportedVersionError):
+                self._unusable_now(flight.error)  # no version in common: for good
+            raise flight.error
+        result, ticket = flight.result, flight.ticket
+        assert result is not None
+        if result.contents and not self._discovered.is_set():
+            await self._discovered.wait()  # (within the deadline)
+        if self._unusable is not None:
+            raise self._unusable  # the engine no longer hands anything out
+        # An invalidation may have landed between the reply and this wake-up:
+        # text from before it must not be handed out (invariant 1).
+        if result.contents and (ticket is None or not self.engine.is_current(ticket)):
+            spins += ticket is None or not self.engine.changed_since(ticket)
+            continue
+        return result
+    return self.engine.status(uri, partition)  # evictions kept overtaking it
 
 
 __all__ = ["FreshCache", "ListReply", "ListResult"]

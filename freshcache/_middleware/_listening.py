@@ -115,6 +115,28 @@ class StreamDriver:
             return None if self.supervisor.unsupported else 0
         return self.supervisor.awaits_ack(uri)
 
+    async def first_ack(self, uri: str | None, partition: Partition) -> None:
+        """Until the first acknowledgment a read of ``uri`` (``None``: the resource
+        list) should wait for has come, or no longer matters.
+
+        The read that ack asks for is then the caller's read: one server read per
+        selected URI and one walk at start, not one before the ack and one after
+        (DESIGN §8, `FreshnessEngine.waits_for_ack`). One attempt is waited for: if it
+        ends unacknowledged the caller reads at once, and so does a caller whose wait
+        is cut short (`FreshCache` waits at most half its deadline: a slow ack then
+        costs a second read, not the caller's answer).
+        """
+        waited_for: int | None = None
+        while True:
+            attempt = self.ack_pending(uri)
+            if attempt is None or (waited_for is not None and attempt != waited_for):
+                return
+            if attempt:  # (0: discovery is under way, a stream may follow it)
+                waited_for = attempt
+            await self.settling()
+            if uri is not None and not self.engine.waits_for_ack(uri, partition):
+                return
+
     async def settling(self) -> None:
         """Until the next step of a stream's opening (discovery done, an ack, an end)."""
         if self._settling is None:
