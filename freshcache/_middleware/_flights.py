@@ -83,9 +83,6 @@ class _Flight:
             self._done.set()
 
 
-_SENT = object()
-"""`_Inline`'s start: nothing is pending yet, the coroutine is sent its first ``None``."""
-
 try:  # anyio's record of each asyncio task's innermost cancel scope (see `_Inline`)
     from anyio._backends._asyncio import _task_states as _ANYIO_TASKS
 except ImportError:  # pragma: no cover - another anyio: every read then gets a task
@@ -99,136 +96,118 @@ def _anyio_scope() -> object:
 
 
 class _Inline:
-    """Runs a caller's flight in the caller's own task (asyncio only), and hands it to
-    a task of its own only if the caller leaves before it ends (issue 38, item 2).
+    """Runs a caller's flight in the caller's own task (asyncio only) (issue 38, item 2).
 
     A cold miss then costs no task and no loop turn of its own: the caller drives the
-    read and has its result when the read ends. If the caller is cancelled meanwhile
-    (its deadline passed), the coroutine is not: it goes on in a new task (`_adopt`)
-    from where it was (the read goes on in the background, as `FreshCache.read`
-    promises) and the caller gets its cancellation. So that cancelling the caller
-    cannot cancel what the coroutine waits on (a transport's future), the caller's task
-    waits on a stand-in future set when that one is done; a bare yield
-    (``asyncio.sleep(0)``) needs none.
+    read and has its result when the read ends. Exceptions reach the coroutine as a
+    task would deliver them (its own scopes may be the ones cancelling).
 
-    A coroutine that is inside a cancel scope of its own when it waits (httpx's
-    timeouts, the SDK's, the stdio source's: anyio binds a scope to the task that
-    entered it) cannot change tasks. The first time a read of this cache's source is
-    seen waiting so, its reads go back to a task each (`ReadFlights.inline`); a caller
-    that leaves one of those cuts it short, and a background read is queued instead.
+    If the caller leaves first (its deadline passed), the read should go on in the
+    background. A coroutine can change tasks only where it holds nothing bound to its
+    task: an anyio cancel scope (httpx's timeouts, the SDK's, the stdio source's), an
+    ``asyncio.timeout`` (redis-py's), or anything else it waits on. So it is handed to a
+    task of its own (`ReadFlights._adopt`) only when it waits at a bare yield
+    (``asyncio.sleep(0)``) outside any scope of its own; otherwise the caller's
+    cancellation reaches it, as it would reach a task, and a background read is queued
+    in its place. Reads start in a task each; once one is seen waiting on nothing but
+    bare yields they run inline, until one is seen waiting on something else (a future,
+    a scope: `ReadFlights.inline`). So only a source that answers without waiting on
+    anything (an in-memory one) reads inline, and only a caller that leaves a read
+    that waits for the first time cuts it short.
     """
 
-    __slots__ = ("_coro", "_flights", "_key", "_pending", "_waiting")
+    __slots__ = ("_coro", "_flights", "_key", "_task")
 
     def __init__(
         self,
         coro: Coroutine[Any, Any, None],
         flights: ReadFlights | None,
         key: tuple[str, Partition] | None = None,
-        pending: object = _SENT,
     ) -> None:
         self._coro = coro
         self._flights = flights
         """``None`` once adopted: the task driving it now is the coroutine's own."""
         self._key = key
-        self._pending = pending
-        self._waiting: asyncio.Future[None] | None = None
-        """The stand-in the caller's task waits on now (`ReadFlights.close` cancels it)."""
+        self._task: asyncio.Task[Any] | None = None
+        """The caller's task while it drives the read (`ReadFlights.close` cancels it)."""
 
     def __await__(self) -> Generator[Any, None, None]:
-        coro, pending, flights = self._coro, self._pending, self._flights
-        error: BaseException | None = None
-        if flights is None and pending is not _SENT:  # adopted: wait for what it waited on
-            try:
-                if pending is not None:
-                    pending._asyncio_future_blocking = True  # type: ignore[attr-defined]
-                yield pending
-            except BaseException as exc:  # (the cache closes)
-                error = exc
-        outer = None
-        if flights is not None:
-            outer = _anyio_scope()
-            flights._inline_runs.add(self)
+        flights = self._flights
+        if flights is None:  # adopted: it waited at a bare yield, it goes on from there
+            yield None
+            yield from self._drive(None, None)
+            return
+        self._task = asyncio.current_task()
+        flights._inline_runs.add(self)
         try:
-            yield from self._drive(coro, flights, outer, error)
+            yield from self._drive(flights, _anyio_scope())
         finally:
-            if flights is not None:
-                flights._inline_runs.discard(self)
+            flights._inline_runs.discard(self)
 
-    def _drive(
-        self,
-        coro: Coroutine[Any, Any, None],
-        flights: ReadFlights | None,
-        outer: object,
-        error: BaseException | None,
-    ) -> Generator[Any, None, None]:
+    def _drive(self, flights: ReadFlights | None, outer: object) -> Generator[Any, None, None]:
+        coro = self._coro
+        error: BaseException | None = None
         while True:
             try:
                 yielded = coro.send(None) if error is None else coro.throw(error)
             except StopIteration:
                 return
             except BaseException:
-                if error is not None and flights is not None and self._key is not None:
-                    # The caller left while the read waited inside a scope of its own:
-                    # cut short (see the class docstring); a background read instead.
+                if error is None or flights is None:
+                    raise
+                if flights.closing and isinstance(error, asyncio.CancelledError):
+                    # (`ReadFlights.close`): the flight was settled on the way out,
+                    # and that is what the caller gets.
+                    if self._task is not None:
+                        self._task.uncancel()
+                    return
+                if self._key is not None:  # the caller left: a background read instead
                     flights.schedule(*self._key, "read")
                 raise
             error = None
-            stand_in = yielded
-            if yielded is not None:
-                yielded._asyncio_future_blocking = False
-                if flights is not None:
-                    stand_in = self._waiting = yielded.get_loop().create_future()
-                    yielded.add_done_callback(_SetStandIn(stand_in))
-                    stand_in._asyncio_future_blocking = True
-            inside = flights is not None and _anyio_scope() is not outer
+            bare = yielded is None
+            inside = flights is not None and (not bare or _anyio_scope() is not outer)
             if inside and flights.inline:  # type: ignore[union-attr]
-                flights.inline = False  # type: ignore[union-attr]  # (scopes: no adoption)
+                flights.inline = False  # type: ignore[union-attr]  # (see the docstring)
             try:
-                yield stand_in
+                yield yielded
             except BaseException as exc:
-                if flights is not None and flights.closing:
-                    self._cut(coro)  # (the stand-in was cancelled by `ReadFlights.close`)
-                    return
-                if flights is None or inside:
-                    # Delivered as a task delivers it: the coroutine's own scopes may
-                    # be the ones cancelling (what it waited on is cancelled with it).
-                    if stand_in is not yielded and isinstance(exc, asyncio.CancelledError):
-                        yielded.cancel()
-                    error = exc
+                if flights is None or inside or flights.closing:
+                    error = exc  # delivered as a task delivers it
                     continue
                 try:  # the caller leaves: the read goes on in a task of its own
-                    flights._adopt(_Inline(coro, None, None, yielded))
+                    flights._adopt(_Inline(coro, None))
                 except BaseException:  # no task can be started any more: it ends here
                     error = exc
                     continue
                 raise
-            if flights is not None and flights.closing:
-                self._cut(coro)
+
+
+class _Watched:
+    """Drives a flight in its own task exactly as the task would, noting whether it
+    waited on anything but bare yields (`ReadFlights.inline` is learned from it)."""
+
+    __slots__ = ("_coro", "bare")
+
+    def __init__(self, coro: Coroutine[Any, Any, None]) -> None:
+        self._coro = coro
+        self.bare = True
+
+    def __await__(self) -> Generator[Any, None, None]:
+        coro = self._coro
+        error: BaseException | None = None
+        while True:
+            try:
+                yielded = coro.send(None) if error is None else coro.throw(error)
+            except StopIteration:
                 return
-
-    @staticmethod
-    def _cut(coro: Coroutine[Any, Any, None]) -> None:
-        """The cache closes: the read ends here, as a task of its own would (its flight
-        is settled on the way out, and that is what the caller gets)."""
-        try:
-            coro.throw(asyncio.CancelledError())
-        except BaseException:
-            return
-        coro.close()
-
-
-class _SetStandIn:
-    """A done-callback: sets `_Inline`'s stand-in future (unless it was cancelled)."""
-
-    __slots__ = ("_stand_in",)
-
-    def __init__(self, stand_in: asyncio.Future[None]) -> None:
-        self._stand_in = stand_in
-
-    def __call__(self, _: object) -> None:
-        if not self._stand_in.done():
-            self._stand_in.set_result(None)
+            error = None
+            if yielded is not None:
+                self.bare = False
+            try:
+                yield yielded
+            except BaseException as exc:
+                error = exc
 
 
 class ReadFlights:
@@ -269,9 +248,10 @@ class ReadFlights:
         self.closing = False
         """Set by `close`: reads running in their callers' tasks end."""
         self._inline_runs: set[_Inline] = set()
-        self.inline = _ANYIO_TASKS is not None
-        """Whether a caller's read runs in the caller's task (`_Inline`): until a read
-        of this source is seen waiting inside a cancel scope of its own."""
+        self.inline = False
+        """Whether a caller's read runs in the caller's task (`_Inline`): from the
+        first caller's read (in a task, `_fly_soon`) seen waiting on nothing but bare
+        yields, until one is seen waiting on anything else."""
 
     def __len__(self) -> int:
         return len(self._flights)
@@ -322,8 +302,8 @@ class ReadFlights:
         tasks of their own end with the cache's task group), settled as cut short."""
         self.closing = True
         for run in list(self._inline_runs):
-            if run._waiting is not None and not run._waiting.done():
-                run._waiting.cancel()
+            if run._task is not None:
+                run._task.cancel()
 
     def _adopt(self, inline: _Inline) -> None:
         assert self.tg is not None
@@ -343,6 +323,11 @@ class ReadFlights:
         # Let notifications already queued land first: a burst of invalidations
         # then costs one read sent after the last of them, not one read each.
         await self._checkpoint()
+        if self._asyncio and _ANYIO_TASKS is not None:
+            watched = _Watched(self._fly(uri, partition, flight, "read"))
+            await watched
+            self.inline = watched.bare
+            return
         await self._fly(uri, partition, flight, "read")
 
     async def _fly(
