@@ -71,8 +71,14 @@ async def play(
     uris = uris_of(resources)
     reset(server, uris)
     current = dict.fromkeys(uris, 1)
-    change_at = {steps * k // (changes + 1): uris[(k - 1) % resources] for k in range(1, changes + 1)}
-    source = HttpSource(server.url) if source_name == "HttpSource" else McpClientSource.connect(server.url)
+    change_at = {
+        steps * k // (changes + 1): uris[(k - 1) % resources] for k in range(1, changes + 1)
+    }
+    source = (
+        HttpSource(server.url)
+        if source_name == "HttpSource"
+        else McpClientSource.connect(server.url)
+    )
     states: Counter[str] = Counter()
     stale = 0
     before = reads(server, uris)
@@ -85,7 +91,10 @@ async def play(
                 text = text_of(changed, current[changed])
                 server.control("set", uri=changed, text=text)
                 with anyio.fail_after(10):  # the change reached the cache
-                    while cache.status(changed).state == "fresh" and cache.status(changed).text != text:
+                    while (
+                        cache.status(changed).state == "fresh"
+                        and cache.status(changed).text != text
+                    ):
                         await anyio.sleep(0.002)
             if step == "context":
                 got = await cache.context(uris)
@@ -94,7 +103,9 @@ async def play(
                 results = [await cache.read(uri) for uri in uris]
             for result in results:
                 states[result.state] += 1
-                if result.state == "fresh" and result.text != text_of(result.uri, current[result.uri]):
+                if result.state == "fresh" and result.text != text_of(
+                    result.uri, current[result.uri]
+                ):
                     stale += 1
     wall = time.perf_counter() - started
     made = reads(server, uris) - before

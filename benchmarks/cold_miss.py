@@ -200,7 +200,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             row["fill_wall_s"] = round(time.perf_counter() - wall, 2)
             row["fill_entries"] = cache.store.entry_count
     row["load_average"] = [round(x, 1) for x in os.getloadavg()]
-    row["machine"] = f"{platform.processor() or platform.machine()}, Python {platform.python_version()}"
+    row["machine"] = (
+        f"{platform.processor() or platform.machine()}, Python {platform.python_version()}"
+    )
     return row
 
 

@@ -55,11 +55,12 @@ async def rounds(loops: int, repeats: int) -> dict[str, list[float]]:
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(Discard()))
     seen: dict[str, list[float]] = {"untraced": [], "traced_hit": [], "traced_with_spans": []}
-    async with FreshCache(
-        InMemorySource(server), listen=False, tracer_provider=provider
-    ) as plain, FreshCache(
-        InMemorySource(server), listen=False, tracer_provider=provider, trace_hits=True
-    ) as traced:
+    async with (
+        FreshCache(InMemorySource(server), listen=False, tracer_provider=provider) as plain,
+        FreshCache(
+            InMemorySource(server), listen=False, tracer_provider=provider, trace_hits=True
+        ) as traced,
+    ):
         for cache in (plain, traced):
             assert (await cache.read(URI)).state == "fresh"
         await asyncio.sleep(0)

@@ -137,11 +137,7 @@ class SyncFreshCache:
                     if hit.__class__ is ReadResult:
                         return hit
                     value = hit.value
-                    if (
-                        value is not None
-                        and self._clock() < hit.expires_at
-                        and hit.value is value
-                    ):
+                    if value is not None and self._clock() < hit.expires_at and hit.value is value:
                         return value
             return self._read(uri, timeout, principal)
 
