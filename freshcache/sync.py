@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from concurrent.futures import CancelledError
 from contextlib import AbstractContextManager
 from functools import partial
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from typing_extensions import Self
@@ -74,6 +75,10 @@ class SyncFreshCache:
             self._hits_in_thread = not (
                 self._cache.telemetry.metering or self._cache.telemetry.trace_hits
             )
+            self._thread_hits: Mapping[str, object] = (
+                self._hits if self._hits_in_thread else NO_HITS
+            )
+            """The default partition's rows `read` looks up first (none once closed)."""
         except BaseException:
             self._portal_cm.__exit__(None, None, None)
             raise
@@ -97,6 +102,7 @@ class SyncFreshCache:
             if self._closed:
                 return
             self._closed = True
+            self._thread_hits = NO_HITS
         try:
             self._cache_cm.__exit__(None, None, None)
         finally:
@@ -108,10 +114,34 @@ class SyncFreshCache:
 
     # ------------------------------------------------------------------ the cache
 
-    def read(
-        self, uri: str, *, timeout: float | None = None, principal: str | None = None
-    ) -> ReadResult:
-        """`FreshCache.read`: fresh text, or an explicit state saying why not."""
+    if TYPE_CHECKING:
+
+        def read(
+            self, uri: str, *, timeout: float | None = None, principal: str | None = None
+        ) -> ReadResult:
+            """`FreshCache.read`: fresh text, or an explicit state saying why not."""
+            ...
+
+    else:
+
+        def read(self, uri, timeout=None, principal=None):
+            """`FreshCache.read`: fresh text, or an explicit state saying why not."""
+            # The hit, as `FreshCache.read` has it: one dict lookup, then the row is
+            # the result (no time bound) or holds it until ``expires_at``; its value
+            # is read before and after the clock compare (`row_result` says why).
+            # Plain defaults at run time: keyword-only defaults are filled from a dict
+            # on every call. Everything else is `_read`.
+            if principal is None:
+                hit = self._thread_hits.get(uri)
+                if hit is not None:
+                    if hit.__class__ is ReadResult:
+                        return hit
+                    value = hit.value
+                    if value is not None and self._clock() < hit.expires_at and hit.value is value:
+                        return value
+            return self._read(uri, timeout, principal)
+
+    def _read(self, uri: str, timeout: float | None, principal: str | None) -> ReadResult:
         if self._hits_in_thread and not self._closed:
             hit = self._hit(uri, principal)
             if hit is not None:
@@ -250,6 +280,10 @@ class SyncFreshCache:
             raise FreshCacheError("this SyncFreshCache is closed; make a new one")
         try:
             return call()
+        except CancelledError as exc:  # a read running in the call's own task (`_Inline`)
+            if self._closed:
+                raise FreshCacheError("this SyncFreshCache was closed during the call") from exc
+            raise
         except RuntimeError as exc:
             if self._closed or "not running" in str(exc):
                 raise FreshCacheError("this SyncFreshCache was closed during the call") from exc

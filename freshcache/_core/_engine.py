@@ -453,6 +453,23 @@ class _ReadRules(_Bookkeeping):
         """Whether a live, acknowledged subscription covers ``uri`` now."""
         return self._subs.covers(uri)
 
+    def waits_for_ack(self, uri: str, partition: Partition) -> bool:
+        """Whether a caller's read of ``uri`` should wait for the acknowledgment of a
+        stream that is still opening for it, instead of being sent now.
+
+        That ack reads every selected URI of the default partition it newly covers, or
+        leaves uncovered with no copy (`_acknowledged`), and only a read sent after it
+        makes ``uri`` subscription-backed fresh (invariant 4): a read sent before it
+        would be sent again. Waiting makes the ack's read the caller's, one read per
+        selected URI at start (DESIGN §8). Which stream is opening is the supervisor's
+        (`ListenSupervisor.awaits_ack`)."""
+        return (
+            partition == self.default_partition
+            and uri in self._selected
+            and self._listen_supported is not False
+            and not self._subs.covers(uri)
+        )
+
     @property
     def tracked_uris(self) -> int:
         """Per-URI records held now (bounded: invariant 10)."""

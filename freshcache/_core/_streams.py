@@ -82,6 +82,7 @@ class ListenSupervisor:
     _replacement: _Attempt | None = None
     _attempts: int = 0
     _closed: set[int] = field(default_factory=set)
+    acknowledged_once: bool = False
 
     @property
     def state(self) -> SupervisorState:
@@ -95,6 +96,28 @@ class ListenSupervisor:
     def attempts(self) -> int:
         """Streams opened so far."""
         return self._attempts
+
+    def awaits_ack(self, uri: str | None = None) -> int | None:
+        """Before the first acknowledgment: the number of the stream still opening whose
+        ack will cover ``uri`` (``None``: any URI, the resource list), else ``None``.
+
+        A read sent now would be repeated once that ack comes (invariant 4: only a read
+        sent after it makes ``uri`` subscription-backed fresh), so a caller waits for
+        it and the read the ack asks for is its read (DESIGN §8: one read per selected
+        URI at start). A caller waits for one attempt only: if it fails, the next is
+        not waited for. Once a stream was acknowledged (a reconnect, a new selection)
+        a read is sent at once: a live cache does not hold its callers behind a
+        re-listen's backoff.
+        """
+        if self.acknowledged_once:
+            return None
+        if uri is None:  # (a live primary already covers the list)
+            primary = self._primary
+            return None if primary is None or primary.acknowledged else primary.number
+        for attempt in (self._primary, self._replacement):
+            if attempt is not None and not attempt.acknowledged and uri in attempt.uris:
+                return attempt.number
+        return None
 
     def next_deadline(self) -> float | None:
         """The earliest time `tick` has something to do, or ``None``."""
@@ -141,6 +164,7 @@ class ListenSupervisor:
 
     def acknowledged(self, attempt: int, now: float) -> list[StreamDecision]:
         """Stream ``attempt`` was acknowledged."""
+        self.acknowledged_once = True
         if self._primary is not None and self._primary.number == attempt:
             self._primary.acknowledged = True
             self.budget.acknowledged(now)

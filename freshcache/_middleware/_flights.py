@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -83,6 +83,133 @@ class _Flight:
             self._done.set()
 
 
+try:  # anyio's record of each asyncio task's innermost cancel scope (see `_Inline`)
+    from anyio._backends._asyncio import _task_states as _ANYIO_TASKS
+except ImportError:  # pragma: no cover - another anyio: every read then gets a task
+    _ANYIO_TASKS = None  # type: ignore[assignment]
+
+
+def _anyio_scope() -> object:
+    """The current task's innermost anyio cancel scope (``None``: none yet)."""
+    state = _ANYIO_TASKS.get(asyncio.current_task())  # type: ignore[arg-type]
+    return None if state is None else state.cancel_scope
+
+
+class _Inline:
+    """Runs a caller's flight in the caller's own task (asyncio only) (issue 38, item 2).
+
+    A cold miss then costs no task and no loop turn of its own: the caller drives the
+    read and has its result when the read ends. Exceptions reach the coroutine as a
+    task would deliver them (its own scopes may be the ones cancelling).
+
+    If the caller leaves first (its deadline passed), the read should go on in the
+    background. A coroutine can change tasks only where it holds nothing bound to its
+    task: an anyio cancel scope (httpx's timeouts, the SDK's, the stdio source's), an
+    ``asyncio.timeout`` (redis-py's), or anything else it waits on. So it is handed to a
+    task of its own (`ReadFlights._adopt`) only when it waits at a bare yield
+    (``asyncio.sleep(0)``) outside any scope of its own; otherwise the caller's
+    cancellation reaches it, as it would reach a task, and a background read is queued
+    in its place. Reads start in a task each; once one is seen waiting on nothing but
+    bare yields they run inline, until one is seen waiting on something else (a future,
+    a scope: `ReadFlights.inline`). So only a source that answers without waiting on
+    anything (an in-memory one) reads inline, and only a caller that leaves a read
+    that waits for the first time cuts it short.
+    """
+
+    __slots__ = ("_coro", "_flights", "_key", "_task")
+
+    def __init__(
+        self,
+        coro: Coroutine[Any, Any, None],
+        flights: ReadFlights | None,
+        key: tuple[str, Partition] | None = None,
+    ) -> None:
+        self._coro = coro
+        self._flights = flights
+        """``None`` once adopted: the task driving it now is the coroutine's own."""
+        self._key = key
+        self._task: asyncio.Task[Any] | None = None
+        """The caller's task while it drives the read (`ReadFlights.close` cancels it)."""
+
+    def __await__(self) -> Generator[Any, None, None]:
+        flights = self._flights
+        if flights is None:  # adopted: it waited at a bare yield, it goes on from there
+            yield None
+            yield from self._drive(None, None)
+            return
+        self._task = asyncio.current_task()
+        flights._inline_runs.add(self)
+        try:
+            yield from self._drive(flights, _anyio_scope())
+        finally:
+            flights._inline_runs.discard(self)
+
+    def _drive(self, flights: ReadFlights | None, outer: object) -> Generator[Any, None, None]:
+        coro = self._coro
+        error: BaseException | None = None
+        while True:
+            try:
+                yielded = coro.send(None) if error is None else coro.throw(error)
+            except StopIteration:
+                return
+            except BaseException:
+                if error is None or flights is None:
+                    raise
+                if flights.closing and isinstance(error, asyncio.CancelledError):
+                    # (`ReadFlights.close`): the flight was settled on the way out,
+                    # and that is what the caller gets.
+                    if self._task is not None:
+                        self._task.uncancel()
+                    return
+                if self._key is not None:  # the caller left: a background read instead
+                    flights.schedule(*self._key, "read")
+                raise
+            error = None
+            bare = yielded is None
+            inside = flights is not None and (not bare or _anyio_scope() is not outer)
+            if inside and flights.inline:  # type: ignore[union-attr]
+                flights.inline = False  # type: ignore[union-attr]  # (see the docstring)
+            try:
+                yield yielded
+            except BaseException as exc:
+                if flights is None or inside or flights.closing:
+                    error = exc  # delivered as a task delivers it
+                    continue
+                try:  # the caller leaves: the read goes on in a task of its own
+                    flights._adopt(_Inline(coro, None))
+                except BaseException:  # no task can be started any more: it ends here
+                    error = exc
+                    continue
+                raise
+
+
+class _Watched:
+    """Drives a flight in its own task exactly as the task would, noting whether it
+    waited on anything but bare yields (`ReadFlights.inline` is learned from it)."""
+
+    __slots__ = ("_coro", "bare")
+
+    def __init__(self, coro: Coroutine[Any, Any, None]) -> None:
+        self._coro = coro
+        self.bare = True
+
+    def __await__(self) -> Generator[Any, None, None]:
+        coro = self._coro
+        error: BaseException | None = None
+        while True:
+            try:
+                yielded = coro.send(None) if error is None else coro.throw(error)
+            except StopIteration:
+                return
+            error = None
+            if yielded is not None:
+                self.bare = False
+            try:
+                yield yielded
+            except BaseException as exc:
+                error = exc
+
+
 class ReadFlights:
     """The flights of one `FreshCache`."""
 
@@ -118,6 +245,13 @@ class ReadFlights:
         """Idle re-readers, each asleep on its own event."""
         self._asyncio: bool | None = None
         """Whether the event loop is asyncio's (asked at the first checkpoint)."""
+        self.closing = False
+        """Set by `close`: reads running in their callers' tasks end."""
+        self._inline_runs: set[_Inline] = set()
+        self.inline = False
+        """Whether a caller's read runs in the caller's task (`_Inline`): from the
+        first caller's read (in a task, `_fly_soon`) seen waiting on nothing but bare
+        yields, until one is seen waiting on anything else."""
 
     def __len__(self) -> int:
         return len(self._flights)
@@ -138,8 +272,42 @@ class ReadFlights:
         else:
             await anyio.lowlevel.checkpoint()
 
+    async def turn(self) -> None:
+        """One turn of the event loop (asyncio's: `fly_inline`'s callers only)."""
+        await asyncio.sleep(0)
+
     def get(self, key: tuple[str, Partition]) -> _Flight | None:
         return self._flights.get(key)
+
+    def on_asyncio(self) -> bool:
+        """Whether the event loop is asyncio's (`_Inline` and `asyncio.timeout` need it)."""
+        if self._asyncio is None:
+            try:
+                self._asyncio = asyncio.get_running_loop() is not None
+            except RuntimeError:
+                self._asyncio = False
+        return self._asyncio
+
+    def fly_inline(self, uri: str, partition: Partition) -> tuple[_Flight, _Inline]:
+        """A caller's own read, run in the caller's task (`_Inline`): sent at once,
+        ahead of queued background reads; awaiting the second item runs it until the
+        flight is settled, or until the caller leaves (then it goes on in a task)."""
+        self._queued.pop((uri, partition), None)
+        key = (uri, partition)
+        flight = self._flights[key] = _Flight()
+        return flight, _Inline(self._fly(uri, partition, flight, "read"), self, key)
+
+    def close(self) -> None:
+        """The cache closes: reads running in their callers' tasks end (as reads in
+        tasks of their own end with the cache's task group), settled as cut short."""
+        self.closing = True
+        for run in list(self._inline_runs):
+            if run._task is not None:
+                run._task.cancel()
+
+    def _adopt(self, inline: _Inline) -> None:
+        assert self.tg is not None
+        self.tg.start_soon(_awaited, inline)
 
     def launch_now(self, uri: str, partition: Partition) -> _Flight:
         """A caller's own read: sent at once, ahead of queued background reads."""
@@ -155,6 +323,11 @@ class ReadFlights:
         # Let notifications already queued land first: a burst of invalidations
         # then costs one read sent after the last of them, not one read each.
         await self._checkpoint()
+        if self._asyncio and _ANYIO_TASKS is not None:
+            watched = _Watched(self._fly(uri, partition, flight, "read"))
+            await watched
+            self.inline = watched.bare
+            return
         await self._fly(uri, partition, flight, "read")
 
     async def _fly(
@@ -358,3 +531,7 @@ class ReadFlights:
         # A source bug must not tear the cache down.
         log.warning("source %s failed reading %s: %r", self._source.identity, uri, exc)
         return RequestFailed("server_error", f"source raised {type(exc).__name__}: {exc}")
+
+
+async def _awaited(inline: _Inline) -> None:
+    await inline

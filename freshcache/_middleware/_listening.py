@@ -104,6 +104,51 @@ class StreamDriver:
         self._sleeping_until: float | None = None
         """The deadline the run loop sleeps until (None: no deadline)."""
         self._tg: TaskGroup | None = None
+        self._settling: anyio.Event | None = None
+        """Set (and dropped) at the next step of a stream's opening: see `ack_pending`."""
+
+    def ack_pending(self, uri: str | None) -> int | None:
+        """The stream attempt whose acknowledgment a read of ``uri`` (``None``: the
+        resource list) should wait for (`ListenSupervisor.awaits_ack`); 0 while
+        discovery is under way and a stream may follow it; ``None``: read now."""
+        if not self.enabled or self.engine.listen_supported is False:
+            return None
+        if not self.driving:
+            return None if self.supervisor.unsupported else 0
+        return self.supervisor.awaits_ack(uri)
+
+    async def first_ack(self, uri: str | None, partition: Partition) -> None:
+        """Until the first acknowledgment a read of ``uri`` (``None``: the resource
+        list) should wait for has come, or no longer matters.
+
+        The read that ack asks for is then the caller's read: one server read per
+        selected URI and one walk at start, not one before the ack and one after
+        (DESIGN §8, `FreshnessEngine.waits_for_ack`). One attempt is waited for: if it
+        ends unacknowledged the caller reads at once, and so does a caller whose wait
+        is cut short (`FreshCache` waits at most half its deadline: a slow ack then
+        costs a second read, not the caller's answer).
+        """
+        waited_for: int | None = None
+        while True:
+            attempt = self.ack_pending(uri)
+            if attempt is None or (waited_for is not None and attempt != waited_for):
+                return
+            if attempt:  # (0: discovery is under way, a stream may follow it)
+                waited_for = attempt
+            await self.settling()
+            if uri is not None and not self.engine.waits_for_ack(uri, partition):
+                return
+
+    async def settling(self) -> None:
+        """Until the next step of a stream's opening (discovery done, an ack, an end)."""
+        if self._settling is None:
+            self._settling = anyio.Event()
+        await self._settling.wait()
+
+    def _settled(self) -> None:
+        if self._settling is not None:
+            self._settling.set()
+            self._settling = None
 
     def want(self, uris: frozenset[str]) -> None:
         """The engine asked for a stream over ``uris`` (its `Relisten`)."""
@@ -118,22 +163,28 @@ class StreamDriver:
         self._tg = tg
         # Discover even when listening is off: it is also where the source learns which
         # revision to speak (a 2025-11-25 server refuses requests before initialize).
-        info = await discover()
-        if not self.enabled:
-            self._carry_out(self.engine.handle(ListenUnsupported("listening disabled")))
-            return
-        if info is not None and info.listen is False:
-            self._carry_out(self.engine.handle(ListenUnsupported(info.detail or "no listen")))
-            return
-        self.driving = True
-        self.obey(
-            self.supervisor.want(
-                self.engine.selected, anyio.current_time(), lists=self.engine.lists_wanted
+        try:
+            info = await discover()
+            if not self.enabled:
+                self._carry_out(self.engine.handle(ListenUnsupported("listening disabled")))
+                return
+            if info is not None and info.listen is False:
+                self._carry_out(self.engine.handle(ListenUnsupported(info.detail or "no listen")))
+                return
+            self.driving = True
+            self.obey(
+                self.supervisor.want(
+                    self.engine.selected, anyio.current_time(), lists=self.engine.lists_wanted
+                )
             )
-        )
+        finally:
+            self._settled()  # reads waiting for discovery look again
         while not self.supervisor.unsupported:
             self._wake = anyio.Event()
-            self._carry_out_streams(self.supervisor.tick(anyio.current_time()))
+            ticked = self.supervisor.tick(anyio.current_time())
+            self._carry_out_streams(ticked)
+            if ticked:
+                self._settled()
             deadline = self._sleeping_until = self.supervisor.next_deadline()
             delay = math.inf if deadline is None else max(0.0, deadline - anyio.current_time())
             self.loop_turns += 1
@@ -149,6 +200,7 @@ class StreamDriver:
         case" (an idle cache must cost no CPU, DESIGN invariant 15).
         """
         self._carry_out_streams(decisions)
+        self._settled()  # (an ack, an end, a new attempt: reads waiting look again)
         if (
             decisions
             or self.supervisor.unsupported

@@ -409,7 +409,8 @@ class Proxy:
         if call.state in ("unknown_tool", "tool_changed"):
             # Nothing ran: the host's list is old. (No ``seen=`` above: the proxy cannot
             # tell which list this host built its arguments from, so it never sends twice.)
-            raise await self._unknown_tool(ctx, name, call.detail, changed=call.state == "tool_changed")
+            changed = call.state == "tool_changed"
+            raise await self._unknown_tool(ctx, name, call.detail, changed=changed)
         if call.state == "may_have_run":
             # Sent, and its answer lost: it may have run, and it is never sent again
             # (invariant 16).

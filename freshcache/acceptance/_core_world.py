@@ -121,6 +121,9 @@ class _Reader:
     partition: Partition
     flight: _Flight | None = None
     result: ReadResult | None = None
+    ack: int | None = None
+    """The stream attempt whose first acknowledgment the read waits for, as
+    `FreshCache._after_ack` does (its read is then the ack's)."""
 
 
 @dataclass(slots=True)
@@ -368,7 +371,10 @@ class CoreWorld:
         cached = self.engine.lookup(uri, partition)
         reader = _Reader(uri, partition, result=cached)
         if cached is None:
-            self._wait(reader)
+            if self.engine.waits_for_ack(uri, partition):
+                reader.ack = self.supervisor.awaits_ack(uri)
+            if reader.ack is None:
+                self._wait(reader)
         self._readers.append(reader)
 
     def await_background(self) -> ReadResult:
@@ -460,6 +466,12 @@ class CoreWorld:
                 self._launch(*key)
                 moved = True
         for reader in self._readers:
+            if reader.ack is not None and self.supervisor.awaits_ack(reader.uri) != reader.ack:
+                reader.ack = None  # acknowledged (or that attempt failed): read now
+                reader.result = self.engine.lookup(reader.uri, reader.partition)
+                if reader.result is None:
+                    self._wait(reader)
+                moved = True
             if reader.result is None and reader.flight is not None:
                 moved |= reader.flight.result is not None and self._wait(reader)
         return moved

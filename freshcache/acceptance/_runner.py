@@ -408,8 +408,13 @@ class World(abc.ABC):
         the selected and the other resource read once (DESIGN §3's starting point)."""
         await self.settle_start()
         if setup.cached:
+            # With acks held the selected read comes before the first ack, and waits
+            # for it at most half its deadline (`FreshCache._after_ack`): a short one,
+            # so the copy is read before the ack, as the rows say, and soon. A read
+            # the deadline cuts short lands in the background, before `settle` ends.
+            timeout = 0.4 if setup.acks_held else None
             for uri in (ALIASES["selected"], ALIASES["other"]):
-                await self.read(uri)
+                await self.read(uri, timeout=timeout)
             await self.settle()
 
 
