@@ -263,8 +263,7 @@ class ReferenceServer:
     its tool registry)."""
     tools_error_once: set[str] = field(default_factory=set)
     """Tools whose next call runs and answers a tool error starting "Unknown tool"."""
-    tool_faults: dict[str, str] = field(default_factory=dict)
-    """Per tool, its next call's fault (`TOOL_FAULTS`); ``NAME#state``: a requestState."""
+    tool_faults: dict[str, str] = field(default_factory=dict)  # next calls' faults, TOOL_FAULTS
     denial_envelopes: dict[str, bool] = field(default_factory=dict)
     """Per URI, a structured denial envelope (SEP-2643) on its refusals: ``True`` with a
     remediation hint (a URL to approve access at), ``False`` with none."""
@@ -272,8 +271,7 @@ class ReferenceServer:
     """What a loader's local copy holds (for the ``local_copy`` fault)."""
     page_size: int = 100
     list_ttl_ms: int = 60_000
-    later_pages_ttl_ms: int | None = None
-    """``ttlMs`` of list pages after the first (default: ``list_ttl_ms``)."""
+    later_pages_ttl_ms: int | None = None  # ttlMs of pages after the first (None: list_ttl_ms)
     endless_list: bool = False  # every list page names a new next cursor: it never ends
     reads: int = 0
     """Server reads answered (or failed) so far."""
