@@ -560,7 +560,7 @@ class McpClientSource:
         return await self._request(page)
 
     async def call_tool(
-        self, params: Mapping[str, Any], principal: Partition
+        self, params: Mapping[str, Any], principal: Partition, tool: Mapping[str, Any] | None
     ) -> ToolReply | RequestFailed:
         """One ``tools/call`` through the SDK session (``allow_input_required``: an
         ``input_required`` result is handed back, not answered by the SDK). Never sent

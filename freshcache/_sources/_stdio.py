@@ -791,11 +791,8 @@ class StdioSource:
     async def listen(
         self, uris: frozenset[str], list_changed: bool
     ) -> AsyncGenerator[StreamEvent, None]:
-        """One ``subscriptions/listen`` on the shared channel (see `Source.listen`).
-
-        Closing the iterator early sends ``notifications/cancelled`` naming the
-        listen request id.
-        """
+        """One ``subscriptions/listen`` on the shared channel (see `Source.listen`);
+        closing the iterator early sends ``notifications/cancelled`` naming its id."""
         self._process.ensure_service()
         sid = f"listen-{next(self._ids)}"
         conn = await self._process.connection(self.timeout, wait_for_restart=True)
@@ -892,8 +889,10 @@ class StdioSource:
         step bounded by ``shutdown_timeout``), and stop the service task."""
         await self._process.stop()
 
-    async def call_tool(self, params: Mapping[str, Any], principal: Partition) -> ToolAnswer:
-        """`Source.call_tool`: never re-issued; ``principal`` is not sent (one per process)."""
+    async def call_tool(
+        self, params: Mapping[str, Any], principal: Partition, tool: Mapping[str, Any] | None
+    ) -> ToolAnswer:
+        """`Source.call_tool`: never re-issued; neither ``principal`` nor ``tool`` is sent."""
         answer = await self._call("tools/call", dict(params), self.timeout)
         return tool_answer(self._outcome("tools/call", answer), self._take_hints())
 
