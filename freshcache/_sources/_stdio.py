@@ -963,9 +963,11 @@ class StdioSource:
             if not isinstance(waiter.result, (Response, ErrorResponse)):
                 conn.waiters.pop(key, None)
                 conn.demux.forget_request(rid)
-                if conn.alive and waiter.result is None:
-                    # Timed out or abandoned: tell the server (spec cancellation: SHOULD).
-                    await conn.cancel(rid, "the client stopped waiting")
+                if conn.alive and waiter.result is None and conn.tg is not None:
+                    # Timed out or abandoned: tell the server (spec cancellation: SHOULD),
+                    # in the background: a server not reading its stdin would hold the
+                    # caller past its deadline.
+                    conn.tg.start_soon(conn.cancel, rid, "the client stopped waiting")
 
 
 class _Supervisor:

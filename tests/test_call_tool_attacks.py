@@ -1,0 +1,163 @@
+"""At most once, attacked (issue 34): faults that could make a tool run twice, or be
+reported as never sent when it may have run, on real transports: a stdio server that
+is slow to read, dies mid-call, or refuses the call's version; concurrent identical
+calls; a caller cancelled mid-call (`tests/fixtures/tool_fault_server.py`)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+
+from freshcache import (
+    FreshCache,
+    HttpSource,
+    McpClientSource,
+    StdioSource,
+    UnsupportedVersionError,
+)
+from freshcache.acceptance import ReferenceServer
+from freshcache.acceptance._http_server import ReferenceHttpServer
+from freshcache.acceptance._steps import catalog_items
+from tests.fault_proxy import CutToolCalls, cut_tool_calls
+from tests.polling import until
+
+pytestmark = pytest.mark.anyio
+
+FAULTS = Path(__file__).parent / "fixtures" / "tool_fault_server.py"
+
+
+def reference() -> ReferenceServer:
+    server = ReferenceServer()
+    server.set_catalog("tools", catalog_items("tools", "v1"), notify=False)
+    return server
+
+
+def faulty(mode: str, log: Path) -> StdioSource:
+    return StdioSource([sys.executable, str(FAULTS), mode, str(log)])
+
+
+def runs(log: Path) -> list[str]:
+    return log.read_text().split() if log.exists() else []
+
+
+async def test_a_call_cut_off_while_its_request_is_still_being_written_may_have_run(
+    tmp_path: Path,
+) -> None:
+    # The server is not reading: the large request fills the pipe, the caller's
+    # timeout ends the write half-way, and the rest still goes out and runs.
+    log = tmp_path / "calls"
+    async with FreshCache(faulty("slow-reader", log), read_timeout=10.0) as cache:
+        call = await cache.call_tool("pay", {"memo": "x" * 4_000_000}, timeout=0.5)
+        assert (call.state, call.reason) == ("may_have_run", "timeout"), call
+        await until(lambda: runs(log) == ["pay"])
+
+
+async def test_a_process_that_dies_mid_call_is_restarted_without_the_call(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "calls"
+    async with FreshCache(faulty("crash-on-call", log), read_timeout=10.0) as cache:
+        call = await cache.call_tool("pay", {}, timeout=10.0)
+        assert call.state == "may_have_run", call
+        with anyio.fail_after(30.0):  # the supervisor restarts the server (backoff)
+            while (probe := await cache.call_tool("probe", {}, timeout=5.0)).state != "answered":
+                assert probe.state == "unavailable", probe  # not running yet: never sent
+                await anyio.sleep(0.05)
+        assert runs(log) == ["pay", "probe"]  # the pending call was not sent to the new one
+
+
+async def test_a_version_refusal_of_a_call_sends_it_at_most_once_more(tmp_path: Path) -> None:
+    log = tmp_path / "calls"
+    async with FreshCache(faulty("version-on-call", log), read_timeout=10.0) as cache:
+        # It lists the version the call was sent in: no version left to try (one line).
+        with pytest.raises(UnsupportedVersionError, match="rejected 2026-07-28"):
+            await cache.call_tool("pay", {}, timeout=10.0)
+        assert runs(log) == ["pay", "pay"]  # refused unrun, sent once more, no more
+
+
+async def test_concurrent_identical_calls_are_two_runs(tmp_path: Path) -> None:
+    log = tmp_path / "calls"
+    async with FreshCache(faulty("answer", log), read_timeout=10.0) as cache:
+        states: list[str] = []
+
+        async def one() -> None:
+            states.append((await cache.call_tool("pay", {"amount": 5}, timeout=10.0)).state)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(one)
+            group.start_soon(one)
+        assert states == ["answered", "answered"]
+        assert runs(log) == ["pay", "pay"]
+
+
+async def test_the_timeout_bounds_a_call_to_a_server_that_does_not_read(tmp_path: Path) -> None:
+    # Before: the cancellation sent after the timeout waited (up to 1 s) for the same
+    # full pipe, so the caller got its answer a second past its deadline.
+    log = tmp_path / "calls"
+    async with FreshCache(faulty("slow-reader", log), read_timeout=10.0) as cache:
+        started = anyio.current_time()
+        with anyio.fail_after(10.0):  # a guard only
+            call = await cache.call_tool("pay", {"memo": "x" * 4_000_000}, timeout=0.2)
+        took = anyio.current_time() - started
+        assert call.state == "may_have_run", call
+        assert took < 1.1, took
+        await until(lambda: runs(log) == ["pay"])
+
+
+@asynccontextmanager
+async def behind_a_cut(
+    server: ReferenceServer, revision: str, client: str
+) -> AsyncIterator[tuple[FreshCache, CutToolCalls]]:
+    http = ReferenceHttpServer(server, revision=revision)  # type: ignore[arg-type]
+    async with http, cut_tool_calls(http.port) as (proxy, port):
+        url = http.url.replace(f":{http.port}", f":{port}")
+        source = HttpSource(url) if client == "http" else McpClientSource.connect(url)
+        async with FreshCache(source, read_timeout=10.0) as cache:
+            yield cache, proxy
+
+
+HTTP_CLIENTS = [
+    (revision, client)
+    for revision in ("2026-07-28", "2025-11-25")
+    for client in ("http", "mcp-client")
+]
+
+
+@pytest.mark.parametrize(("revision", "client"), HTTP_CLIENTS)
+async def test_a_connection_reset_after_the_call_ran_is_may_have_run_never_a_second_run(
+    revision: str, client: str
+) -> None:
+    server = reference()
+    async with behind_a_cut(server, revision, client) as (cache, proxy):
+        await cache.tools()
+        with anyio.fail_after(30.0):  # a guard only
+            call = await cache.call_tool("help", {}, timeout=10.0)
+        assert proxy.cuts == 1
+        assert call.state == "may_have_run", call
+        assert server.tool_calls == ["help"]
+        again = await cache.call_tool("help", {}, timeout=10.0)  # the channel still works
+        assert again.state == "answered", again
+        assert server.tool_calls == ["help", "help"]
+
+
+@pytest.mark.parametrize("client", ["http", "mcp-client"])
+async def test_a_2025_session_ended_before_the_call_runs_it_once(client: str) -> None:
+    server = reference()
+    async with ReferenceHttpServer(server, revision="2025-11-25") as http:
+        source = HttpSource(http.url) if client == "http" else McpClientSource.connect(http.url)
+        async with FreshCache(source, read_timeout=10.0) as cache:
+            await cache.tools()
+            assert http.legacy is not None
+            http.legacy.forget_sessions()  # the server ended the session (HTTP 404 next)
+            call = await cache.call_tool("help", {}, timeout=10.0)
+            assert server.tool_calls in ([], ["help"]), server.tool_calls
+            if client == "http":  # HttpSource starts a new session and sends it once more
+                assert call.state == "answered", call
+                assert server.tool_calls == ["help"]
+            else:  # the SDK client reports the ended session: never sent twice
+                assert call.state != "answered" or server.tool_calls == ["help"], call
