@@ -57,11 +57,13 @@ async def test_a_call_cut_off_while_its_request_is_still_being_written_may_have_
         await until(lambda: runs(log) == ["pay"])
 
 
+@pytest.mark.parametrize("revision", ["", "-2025"])
 async def test_a_process_that_dies_mid_call_is_restarted_without_the_call(
-    tmp_path: Path,
+    tmp_path: Path, revision: str
 ) -> None:
     log = tmp_path / "calls"
-    async with FreshCache(faulty("crash-on-call", log), read_timeout=10.0) as cache:
+    source = faulty("crash-on-call" + revision, log)
+    async with FreshCache(source, read_timeout=10.0) as cache:
         call = await cache.call_tool("pay", {}, timeout=10.0)
         assert call.state == "may_have_run", call
         with anyio.fail_after(30.0):  # the supervisor restarts the server (backoff)
@@ -69,6 +71,7 @@ async def test_a_process_that_dies_mid_call_is_restarted_without_the_call(
                 assert probe.state == "unavailable", probe  # not running yet: never sent
                 await anyio.sleep(0.05)
         assert runs(log) == ["pay", "probe"]  # the pending call was not sent to the new one
+        assert (source.protocol.legacy is not None) == bool(revision)
 
 
 async def test_a_version_refusal_of_a_call_sends_it_at_most_once_more(tmp_path: Path) -> None:
@@ -80,9 +83,11 @@ async def test_a_version_refusal_of_a_call_sends_it_at_most_once_more(tmp_path: 
         assert runs(log) == ["pay", "pay"]  # refused unrun, sent once more, no more
 
 
-async def test_concurrent_identical_calls_are_two_runs(tmp_path: Path) -> None:
+@pytest.mark.parametrize("revision", ["", "-2025"])
+async def test_concurrent_identical_calls_are_two_runs(tmp_path: Path, revision: str) -> None:
     log = tmp_path / "calls"
-    async with FreshCache(faulty("answer", log), read_timeout=10.0) as cache:
+    source = faulty("answer" + revision, log)
+    async with FreshCache(source, read_timeout=10.0) as cache:
         states: list[str] = []
 
         async def one() -> None:
@@ -93,6 +98,7 @@ async def test_concurrent_identical_calls_are_two_runs(tmp_path: Path) -> None:
             group.start_soon(one)
         assert states == ["answered", "answered"]
         assert runs(log) == ["pay", "pay"]
+        assert (source.protocol.legacy is not None) == bool(revision)
 
 
 async def test_the_timeout_bounds_a_call_to_a_server_that_does_not_read(tmp_path: Path) -> None:
@@ -161,3 +167,20 @@ async def test_a_2025_session_ended_before_the_call_runs_it_once(client: str) ->
                 assert server.tool_calls == ["help"]
             else:  # the SDK client reports the ended session: never sent twice
                 assert call.state != "answered" or server.tool_calls == ["help"], call
+
+
+@pytest.mark.parametrize("revision", ["", "-2025"])
+async def test_a_caller_cancelled_mid_call_never_has_it_sent_again(
+    tmp_path: Path, revision: str
+) -> None:
+    log = tmp_path / "calls"
+    source = faulty("slow-call" + revision, log)
+    async with FreshCache(source, read_timeout=10.0) as cache:
+        async with anyio.create_task_group() as group:
+            group.start_soon(cache.call_tool, "pay", {})
+            await until(lambda: runs(log) == ["pay"])  # it arrived; the caller gives up
+            group.cancel_scope.cancel()
+        probe = await cache.call_tool("probe", {}, timeout=10.0)
+        assert probe.state == "answered", probe
+        assert runs(log) == ["pay", "probe"]
+        assert (source.protocol.legacy is not None) == bool(revision)
