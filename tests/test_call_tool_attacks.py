@@ -20,6 +20,9 @@ from freshcache import (
     StdioSource,
     UnsupportedVersionError,
 )
+from freshcache._protocol._client import ClientProtocol
+from freshcache._protocol._http import Attempt, HttpAnswer, HttpBinding, Retry
+from freshcache._protocol._wire import ErrorResponse
 from freshcache.acceptance import ReferenceServer
 from freshcache.acceptance._http_server import ReferenceHttpServer
 from freshcache.acceptance._steps import catalog_items
@@ -184,3 +187,37 @@ async def test_a_caller_cancelled_mid_call_never_has_it_sent_again(
         assert probe.state == "answered", probe
         assert runs(log) == ["pay", "probe"]
         assert (source.protocol.legacy is not None) == bool(revision)
+
+
+def test_a_version_refusal_of_a_call_over_http_is_sent_again_at_most_once() -> None:
+    # HTTP judges each answer with the one -32022 rule (the stdio test above plays it
+    # on a real process): a second refusal of the same call is never a third send.
+    binding = HttpBinding(ClientProtocol("test-server"), lambda detail: None)
+    data = {"supported": ["2026-07-28"], "requested": "2026-07-28"}
+    refusal = HttpAnswer(400, ErrorResponse(7, -32022, "Unsupported protocol version", data))
+    attempt = Attempt()
+    judged = binding.judge(refusal, "tools/call", attempt, can_reauthorize=False)
+    assert isinstance(judged, Retry), judged
+    with pytest.raises(UnsupportedVersionError, match="rejected 2026-07-28"):
+        binding.judge(refusal, "tools/call", attempt, can_reauthorize=False)
+
+
+@pytest.mark.parametrize(("revision", "client"), HTTP_CLIENTS)
+async def test_concurrent_identical_calls_over_http_are_two_runs(
+    revision: str, client: str
+) -> None:
+    server = reference()
+    async with ReferenceHttpServer(server, revision=revision) as http:  # type: ignore[arg-type]
+        source = HttpSource(http.url) if client == "http" else McpClientSource.connect(http.url)
+        async with FreshCache(source, read_timeout=10.0) as cache:
+            await cache.tools()
+            states: list[str] = []
+
+            async def one() -> None:
+                states.append((await cache.call_tool("help", {}, timeout=10.0)).state)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(one)
+                group.start_soon(one)
+            assert states == ["answered", "answered"]
+            assert server.tool_calls == ["help", "help"]
