@@ -3,8 +3,8 @@
 It passes bytes both ways unchanged until a client connection has sent a request
 naming ``tools/call`` (armed once): that request reaches the server in full, and when
 the server's first answer byte comes back the proxy drops it and resets the client's
-connection (RST, no response byte): the request was sent, the tool ran, the answer is
-lost. Transparent otherwise, so any HTTP client and either revision can be tested.
+connection (RST, no response byte), or answers in the server's place (a gateway's
+``502``): the request was sent, the tool ran, the answer is lost. Transparent otherwise, so any HTTP client and either revision can be tested.
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ from anyio.abc import SocketAttribute
 
 
 class CutToolCalls:
-    def __init__(self, upstream_port: int) -> None:
+    def __init__(self, upstream_port: int, answer: bytes | None = None) -> None:
         self.upstream_port = upstream_port
+        self.answer = answer
+        """What the client gets instead of the server's answer (``None``: a reset)."""
         self.armed = True
         self.cuts = 0
 
@@ -45,8 +47,12 @@ class CutToolCalls:
             async for data in upstream:
                 if marked:
                     self.cuts += 1
-                    raw = client.extra(SocketAttribute.raw_socket)
-                    raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    if self.answer is not None:
+                        await client.send(self.answer)
+                    else:
+                        raw = client.extra(SocketAttribute.raw_socket)
+                        linger = struct.pack("ii", 1, 0)
+                        raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
                     cut.set()
                     return
                 await client.send(data)
@@ -63,9 +69,11 @@ async def _cancel_on(event: anyio.Event, tg: anyio.abc.TaskGroup) -> None:
 
 
 @asynccontextmanager
-async def cut_tool_calls(upstream_port: int) -> AsyncIterator[tuple[CutToolCalls, int]]:
+async def cut_tool_calls(
+    upstream_port: int, answer: bytes | None = None
+) -> AsyncIterator[tuple[CutToolCalls, int]]:
     """A proxy in front of ``upstream_port``; yields it and its own port."""
-    proxy = CutToolCalls(upstream_port)
+    proxy = CutToolCalls(upstream_port, answer)
 
     async def guarded(client: anyio.abc.SocketStream) -> None:
         with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):

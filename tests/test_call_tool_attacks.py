@@ -120,10 +120,10 @@ async def test_the_timeout_bounds_a_call_to_a_server_that_does_not_read(tmp_path
 
 @asynccontextmanager
 async def behind_a_cut(
-    server: ReferenceServer, revision: str, client: str
+    server: ReferenceServer, revision: str, client: str, answer: bytes | None = None
 ) -> AsyncIterator[tuple[FreshCache, CutToolCalls]]:
     http = ReferenceHttpServer(server, revision=revision)  # type: ignore[arg-type]
-    async with http, cut_tool_calls(http.port) as (proxy, port):
+    async with http, cut_tool_calls(http.port, answer) as (proxy, port):
         url = http.url.replace(f":{http.port}", f":{port}")
         source = HttpSource(url) if client == "http" else McpClientSource.connect(url)
         async with FreshCache(source, read_timeout=10.0) as cache:
@@ -221,3 +221,21 @@ async def test_concurrent_identical_calls_over_http_are_two_runs(
                 group.start_soon(one)
             assert states == ["answered", "answered"]
             assert server.tool_calls == ["help", "help"]
+
+
+BAD_GATEWAY = b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+
+
+@pytest.mark.parametrize(("revision", "client"), HTTP_CLIENTS)
+async def test_a_gateway_error_after_the_call_ran_is_may_have_run(
+    revision: str, client: str
+) -> None:
+    # A 502 without a JSON-RPC answer says nothing of the tool: it may have run.
+    server = reference()
+    async with behind_a_cut(server, revision, client, BAD_GATEWAY) as (cache, proxy):
+        await cache.tools()
+        with anyio.fail_after(30.0):  # a guard only
+            call = await cache.call_tool("help", {}, timeout=10.0)
+        assert proxy.cuts == 1
+        assert call.state == "may_have_run", call
+        assert server.tool_calls == ["help"]
