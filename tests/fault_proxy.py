@@ -3,8 +3,8 @@
 It passes bytes both ways unchanged until a client connection has sent a request
 naming ``tools/call`` (armed once): that request reaches the server in full, and when
 the server's first answer byte comes back the proxy drops it and resets the client's
-connection (RST, no response byte), or answers in the server's place (a gateway's
-``502``): the request was sent, the tool ran, the answer is lost. Transparent otherwise, so any HTTP client and either revision can be tested.
+connection (RST, no response byte), answers in the server's place (a gateway's
+``502``), or swallows the answer (`HOLD`): the request was sent, the tool ran, the answer is lost. Transparent otherwise, so any HTTP client and either revision can be tested.
 """
 
 from __future__ import annotations
@@ -17,6 +17,10 @@ from contextlib import asynccontextmanager, suppress
 import anyio
 import anyio.abc
 from anyio.abc import SocketAttribute
+
+HOLD = b""
+"""An ``answer`` that never comes: the server's answer is swallowed, the connection
+stays open."""
 
 
 class CutToolCalls:
@@ -45,6 +49,9 @@ class CutToolCalls:
 
         async def to_client() -> None:
             async for data in upstream:
+                if marked and self.answer == HOLD:  # swallowed: the client waits on
+                    self.cuts = 1
+                    continue
                 if marked:
                     self.cuts += 1
                     if self.answer is not None:

@@ -26,7 +26,7 @@ from freshcache._protocol._wire import ErrorResponse
 from freshcache.acceptance import ReferenceServer
 from freshcache.acceptance._http_server import ReferenceHttpServer
 from freshcache.acceptance._steps import catalog_items
-from tests.fault_proxy import CutToolCalls, cut_tool_calls
+from tests.fault_proxy import HOLD, CutToolCalls, cut_tool_calls
 from tests.polling import until
 
 pytestmark = pytest.mark.anyio
@@ -238,4 +238,21 @@ async def test_a_gateway_error_after_the_call_ran_is_may_have_run(
             call = await cache.call_tool("help", {}, timeout=10.0)
         assert proxy.cuts == 1
         assert call.state == "may_have_run", call
+        assert server.tool_calls == ["help"]
+
+
+@pytest.mark.parametrize(("revision", "client"), HTTP_CLIENTS)
+async def test_the_timeout_bounds_a_call_whose_answer_never_comes(
+    revision: str, client: str
+) -> None:
+    server = reference()
+    async with behind_a_cut(server, revision, client, HOLD) as (cache, proxy):
+        await cache.tools()
+        started = anyio.current_time()
+        with anyio.fail_after(30.0):  # a guard only
+            call = await cache.call_tool("help", {}, timeout=0.3)
+        took = anyio.current_time() - started
+        assert proxy.cuts == 1
+        assert (call.state, call.reason) == ("may_have_run", "timeout"), call
+        assert took < 3.0, took  # the source's own read timeout is 10 s
         assert server.tool_calls == ["help"]
