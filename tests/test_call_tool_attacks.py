@@ -256,3 +256,23 @@ async def test_the_timeout_bounds_a_call_whose_answer_never_comes(
         assert (call.state, call.reason) == ("may_have_run", "timeout"), call
         assert took < 3.0, took  # the source's own read timeout is 10 s
         assert server.tool_calls == ["help"]
+
+
+@pytest.mark.parametrize("revision", ["", "-2025"])
+async def test_the_sdk_client_over_stdio_never_sends_a_call_again_after_a_crash(
+    tmp_path: Path, revision: str
+) -> None:
+    from mcp import StdioServerParameters
+
+    log = tmp_path / "calls"
+    command = StdioServerParameters(
+        command=sys.executable, args=[str(FAULTS), "crash-on-call" + revision, str(log)]
+    )
+    async with FreshCache(McpClientSource.connect(command), read_timeout=10.0) as cache:
+        call = await cache.call_tool("pay", {}, timeout=10.0)
+        assert call.state == "may_have_run", call
+        with anyio.fail_after(30.0):  # the next request connects a new process
+            while (probe := await cache.call_tool("probe", {}, timeout=5.0)).state != "answered":
+                assert probe.state in ("unavailable", "may_have_run"), probe
+                await anyio.sleep(0.05)
+        assert runs(log)[0] == "pay" and runs(log).count("pay") == 1, runs(log)
