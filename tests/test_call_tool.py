@@ -219,7 +219,7 @@ class _BrokenTools(InMemorySource):
         self.hang = hang
 
     async def call_tool(
-        self, params: Mapping[str, Any], principal: str | None
+        self, params: Mapping[str, Any], principal: str | None, tool: Any
     ) -> ToolReply | RequestFailed:
         if self.hang:
             await anyio.Event().wait()  # never set: only the caller's timeout ends it

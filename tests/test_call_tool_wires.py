@@ -163,7 +163,7 @@ class _SlowRefusal(InMemorySource):
 
     delay = 1.0
 
-    async def call_tool(self, params: Mapping[str, Any], principal: str | None) -> Any:
+    async def call_tool(self, params: Mapping[str, Any], principal: str | None, tool: Any) -> Any:
         await anyio.sleep(self.delay)
         self.server.tool_calls.append(str(params["name"]))
         return RequestFailed("not_found", f"Unknown tool: {params['name']}", -32602)

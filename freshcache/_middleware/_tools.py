@@ -36,13 +36,14 @@ from .._core import Catalog, RequestFailed
 from .._core._frozen import frozen, frozen_mapping
 from .._errors import ConfigurationError, FreshCacheError
 from .._protocol._tools import (
+    ToolAnswer,
+    ToolRefused,
     ToolReply,
     input_required,
     refused_as_unknown,
     same_definition,
     tool_call_params,
 )
-from .._sources._http import excluded_tool, learned_tool
 from ._setup import checked_deadline
 
 if TYPE_CHECKING:
@@ -190,12 +191,9 @@ class ToolCalls:
         who = principal if principal is not None else self.principal
         held = self.engine.catalogs.last_held("tools", who)  # fresh or not since
         saw = seen_definition(name, seen, held)
-        refused = excluded_tool(self.source, name, who)
-        if refused is not None:  # never call a tool left out of the catalog
-            return ToolCall(name, "invalid_tool", detail=refused)
-        if saw is not None:  # its Mcp-Param-* headers follow the definition the caller saw
-            learned_tool(self.source, who, saw)
-        outcome = await self._send_tool_call(name, params, who, end)
+        outcome = await self._send_tool_call(name, params, who, end, saw)
+        if isinstance(outcome, ToolRefused):  # a tool left out of the catalog: never sent
+            return ToolCall(name, "invalid_tool", detail=outcome.detail)
         answer = outcome if isinstance(outcome, RequestFailed) else outcome.result
         if not refused_as_unknown(name, answer):
             return _judged(name, outcome)
@@ -225,17 +223,25 @@ class ToolCalls:
         if end - anyio.current_time() <= 0:
             detail = f"tools/call {name!r}: no time left to send it again after the re-list"
             return ToolCall(name, "unavailable", reason="timeout", catalog=catalog, detail=detail)
-        outcome = await self._send_tool_call(name, params, who, end)
+        outcome = await self._send_tool_call(name, params, who, end, saw)
+        if isinstance(outcome, ToolRefused):
+            return ToolCall(name, "invalid_tool", catalog=catalog, detail=outcome.detail)
         return _judged(name, outcome, catalog=catalog, retried=True)
 
     async def _send_tool_call(
-        self, name: str, params: dict[str, Any], who: str | None, end: float
-    ) -> ToolReply | RequestFailed:
-        """One send, by ``end``: cut off by the deadline, its answer is lost."""
-        outcome: ToolReply | RequestFailed | None = None
+        self,
+        name: str,
+        params: dict[str, Any],
+        who: str | None,
+        end: float,
+        saw: Mapping[str, Any] | None,
+    ) -> ToolAnswer:
+        """One send, by ``end``: cut off by the deadline, its answer is lost. ``saw``:
+        the definition the caller built it from (the source's headers follow it)."""
+        outcome: ToolAnswer | None = None
         with anyio.move_on_after(max(0.0, end - anyio.current_time())):
             try:
-                outcome = await self.source.call_tool(params, who)
+                outcome = await self.source.call_tool(params, who, saw)
             except FreshCacheError:
                 raise
             except Exception as exc:  # a source's own bug: an explicit state, not a raise

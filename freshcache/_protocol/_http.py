@@ -69,6 +69,7 @@ from ._client import (
 )
 from ._reissue import lost_answer, may_reissue
 from ._tool_headers import ToolHeaders, excluded_detail, param_mismatch
+from ._tools import ToolRefused
 from ._wire import (
     HEADER_MISMATCH,
     SESSION_HEADER,
@@ -214,6 +215,19 @@ class HttpBinding:
         if method != "tools/call" or self.protocol.legacy is not None:
             return {}
         return self.tool_headers.for_call(principal, params)
+
+    def prepare_tool_call(
+        self, params: Mapping[str, Any], principal: Partition, tool: Mapping[str, Any] | None
+    ) -> ToolRefused | None:
+        """Before a ``tools/call``: refuse a tool left out of ``principal``'s catalog
+        (why), else learn the definition the caller saw (``tool``), so its
+        ``Mcp-Param-*`` headers follow it."""
+        refused = self.refused_call("tools/call", params, principal)
+        if refused is not None:
+            return ToolRefused(refused.detail)
+        if tool is not None:
+            self.tool_headers.learn(principal, (tool,))
+        return None
 
     def refused_call(
         self, method: str, params: Mapping[str, Any], principal: Partition

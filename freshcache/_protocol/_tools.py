@@ -18,6 +18,10 @@ caller built its arguments from.
 - **Refused before it ran.** Only the JSON-RPC refusal may be followed by one more
   send (`FreshCache.call_tool` decides when); a result, even a tool error saying the
   tool is unknown, is final.
+- **Left out, never sent.** A source refuses to send a call of a tool it left out of
+  the catalog (`ToolRefused`), and learns what it needs to send a call (its
+  ``Mcp-Param-*`` headers) from the definition the caller saw, handed to
+  `Source.call_tool` as ``tool``.
 - **Input required.** A ``resultType: "input_required"`` result (basic/patterns/mrtr)
   is not an answer: the server asks for input (``inputRequests``) and/or hands back a
   ``requestState`` to echo in a continuation of the call (`tool_call_params`).
@@ -43,7 +47,17 @@ class ToolReply:
     hints: tuple[StreamEvent, ...] = ()
 
 
-ToolAnswer = ToolReply | RequestFailed
+@dataclass(frozen=True, slots=True)
+class ToolRefused:
+    """A ``tools/call`` the source refused to send: the tool was left out of the
+    catalog by a protocol rule (its ``x-mcp-header`` annotations are invalid,
+    2026-07-28 over HTTP). Nothing was sent; ``detail`` says why."""
+
+    detail: str
+    hints: tuple[StreamEvent, ...] = ()
+
+
+ToolAnswer = ToolReply | RequestFailed | ToolRefused
 """What one ``tools/call`` came to on a source (`Source.call_tool`)."""
 
 
@@ -131,6 +145,7 @@ def same_definition(seen: Mapping[str, Any] | None, now: Mapping[str, Any] | Non
 
 __all__ = [
     "ToolAnswer",
+    "ToolRefused",
     "ToolReply",
     "input_required",
     "plain",

@@ -106,7 +106,7 @@ from .._protocol._reissue import lost_answer
 from .._protocol._tools import ToolAnswer, tool_answer
 from .._protocol._wire import ClientIdentity, DenialRules, Message, list_reply
 from ._http_legacy import LegacyHttp, LegacyLink
-from ._source import ServerInfo, SourceWrapper
+from ._source import ServerInfo
 from ._speaking import SpeaksClientProtocol
 from ._sse import (
     HttpStats,
@@ -313,8 +313,7 @@ class HttpSource(SpeaksClientProtocol):
     async def list_catalog(
         self, kind: CatalogKind, cursor: str | None, principal: Partition
     ) -> ListReply | RequestFailed:
-        """One page of a catalog (``tools/list``, ``prompts/list``,
-        ``resources/templates/list``), with the change hints its answer carried."""
+        """One page of a catalog (``tools/list``, ...), with its answer's change hints."""
         params: dict[str, Any] = {} if cursor is None else {"cursor": cursor}
         hints: list[StreamEvent] = []
         result, _ = await self._call(CATALOG_METHODS[kind], params, principal, hints)
@@ -330,12 +329,10 @@ class HttpSource(SpeaksClientProtocol):
     async def listen(
         self, uris: frozenset[str], list_changed: bool
     ) -> AsyncGenerator[StreamEvent, None]:
-        """One ``subscriptions/listen`` stream; see `freshcache._sources._source` for the contract.
-
-        Closing the generator closes the HTTP response, which is how a client
-        cancels on Streamable HTTP. On 2025-11-25 the GET stream and
-        ``resources/subscribe`` stand in for it (`LegacyHttp.listen`).
-        """
+        """One ``subscriptions/listen`` stream (contract: `freshcache._sources._source`).
+        Closing the generator closes the HTTP response, which is how a client cancels
+        on Streamable HTTP; on 2025-11-25 the GET stream and ``resources/subscribe``
+        stand in for it (`LegacyHttp.listen`)."""
         if self.protocol.legacy is not None:
             async with aclosing(self.legacy.listen(uris, list_changed)) as legacy_events:
                 async for legacy_event in legacy_events:
@@ -405,9 +402,12 @@ class HttpSource(SpeaksClientProtocol):
             self.stats.streams_lost += 1
             yield StreamLost(listen_id, f"{type(exc).__name__}: {exc}")
 
-    async def call_tool(self, params: Mapping[str, Any], principal: Partition) -> ToolAnswer:
-        """`Source.call_tool`: on this source's channel (its headers, session and
-        renegotiation), never re-issued after a lost answer."""
+    async def call_tool(
+        self, params: Mapping[str, Any], principal: Partition, tool: Mapping[str, Any] | None
+    ) -> ToolAnswer:
+        """`Source.call_tool` on this channel, never re-issued (`HttpBinding.prepare_tool_call`)."""
+        if refused := self.binding.prepare_tool_call(params, principal, tool):
+            return refused
         hints: list[StreamEvent] = []
         outcome, _ = await self._call("tools/call", dict(params), principal, hints)
         return tool_answer(outcome, tuple(hints))
@@ -532,27 +532,6 @@ class HttpSource(SpeaksClientProtocol):
     def _note_untrusted(self, detail: str) -> None:
         self.stats.untrusted += 1
         log.info("%s: untrusted message: %s", self.identity, detail)
-
-
-def learned_tool(source: object, principal: Partition, tool: Mapping[str, Any]) -> None:
-    """Tell ``source`` (an `HttpSource`, possibly wrapped) the tool definition a caller
-    acts on, so its ``Mcp-Param-*`` headers follow it even where this source never
-    listed the tools itself (a fleet follower takes the catalog another worker walked)."""
-    while isinstance(source, SourceWrapper):
-        source = source.inner
-    if isinstance(source, HttpSource):
-        source.binding.tool_headers.learn(principal, (tool,))
-
-
-def excluded_tool(source: object, name: str, principal: Partition) -> str | None:
-    """Why tool ``name`` was left out of ``principal``'s catalog by ``source`` (an
-    `HttpSource`, possibly wrapped: the ``x-mcp-header`` rules), else ``None``."""
-    while isinstance(source, SourceWrapper):
-        source = source.inner
-    if not isinstance(source, HttpSource):
-        return None
-    refused = source.binding.refused_call("tools/call", {"name": name}, principal)
-    return None if refused is None else refused.detail
 
 
 # ---------------------------------------------------------------------- helpers

@@ -308,7 +308,7 @@ class LoaderSource:
         )
 
     async def call_tool(
-        self, params: Mapping[str, Any], principal: Partition
+        self, params: Mapping[str, Any], principal: Partition, tool: Mapping[str, Any] | None
     ) -> ToolReply | RequestFailed:
         """A loader reaches no MCP server: it cannot call tools."""
         return no_tool_calls(self)

@@ -93,6 +93,7 @@ from .._protocol._client import session_info
 from .._protocol._reissue import lost_answer
 from .._protocol._tools import ToolReply
 from .._protocol._wire import (
+    INTERNAL_ERROR,
     METHOD_NOT_FOUND,
     PROTOCOL_VERSION,
     DenialRules,
@@ -112,7 +113,21 @@ CONNECTION_CLOSED = -32000
 REQUEST_TIMEOUT = -32001
 """The SDK's own code for "no answer within ``read_timeout_seconds``"."""
 
+SDK_STATUS_ERROR = "Server returned an error response"
+"""The SDK's own -32603 for an HTTP error status without a JSON-RPC answer (a gateway's
+502 after the request went through): the SDK's words, not the server's."""
+
 T = TypeVar("T")
+
+
+def _sdk_stand_in(error: Any) -> bool:
+    """Whether an SDK ``MCPError`` is the SDK's own stand-in for an answer that did not
+    come (the connection closed, no answer in time, an error status without a JSON-RPC
+    answer), not the server's JSON-RPC error: a request sent may have run."""
+    code, message = int(error.code), str(error.message)
+    return code in (CONNECTION_CLOSED, REQUEST_TIMEOUT) or (
+        code == INTERNAL_ERROR and message == SDK_STATUS_ERROR
+    )
 
 
 def load_sdk() -> SimpleNamespace:
@@ -564,7 +579,7 @@ class McpClientSource:
         return await self._request(page)
 
     async def call_tool(
-        self, params: Mapping[str, Any], principal: Partition
+        self, params: Mapping[str, Any], principal: Partition, tool: Mapping[str, Any] | None
     ) -> ToolReply | RequestFailed:
         """One ``tools/call`` through the SDK session (``allow_input_required``: an
         ``input_required`` result is handed back, not answered by the SDK). Never sent
@@ -599,10 +614,7 @@ class McpClientSource:
                 return lost_answer("tools/call", RequestFailed("unreachable", str(exc)))
             failure = failure_from_sdk_error(exc, self.denial)
             leaf = _first_leaf(exc)
-            if isinstance(leaf, self._sdk.MCPError) and leaf.code not in (
-                CONNECTION_CLOSED,
-                REQUEST_TIMEOUT,
-            ):
+            if isinstance(leaf, self._sdk.MCPError) and not _sdk_stand_in(leaf):
                 return failure  # the server's own error answer
             return lost_answer("tools/call", failure)
 

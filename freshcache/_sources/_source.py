@@ -48,7 +48,7 @@ from .._core import (
     RequestFailed,
     StreamEvent,
 )
-from .._protocol._tools import ToolReply
+from .._protocol._tools import ToolAnswer
 from .._protocol._wire import PROTOCOL_VERSION
 
 __all__ = [
@@ -138,11 +138,14 @@ class Source(Protocol):
         ...
 
     async def call_tool(
-        self, params: Mapping[str, Any], principal: Partition
-    ) -> ToolReply | RequestFailed:
+        self, params: Mapping[str, Any], principal: Partition, tool: Mapping[str, Any] | None
+    ) -> ToolAnswer:
         """One ``tools/call`` with ``params`` (`freshcache._protocol._tools.tool_call_params`),
         sent at most once: a lost answer is a failure marked ``lost``, never a second
-        send. A source that cannot call tools answers `no_tool_calls`."""
+        send. ``tool``: the tool's definition the caller built the call from (``None``:
+        unknown); a source whose wire needs it (``Mcp-Param-*`` headers) takes it from
+        there, and refuses a tool it left out of the catalog (`ToolRefused`). A source
+        that cannot call tools answers `no_tool_calls`."""
         ...
 
     @property
@@ -202,9 +205,9 @@ class SourceWrapper:
         return ask is not None and ask()
 
     async def call_tool(
-        self, params: Mapping[str, Any], principal: Partition
-    ) -> ToolReply | RequestFailed:
-        return await self.inner.call_tool(params, principal)
+        self, params: Mapping[str, Any], principal: Partition, tool: Mapping[str, Any] | None
+    ) -> ToolAnswer:
+        return await self.inner.call_tool(params, principal, tool)
 
     async def list_catalog(
         self, kind: CatalogKind, cursor: str | None, principal: Partition

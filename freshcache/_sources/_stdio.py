@@ -792,11 +792,8 @@ class StdioSource(SpeaksClientProtocol):
     async def listen(
         self, uris: frozenset[str], list_changed: bool
     ) -> AsyncGenerator[StreamEvent, None]:
-        """One ``subscriptions/listen`` on the shared channel (see `Source.listen`).
-
-        Closing the iterator early sends ``notifications/cancelled`` naming the
-        listen request id.
-        """
+        """One ``subscriptions/listen`` on the shared channel (see `Source.listen`);
+        closing the iterator early sends ``notifications/cancelled`` naming its id."""
         self._process.ensure_service()
         sid = f"listen-{next(self._ids)}"
         conn = await self._process.connection(self.timeout, wait_for_restart=True)
@@ -893,8 +890,10 @@ class StdioSource(SpeaksClientProtocol):
         step bounded by ``shutdown_timeout``), and stop the service task."""
         await self._process.stop()
 
-    async def call_tool(self, params: Mapping[str, Any], principal: Partition) -> ToolAnswer:
-        """`Source.call_tool`: never re-issued; ``principal`` is not sent (one per process)."""
+    async def call_tool(
+        self, params: Mapping[str, Any], principal: Partition, tool: Mapping[str, Any] | None
+    ) -> ToolAnswer:
+        """`Source.call_tool`: never re-issued; neither ``principal`` nor ``tool`` is sent."""
         answer = await self._call("tools/call", dict(params), self.timeout)
         return tool_answer(self._outcome("tools/call", answer), self._take_hints())
 
@@ -965,9 +964,11 @@ class StdioSource(SpeaksClientProtocol):
             if not isinstance(waiter.result, (Response, ErrorResponse)):
                 conn.waiters.pop(key, None)
                 conn.demux.forget_request(rid)
-                if conn.alive and waiter.result is None:
-                    # Timed out or abandoned: tell the server (spec cancellation: SHOULD).
-                    await conn.cancel(rid, "the client stopped waiting")
+                if conn.alive and waiter.result is None and conn.tg is not None:
+                    # Timed out or abandoned: tell the server (spec cancellation: SHOULD),
+                    # in the background: a server not reading its stdin would hold the
+                    # caller past its deadline.
+                    conn.tg.start_soon(conn.cancel, rid, "the client stopped waiting")
 
 
 class _Supervisor:

@@ -120,7 +120,7 @@ class InMemorySource:
         return self.server.list_page(cursor)
 
     async def call_tool(
-        self, params: Mapping[str, Any], principal: Partition
+        self, params: Mapping[str, Any], principal: Partition, tool: Mapping[str, Any] | None
     ) -> ToolReply | RequestFailed:
         """``tools/call`` on the reference server (`freshcache.acceptance._reference.call_tool`)."""
         await anyio.lowlevel.checkpoint()
