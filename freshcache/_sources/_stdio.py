@@ -965,8 +965,7 @@ class StdioSource(SpeaksClientProtocol):
         try:
             with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
                 try:
-                    # Sent from its first byte on: a write cut off midway (this deadline)
-                    # may still reach the server, so its answer is then lost, not "unsent".
+                    # sent from its first byte on (`_Waiter.sent`), even if cut off midway
                     await conn.send(request.message, waiter.mark_sent)
                 except _Gone as exc:
                     if waiter.result is None:
