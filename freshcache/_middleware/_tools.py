@@ -199,8 +199,9 @@ class ToolCalls:
         refused = excluded_tool(self.source, name, who)
         if refused is not None:  # never call a tool left out of the catalog
             return ToolCall(name, "invalid_tool", detail=refused)
-        if saw is not None:  # its Mcp-Param-* headers follow the definition the caller saw
-            learned_tool(self.source, who, saw)
+        shown = saw if saw is not None or held is None else _entry(held, name)
+        if shown is not None:  # Mcp-Param-* headers: the definition seen, else the one held
+            learned_tool(self.source, who, shown)
         known = self.engine.catalog_lookup("tools", who)  # the fresh one, no I/O
         if saw is not None and known is not None:
             changed = _changed(name, saw, known)
