@@ -25,6 +25,14 @@ U = "guide://shipping/approval"
 SEARCH = {"name": "search", "inputSchema": {"type": "object"}}
 SEARCH_V2 = {"name": "search", "inputSchema": {"type": "object", "required": ["q"]}}
 LOOKUP = {"name": "lookup", "inputSchema": {"type": "object"}}
+CENTS = {"name": "pay", "description": "amount in cents", "inputSchema": {"type": "object"}}
+DOLLARS = {**CENTS, "description": "amount in dollars"}
+
+
+def _described(cache: FreshCache, description: str) -> bool:
+    """Whether the cache holds a fresh tools catalog whose first tool says ``description``."""
+    held = cache.catalog_status("tools")
+    return held.state == "fresh" and held.items[0].get("description") == description
 
 
 @asynccontextmanager
@@ -99,12 +107,46 @@ async def test_refused_as_unknown_and_listed_as_seen_is_sent_once_more() -> None
     # reloading) and lists the tool exactly as the caller saw it: one more send.
     server = ReferenceServer()
     async with cache_on(server) as cache:
-        await cache.tools()
+        seen = await cache.tools()
         server.tools_unknown_once.add("search")
-        call = await cache.call_tool("search", {})
+        call = await cache.call_tool("search", {}, seen=seen)
         assert call.state == "answered" and call.retried, call
         assert call.catalog is not None and call.catalog.names == ("search",)
         assert server.tool_calls == ["search", "search"]
+
+
+async def test_without_seen_a_refused_call_is_never_sent_again() -> None:
+    # No `seen=`: what the arguments were built from is unknown. The catalog the cache
+    # settled since (here a background re-list after list_changed) is not what the
+    # caller saw: the refused call is not sent again, the caller gets the new tool.
+    server = ReferenceServer()
+    async with cache_on(server) as cache:
+        server.set_catalog("tools", [CENTS], notify=False)
+        await cache.tools()  # the caller builds cents arguments from this
+        server.set_catalog("tools", [DOLLARS], notify=True)
+        await until(lambda: _described(cache, "amount in dollars"))  # nobody handed it
+        server.tools_unknown_once.add("pay")
+        call = await cache.call_tool("pay", {"amount": 500})
+        assert call.state == "tool_changed" and not call.retried, call
+        assert call.tool is not None and call.tool["description"] == "amount in dollars"
+        assert server.tool_calls == ["pay"]
+
+
+async def test_a_change_the_cache_already_holds_stops_the_first_send() -> None:
+    # The caller saw cents; the cache has since heard list_changed and holds a fresh
+    # catalog with dollars: nothing is sent with the cents arguments.
+    server = ReferenceServer()
+    async with cache_on(server) as cache:
+        server.set_catalog("tools", [CENTS], notify=False)
+        seen = await cache.tools()
+        server.set_catalog("tools", [DOLLARS], notify=True)
+        await until(lambda: _described(cache, "amount in dollars"))
+        call = await cache.call_tool("pay", {"amount": 500}, seen=seen)
+        assert call.state == "tool_changed" and call.tool is not None, call
+        assert call.tool["description"] == "amount in dollars"
+        assert server.tool_calls == []
+        same = await cache.call_tool("pay", {"amount": 5}, seen=await cache.tools())
+        assert same.state == "answered" and server.tool_calls == ["pay"], same
 
 
 async def test_the_caller_names_the_definition_it_built_the_arguments_from() -> None:
@@ -129,14 +171,14 @@ async def test_the_caller_names_the_definition_it_built_the_arguments_from() -> 
 async def test_at_most_one_retry(monkeypatch: Any) -> None:
     server = ReferenceServer()
     async with cache_on(server) as cache:
-        await cache.tools()
+        seen = await cache.tools()
 
         def refuse(server_: Any, request_id: Any, params: dict[str, Any]) -> Any:
             server_.tool_calls.append(params["name"])
             return _protocol.Reply(_protocol.error(request_id, -32602, "Unknown tool: search"))
 
         monkeypatch.setattr(_protocol, "tool_call_answer", refuse)
-        call = await cache.call_tool("search", {})
+        call = await cache.call_tool("search", {}, seen=seen)
         assert call.state == "not_found" and call.retried
         assert server.tool_calls == ["search", "search"]
 
@@ -148,7 +190,7 @@ async def test_a_tool_error_result_is_never_run_twice(monkeypatch: Any) -> None:
     server = ReferenceServer()
     async with cache_on(server) as cache:
         server.set_catalog("tools", [SEARCH], notify=False)
-        await cache.tools()
+        seen = await cache.tools()
         texts = ["The search tool failed: the index main no longer exists", "Unknown tool: search"]
         runs: list[str] = []
 
@@ -159,9 +201,10 @@ async def test_a_tool_error_result_is_never_run_twice(monkeypatch: Any) -> None:
             return _protocol.Reply(_protocol._result(request_id, result))
 
         monkeypatch.setattr(_protocol, "tool_call_answer", answer)
-        first = await cache.call_tool("search", {})
+        first = await cache.call_tool("search", {}, seen=seen)
         assert runs == ["search"] and first.state == "answered" and first.is_error
-        second = await cache.call_tool("search", {})  # says unknown, yet listed: ran once
+        # says unknown, yet listed: it ran once
+        second = await cache.call_tool("search", {}, seen=seen)
         assert runs == ["search", "search"] and second.state == "answered", second
         assert not second.retried and second.text == "Unknown tool: search"
 

@@ -3,6 +3,7 @@ the reference server (both revisions), a user's loader (issue 26 parts 1, 2, 5).
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -180,3 +181,25 @@ async def test_a_server_without_the_list_method_gives_not_found() -> None:
         assert (catalog.state, catalog.reason, catalog.items) == ("not_found", "not_found", ())
         assert "tools/list" in (catalog.detail or "")
         assert (await cache.prompts()).state == "fresh"
+
+
+async def test_a_walk_whose_window_closed_before_its_caller_woke_is_not_handed_out() -> None:
+    # The walk ends inside its window and settles; the caller resumes only after the
+    # window closed (a loaded event loop, here a clock that jumps right after the
+    # settle). It is judged as the walk's own end is: walked again, never handed out
+    # as fresh past its window.
+    skew = [0.0]
+    async with cache_over_http(clock=lambda: time.monotonic() + skew[0]) as (server, cache):
+        settle = cache.engine.settle_catalog
+
+        def settle_then_the_window_closes(done: Any) -> Catalog:
+            settled = settle(done)
+            if not skew[0]:
+                skew[0] = 120.0  # past the reference server's 60 s ttlMs
+            return settled
+
+        cache.engine.settle_catalog = settle_then_the_window_closes  # type: ignore[method-assign]
+        handed = await cache.tools()
+        assert handed.state == "fresh", handed
+        assert cache.catalog_status("tools").state == "fresh", "a closed window handed out"
+        assert server.catalogs.lists.get("tools", 0) == 2  # walked again after the jump

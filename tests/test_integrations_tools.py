@@ -56,7 +56,7 @@ async def test_pydantic_ai_sees_a_tool_list_changed_mid_run_at_the_next_step() -
                 # The server changes its tools while the model "thinks"; freshcache
                 # hears tools/list_changed before the next step.
                 server.set_catalog("tools", [LOOKUP], notify=True)
-                await until(lambda: cache.catalog_status("tools").names != ("search",))
+                await until(lambda: cache.catalog_status("tools").names == ("lookup",))
                 return ModelResponse(parts=[ToolCallPart("search", {})])
             if len(offered) == 2:
                 return ModelResponse(parts=[ToolCallPart(names[0], {})])
@@ -67,8 +67,9 @@ async def test_pydantic_ai_sees_a_tool_list_changed_mid_run_at_the_next_step() -
     assert result.output == "done"
     assert offered[0] == ["search"]
     assert offered[1] == ["lookup"]  # the change heard mid-run, at the next step
-    # The call of the vanished tool was answered "unknown tool": re-listed, not retried.
-    assert server.tool_calls[0] == "search" and "lookup" in server.tool_calls
+    # The cache already held the list without search: the call of the vanished tool
+    # was `unknown_tool`, never sent; the model then called lookup.
+    assert server.tool_calls == ["lookup"]
 
 
 async def test_pydantic_ai_run_goes_on_without_the_tools_of_a_server_that_is_down() -> None:
@@ -149,7 +150,7 @@ async def test_the_agents_sdk_sees_a_tool_list_changed_mid_run_at_the_next_step(
             offered.append(names)
             if step == 1:
                 server.set_catalog("tools", [LOOKUP], notify=True)
-                await until(lambda: cache.catalog_status("tools").names != ("search",))
+                await until(lambda: cache.catalog_status("tools").names == ("lookup",))
                 return "search"
             return names[0] if step == 2 else None
 
@@ -159,7 +160,7 @@ async def test_the_agents_sdk_sees_a_tool_list_changed_mid_run_at_the_next_step(
         result = await Runner.run(agent, "go")
     assert result.final_output == "done"
     assert offered[:2] == [["search"], ["lookup"]]
-    assert server.tool_calls[0] == "search" and "lookup" in server.tool_calls
+    assert server.tool_calls == ["lookup"]  # search, known gone, was never sent
 
 
 async def test_the_agents_sdk_run_goes_on_when_the_server_is_down() -> None:
@@ -207,3 +208,100 @@ async def test_langchain_load_tools_follows_the_catalog_and_calls_through_the_ca
         cache.invalidate_catalog("tools")
         down = await load_tools(cache, timeout=1.0)
         assert list(down) == [] and down.catalog.state == "awaiting_fresh_source"
+
+
+# The model builds its arguments from the definition it was offered; the server then
+# changes what the arguments mean and says so, and the cache holds the new catalog
+# before the call: each integration says what it offered (`seen=`), so the call is
+# `tool_changed` and never sent with the old arguments.
+PAY_CENTS = {
+    "name": "pay",
+    "description": "amount in cents",
+    "inputSchema": {"type": "object", "properties": {"amount": {"type": "integer"}}},
+}
+PAY_DOLLARS = {**PAY_CENTS, "description": "amount in dollars"}
+
+
+async def _now_in_dollars(server: ReferenceServer, cache: FreshCache) -> None:
+    """The server re-describes ``pay`` and notifies; the cache's own re-list settles it."""
+    server.set_catalog("tools", [PAY_DOLLARS], notify=True)
+
+    def held_in_dollars() -> bool:
+        held = cache.catalog_status("tools")
+        return held.state == "fresh" and held.items[0].get("description") == "amount in dollars"
+
+    await until(held_in_dollars)
+
+
+async def test_pydantic_ai_never_sends_arguments_built_for_a_definition_changed_since() -> None:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import (
+        ModelResponse,
+        RetryPromptPart,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+    )
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from freshcache.integrations.pydantic_ai import fresh_tools
+
+    server = ReferenceServer()
+    told: list[str] = []
+    async with cache_on(server) as cache:
+        server.set_catalog("tools", [PAY_CENTS], notify=False)
+
+        async def respond(messages: list[Any], info: AgentInfo) -> ModelResponse:
+            if len(messages) == 1:
+                assert [t.description for t in info.function_tools] == ["amount in cents"]
+                await _now_in_dollars(server, cache)  # while the model "thinks"
+                return ModelResponse(parts=[ToolCallPart("pay", {"amount": 500})])
+            told.extend(
+                str(part.content)
+                for part in messages[-1].parts
+                if isinstance(part, RetryPromptPart | ToolReturnPart)
+            )
+            return ModelResponse(parts=[TextPart("done")])
+
+        result = await Agent(FunctionModel(respond), toolsets=[fresh_tools(cache)]).run("go")
+    assert result.output == "done"
+    assert server.tool_calls == []  # 500 cents never became 500 dollars
+    assert any("rebuild the call" in text for text in told), told
+
+
+async def test_the_agents_sdk_never_sends_arguments_built_for_a_definition_changed_since() -> None:
+    from agents import Agent, Runner
+    from agents.mcp import MCPServerStreamableHttp
+
+    from freshcache.integrations.openai_agents import FreshMCPServer
+
+    server = ReferenceServer()
+    async with cache_on(server) as cache:
+        server.set_catalog("tools", [PAY_CENTS], notify=False)
+
+        async def respond(step: int, names: list[str]) -> str | None:
+            if step == 1:
+                await _now_in_dollars(server, cache)
+                return "pay"
+            return None
+
+        wrapped = MCPServerStreamableHttp({"url": "http://127.0.0.1:9/unused"}, name="guides")
+        fresh = FreshMCPServer(wrapped, cache)
+        agent = Agent(name="a", model=_agents_model(respond), mcp_servers=[fresh])
+        result = await Runner.run(agent, "go")
+    assert result.final_output == "done"
+    assert server.tool_calls == []
+
+
+async def test_langchain_never_sends_arguments_built_for_a_definition_changed_since() -> None:
+    from freshcache.integrations.langchain import load_tools
+
+    server = ReferenceServer()
+    async with cache_on(server) as cache:
+        server.set_catalog("tools", [PAY_CENTS], notify=False)
+        tools = await load_tools(cache)
+        assert [t.description for t in tools] == ["amount in cents"]
+        await _now_in_dollars(server, cache)
+        said = await tools[0].ainvoke({"amount": 500})
+        assert "rebuild the call" in said, said
+        assert server.tool_calls == []

@@ -569,6 +569,28 @@ async def test_closing_a_subscription_sends_notifications_cancelled_naming_the_l
 
 @pytest.mark.wire
 @pytest.mark.anyio
+async def test_a_call_cut_off_while_its_bytes_drain_may_have_run(tmp_path: Path) -> None:
+    # A sequential server busy on one call does not read stdin; a large call fills the
+    # pipe and its write waits for the server. The source's own deadline cuts the
+    # write off, yet the bytes written are delivered and the server runs the call: it
+    # is `may_have_run` (never "not sent", which would invite a second send).
+    source = script("busy-tools", timeout=1.0, cwd=tmp_path)
+    async with FreshCache(source, read_timeout=10.0) as cache, anyio.create_task_group() as tg:
+        tg.start_soon(cache.call_tool, "slow", {})
+        await until(lambda: (tmp_path / "busy").exists())
+        call = await cache.call_tool("pay", {"amount": 500, "memo": "x" * 400_000}, timeout=10)
+        await until(lambda: "pay" in _ran(tmp_path))
+        assert call.state == "may_have_run", call
+        assert _ran(tmp_path) == ["slow", "pay"]
+
+
+def _ran(tmp_path: Path) -> list[str]:
+    log = tmp_path / "ran.log"
+    return log.read_text().split() if log.exists() else []
+
+
+@pytest.mark.wire
+@pytest.mark.anyio
 async def test_a_request_that_times_out_is_cancelled_and_its_late_answer_ignored(
     tmp_path: Path,
 ) -> None:

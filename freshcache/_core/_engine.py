@@ -937,10 +937,17 @@ class _Judgements(_ReadRules):
         that completes now is true under."""
         return (self._lists if kind == "resources" else self.catalogs.pages[kind]).generation
 
-    def list_current(self, kind: ListKind, generation: int) -> bool:
+    def list_current(
+        self, kind: ListKind, generation: int, closes_at: float = float("inf")
+    ) -> bool:
         """Whether a walk of ``kind`` true under ``generation`` is still current: no
-        change of the list landed since (invariant 1), the server still usable."""
-        return self._unusable is None and generation == self.list_generation(kind)
+        change of the list landed since (invariant 1), the server still usable, and
+        the walk's window (`ListWalk.closes_at`) still open, as at the walk's end."""
+        return (
+            self._unusable is None
+            and generation == self.list_generation(kind)
+            and self.clock() < closes_at
+        )
 
     def invalidate_catalog(
         self, kind: CatalogKind, cause: str = "invalidated", *, alone: bool = True

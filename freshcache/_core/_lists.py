@@ -225,6 +225,13 @@ class ListWalk:
         above 0; one without is true when it lands and bounds nothing)."""
 
     @property
+    def closes_at(self) -> float:
+        """When the complete walk stops being true (the first window of its pages with a
+        ``ttlMs`` closes; ``inf``: none bounds it). Judged at its end, and again for
+        every caller woken to its result (`FreshnessEngine.list_current`)."""
+        return self._closes_at
+
+    @property
     def all_from_server(self) -> bool:
         """Every page of this walk (since it last started over) came from the server."""
         return not self._from_cache

@@ -62,6 +62,8 @@ class _Walking:
     """A `Relist` decision asked for it: when complete, the engine hears what it holds."""
     generation: int = 0
     """The list's generation its result is true under (set when it settles)."""
+    closes_at: float = float("inf")
+    """When its result stops being true (`ListWalk.closes_at`, set when it settles)."""
     result: Listed | None = None
     error: ProtocolError | None = None
 
@@ -119,9 +121,11 @@ class Lister:
                     raise walking.error
                 result = walking.result
                 assert result is not None
-                # A change heard between the walk's end and this wake-up: what it
-                # listed from before the change must not be handed out (invariant 1).
-                if result.state != FRESH or self._engine.list_current(kind, walking.generation):
+                # A change heard, or its window closed, between the walk's end and this
+                # wake-up: the engine judges it again as at the walk's end (invariant 1).
+                if result.state != FRESH or self._engine.list_current(
+                    kind, walking.generation, walking.closes_at
+                ):
                     return result
             return self._outdated(kind, partition)
         return self._timed_out(kind, partition)
@@ -170,6 +174,7 @@ class Lister:
                 assert walk.result is not None
                 walking.result = walk.result
                 walking.generation = self._engine.list_generation(kind)
+                walking.closes_at = walk.closes_at
             else:
                 done = self._engine.begin_catalog(kind, partition)
                 self._carry_out(self._engine.catalog_asked())
@@ -181,6 +186,7 @@ class Lister:
                     else shared.walk(done, self._walk_catalog)
                 )
                 walking.generation = done.generation  # what it is true under (settled)
+                walking.closes_at = done.walk.closes_at
         except ProtocolError as exc:
             walking.error = exc
         finally:

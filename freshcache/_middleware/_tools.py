@@ -13,11 +13,14 @@ A tool can pay, delete, send. So:
   the tool catalog is listed again (the spec allows re-fetching before the TTL); the
   call is sent once more only if the new, fresh catalog lists the tool exactly as the
   caller saw it (``seen``: the tool item, the catalog, or its version it built the
-  arguments from; by default the catalog held before the call), and only after a
+  arguments from; without ``seen`` that is not known, so never), and only after a
   JSON-RPC refusal: a tool error result, even one saying the tool is unknown, is a
   result and is never sent again. Listed otherwise, the answer is ``tool_changed``
   with the new ``tool``: the caller (the model) rebuilds the call. Not listed:
   ``unknown_tool``. The re-list not fresh: its state and reason.
+- **Nor a first send against a change already heard.** When the cache holds a fresh
+  tool catalog that lists the tool otherwise than ``seen`` (or not at all), the answer
+  is ``tool_changed`` (``unknown_tool``) at once, nothing sent.
 - **One deadline.** ``timeout`` bounds the whole call, re-list and second send included.
 - **Input required** (basic/patterns/mrtr): ``input_required`` carries what the server
   asks for and its ``request_state``; call again with ``request_state=`` (and
@@ -76,10 +79,11 @@ class ToolCall:
     may have run; it was not sent again. ``input_required``: the server needs input before the call
     can complete (``input_requests``, ``request_state``: continue with
     ``call_tool(name, arguments, request_state=..., input_responses=...)``).
-    ``tool_changed``: the server refused the call as an unknown tool and now lists it
-    with a definition other than the one the caller built its arguments from (``tool``,
-    the new one; ``catalog``): nothing ran, rebuild the call. ``unknown_tool``: refused
-    as unknown, and the fresh re-list (``catalog``) does not have it.
+    ``tool_changed``: the fresh catalog the cache holds (nothing sent), or the one
+    re-listed after the server refused the call as an unknown tool, lists it with a
+    definition other than the one the caller built its arguments from (``tool``, the new
+    one; ``catalog``): nothing ran, rebuild the call. ``unknown_tool``: that fresh
+    catalog (``catalog``) does not have it.
     ``awaiting_fresh_source`` (or an opted-in ``stale``): the re-list gave no fresh
     catalog; ``reason`` says why. ``denied``: the server refused this principal.
     ``not_found``: the server refused the call's params (``-32602``); ``detail`` is its
@@ -96,7 +100,8 @@ class ToolCall:
     result: Mapping[str, Any] | None = None
     reason: str | None = None
     catalog: Catalog | None = None
-    """The tool catalog re-listed after an "unknown tool" refusal, when there was one."""
+    """The fresh tool catalog the answer was judged against: re-listed after an "unknown
+    tool" refusal, or held when it already showed the tool changed (nothing sent)."""
     retried: bool = False
     """Whether the call was sent a second time (after a refusal as unknown, the tool
     listed again exactly as the caller saw it)."""
@@ -130,7 +135,8 @@ class ToolCall:
 
 Seen = Mapping[str, Any] | Catalog | str | None
 """What the caller built a call's arguments from: the tool's catalog item, the catalog,
-or that catalog's ``version`` (``None``: the catalog held before the call)."""
+or that catalog's ``version`` (``None``: not known, so a refused call is never sent
+again)."""
 
 
 class ToolCalls:
@@ -191,7 +197,14 @@ class ToolCalls:
         who = principal if principal is not None else self.principal
         held = self.engine.catalogs.last_held("tools", who)  # fresh or not since
         saw = seen_definition(name, seen, held)
-        outcome = await self._send_tool_call(name, params, who, end, saw)
+        known = self.engine.catalog_lookup("tools", who)  # the fresh one, no I/O
+        if saw is not None and known is not None and name not in known.excluded:
+            changed = _changed(name, saw, known)
+            if changed is not None:  # a change already heard: never sent with old arguments
+                return changed
+        # Mcp-Param-* headers follow the definition seen, else the one held.
+        shown = saw if saw is not None or held is None else _entry(held, name)
+        outcome = await self._send_tool_call(name, params, who, end, shown)
         if isinstance(outcome, ToolRefused):  # a tool left out of the catalog: never sent
             return ToolCall(name, "invalid_tool", detail=outcome.detail)
         answer = outcome if isinstance(outcome, RequestFailed) else outcome.result
@@ -213,7 +226,8 @@ class ToolCalls:
         if not same_definition(saw, now):
             detail = (
                 f"the server refused {name!r} as unknown and now lists it with a definition "
-                "the arguments were not built from: not sent again; rebuild the call from `tool`"
+                "the arguments were not built from (or `seen=` did not say which): not sent "
+                "again; rebuild the call from `tool`"
             )
             return ToolCall(name, "tool_changed", catalog=catalog, tool=now, detail=detail)
         if not isinstance(outcome, RequestFailed):
@@ -223,7 +237,7 @@ class ToolCalls:
         if end - anyio.current_time() <= 0:
             detail = f"tools/call {name!r}: no time left to send it again after the re-list"
             return ToolCall(name, "unavailable", reason="timeout", catalog=catalog, detail=detail)
-        outcome = await self._send_tool_call(name, params, who, end, saw)
+        outcome = await self._send_tool_call(name, params, who, end, now)
         if isinstance(outcome, ToolRefused):
             return ToolCall(name, "invalid_tool", catalog=catalog, detail=outcome.detail)
         return _judged(name, outcome, catalog=catalog, retried=True)
@@ -281,8 +295,8 @@ def check_continuation(request_state: object, input_responses: object) -> None:
 
 def seen_definition(name: str, seen: object, held: Catalog | None) -> Mapping[str, Any] | None:
     """The definition of tool ``name`` the caller built its arguments from (``None``:
-    unknown, so a refused call is never sent again). ``held``: the catalog the caller
-    was last handed, fresh or not since."""
+    unknown, so a refused call is never sent again). ``held``: the catalog last
+    settled, fresh or not since, which a ``seen`` version must name."""
     if isinstance(seen, Catalog):
         return _entry(seen, name)
     if isinstance(seen, str):
@@ -295,11 +309,28 @@ def seen_definition(name: str, seen: object, held: Catalog | None) -> Mapping[st
             )
         return seen
     if seen is None:
-        return None if held is None else _entry(held, name)
+        return None  # what the arguments were built from is not known: never sent again
     raise ConfigurationError(
         "call_tool(seen=...) takes the tool's catalog item, the tool Catalog or its "
         f"version, got {seen!r}"
     )
+
+
+def _changed(name: str, saw: Mapping[str, Any], known: Catalog) -> ToolCall | None:
+    """The answer without a send when the fresh catalog ``known`` lists tool ``name``
+    otherwise than the caller saw it, or not at all (``None``: as seen, send)."""
+    now = _entry(known, name)
+    if now is None:
+        listed = ", ".join(known.names) or "none"
+        detail = f"the server has no tool {name!r} any more; its tools now: {listed}; not sent"
+        return ToolCall(name, "unknown_tool", catalog=known, detail=detail)
+    if same_definition(saw, now):
+        return None
+    detail = (
+        f"the server now lists {name!r} with a definition the arguments were not built "
+        "from: not sent; rebuild the call from `tool`"
+    )
+    return ToolCall(name, "tool_changed", catalog=known, tool=now, detail=detail)
 
 
 def _entry(catalog: Catalog, name: str) -> Mapping[str, Any] | None:

@@ -400,7 +400,11 @@ class _Waiter:
     done: anyio.Event = field(default_factory=anyio.Event)
     result: Response | ErrorResponse | RequestFailed | None = None
     sent: bool = False
-    """The request was written: from then on the server may act on it."""
+    """The request's first byte may have been written: from then on the server may act
+    on it (only a process gone before any write leaves it unsent)."""
+
+    def mark_sent(self) -> None:
+        self.sent = True
 
     def outcome(
         self, method: str, no_answer: Callable[[], RequestFailed]
@@ -449,13 +453,21 @@ class _Connection:
         """2025-11-25: set once ``initialize`` was answered here (each process needs its own)."""
         self.legacy_info: ServerInfo | RequestFailed | ProtocolError | None = None
 
-    async def send(self, message: Mapping[str, Any]) -> None:
+    async def send(
+        self, message: Mapping[str, Any], writing: Callable[[], None] | None = None
+    ) -> None:
+        """Write one line. ``writing`` is called right before its first byte goes out:
+        from then on the server may read it, even if this write is cut off midway."""
         if not self.alive or self.process.stdin is None:
             raise _Gone(self.detail or "the server process is gone")
         data = (
             json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
         )
         async with self.write_lock:
+            if not self.alive:  # gone while this write waited for the lock: nothing written
+                raise _Gone(self.detail or "the server process is gone")
+            if writing is not None:
+                writing()
             try:
                 await self.process.stdin.send(data)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
@@ -952,12 +964,12 @@ class StdioSource(SpeaksClientProtocol):
         try:
             with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
                 try:
-                    await conn.send(request.message)
+                    # sent from its first byte on (`_Waiter.sent`), even if cut off midway
+                    await conn.send(request.message, waiter.mark_sent)
                 except _Gone as exc:
                     if waiter.result is None:
                         waiter.result = RequestFailed("unreachable", conn.detail or str(exc))
                 else:
-                    waiter.sent = True
                     await waiter.done.wait()
             return waiter.outcome(method, lambda: _no_answer(conn, method, timeout))
         finally:

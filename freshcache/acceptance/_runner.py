@@ -225,6 +225,9 @@ class World(abc.ABC):
     clock: VirtualClock
     timeline: Timeline | None = None
     """Set by `play` before `start`: `make_cache` puts a `RecordingSource` on it."""
+    tools_handed: dict[int | None, Catalog] | None = None
+    """Set by `play`: the tools catalog each cache last handed the row (a ``call tool``
+    step's ``seen=``)."""
 
     @abc.abstractmethod
     async def start(self, setup: Setup) -> None:
@@ -349,9 +352,14 @@ class World(abc.ABC):
     async def catalog_status(self, kind: str, *, worker: int | None = None) -> Catalog | Said:
         return self.cache_for(worker).catalog_status(kind)
 
-    async def call_tool(self, name: str, *, worker: int | None = None) -> ToolCall:
-        """One `FreshCache.call_tool` of ``name`` (no arguments)."""
-        return await self.cache_for(worker).call_tool(name, {})
+    async def call_tool(
+        self, name: str, *, worker: int | None = None, says_seen: bool = True
+    ) -> ToolCall:
+        """One `FreshCache.call_tool` of ``name`` (no arguments), saying the tools catalog
+        the row was last handed as ``seen=`` (unless ``says_seen`` is false)."""
+        handed = self.tools_handed or {}
+        seen = handed.get(worker) if says_seen else None
+        return await self.cache_for(worker).call_tool(name, {}, seen=seen)
 
     def tool_calls(self) -> int | None:
         """``tools/call`` requests the server received so far (``None``: not counted)."""
@@ -526,6 +534,7 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
     failures: list[str] = []
     actual: str | None = None
     timeline = world.timeline = Timeline()
+    world.tools_handed = {}
     try:
         with anyio.fail_after(step_timeout * (len(steps) + 2)):
             try:
@@ -717,6 +726,8 @@ async def _do(
             return last
         case Observe(how="catalog", uri=kind, principal=principal, worker=worker):
             catalog = await world.catalog(kind, principal=principal, worker=worker)
+            if kind == "tools" and isinstance(catalog, Catalog) and world.tools_handed is not None:
+                world.tools_handed[worker] = catalog
             await world.settle()
             return catalog
         case Observe(how="catalog_status", uri=kind, worker=worker):
@@ -731,8 +742,8 @@ async def _do(
             again = await world.catalog(kind, worker=worker)
             await world.settle()
             return again
-        case Observe(how="call_tool", uri=name, worker=worker):
-            call = await world.call_tool(name, worker=worker)
+        case Observe(how="call_tool", uri=name, worker=worker, says_seen=says_seen):
+            call = await world.call_tool(name, worker=worker, says_seen=says_seen)
             await world.settle()
             return call
         case Observe(how="await_background"):

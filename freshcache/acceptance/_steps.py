@@ -312,6 +312,9 @@ class Observe:
     also: tuple[str, ...] = ()
     """``context``: the other URIs of the `FreshCache.context` call, left running like a
     background read; ``await background`` observes ``uri``'s part of the Context."""
+    says_seen: bool = True
+    """``call_tool``: pass the tools catalog the row was last handed as ``seen=`` (``False``:
+    the caller does not say what it built the arguments from)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,6 +424,9 @@ _rule(rf"mutate {_CATALOG}")(lambda m: Observe("mutate_catalog", CATALOG_WORDS[m
 # tool calls (`FreshCache.call_tool`): a tool is named as the reference catalog names it
 _TOOL = r"([\w-]+)"
 _rule(rf"call tool {_TOOL}")(lambda m: Observe("call_tool", m[1]))
+_rule(rf"call tool {_TOOL} not saying what it saw")(
+    lambda m: Observe("call_tool", m[1], says_seen=False)
+)
 _rule(rf"next call of {_TOOL} is refused as unknown")(
     lambda m: ServerChange("tool_refused_once", m[1])
 )

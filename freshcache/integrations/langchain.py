@@ -105,7 +105,8 @@ def _tool(cache: FreshCache, item: Any, timeout: float | None) -> StructuredTool
     name = str(item["name"])
 
     async def call(**arguments: Any) -> str:
-        result = await cache.call_tool(name, arguments, timeout=timeout)
+        # seen=: the definition this tool was built from (what the model was offered)
+        result = await cache.call_tool(name, arguments, timeout=timeout, seen=item)
         if result.ok and not result.is_error:
             return result.text or ""
         reason = f": {result.reason}" if result.reason else ""

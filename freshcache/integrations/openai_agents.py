@@ -113,7 +113,12 @@ class FreshMCPServer(MCPServer):
     ) -> Any:
         if not _lists_catalogs(self.cache):
             return await self.server.call_tool(tool_name, arguments, meta)
-        return _call_result(await self.cache.call_tool(tool_name, arguments, timeout=self.timeout))
+        # seen=: the catalog the model was offered (`list_tools`), so a tool changed
+        # since is never called with arguments built for its old definition
+        call = await self.cache.call_tool(
+            tool_name, arguments, timeout=self.timeout, seen=self.catalog
+        )
+        return _call_result(call)
 
     async def list_prompts(self) -> Any:
         return await self.server.list_prompts()

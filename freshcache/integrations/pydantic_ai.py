@@ -33,7 +33,7 @@ freshness.
 from __future__ import annotations
 
 import base64
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from typing_extensions import assert_never
@@ -156,6 +156,11 @@ _ANY_ARGS = SchemaValidator(schema=core_schema.any_schema())
 """The server validates a tool's arguments (its ``inputSchema`` goes to the model)."""
 
 
+_OFFERED = "freshcache_offered"
+"""The tool's catalog item, kept in its ``ToolDefinition.metadata`` (never sent to the
+model): `FreshCache.call_tool`'s ``seen=``, the definition the model built the call from."""
+
+
 class FreshToolset(AbstractToolset[Any]):
     """The server's tools, from the cache's tool catalog at every step (`fresh_tools`)."""
 
@@ -191,6 +196,7 @@ class FreshToolset(AbstractToolset[Any]):
                 name=str(item["name"]),
                 description=item.get("description"),
                 parameters_json_schema=thawed(item.get("inputSchema") or {"type": "object"}),
+                metadata={_OFFERED: thawed(item)},
             )
             tools[tool_def.name] = ToolsetTool(
                 toolset=self,
@@ -212,7 +218,9 @@ class FreshToolset(AbstractToolset[Any]):
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
-        call = await self.cache.call_tool(name, tool_args, timeout=self.timeout)
+        offered = (tool.tool_def.metadata or {}).get(_OFFERED)
+        seen = offered if isinstance(offered, Mapping) and offered.get("name") == name else None
+        call = await self.cache.call_tool(name, tool_args, timeout=self.timeout, seen=seen)
         return _call_result(call)
 
 
