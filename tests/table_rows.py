@@ -23,7 +23,7 @@ WIRE_ONLY = {
 engine-level worlds skip these rows and the HTTP and stdio worlds play them."""
 
 
-CACHE_ONLY = {"context-part-changed-meanwhile"} | {
+CACHE_ONLY = {"context-part-changed-meanwhile", "first-ack-context-before-is-the-ack-read"} | {
     c.id for c in CASES if Path(c.path).name == "14-tool-calls.md"
 }
 """What needs a `FreshCache` (its ``context()``, its ``call_tool``: table 14): the

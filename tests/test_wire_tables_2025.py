@@ -85,6 +85,7 @@ NOT_IN_2025 = {
     "single-flight-three-readers": "no TTL",
     "denied-principal-gets-no-public-copy": "cacheScope",
     "denied-principal-own-read-ends-it": "cacheScope",
+    "tool-call-input-required-own-outcome": "round-trip",
 }
 """Rows the 2025 wires skip, with a word each reason must contain."""
 

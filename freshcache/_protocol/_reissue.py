@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .._core import RequestFailed
+from ._wire import INTERNAL_ERROR
 
 IDEMPOTENT_METHODS = frozenset(
     {
@@ -65,3 +66,17 @@ def lost_answer(method: str, failure: RequestFailed) -> RequestFailed:
 
 
 __all__ = ["IDEMPOTENT_METHODS", "lost_answer", "may_reissue"]
+
+
+SDK_STATUS_ERROR = "Server returned an error response"
+"""The official SDK client's own -32603 for an HTTP error status without a JSON-RPC
+answer (a gateway's 502 after the request went through): the SDK's words, not the
+server's."""
+
+
+def sdk_answer_lost(code: int, message: str, stand_in_codes: tuple[int, ...]) -> bool:
+    """Whether an error the official SDK client raised stands in for an answer that did
+    not come (``stand_in_codes``: its own "connection closed" and "no answer in time";
+    or its -32603 for an error status without a JSON-RPC answer) rather than being the
+    server's JSON-RPC error: a request sent may have run."""
+    return code in stand_in_codes or (code == INTERNAL_ERROR and message == SDK_STATUS_ERROR)

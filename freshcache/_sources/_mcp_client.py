@@ -90,10 +90,9 @@ from .._core import (
 from .._core._backlog import overflowed
 from .._errors import ConfigurationError, MissingDependencyError
 from .._protocol._client import session_info
-from .._protocol._reissue import lost_answer
+from .._protocol._reissue import lost_answer, sdk_answer_lost
 from .._protocol._tools import ToolReply
 from .._protocol._wire import (
-    INTERNAL_ERROR,
     METHOD_NOT_FOUND,
     PROTOCOL_VERSION,
     DenialRules,
@@ -113,21 +112,7 @@ CONNECTION_CLOSED = -32000
 REQUEST_TIMEOUT = -32001
 """The SDK's own code for "no answer within ``read_timeout_seconds``"."""
 
-SDK_STATUS_ERROR = "Server returned an error response"
-"""The SDK's own -32603 for an HTTP error status without a JSON-RPC answer (a gateway's
-502 after the request went through): the SDK's words, not the server's."""
-
 T = TypeVar("T")
-
-
-def _sdk_stand_in(error: Any) -> bool:
-    """Whether an SDK ``MCPError`` is the SDK's own stand-in for an answer that did not
-    come (the connection closed, no answer in time, an error status without a JSON-RPC
-    answer), not the server's JSON-RPC error: a request sent may have run."""
-    code, message = int(error.code), str(error.message)
-    return code in (CONNECTION_CLOSED, REQUEST_TIMEOUT) or (
-        code == INTERNAL_ERROR and message == SDK_STATUS_ERROR
-    )
 
 
 def load_sdk() -> SimpleNamespace:
@@ -614,7 +599,9 @@ class McpClientSource:
                 return lost_answer("tools/call", RequestFailed("unreachable", str(exc)))
             failure = failure_from_sdk_error(exc, self.denial)
             leaf = _first_leaf(exc)
-            if isinstance(leaf, self._sdk.MCPError) and not _sdk_stand_in(leaf):
+            if isinstance(leaf, self._sdk.MCPError) and not sdk_answer_lost(
+                int(leaf.code), str(leaf.message), (CONNECTION_CLOSED, REQUEST_TIMEOUT)
+            ):
                 return failure  # the server's own error answer
             return lost_answer("tools/call", failure)
 
