@@ -414,6 +414,14 @@ class CaseReport:
     test suite's table tests fail such a row, and replay it even after a CI run of the
     command passed it)."""
     timeline: Timeline | None = None
+    not_played: str | None = None
+    """Why the row was not played at all (the driver failed the rows before it): neither
+    passed nor failed, counted on its own."""
+
+    @property
+    def failed(self) -> bool:
+        """Played and failed (a row not played has no verdict)."""
+        return not self.passed and self.not_played is None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -421,6 +429,7 @@ class CaseReport:
             "where": self.where,
             "passed": self.passed,
             "skipped": self.skipped,
+            "not_played": self.not_played,
             "expected": self.expected,
             "actual": self.actual,
             "observed": self.observed,
@@ -536,6 +545,8 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
                 await world.stop()
     except TimeoutError:
         failures = [f"the case did not finish within {step_timeout * (len(steps) + 2):.0f}s"]
+        if world.last_busy is not None:
+            failures[0] += f" (its last settle still found busy: {world.last_busy})"
     except Exception as exc:  # a crash is a failed case, reported with its cause
         inner = getattr(exc, "exceptions", None)  # a task group's one failure: name it
         while isinstance(inner, tuple) and len(inner) == 1 and isinstance(inner[0], Exception):
