@@ -12,17 +12,20 @@ nor any call past the caller's ``timeout`` (``timeout``).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from .._core import Partition, RequestFailed, StreamEvent
 from .._protocol._tools import tool_call_params
-from ._http import HttpSource
-from ._mcp_client import McpClientSource
 from ._source import SourceWrapper
-from ._stdio import StdioSource
+
+if TYPE_CHECKING:  # a source of a transport exists only once its module is loaded
+    from ._http import HttpSource
+    from ._mcp_client import McpClientSource
+    from ._stdio import StdioSource
 
 ToolOutcome = tuple[dict[str, Any] | RequestFailed, tuple[StreamEvent, ...]]
 """A ``tools/call`` result (or why there is none) and the change hints its answer carried."""
@@ -56,15 +59,17 @@ async def _send(
     while isinstance(source, SourceWrapper):
         source = source.inner
     params = tool_call_params(name, arguments)
-    if isinstance(source, HttpSource):
+    if _is_a(source, "_http", "HttpSource"):
+        http: HttpSource = source  # type: ignore[assignment]
         hints: list[StreamEvent] = []
-        result, _ = await source._call("tools/call", params, principal, hints)
+        result, _ = await http._call("tools/call", params, principal, hints)
         return result, tuple(hints)
-    if isinstance(source, StdioSource):
-        answer = await source.send_request("tools/call", params, timeout=timeout)
-        return source._outcome("tools/call", answer), source._take_hints()
-    if isinstance(source, McpClientSource):
-        return await _sdk_call(source, params), ()
+    if _is_a(source, "_stdio", "StdioSource"):
+        stdio: StdioSource = source  # type: ignore[assignment]
+        answer = await stdio.send_request("tools/call", params, timeout=timeout)
+        return stdio._outcome("tools/call", answer), stdio._take_hints()
+    if _is_a(source, "_mcp_client", "McpClientSource"):
+        return await _sdk_call(source, params), ()  # type: ignore[arg-type]
     caller = getattr(source, "call_tool", None)
     if callable(caller):
         try:
@@ -77,6 +82,13 @@ async def _send(
             return RequestFailed("server_error", f"{type(source).__name__}.call_tool: {exc!r}"), ()
         return outcome, ()
     return RequestFailed("server_error", f"{type(source).__name__} cannot call tools"), ()
+
+
+def _is_a(source: object, module: str, name: str) -> bool:
+    """Whether ``source`` is the transport ``name`` of ``module``, without importing a
+    transport the program never loaded (no source of it can exist then)."""
+    loaded = sys.modules.get(f"{__package__}.{module}")
+    return loaded is not None and isinstance(source, getattr(loaded, name))
 
 
 async def _sdk_call(
