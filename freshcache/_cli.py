@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # imported by the commands that use them: a Ctrl-C while Pyth
 
     from ._core import ReadResult
     from ._middleware._cache import FreshCache
+    from ._middleware._context import StateChanges
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
 EXIT_BUG = 70
@@ -286,8 +287,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     """live status lines for resources
 
     Select the URIs, keep them fresh and print a line whenever a state, reason or
-    version changes, until Ctrl-C. Exit 1 when the server never answered. A stdio
-    server: URI ... -- COMMAND ...
+    version changes, as the cache hears it, until Ctrl-C. Exit 1 when the server never
+    answered. A stdio server: URI ... -- COMMAND ...
     """
     import anyio
 
@@ -299,9 +300,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
     answered = False
     stopped_by: list[int] = []
 
-    async def look(cache: FreshCache, last: dict[str, tuple[object, ...]]) -> None:
+    async def look(
+        cache: FreshCache, due: Sequence[str], last: dict[str, tuple[object, ...]]
+    ) -> None:
         nonlocal answered
-        for uri in uris:
+        for uri in due:
             result = await cache.read(uri)
             answered = answered or result.state in ANSWERED
             key = (result.state, result.reason, result.version)
@@ -313,18 +316,20 @@ def cmd_watch(args: argparse.Namespace) -> int:
         source = _source(target, args.timeout, args.max_frame_bytes)
         async with (
             FreshCache(source, select=uris, read_timeout=args.timeout) as cache,
+            cache.changes() as heard,
             anyio.create_task_group() as tg,
         ):
             tg.start_soon(_stop_on_signal, tg.cancel_scope, stopped_by)
             last: dict[str, tuple[object, ...]] = {}
             stream = None
+            due: Sequence[str] = uris
             with anyio.move_on_after(args.duration if args.duration else math.inf):
                 while True:
                     if cache.stream_status != stream:
                         stream = cache.stream_status
                         print(f"-- stream {stream}", flush=True)
-                    await look(cache, last)
-                    await anyio.sleep(args.interval)
+                    await look(cache, due, last)
+                    due = await _heard(heard, uris, args.interval)
             tg.cancel_scope.cancel()
 
     anyio_run(run)
@@ -333,6 +338,26 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if stopped_by:
         return 128 + stopped_by[0]  # the one rule for a signal, whatever was heard
     return EXIT_OK if answered else EXIT_FAILED
+
+
+async def _heard(heard: StateChanges, uris: Sequence[str], interval: float) -> Sequence[str]:
+    """The watched URI whose state the cache changed, as soon as it hears of it
+    (`FreshCache.changes`); every URI when ``interval`` seconds pass without one (a TTL
+    runs out unheard, the stream's status moves) or when changes were dropped."""
+    import anyio
+
+    from ._middleware._context import ChangesDropped, StateChange
+
+    with anyio.move_on_after(interval):
+        while True:
+            change = await anext(heard, None)
+            if isinstance(change, StateChange) and change.uri in uris:
+                return [change.uri]
+            if isinstance(change, ChangesDropped):
+                return uris
+            if change is None:  # the feed ended: look at the interval, as before
+                await anyio.sleep(math.inf)
+    return uris
 
 
 async def _stop_on_signal(scope: anyio.CancelScope, stopped_by: list[int]) -> None:
@@ -585,7 +610,11 @@ def _doctor(commands: Commands) -> None:
 def _watch(commands: Commands) -> None:
     watch = _command(commands, cmd_watch)
     watch.add_argument(
-        "--interval", type=_seconds, default=0.5, help="seconds between looks (default 0.5)"
+        "--interval",
+        type=_seconds,
+        default=0.5,
+        help="seconds after which every URI is looked at again when no change was heard "
+        "(default 0.5)",
     )
     _server_and_uris(watch, "URI ...")
     watch.add_argument(

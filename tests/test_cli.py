@@ -757,6 +757,36 @@ def test_watch_stopped_by_ctrl_c_exits_130_like_every_command(served, folder):
     assert b"Traceback" not in err
 
 
+def test_watch_prints_a_change_as_the_cache_hears_it_not_at_its_next_look(served, folder):
+    # --interval 120: a look every two minutes cannot explain a line within seconds;
+    # the change the cache heard on its stream does (before: the next look, 0.5 s by
+    # default, so 0-500 ms after the edit; measured now about 100 ms on serve DIR).
+    policy = folder / "policy.md"
+    uri = policy.resolve().as_uri()
+    out = folder.parent / "watch.out"
+    with out.open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "freshcache._cli", "watch", served.url, uri, "--interval", "120"],
+            stdout=sink, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    try:
+        until_sync(lambda: "-- stream live" in out.read_text(), 60.0)
+        first = [line for line in out.read_text().splitlines() if f"{uri}: fresh" in line]
+        assert len(first) == 1
+        policy.write_text("# Policy\nOrders over $800 need a manager.\n")
+        fresh = lambda: [ln for ln in out.read_text().splitlines() if f"{uri}: fresh" in ln]  # noqa: E731
+        until_sync(lambda: len(fresh()) == 2, 30.0)
+        assert fresh()[1].split(": fresh ")[1].split()[0] != first[0].split(": fresh ")[1].split()[0]
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=10)
+
+
 # ------------------------------------------------------------------ a driver that breaks
 
 
