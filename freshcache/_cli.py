@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 from urllib.parse import urlsplit
 
-from . import __version__
+from . import __version__, _startup
 from ._errors import FreshCacheError
 
 if TYPE_CHECKING:  # imported by the commands that use them: a Ctrl-C while Python is
@@ -710,8 +710,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; its output piped into a reader that stops early (``| head``)
     ends it quietly with `EXIT_BROKEN_PIPE`, as a program killed by SIGPIPE ends: it
     did not finish, so it does not claim success."""
+    if _startup.release():  # Ctrl-C while Python was still importing freshcache
+        print("freshcache: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     try:
         return _main(argv)
+    except KeyboardInterrupt:  # before a command ran (reading the arguments)
+        print("freshcache: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BaseException as exc:
         if not any(isinstance(leaf, BrokenPipeError) for leaf in _leaves(exc)):
             raise

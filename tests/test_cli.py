@@ -737,6 +737,42 @@ def test_ctrl_c_during_start_up_is_one_line_and_exit_130(tmp_path):
     assert err.strip().splitlines()[-1] == "freshcache: interrupted"
 
 
+EARLY_CTRL_C = '''
+import importlib.abc, os, signal, sys
+
+class CtrlCWhileImporting(importlib.abc.MetaPathFinder):
+    """Ctrl-C while Python imports the module the test names: the command line's
+    first moments, deterministically (a timed signal lands anywhere in them)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == os.environ["CTRL_C_AT"]:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, CtrlCWhileImporting())
+'''
+
+
+@pytest.mark.parametrize("module", ["freshcache._core", "freshcache._cli", "argparse"])
+@pytest.mark.parametrize("command", [["list", "http://127.0.0.1:9/mcp"], ["serve", "--port", "0"]])
+@pytest.mark.parametrize("how", ["-m", "script"])
+def test_an_early_ctrl_c_is_one_line_and_exit_130(tmp_path, module, command, how):
+    # Before: a traceback from inside the import (31 lines), exit 1 or killed by SIGINT.
+    (tmp_path / "sitecustomize.py").write_text(EARLY_CTRL_C)
+    env = {**os.environ, "CTRL_C_AT": module}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+    script = tmp_path / "freshcache"  # what the console script does, under its name
+    script.write_text("import sys\nfrom freshcache._cli import main\nsys.exit(main())\n")
+    argv = [sys.executable, *(["-m", "freshcache._cli"] if how == "-m" else [str(script)])]
+    done = subprocess.run(
+        [*argv, *command], capture_output=True, text=True, timeout=120, env=env, check=False
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "freshcache: interrupted"
+
+
 def test_watch_stopped_by_ctrl_c_exits_130_like_every_command(served, folder):
     uri = (folder / "policy.md").resolve().as_uri()
     out = folder.parent / "watch.out"

@@ -190,6 +190,16 @@ def test_the_wire_models_load_on_the_first_message_parsed():
     assert done.stdout.strip() == "False Malformed Response True"
 
 
+def test_importing_freshcache_as_a_library_leaves_ctrl_c_alone():
+    # Only the command line holds an early Ctrl-C (freshcache._startup).
+    code = (
+        "import signal, freshcache; from freshcache import FreshCache; "
+        "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "True"
+
+
 def test_every_public_name_is_listed_by_dir():
     assert set(freshcache.__all__) <= set(dir(freshcache))
 
