@@ -737,6 +737,19 @@ def test_ctrl_c_during_start_up_is_one_line_and_exit_130(tmp_path):
     assert err.strip().splitlines()[-1] == "freshcache: interrupted"
 
 
+@pytest.mark.skipif(shutil.which("bash") is None, reason="the example is a bash line")
+def test_the_doctor_trigger_example_in_the_docs_writes_what_it_says(tmp_path):
+    # Before: "$800" in double quotes was bash's $8 and "00": "Orders over 00 ...".
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
+    (line,) = [ln for ln in docs.splitlines() if ln.startswith("$ freshcache doctor") and "--trigger" in ln]
+    trigger = line.split("--trigger ", 1)[1]
+    (tmp_path / "notes").mkdir()
+    # bash reads the line as the reader types it; doctor runs the trigger with a shell.
+    subprocess.run(["bash", "-c", f"sh -c {trigger}"], cwd=tmp_path, check=True, timeout=60)
+    written = (tmp_path / "notes" / "approval.md").read_text()
+    assert written == "Orders over $800 need a manager.\n"
+
+
 EARLY_CTRL_C = '''
 import importlib.abc, os, signal, sys
 
