@@ -406,25 +406,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
     (hidden ones left out) whose real path is inside DIR, named by its file:// URI
     (the absolute path, percent-encoded: a space is %20; freshcache list URL prints
     them); symlinks leading out of DIR, FIFOs, sockets and devices are skipped with
-    one line, and so are files over --max-file-bytes. Editing, adding or deleting a
-    file notifies listening clients. Ctrl-C stops (exit 130).
+    one line, and so are files over --max-file-bytes and files with more than one
+    hard link (one may lie outside DIR; --allow-hard-links serves them). Editing,
+    adding or deleting a file notifies listening clients. Ctrl-C stops (exit 130).
     """
     import anyio
 
     from .acceptance._serve import serve_http, serve_stdio
 
     root = None if args.dir is None else Path(args.dir)
-    limit = args.max_file_bytes
+    options = {
+        "poll": args.poll,
+        "revision": args.revision,
+        "max_bytes": args.max_file_bytes,
+        "hard_links": args.allow_hard_links,
+    }
     if args.stdio:
-        signum = anyio.run(
-            lambda: serve_stdio(root, poll=args.poll, revision=args.revision, max_bytes=limit)
-        )
+        signum = anyio.run(lambda: serve_stdio(root, **options))
     else:
-        signum = anyio.run(
-            lambda: serve_http(
-                root, args.port, poll=args.poll, revision=args.revision, max_bytes=limit
-            )
-        )
+        signum = anyio.run(lambda: serve_http(root, args.port, **options))
     return 128 + int(signum)
 
 
@@ -675,6 +675,12 @@ def _serve(commands: Commands) -> None:
         metavar="BYTES",
         help="skip files larger than this, unread (default 1MiB, e.g. 8MiB); a client "
         "takes answers up to its own limit (freshcache: --max-frame-bytes, 4MiB)",
+    )
+    serve.add_argument(
+        "--allow-hard-links",
+        action="store_true",
+        help="serve files with more than one hard link too (by default skipped with a "
+        "line: another name of the file may lie outside DIR)",
     )
 
 
