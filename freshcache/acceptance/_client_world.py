@@ -43,6 +43,7 @@ from ._runner import (
     VirtualClock,
     World,
     fleet_unplayable,
+    load_factor,
     unplayable_on_2025,
 )
 from ._settle import wait_for
@@ -165,7 +166,7 @@ class ClientWorld(World):
         return reason
 
     def read_timeout(self) -> float:
-        return 2.0
+        return 2.0 * load_factor()
 
     async def open_client(self, setup: Setup, **where: Any) -> None:
         """Open the row's client in the driver and reach the seed situation."""
@@ -475,7 +476,7 @@ class ClientStdioWorld(ClientWorld):
         """Server processes that exited (a driver's ``look`` waits until its client saw it)."""
 
     def read_timeout(self) -> float:
-        return 5.0
+        return 5.0 * load_factor()
 
     async def _command(
         self, pid: int | None, payload: dict[str, Any], timeout: float = 5.0
