@@ -190,8 +190,9 @@ class ClientWorld(World):
         """Hints for the client: how long a read may wait, and when a silent request
         counts as timed out (the rows' *times out* are requests never answered; a
         deadline row gets a short idle deadline, `DEADLINE_ROW_SECONDS`)."""
-        idle = DEADLINE_ROW_SECONDS if setup.deadline_row else 3.0
-        return {"read": self.read_timeout(), "request": 0.5, "idle": idle}
+        idle = DEADLINE_ROW_SECONDS if setup.deadline_row else 3.0 * load_factor()
+        request = 0.5 if setup.deadline_row else 0.5 * load_factor()
+        return {"read": self.read_timeout(), "request": request, "idle": idle}
 
     async def close_client(self) -> None:
         """Close the row's client, even when the row ran out of time (shielded, bounded);
@@ -342,7 +343,7 @@ class ClientWorld(World):
         now = time.monotonic()
         if seen != self._last_seen:
             self._last_seen, self._last_change = seen, now
-        if now - self._last_change < self.quiet:
+        if now - self._last_change < self.quiet * load_factor():
             return "the server saw something new a moment ago"
         return None
 
