@@ -8,6 +8,7 @@ imports freshcache as a library keeps its own Ctrl-C handling untouched.
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import sys
@@ -25,7 +26,8 @@ def is_the_program() -> bool:
     """Whether this process is freshcache's command line (its console script, or
     ``python -m freshcache._cli``)."""
     argv = getattr(sys, "orig_argv", [])
-    return os.path.basename(sys.argv[0]) == "freshcache" or "freshcache._cli" in argv[1:3]
+    as_module = any(a == "-m" and b == "freshcache._cli" for a, b in itertools.pairwise(argv))
+    return as_module or os.path.basename(sys.argv[0]) == "freshcache"
 
 
 def hold_ctrl_c() -> None:
