@@ -31,6 +31,11 @@ fault switches, no I/O) live in `freshcache.acceptance`, which this package neve
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from . import _startup
+
+if _startup.is_the_program():  # a Ctrl-C while the command line imports: one line, no traceback
+    _startup.hold_ctrl_c()
+
 from ._core import (
     AWAITING_FRESH_SOURCE,
     DENIED,

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 from urllib.parse import urlsplit
 
-from . import __version__
+from . import __version__, _startup
 from ._errors import FreshCacheError
 
 if TYPE_CHECKING:  # imported by the commands that use them: a Ctrl-C while Python is
@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # imported by the commands that use them: a Ctrl-C while Pyth
 
     from ._core import ReadResult
     from ._middleware._cache import FreshCache
+    from ._middleware._context import StateChanges
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
 EXIT_BUG = 70
@@ -288,8 +289,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     """live status lines for resources
 
     Select the URIs, keep them fresh and print a line whenever a state, reason or
-    version changes, until Ctrl-C. Exit 1 when the server never answered. A stdio
-    server: URI ... -- COMMAND ...
+    version changes, as the cache hears it, until Ctrl-C. Exit 1 when the server never
+    answered. A stdio server: URI ... -- COMMAND ...
     """
     import anyio
 
@@ -301,9 +302,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
     answered = False
     stopped_by: list[int] = []
 
-    async def look(cache: FreshCache, last: dict[str, tuple[object, ...]]) -> None:
+    async def look(
+        cache: FreshCache, due: Sequence[str], last: dict[str, tuple[object, ...]]
+    ) -> None:
         nonlocal answered
-        for uri in uris:
+        for uri in due:
             result = await cache.read(uri)
             answered = answered or result.state in ANSWERED
             key = (result.state, result.reason, result.version)
@@ -315,18 +318,20 @@ def cmd_watch(args: argparse.Namespace) -> int:
         source = _source(target, args.timeout, args.max_frame_bytes)
         async with (
             FreshCache(source, select=uris, read_timeout=args.timeout) as cache,
+            cache.changes() as heard,
             anyio.create_task_group() as tg,
         ):
             tg.start_soon(_stop_on_signal, tg.cancel_scope, stopped_by)
             last: dict[str, tuple[object, ...]] = {}
             stream = None
+            due: Sequence[str] = uris
             with anyio.move_on_after(args.duration if args.duration else math.inf):
                 while True:
                     if cache.stream_status != stream:
                         stream = cache.stream_status
                         print(f"-- stream {stream}", flush=True)
-                    await look(cache, last)
-                    await anyio.sleep(args.interval)
+                    await look(cache, due, last)
+                    due = await _heard(heard, uris, args.interval)
             tg.cancel_scope.cancel()
 
     anyio_run(run)
@@ -335,6 +340,26 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if stopped_by:
         return 128 + stopped_by[0]  # the one rule for a signal, whatever was heard
     return EXIT_OK if answered else EXIT_FAILED
+
+
+async def _heard(heard: StateChanges, uris: Sequence[str], interval: float) -> Sequence[str]:
+    """The watched URI whose state the cache changed, as soon as it hears of it
+    (`FreshCache.changes`); every URI when ``interval`` seconds pass without one (a TTL
+    runs out unheard, the stream's status moves) or when changes were dropped."""
+    import anyio
+
+    from ._middleware._context import ChangesDropped, StateChange
+
+    with anyio.move_on_after(interval):
+        while True:
+            change = await anext(heard, None)
+            if isinstance(change, StateChange) and change.uri in uris:
+                return [change.uri]
+            if isinstance(change, ChangesDropped):
+                return uris
+            if change is None:  # the feed ended: look at the interval, as before
+                await anyio.sleep(math.inf)
+    return uris
 
 
 async def _stop_on_signal(scope: anyio.CancelScope, stopped_by: list[int]) -> None:
@@ -383,25 +408,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
     (hidden ones left out) whose real path is inside DIR, named by its file:// URI
     (the absolute path, percent-encoded: a space is %20; freshcache list URL prints
     them); symlinks leading out of DIR, FIFOs, sockets and devices are skipped with
-    one line, and so are files over --max-file-bytes. Editing, adding or deleting a
-    file notifies listening clients. Ctrl-C stops (exit 130).
+    one line, and so are files over --max-file-bytes and files with more than one
+    hard link (one may lie outside DIR; --allow-hard-links serves them). Editing,
+    adding or deleting a file notifies listening clients. Ctrl-C stops (exit 130).
     """
     import anyio
 
     from .acceptance._serve import serve_http, serve_stdio
 
     root = None if args.dir is None else Path(args.dir)
-    limit = args.max_file_bytes
+    options = {
+        "poll": args.poll,
+        "revision": args.revision,
+        "max_bytes": args.max_file_bytes,
+        "hard_links": args.allow_hard_links,
+    }
     if args.stdio:
-        signum = anyio.run(
-            lambda: serve_stdio(root, poll=args.poll, revision=args.revision, max_bytes=limit)
-        )
+        signum = anyio.run(lambda: serve_stdio(root, **options))
     else:
-        signum = anyio.run(
-            lambda: serve_http(
-                root, args.port, poll=args.poll, revision=args.revision, max_bytes=limit
-            )
-        )
+        signum = anyio.run(lambda: serve_http(root, args.port, **options))
     return 128 + int(signum)
 
 
@@ -608,7 +633,11 @@ def _doctor(commands: Commands) -> None:
 def _watch(commands: Commands) -> None:
     watch = _command(commands, cmd_watch)
     watch.add_argument(
-        "--interval", type=_seconds, default=0.5, help="seconds between looks (default 0.5)"
+        "--interval",
+        type=_seconds,
+        default=0.5,
+        help="seconds after which every URI is looked at again when no change was heard "
+        "(default 0.5)",
     )
     _server_and_uris(watch, "URI ...")
     watch.add_argument(
@@ -670,6 +699,12 @@ def _serve(commands: Commands) -> None:
         metavar="BYTES",
         help="skip files larger than this, unread (default 1MiB, e.g. 8MiB); a client "
         "takes answers up to its own limit (freshcache: --max-frame-bytes, 4MiB)",
+    )
+    serve.add_argument(
+        "--allow-hard-links",
+        action="store_true",
+        help="serve files with more than one hard link too (by default skipped with a "
+        "line: another name of the file may lie outside DIR)",
     )
 
 
@@ -736,8 +771,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; its output piped into a reader that stops early (``| head``)
     ends it quietly with `EXIT_BROKEN_PIPE`, as a program killed by SIGPIPE ends: it
     did not finish, so it does not claim success."""
+    if _startup.release():  # Ctrl-C while Python was still importing freshcache
+        print("freshcache: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     try:
         return _main(argv)
+    except KeyboardInterrupt:  # before a command ran (reading the arguments)
+        print("freshcache: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BaseException as exc:
         if not any(isinstance(leaf, BrokenPipeError) for leaf in _leaves(exc)):
             raise

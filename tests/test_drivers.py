@@ -142,7 +142,7 @@ def mcp_cases(request: pytest.FixtureRequest) -> list[dict]:
     list and catalog rows on the 2026-07-28 wires."""
     pytest.importorskip("mcp")
     wire = request.param
-    rows = (*PEER_ROWS, "seed-1")
+    rows = (*PEER_ROWS, "seed-1", NO_LISTEN_ROW)
     if "-2025" not in wire:
         rows += ("list-expired-refetched", "catalog-stream-drop-relisted")
     report = played("--client", "mcp", "--wire", wire, *only(*rows))
@@ -179,6 +179,17 @@ def test_a_list_the_server_answered_is_a_server_read_for_a_driver_that_does_not_
     assert _on(mcp_cases, "list-expired-refetched")["passed"]
 
 
+NO_LISTEN_ROW = "no-listen-unselected-ttl"
+"""A server without listen: a driver that asked again every 50 ms kept the stdio
+server busy, so the row never settled and hung for its whole deadline (40 s)."""
+
+
+def test_the_official_python_sdk_client_finishes_a_row_whose_server_has_no_listen(mcp_cases):
+    case = _on(mcp_cases, NO_LISTEN_ROW)
+    assert case["passed"], case
+    assert case["seconds"] < 20, case  # settled, not cut at the row's deadline
+
+
 def test_fastmcp_client_gets_a_verdict_for_every_row():
     pytest.importorskip("fastmcp")
     verdicts_for("fastmcp", PEER_ROWS)
@@ -207,7 +218,10 @@ def test_the_typescript_sdk_client_gets_a_verdict_for_every_row():
     reason = _typescript_ready()
     if reason is not None:
         pytest.skip(reason)
-    verdicts_for("typescript", ("seed-2", "seed-4", "seed-6"))
+    cases = verdicts_for("typescript", ("seed-2", "seed-4", "seed-6", NO_LISTEN_ROW))
+    for case in cases:
+        if case["id"] == NO_LISTEN_ROW and not case["skipped"]:
+            assert case["passed"] and case["seconds"] < 20, case
 
 
 # ---------------------------------------------------------------- judging without states

@@ -155,6 +155,51 @@ def test_importing_freshcache_loads_only_the_core_until_a_transport_or_the_cache
     assert done.stdout.strip() == "[] [] freshcache"
 
 
+NOT_LOADED_BY_THE_CACHE = (
+    "httpx",
+    "pydantic",
+    "opentelemetry.propagate",
+    "freshcache._sources._http",
+    "freshcache._sources._stdio",
+    "freshcache._sources._mcp_client",
+    "freshcache._protocol._wire_models",
+)
+
+
+def test_from_freshcache_import_freshcache_loads_no_transport_and_no_wire_models():
+    # The cache alone (0.53 s of CPU when it loaded every transport, pydantic and
+    # OpenTelemetry's propagators): each loads when a source of it is made, or with
+    # the first message parsed or request sent.
+    code = (
+        "import sys; from freshcache import FreshCache; "
+        f"print([m for m in {NOT_LOADED_BY_THE_CACHE!r} if m in sys.modules])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_wire_models_load_on_the_first_message_parsed():
+    code = (
+        "import sys; from freshcache._protocol import _wire; "
+        "before = 'pydantic' in sys.modules; "
+        "bad = _wire.parse_message({'jsonrpc': '1.0', 'id': 1}); "
+        "good = _wire.parse_message({'jsonrpc': '2.0', 'id': 1, 'result': {}}); "
+        "print(before, type(bad).__name__, type(good).__name__, 'pydantic' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False Malformed Response True"
+
+
+def test_importing_freshcache_as_a_library_leaves_ctrl_c_alone():
+    # Only the command line holds an early Ctrl-C (freshcache._startup).
+    code = (
+        "import signal, freshcache; from freshcache import FreshCache; "
+        "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "True"
+
+
 def test_every_public_name_is_listed_by_dir():
     assert set(freshcache.__all__) <= set(dir(freshcache))
 

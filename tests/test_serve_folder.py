@@ -113,6 +113,32 @@ def test_a_symlink_out_of_the_folder_is_skipped_with_one_line_and_one_inside_is_
     assert folder.look() == [] and len(lines) == 2  # said once, not at every look
 
 
+def test_a_hard_link_is_skipped_with_one_line_unless_allowed(tmp_path):
+    # A hard link in the folder to a file outside it: the file outside was served
+    # (nothing but the link count tells a second name exists, and not where it is).
+    docs, outside = tmp_path / "docs", tmp_path / "outside"
+    docs.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text("secret")
+    os.link(outside / "secret.txt", docs / "leak.txt")
+    (docs / "page.md").write_text("page")
+    lines: list[str] = []
+    folder = folder_reference(docs, lines.append)
+    served = {uri.rsplit("/", 1)[1]: r.text for uri, r in folder.server.resources.items()}
+    assert served == {"page.md": "page"}
+    assert lines == [
+        f"skipped {docs.resolve() / 'leak.txt'}: a file with 2 hard links, which may lie "
+        f"outside {docs.resolve()} (freshcache serve --allow-hard-links serves it)"
+    ]
+    assert folder.look() == [] and len(lines) == 1  # said once
+
+    # A served file that gets a second name is no longer served; allowed, it is.
+    os.link(docs / "page.md", outside / "copy.md")
+    assert [c.what for c in folder.look()] == ["deleted"]
+    allowed = folder_reference(docs, lines.append, hard_links=True)
+    assert sorted(u.rsplit("/", 1)[1] for u in allowed.server.resources) == ["leak.txt", "page.md"]
+
+
 def test_a_served_file_replaced_by_a_symlink_out_is_deleted(tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()

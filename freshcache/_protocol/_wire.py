@@ -16,10 +16,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
-
-from opentelemetry import propagate
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing import TYPE_CHECKING, Any
 
 from .._core import (
     CATALOG_FIELDS,
@@ -38,6 +35,47 @@ from .._errors import (
     MethodNotFoundError,
     UnsupportedVersionError,
 )
+
+if TYPE_CHECKING:
+    from ._wire_models import ValidationError, _Contents, _ListResult, _Message, _ReadResult
+else:
+
+    class _OnFirstUse:
+        """A wire model until the first message is validated: then `_load_models` puts
+        the pydantic model in its place (pydantic is a third of a second to import)."""
+
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def model_validate(self, obj: Any) -> Any:
+            return _load_models()[self.name].model_validate(obj)
+
+    _Message, _Contents, _ReadResult, _ListResult = (
+        _OnFirstUse(name) for name in ("_Message", "_Contents", "_ReadResult", "_ListResult")
+    )
+
+    class ValidationError(Exception):
+        """Raised by no one: replaced by pydantic's with the models."""
+
+
+def _load_models() -> dict[str, Any]:
+    """Load the pydantic models into this module's globals (once); those globals."""
+    from . import _wire_models
+
+    names = ("ValidationError", "_Message", "_Contents", "_ReadResult", "_ListResult")
+    models = globals()
+    models.update({name: getattr(_wire_models, name) for name in names})
+    return models
+
+
+def _inject_trace_context(meta: dict[str, Any]) -> None:
+    """OpenTelemetry's ``propagate.inject``, imported on the first request sent (its
+    import reads the propagators' entry points)."""
+    from opentelemetry import propagate
+
+    globals()["_inject_trace_context"] = propagate.inject  # the callers call it directly now
+    propagate.inject(meta)
+
 
 PROTOCOL_VERSION = "2026-07-28"
 SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)
@@ -160,7 +198,7 @@ def build_request(
         meta.update(extra_meta)
     # W3C trace context of the current span (basic/index: the reserved, unprefixed
     # `traceparent`/`tracestate` keys); a no-op when nothing is being traced.
-    propagate.inject(meta)
+    _inject_trace_context(meta)
     body["_meta"] = meta
     return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body}
 
@@ -172,7 +210,7 @@ def build_legacy_request(
     carries it once), only the W3C trace context when something is being traced."""
     body: dict[str, Any] = dict(params or {})
     meta: dict[str, Any] = {}
-    propagate.inject(meta)
+    _inject_trace_context(meta)
     if meta:
         body["_meta"] = meta
     return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body}
@@ -263,17 +301,6 @@ def http_headers(
 # --------------------------------------------------------------------------- incoming
 
 
-class _Message(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-    jsonrpc: Literal["2.0"]
-    id: str | int | None = None
-    method: str | None = None
-    params: dict[str, Any] | None = None
-    result: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
-
-
 @dataclass(frozen=True, slots=True)
 class Response:
     """A JSON-RPC success response."""
@@ -336,49 +363,6 @@ def parse_message(obj: Any) -> Message:
     if msg.result is not None:
         return Response(msg.id, msg.result)
     return Malformed("neither result, error nor method")
-
-
-_TtlMs = Annotated[float, Field(strict=True, allow_inf_nan=False)]
-"""``ttlMs`` is a JSON number: ``"60000"`` or ``true`` is a broken answer, not a TTL."""
-
-
-class _Contents(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
-    uri: str
-    text: str | None = None
-    blob: str | None = None
-    mimeType: str | None = None
-    annotations: dict[str, Any] | None = None
-    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
-
-
-class _ReadResult(BaseModel):
-    # strict: a field of the wrong JSON type is a broken answer, never coerced (defect:
-    # a read without ``contents`` used to be handed out fresh with empty text).
-    model_config = ConfigDict(extra="allow", strict=True)
-    resultType: str = "complete"
-    contents: list[_Contents] | None = None
-    """Required for a ``complete`` result; an ``input_required`` result has none."""
-    ttlMs: _TtlMs | None = None
-    cacheScope: Literal["public", "private"] | None = None
-    requestState: str | None = None
-    inputRequests: dict[str, Any] | None = None
-
-
-class _Resource(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
-    uri: str
-    name: str | None = None
-    mimeType: str | None = None
-
-
-class _ListResult(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
-    resultType: str = "complete"
-    resources: list[_Resource]
-    nextCursor: str | None = None
-    ttlMs: _TtlMs | None = None
-    cacheScope: Literal["public", "private"] | None = None
 
 
 def _schema_problem(what: str, exc: ValidationError) -> RequestFailed:

@@ -43,6 +43,7 @@ from ._runner import (
     VirtualClock,
     World,
     fleet_unplayable,
+    load_factor,
     unplayable_on_2025,
 )
 from ._settle import wait_for
@@ -62,6 +63,9 @@ from ._steps import (
 ServerStep = ServerSets | Notify | NextRead | ServerChange
 
 _INSPECTED = ("stream", "untrusted", "tracked_uris_at_most")
+
+CLOSE_WAIT = 10.0
+"""Seconds a row's close may take before its driver counts as hung."""
 
 
 def client_unplayable(case: Case, hello: Hello, transport: str) -> str | None:
@@ -164,7 +168,7 @@ class ClientWorld(World):
         return reason
 
     def read_timeout(self) -> float:
-        return 2.0
+        return 2.0 * load_factor()
 
     async def open_client(self, setup: Setup, **where: Any) -> None:
         """Open the row's client in the driver and reach the seed situation."""
@@ -188,14 +192,22 @@ class ClientWorld(World):
         """Hints for the client: how long a read may wait, and when a silent request
         counts as timed out (the rows' *times out* are requests never answered; a
         deadline row gets a short idle deadline, `DEADLINE_ROW_SECONDS`)."""
-        idle = DEADLINE_ROW_SECONDS if setup.deadline_row else 3.0
-        return {"read": self.read_timeout(), "request": 0.5, "idle": idle}
+        idle = DEADLINE_ROW_SECONDS if setup.deadline_row else 3.0 * load_factor()
+        request = 0.5 if setup.deadline_row else 0.5 * load_factor()
+        return {"read": self.read_timeout(), "request": request, "idle": idle}
 
     async def close_client(self) -> None:
+        """Close the row's client, even when the row ran out of time (shielded, bounded);
+        a close that does not finish leaves `row_open` set: the driver must be restarted."""
         if self._opened:
-            self._opened = False
-            with contextlib.suppress(DriverError):
-                await self.driver.request("close", wait=30.0)
+            with contextlib.suppress(DriverError), anyio.move_on_after(CLOSE_WAIT, shield=True):
+                await self.driver.request("close", wait=CLOSE_WAIT)
+                self._opened = False
+
+    @property
+    def row_open(self) -> bool:
+        """Whether the driver may still hold this row's client (its close did not finish)."""
+        return self._opened
 
     # ------------------------------------------------------------------ observing
 
@@ -333,7 +345,7 @@ class ClientWorld(World):
         now = time.monotonic()
         if seen != self._last_seen:
             self._last_seen, self._last_change = seen, now
-        if now - self._last_change < self.quiet:
+        if now - self._last_change < self.quiet * load_factor():
             return "the server saw something new a moment ago"
         return None
 
@@ -467,7 +479,7 @@ class ClientStdioWorld(ClientWorld):
         """Server processes that exited (a driver's ``look`` waits until its client saw it)."""
 
     def read_timeout(self) -> float:
-        return 5.0
+        return 5.0 * load_factor()
 
     async def _command(
         self, pid: int | None, payload: dict[str, Any], timeout: float = 5.0

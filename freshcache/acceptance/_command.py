@@ -232,6 +232,8 @@ class _Printer:
             print("\r" + " " * 70 + "\r", end="", file=self.err)
         if report.skipped:
             verdict = self.paint("skip", "33")
+        elif report.not_played:
+            verdict = self.paint("not played", "33")
         elif report.known_failure:
             verdict = self.paint("known", "33")
         elif report.passed:
@@ -249,6 +251,8 @@ class _Printer:
             print(f"        known failing, {report.known_failure}", file=self.out)
         if report.skipped:
             print(f"        cannot be played on {wire}: {report.skipped}", file=self.out)
+        if report.not_played:
+            print(f"        not played: {report.not_played}", file=self.out)
         if self.timeline:
             for line in timeline_lines(report):
                 print(f"        {line}", file=self.out)
@@ -256,7 +260,7 @@ class _Printer:
     def failures(
         self, results: Sequence[tuple[str, CaseReport]], classes: dict[int, Verdict | None]
     ) -> None:
-        failed = [(wire, r) for wire, r in results if not r.passed]
+        failed = [(wire, r) for wire, r in results if r.failed]
         if not failed:
             return
         print(self.paint(f"{len(failed)} failed:", "31;1"), file=self.out)
@@ -297,21 +301,30 @@ def _client_players(driver: DriverProcess, hello: Hello, wire: str) -> list[tupl
         if len(broken) >= DRIVER_STRIKES:
             # A driver that exits or hangs on every case would cost each case its
             # deadline; the rest get this verdict and the run ends with its summary.
-            why = f"not played: the driver failed the last {len(broken)} cases ({broken[-1]})"
-            return CaseReport(case.id, case.where, False, expected_text(case), "-", [why])
+            why = f"the driver failed the last {len(broken)} cases ({broken[-1]})"
+            return CaseReport(
+                case.id, case.where, False, expected_text(case), "-", not_played=why
+            )
         try:
             await driver.ensure_started()  # again, if a row made it exit
         except DriverError as exc:
             report = CaseReport(case.id, case.where, False, expected_text(case), "-", [str(exc)])
         else:
             driver.unanswered = None
-            report = await play(case, make())
+            world = make()
+            report = await play(case, world)
             if driver.unanswered is not None and not report.passed:
                 # The case ran out of time waiting on the driver: say so, and stop the
                 # driver so that the next case does not wait on it too.
                 op, waited = driver.unanswered
                 await driver.kill()
                 report.failures[:] = [f"the driver gave no answer to {op!r} within {waited:.0f} s"]
+            elif getattr(world, "row_open", False):
+                # The row's client was never closed (the case ran out of time): the next
+                # row gets a driver started afresh, not one still holding this row.
+                await driver.kill()
+                report.passed = False
+                report.failures.append("the driver did not close the row's client: restarted")
         # The driver's own words are the verdict ("the driver exited with status 3
         # during 'open'"), not a crash of the harness.
         report.failures[:] = [f.removeprefix("crashed: DriverError: ") for f in report.failures]
@@ -473,7 +486,7 @@ def failure_classes(
     by_id = {case.id: case for case in cases}
     classes: dict[int, Verdict | None] = {}
     for _, report in results:
-        if report.passed:
+        if not report.failed:
             continue
         case = by_id.get(report.id)
         classes[id(report)] = classify(
@@ -487,7 +500,7 @@ def failure_classes(
 
 def _class_counts(reports: Sequence[CaseReport], classes: dict[int, Verdict | None]) -> str:
     """``3 old text, 20 extra reads``: the failed reports by class, most serious first."""
-    found = [classes.get(id(r)) for r in reports if not r.passed]
+    found = [classes.get(id(r)) for r in reports if r.failed]
     counts = [(c, found.count(c)) for c in (*CLASSES, None)]
     return ", ".join(f"{n} {c or 'unclassified'}" for c, n in counts if n)
 
@@ -561,7 +574,8 @@ def run(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - started
     passed = sum(1 for _, r in results if r.passed and not r.skipped)
     skipped = sum(1 for _, r in results if r.skipped)
-    failed = sum(1 for _, r in results if not r.passed)
+    failed = sum(1 for _, r in results if r.failed)
+    unplayed = sum(1 for _, r in results if r.not_played)
     classes = failure_classes(cases, results)
     if junit is not None:
         try:
@@ -585,12 +599,13 @@ def run(args: argparse.Namespace) -> int:
                 {"wire": wire, **r.as_json(), "class": classes.get(id(r))} for wire, r in results
             ],
             "failures": [
-                _failure_json(wire, r, classes.get(id(r))) for wire, r in results if not r.passed
+                _failure_json(wire, r, classes.get(id(r))) for wire, r in results if r.failed
             ],
             "summary": {
                 "passed": passed,
                 "failed": failed,
                 "skipped": skipped,
+                "not_played": unplayed,
                 "classes": {
                     c: sum(1 for v in classes.values() if v == c)
                     for c in (*CLASSES, None)
@@ -615,6 +630,8 @@ def run(args: argparse.Namespace) -> int:
                 else "",
                 end="",
             )
+            if any(r.not_played for r in mine):
+                print(f", {sum(1 for r in mine if r.not_played)} not played", end="")
             by_class = _class_counts(mine, classes)
             print(f"; failed: {by_class}" if by_class else "")
         print(f"({elapsed:.1f}s)")
@@ -628,10 +645,12 @@ def run(args: argparse.Namespace) -> int:
         line = f"{passed} passed, {failed} failed"
         if skipped:
             line += f", {skipped} skipped"
+        if unplayed:
+            line += f", {unplayed} not played (the driver failed the rows before them)"
         known = sum(1 for _, r in results if r.known_failure)
         if known:
             line += f" ({known} of the passed are known failing: KNOWN_FAILING)"
         print(line)
         if junit is not None:
             print(f"JUnit report: {junit}")
-    return EXIT_OK if failed == 0 else EXIT_FAILED
+    return EXIT_OK if failed == 0 and unplayed == 0 else EXIT_FAILED

@@ -39,7 +39,14 @@ from .._sources._http import HttpSource
 from ._format import Case
 from ._http_server import ReferenceHttpServer, ReplyMode, Revision
 from ._reference import Push, ReferenceServer
-from ._runner import DEADLINE_ROW_SECONDS, Setup, VirtualClock, World, unplayable_on_2025
+from ._runner import (
+    DEADLINE_ROW_SECONDS,
+    Setup,
+    VirtualClock,
+    World,
+    load_factor,
+    unplayable_on_2025,
+)
 from ._settle import wait_for
 from ._steering import apply_to_reference, configure_reference
 from ._steps import NextRead, Notify, ServerChange, ServerSets
@@ -115,8 +122,8 @@ class LoopbackHttpWorld(World):
 
     def __init__(self, *, read_timeout: float, idle_timeout: float, settle_timeout: float) -> None:
         self.clock = VirtualClock()
-        self.read_timeout = read_timeout
-        self.idle_timeout = idle_timeout
+        self.read_timeout = read_timeout * load_factor()
+        self.idle_timeout = idle_timeout * load_factor()  # keep-alives come late under load
         self.settle_limit = settle_timeout
         self.principal: str | None = None
         self.source: HttpSource

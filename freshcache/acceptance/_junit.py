@@ -47,6 +47,9 @@ def junit_xml(results: Sequence[tuple[str, CaseReport]], seconds: float) -> ET.E
                 ET.SubElement(
                     case, "skipped", message=f"cannot be played on {wire}: {report.skipped}"
                 )
+            elif report.not_played is not None:
+                counts["skipped"] += 1
+                ET.SubElement(case, "skipped", message=f"not played: {report.not_played}")
             elif report.known_failure is not None:
                 counts["skipped"] += 1
                 ET.SubElement(case, "skipped", message=f"known failing: {report.known_failure}")

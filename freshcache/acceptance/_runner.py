@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import os
 import time
 import traceback
 from collections.abc import Sequence
@@ -96,6 +97,17 @@ class VirtualClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+def load_factor() -> float:
+    """How far past its cores the machine is now (the one-minute load average per core,
+    at least 1). The worlds stretch every deadline that is not the row's subject by it:
+    a wait that load can exhaust grows with the load; with a core to spare it is 1."""
+    try:
+        per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:  # no load average on this platform
+        return 1.0
+    return max(1.0, per_core)
 
 
 DEADLINE_ROW_SECONDS = 0.5
@@ -268,7 +280,7 @@ class World(abc.ABC):
         """Wait (bounded) until the cache has taken in everything the server did."""
         busy = await settle(
             self._look,
-            limit=self.settle_limit,
+            limit=self.settle_limit * load_factor(),
             pause=self.settle_pause,
             turns=self.settle_turns,
             progress=self.server_reads,
@@ -285,7 +297,7 @@ class World(abc.ABC):
         count the reads its acknowledgment causes (invariant 4) among its own. A start
         stuck any other way gives up after one limit, as before."""
         timeouts = self.settle_timeouts
-        give_up = anyio.current_time() + PROGRESS_ALLOWANCE * self.settle_limit
+        give_up = anyio.current_time() + PROGRESS_ALLOWANCE * self.settle_limit * load_factor()
         while True:
             await self.settle()
             if self.last_busy is None:
@@ -398,8 +410,8 @@ class World(abc.ABC):
             "policy": Policy(**setup.policy),
             "store": store,
             "principal": setup.principal,
-            "read_timeout": 2.0,
-            "ack_timeout": 2.0,
+            "read_timeout": 2.0 * load_factor(),
+            "ack_timeout": 2.0 * load_factor(),
             "backoff": BackoffSettings(base=0.002, cap=0.01, quick_death=0.0),
             "clock": self.clock,
             "wall_clock": self.clock.wall,
@@ -447,6 +459,14 @@ class CaseReport:
     test suite's table tests fail such a row, and replay it even after a CI run of the
     command passed it)."""
     timeline: Timeline | None = None
+    not_played: str | None = None
+    """Why the row was not played at all (the driver failed the rows before it): neither
+    passed nor failed, counted on its own."""
+
+    @property
+    def failed(self) -> bool:
+        """Played and failed (a row not played has no verdict)."""
+        return not self.passed and self.not_played is None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -454,6 +474,7 @@ class CaseReport:
             "where": self.where,
             "passed": self.passed,
             "skipped": self.skipped,
+            "not_played": self.not_played,
             "expected": self.expected,
             "actual": self.actual,
             "observed": self.observed,
@@ -535,8 +556,9 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
     actual: str | None = None
     timeline = world.timeline = Timeline()
     world.tools_handed = {}
+    limit = step_timeout * (len(steps) + 2) * load_factor()
     try:
-        with anyio.fail_after(step_timeout * (len(steps) + 2)):
+        with anyio.fail_after(limit):
             try:
                 await world.start(setup)
             except BaseException:
@@ -569,7 +591,9 @@ async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseR
             finally:
                 await world.stop()
     except TimeoutError:
-        failures = [f"the case did not finish within {step_timeout * (len(steps) + 2):.0f}s"]
+        failures = [f"the case did not finish within {limit:.0f}s"]
+        if world.last_busy is not None:
+            failures[0] += f" (its last settle still found busy: {world.last_busy})"
     except Exception as exc:  # a crash is a failed case, reported with its cause
         inner = getattr(exc, "exceptions", None)  # a task group's one failure: name it
         while isinstance(inner, tuple) and len(inner) == 1 and isinstance(inner[0], Exception):

@@ -12,8 +12,10 @@ empty until one is made in its place, which is then served and watched.
 Nothing outside the folder is served and nothing blocks the watcher: a symlink whose
 target lies outside the folder, a FIFO, a socket or a device is skipped with one line
 (said once), and every file is opened without blocking and checked to be a regular file
-before a byte is read. A file over ``max_bytes`` is skipped with a line naming
-``--max-file-bytes``, without being read.
+before a byte is read. A regular file with more than one hard link is skipped the same
+way, since its other names may lie outside the folder (no link count says where),
+unless the user allows it (``hard_links``: ``--allow-hard-links``). A file over
+``max_bytes`` is skipped with a line naming ``--max-file-bytes``, without being read.
 
 The wire is the reference server's (`ReferenceHttpServer` / `StdioReferenceServer`
 around `ReferenceProtocol`): whatever revisions it speaks, ``serve`` speaks. Changes
@@ -118,6 +120,8 @@ class Folder:
     say: Callable[[str], None] = lambda line: None
     max_bytes: int = MAX_FILE_BYTES
     """Files larger than this are skipped, unread (`MAX_FILE_BYTES`)."""
+    hard_links: bool = False
+    """Serve a regular file with more than one hard link (by default skipped)."""
     stamps: dict[Path, Stamp] = field(default_factory=dict)
     digests: dict[Path, bytes] = field(default_factory=dict)
     """The SHA-256 of each served file's contents when last read."""
@@ -182,7 +186,7 @@ class Folder:
             try:
                 if not S_ISREG(stat.st_mode):  # not even opened
                     raise Skipped(f"not a regular file ({_kind(stat.st_mode)})")
-                data = _read(path, self.root, self.max_bytes)
+                data = _read(path, self.root, self.max_bytes, self.hard_links)
             except Skipped as why:
                 skipped[path] = (stamp, str(why))
                 if before_skip is None or before_skip[1] != str(why):
@@ -273,9 +277,10 @@ class Skipped(Exception):
     """A path under the folder that is not served, and why (said once per path)."""
 
 
-def _open_regular(path: Path, root: Path, max_bytes: int) -> bytes:
+def _open_regular(path: Path, root: Path, max_bytes: int, hard_links: bool = False) -> bytes:
     """The bytes of ``path`` if it is a regular file inside ``root`` and at most
-    ``max_bytes`` long; `Skipped` with the reason otherwise, `OSError` when it cannot be
+    ``max_bytes`` long, with one hard link unless ``hard_links``; `Skipped` with the
+    reason otherwise, `OSError` when it cannot be
     read now (or was swapped while it was opened: the next look checks it again).
 
     Never blocks: the file is opened with ``O_NONBLOCK`` (a FIFO without a writer opens
@@ -296,6 +301,11 @@ def _open_regular(path: Path, root: Path, max_bytes: int) -> bytes:
         stat = os.fstat(fd)
         if not S_ISREG(stat.st_mode):
             raise Skipped(f"not a regular file ({_kind(stat.st_mode)})")
+        if stat.st_nlink > 1 and not hard_links:
+            raise Skipped(
+                f"a file with {stat.st_nlink} hard links, which may lie outside {root} "
+                "(freshcache serve --allow-hard-links serves it)"
+            )
         checked = os.lstat(real)
         if (stat.st_dev, stat.st_ino) != (checked.st_dev, checked.st_ino):
             raise OSError(f"{path} changed while it was opened")
@@ -348,11 +358,11 @@ def _kind(mode: int) -> str:
     return "not a file"
 
 
-def _read(path: Path, root: Path, max_bytes: int) -> bytes | None:
+def _read(path: Path, root: Path, max_bytes: int, hard_links: bool = False) -> bytes | None:
     """``path``'s contents now (`Skipped`: never served); ``None`` when it cannot be read
     at the moment (try again at the next look)."""
     try:
-        return _open_regular(path, root, max_bytes)
+        return _open_regular(path, root, max_bytes, hard_links)
     except Skipped:
         raise
     except OSError:
@@ -394,14 +404,17 @@ def _watchfiles() -> Callable[[Path], AsyncIterator[Collection[object]]] | None:
 
 
 def folder_reference(
-    root: Path, say: Callable[[str], None], max_bytes: int = MAX_FILE_BYTES
+    root: Path,
+    say: Callable[[str], None],
+    max_bytes: int = MAX_FILE_BYTES,
+    hard_links: bool = False,
 ) -> Folder:
     """A reference server holding the files under ``root`` (`ConfigurationError` if
     it is not a folder)."""
     if not root.is_dir():
         what = "does not exist" if not root.exists() else "is not a folder"
         raise ConfigurationError(f"{root} {what}: give a folder whose files to serve")
-    folder = Folder(root, ReferenceServer(), say, max_bytes)
+    folder = Folder(root, ReferenceServer(), say, max_bytes, hard_links)
     folder.apply(folder.look(), notify=False)
     return folder
 
@@ -448,13 +461,14 @@ async def serve_http(
     poll: bool = False,
     revision: str = "both",
     max_bytes: int = MAX_FILE_BYTES,
+    hard_links: bool = False,
 ) -> int:
     """Serve over Streamable HTTP on 127.0.0.1 until SIGINT or SIGTERM; returns that
     signal's number."""
     from ._http_server import ReferenceHttpServer
 
     say = _printer(sys.stdout)
-    folder = None if root is None else folder_reference(root, say, max_bytes)
+    folder = None if root is None else folder_reference(root, say, max_bytes, hard_links)
     server = seed_reference() if folder is None else folder.server
     if port:
         check_port(port)
@@ -485,13 +499,14 @@ async def serve_stdio(
     poll: bool = False,
     revision: str = "both",
     max_bytes: int = MAX_FILE_BYTES,
+    hard_links: bool = False,
 ) -> int:
     """Serve on stdin/stdout until stdin ends (the process exits 0) or SIGINT/SIGTERM
     (returns that signal's number); notes on stderr."""
     from ._stdio_server import StdioReferenceServer
 
     say = _printer(sys.stderr)
-    folder = None if root is None else folder_reference(root, say, max_bytes)
+    folder = None if root is None else folder_reference(root, say, max_bytes, hard_links)
     server = seed_reference() if folder is None else folder.server
     stdio = StdioReferenceServer(server, None, revision)
     async with anyio.create_task_group() as tg:

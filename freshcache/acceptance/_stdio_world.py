@@ -50,7 +50,7 @@ from .._sources._source import SourceWrapper
 from .._sources._stdio import StdioSource, StdioStats
 from ._format import Case
 from ._reference import ReferenceServer
-from ._runner import Setup, VirtualClock, World, unplayable_on_2025
+from ._runner import Setup, VirtualClock, World, load_factor, unplayable_on_2025
 from ._settle import wait_for
 from ._stdio_server import load_state, save_state, step_to_json
 from ._steering import apply_to_reference, configure_reference
@@ -157,7 +157,10 @@ class StdioProcessWorld(World):
     def __init__(self, *, request_timeout: float, read_timeout: float, settle_limit: float) -> None:
         self.clock = VirtualClock()
         self.request_timeout = request_timeout
-        self.read_timeout = read_timeout
+        self.timeout_now = request_timeout
+        """The row's request deadline: `request_timeout`, stretched by the load
+        (`load_factor`) unless the row times a request out on purpose."""
+        self.read_timeout = read_timeout * load_factor()
         self.settle_limit = settle_limit
         self.principal: str | None = None
         self.listen_supported = True
@@ -210,6 +213,7 @@ class StdioProcessWorld(World):
         self._dir = Path(tempfile.mkdtemp(prefix=self.temp_prefix))
         self.principal = setup.principal
         self.listen_supported = setup.listen
+        self.timeout_now = self.request_timeout * (1.0 if setup.deadline_row else load_factor())
         self.source = self._launch(setup)
         await self._warm_up()
         self.loader = LocalCopyLoader(self.source)
@@ -227,7 +231,7 @@ class StdioProcessWorld(World):
         """A source over ``command`` that restarts a dead server at once."""
         return StdioSource(
             command,
-            timeout=self.request_timeout,
+            timeout=self.timeout_now,
             restart=BackoffSettings(base=0.05, cap=0.2, quick_death=0.0, max_per_hour=1_000_000),
             **options,
         )

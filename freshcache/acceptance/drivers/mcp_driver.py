@@ -4,10 +4,11 @@ Thin on purpose: reads go through ``Client.read_resource`` (the SDK's cache serv
 hit within the server's ``ttlMs`` and is evicted by the change events of
 ``Client.listen``), lists through ``Client.list_resources``; the driver keeps one
 ``listen`` open for the selection and opens it again when the SDK reports it lost,
-as the SDK's docs say. On a 2025-11-25 server (the SDK negotiates down by itself) there
-is no listen: the driver subscribes each selected URI with ``Client.subscribe_resource``,
-the SDK's 2025 way, and the SDK's cache evicts on the ``resources/updated`` the session
-hears. The SDK has no freshness states, so a read answers its text or its error. Run:
+as the SDK's docs say (not when the server answers that it has no such method). On a
+2025-11-25 server (the SDK negotiates down by itself) there is no listen: the driver
+subscribes each selected URI with ``Client.subscribe_resource``, the SDK's 2025 way,
+and the SDK's cache evicts on the ``resources/updated`` the session hears. The SDK
+has no freshness states, so a read answers its text or its error. Run:
 ``python -m freshcache.acceptance.drivers.mcp_driver``.
 """
 
@@ -22,11 +23,14 @@ from typing import Any
 
 import anyio
 import anyio.abc
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client import CacheConfig, InMemoryResponseCacheStore
 
 from .._runner import VirtualClock
 from ._loop import OnVirtualClock, hello, run
+
+METHOD_NOT_FOUND = -32601
+"""JSON-RPC's answer to a method the server does not have (a server without listen)."""
 
 
 def text_of(result: Any) -> str:
@@ -107,6 +111,9 @@ class McpSession(OnVirtualClock):
                     ) as subscription:
                         async for _ in subscription:
                             pass  # the SDK's cache has evicted before the event is handed over
+                except MCPError as exc:
+                    if exc.code == METHOD_NOT_FOUND:
+                        return  # the server has no listen: asking again changes nothing
                 except Exception:  # lost, refused, or the server is away: listen again
                     pass
                 await anyio.sleep(0.05)

@@ -3,7 +3,8 @@
 // the change notifications a `listen()` stream delivers).
 //
 // Thin on purpose: reads through client.readResource, lists through client.listResources; one
-// listen() is kept open for the selection and opened again when it ends, as the SDK's docs say.
+// listen() is kept open for the selection and opened again when it ends, as the SDK's docs say
+// (not when the server answers that it has no such method).
 // The SDK has no freshness states, so a read answers its text or its error. Its cache reads the
 // real clock (no `advance`). Speaks the driver protocol (docs/driver-protocol.md) on stdin/stdout.
 import { createInterface } from "node:readline";
@@ -15,6 +16,7 @@ const sdkPackage = new URL("./node_modules/@modelcontextprotocol/client/package.
 const sdkVersion = JSON.parse(readFileSync(sdkPackage, "utf8")).version;
 
 let row = null; // { client, selection, listening, closed }
+const METHOD_NOT_FOUND = -32601;
 
 function reply(id, answer) {
   process.stdout.write(JSON.stringify({ id, ...answer }) + "\n");
@@ -35,8 +37,10 @@ async function keepListening(state, uris) {
       }
       state.listening = sub;
       await sub.closed;
-    } catch {
-      // refused or unreachable: try again shortly
+    } catch (error) {
+      // The server has no listen (JSON-RPC "method not found"): asking again changes nothing.
+      if (error?.code === METHOD_NOT_FOUND) return;
+      // lost, refused, or unreachable: try again shortly
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
