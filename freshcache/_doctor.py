@@ -42,7 +42,7 @@ from ._core import (
 )
 from ._errors import ProtocolError
 from ._protocol._wire import LEGACY_VERSIONS, PROTOCOL_VERSION
-from ._sources._source import ServerInfo
+from ._sources._source import ServerInfo, Source
 
 EXIT_OK, EXIT_FINDING, EXIT_NOT_MCP = 0, 1, 2
 
@@ -190,9 +190,9 @@ async def _catalogs(source: Any, offered: dict[str, Any], say: Say) -> frozenset
     return frozenset(changing)
 
 
-async def _count(source: Any, kind: CatalogKind) -> str:
+async def _count(source: Source, kind: CatalogKind) -> str:
     """How many items catalog ``kind`` lists (its first pages), or why it could not say."""
-    lister = getattr(source, "list_catalog", None)
+    lister = source.list_catalog  # a declared capability: None where the source lacks it
     if lister is None:
         return "listing not supported by this source"
     total, cursor = 0, None
