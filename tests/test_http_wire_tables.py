@@ -109,6 +109,8 @@ def test_the_sdk_world_plays_every_seed_and_says_why_it_cannot_play_a_row() -> N
         "first-ack-copy-not-fresh",
         "first-ack-read-joins-reread",
         "first-ack-reread-lands-fresh",
+        "first-ack-read-before-is-the-ack-read",
+        "first-ack-context-before-is-the-ack-read",
         "pushed-body-on-read-answer",  # the SDK answers from typed models
         "catalog-ack-makes-earlier-list-not-fresh",  # the SDK acknowledges at once
     }

@@ -93,6 +93,8 @@ NOT_RUN = {
     "docs/acceptance.md: Other clients on the same rows #1",
     "docs/fleet.md: A fleet of workers on Valkey / Redis #1",
     "docs/tracing.md: Tracing and metrics #1",  # pip install of the OpenTelemetry SDK and exporter
+    "docs/conformance.md: Rerunning it #1",  # a test module the suite runs itself
+    "docs/conformance.md: Rerunning it #2",  # Node 22+ on the PATH and the npm registry
 }
 
 FRAMEWORKS = "docs/frameworks.md: "
