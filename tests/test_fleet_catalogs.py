@@ -254,7 +254,9 @@ async def test_a_relisten_for_a_selection_change_does_not_fence_every_catalog(
     catalog it covered, so one worker's `select` re-walked every catalog fleet-wide."""
     server = reference()
     server.set("doc://b", "b1", ttl_ms=60_000)
-    async with workers(server, valkey.url, 2, namespace) as caches:
+    # A 2 s lease: the test watches one listener re-acknowledge; a 0.6 s lease can be
+    # handed over while a loaded loop starves, and then it watches a takeover instead.
+    async with workers(server, valkey.url, 2, namespace, lease=2.0) as caches:
         for cache in caches:
             for kind in KINDS:
                 assert (await catalog(cache, kind)).state == FRESH
