@@ -207,7 +207,10 @@ class ReferenceHttpServer:
         tg, self._tg = self._tg, None
         assert tg is not None
         tg.cancel_scope.cancel()
-        await tg.__aexit__(exc_type, exc, tb)
+        try:
+            await tg.__aexit__(exc_type, exc, tb)
+        finally:
+            self.server.close_listens()
         return None
 
     def speaks_2025(self, request: RecordedRequest) -> bool:
