@@ -207,7 +207,10 @@ class ReferenceHttpServer:
         tg, self._tg = self._tg, None
         assert tg is not None
         tg.cancel_scope.cancel()
-        await tg.__aexit__(exc_type, exc, tb)
+        try:
+            await tg.__aexit__(exc_type, exc, tb)
+        finally:
+            self.server.close_listens()
         return None
 
     def speaks_2025(self, request: RecordedRequest) -> bool:
@@ -527,12 +530,12 @@ class _Connection:
         """A listen stream (or, ``channel``, a 2025 GET stream): frames as the protocol
         yields them, keep-alives between."""
         owner = self.owner
-        if not self.committed:
-            await self._start_sse()
         sid = request_id if isinstance(request_id, (str, int)) else "?"
         outcome = "gone"
         owner._listening.add(self)
         try:
+            if not self.committed:
+                await self._start_sse()  # inside: a client gone by now still closes items
             async with anyio.create_task_group() as tg:
 
                 async def pump() -> None:

@@ -9,7 +9,7 @@ cut a frame). The HTTP and stdio reference servers are thin shells around it.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -360,7 +360,12 @@ class ReferenceProtocol:
                 if registered is None:
                     return HangUp()
                 _, receive = registered
-                return Stream(self._stream(request_id, filt, receive))
+
+                def release() -> None:
+                    receive.close()
+                    server.unsubscribe(request_id)
+
+                return Stream(_Owned(self._stream(request_id, filt, receive), release))
             case _:
                 return Reply(error(request_id, METHOD_NOT_FOUND, "Method not found"), 404)
 
@@ -404,7 +409,7 @@ class ReferenceProtocol:
         request_id: str | int,
         requested: dict[str, Any],
         receive: anyio.abc.ObjectReceiveStream[tuple[str, object]],
-    ) -> AsyncIterator[StreamItem]:
+    ) -> AsyncGenerator[StreamItem, None]:
         sid_meta = {META_SUBSCRIPTION_ID: request_id}
         try:
             async with receive:
@@ -452,6 +457,28 @@ class ReferenceProtocol:
                             return
         finally:
             self.server.unsubscribe(request_id)
+
+
+class _Owned:
+    """A listen stream's items that let go of its subscription on ``aclose`` even when
+    never iterated (the client left before the first frame: an async generator that
+    never started runs no ``finally``, and its receive stream would be left unclosed)."""
+
+    def __init__(self, items: AsyncGenerator[StreamItem, None], release: Callable[[], None]):
+        self._items = items
+        self._release = release
+
+    def __aiter__(self) -> _Owned:
+        return self
+
+    async def __anext__(self) -> StreamItem:
+        return await self._items.__anext__()
+
+    async def aclose(self) -> None:
+        try:
+            await self._items.aclose()
+        finally:
+            self._release()
 
 
 def _notification(method: str, params: dict[str, Any]) -> dict[str, Any]:

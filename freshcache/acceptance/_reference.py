@@ -237,6 +237,8 @@ class Subscriber:
     notifications carry the new contents."""
     catalogs: frozenset[str] = frozenset()
     """Catalog changes the ack honoured (``tools``, ``prompts``)."""
+    receive: MemoryObjectReceiveStream[Push] | None = None
+    """The reading end, closed by `ReferenceServer.close_listens` if no one took it."""
 
 
 @dataclass(slots=True)
@@ -485,6 +487,7 @@ class ReferenceServer:
         sub = Subscriber(
             subscription_id, resource_uris, list_changed, send, requested=resource_uris, embed=embed
         )
+        sub.receive = receive
         self.subscribers[subscription_id] = sub
         for uri in self.early_notifications:
             send.send_nowait(("updated", uri))
@@ -566,6 +569,14 @@ class ReferenceServer:
         self.held_acks.discard(subscription_id)
         if sub is not None:
             sub.send.close()
+
+    def close_listens(self) -> None:
+        """Close both ends of every listen still registered (the transport stopped:
+        a request cancelled between registering and streaming leaves none unclosed)."""
+        for sub in list(self.subscribers.values()):
+            self.unsubscribe(sub.subscription_id)
+            if sub.receive is not None:
+                sub.receive.close()
 
     def notify_updated(self, uri: str, *, raw: bool = False) -> None:
         """Publish ``resources/updated`` for ``uri`` to subscribers that asked for it,
