@@ -57,7 +57,7 @@ from ._protocol import (
 )
 from ._protocol_2025 import BOTH, Protocol2025, ServedSession, speaks_2025
 from ._protocol_2025 import REVISION as LEGACY_REVISION
-from ._reference import ReferenceServer
+from ._reference import ReferenceServer, close_listens
 
 log = logging.getLogger("freshcache.acceptance.http")
 
@@ -210,7 +210,7 @@ class ReferenceHttpServer:
         try:
             await tg.__aexit__(exc_type, exc, tb)
         finally:
-            self.server.close_listens()
+            close_listens(self.server)
         return None
 
     def speaks_2025(self, request: RecordedRequest) -> bool:

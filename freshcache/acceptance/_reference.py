@@ -238,7 +238,7 @@ class Subscriber:
     catalogs: frozenset[str] = frozenset()
     """Catalog changes the ack honoured (``tools``, ``prompts``)."""
     receive: MemoryObjectReceiveStream[Push] | None = None
-    """The reading end, closed by `ReferenceServer.close_listens` if no one took it."""
+    """The reading end, closed by `close_listens` if no one took it."""
 
 
 @dataclass(slots=True)
@@ -484,10 +484,8 @@ class ReferenceServer:
         if self.down:
             return None
         send, receive = anyio.create_memory_object_stream[Push](max_buffer_size=10_000)
-        sub = Subscriber(
-            subscription_id, resource_uris, list_changed, send, requested=resource_uris, embed=embed
-        )
-        sub.receive = receive
+        sub = Subscriber(subscription_id, resource_uris, list_changed, send, receive=receive)
+        sub.requested, sub.embed = resource_uris, embed
         self.subscribers[subscription_id] = sub
         for uri in self.early_notifications:
             send.send_nowait(("updated", uri))
@@ -569,14 +567,6 @@ class ReferenceServer:
         self.held_acks.discard(subscription_id)
         if sub is not None:
             sub.send.close()
-
-    def close_listens(self) -> None:
-        """Close both ends of every listen still registered (the transport stopped:
-        a request cancelled between registering and streaming leaves none unclosed)."""
-        for sub in list(self.subscribers.values()):
-            self.unsubscribe(sub.subscription_id)
-            if sub.receive is not None:
-                sub.receive.close()
 
     def notify_updated(self, uri: str, *, raw: bool = False) -> None:
         """Publish ``resources/updated`` for ``uri`` to subscribers that asked for it,
@@ -685,3 +675,12 @@ def denial_remediation(server: ReferenceServer, uri: str) -> Remediation | None:
         context_id="authzctx-reference",
         reason="insufficient_authorization",
     )
+
+
+def close_listens(server: ReferenceServer) -> None:
+    """Close both ends of every listen ``server`` still has registered (its transport
+    stopped: a request cancelled between registering and streaming leaves none open)."""
+    for sub in list(server.subscribers.values()):
+        server.unsubscribe(sub.subscription_id)
+        if sub.receive is not None:
+            sub.receive.close()
