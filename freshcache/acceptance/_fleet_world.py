@@ -304,7 +304,9 @@ class FleetWorld(World):
                 return f"worker {n} is not on the fleet channel yet"
             if fleet.channel.seq < seq:
                 return f"worker {n} took in fleet message {fleet.channel.seq} of {seq}"
-        if sum(f.lease.leading is not None for f in fleets) != 1:
+        # A fleet whose caches select nothing and asked for no catalog holds no lease.
+        wanted = any(c.engine.selected or c.engine.lists_wanted for c in live)
+        if wanted and sum(f.lease.leading is not None for f in fleets) != 1:
             return "no single listener"
         if any(f.lease.relaying for f in fleets) or any(
             sub.send.statistics().current_buffer_used for sub in self.server.subscribers.values()
@@ -312,7 +314,8 @@ class FleetWorld(World):
             return "the listener has not passed on all its stream heard"
         if self.server.down and any(c.stream_status == "live" for c in live):
             return "a worker has not heard yet that the server's stream is gone"
-        if self.server.listen_supported and not self.server.down and not self.server.subscribers:
+        listens = self.server.listen_supported and not self.server.down
+        if wanted and listens and not self.server.subscribers:
             # Dropped, and the listener may still be telling the fleet (its engine has
             # not seen the loss yet, so its stream still looks live).
             return "the listener has no stream open at the server"
