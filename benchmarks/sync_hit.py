@@ -18,9 +18,6 @@ pass/fail test.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import statistics
 import sys
 import threading
@@ -31,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._report import emit  # noqa: E402
 from freshcache.acceptance import InMemorySource, ReferenceServer  # noqa: E402
 from freshcache.sync import SyncFreshCache  # noqa: E402
 
@@ -81,16 +79,14 @@ def main() -> None:
         assert cache.read(COVERED).server_read is False
     best = {name: min(r) for name, r in rounds.items()}
     floor = best["locked_dict"]
-    report = {
-        "ns_per_call": {k: round(v, 1) for k, v in best.items()},
-        "ns_per_call_median": {k: round(statistics.median(v), 1) for k, v in rounds.items()},
-        "ratio_to_floor": {k: round(v / floor, 3) for k, v in best.items()},
-        "load_average": [round(x, 1) for x in os.getloadavg()],
-        "machine": f"{platform.processor() or platform.machine()}, Python {platform.python_version()}",
-    }
-    print(json.dumps(report, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    emit(
+        {
+            "ns_per_call": {k: round(v, 1) for k, v in best.items()},
+            "ns_per_call_median": {k: round(statistics.median(v), 1) for k, v in rounds.items()},
+            "ratio_to_floor": {k: round(v / floor, 3) for k, v in best.items()},
+        },
+        args.json,
+    )
 
 
 if __name__ == "__main__":
