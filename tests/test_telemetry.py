@@ -216,6 +216,93 @@ async def test_hits_are_traced_only_when_asked(recorder):
     assert span.attributes["freshcache.state"] == "fresh"
     assert span.attributes["freshcache.version"] == hit.version
     assert span.attributes["freshcache.server_read"] is False
+    assert span.attributes["freshcache.hits"] == 1
+
+
+async def test_traced_hits_share_a_span_per_version_and_each_hit_is_counted_at_its_version(
+    recorder,
+):
+    """Issue 38: a span per hit cost 80-130x the hit. The hits of one URI at one version
+    share a span; every hit is counted on the span of the version it handed out."""
+    server = ReferenceServer()
+    server.set(U, "v1")
+    async with FreshCache(
+        InMemorySource(server), select=[U], backoff=FAST, trace_hits=True, **recorder.kwargs()
+    ) as cache:
+        await until(lambda: cache.stream_status == "live" and cache.status(U).text == "v1")
+        handed: list[str | None] = [(await cache.read(U)).version for _ in range(3)]
+        server.set(U, "v2")
+        server.notify_updated(U)
+        await until(lambda: cache.status(U).text == "v2" and cache.pending_reads == 0)
+        handed += [(await cache.read(U)).version for _ in range(2)]
+        assert cache.telemetry.counts.hits == 5  # all five were plain fresh hits
+    spans = [s for s in recorder.spans("freshcache.read") if "freshcache.hits" in s.attributes]
+    recorded = [
+        (s.attributes["freshcache.version"], s.attributes["freshcache.hits"]) for s in spans
+    ]
+    v1, v2 = handed[0], handed[-1]
+    assert v1 != v2
+    assert recorded == [(v1, 3), (v2, 2)]
+    assert all(s.attributes["mcp.resource.uri"] == U for s in spans)
+    assert all(s.attributes["freshcache.server_read"] is False for s in spans)
+    assert all(s.start_time <= s.end_time for s in spans)
+
+
+async def test_a_traced_hit_is_a_child_of_the_span_it_happened_in(recorder):
+    server = ReferenceServer()
+    server.set(U, "v1")
+    tracer = recorder.tracer_provider.get_tracer("test")
+    async with FreshCache(
+        InMemorySource(server), listen=False, trace_hits=True, **recorder.kwargs()
+    ) as cache:
+        await cache.read(U)
+        with tracer.start_as_current_span("agent step") as step:
+            await cache.read(U)
+            await cache.read(U)
+        await cache.read(U)
+    hits = [s for s in recorder.spans("freshcache.read") if "freshcache.hits" in s.attributes]
+    by_parent = {
+        s.parent.span_id if s.parent else None: s.attributes["freshcache.hits"] for s in hits
+    }
+    assert by_parent == {step.get_span_context().span_id: 2, None: 1}
+
+
+async def test_traced_hits_are_recorded_within_the_interval_while_the_cache_is_open(recorder):
+    server = ReferenceServer()
+    server.set(U, "v1")
+    async with FreshCache(
+        InMemorySource(server), listen=False, trace_hits=True, **recorder.kwargs()
+    ) as cache:
+        await cache.read(U)
+        hit = await cache.read(U)
+        await until(lambda: recorder.spans("freshcache.read")[-1].attributes.get("freshcache.hits"))
+        (span,) = [
+            s for s in recorder.spans("freshcache.read") if "freshcache.hits" in s.attributes
+        ]
+        assert span.attributes["freshcache.version"] == hit.version
+
+
+async def test_traced_hits_waiting_for_their_spans_are_bounded(recorder, monkeypatch):
+    from freshcache._middleware import _telemetry
+
+    monkeypatch.setattr(_telemetry, "MAX_PENDING_HITS", 2)
+    monkeypatch.setattr(_telemetry, "HIT_SPAN_INTERVAL", 3600.0)
+    server = ReferenceServer()
+    uris = [f"doc://bounded/{i}" for i in range(3)]
+    for uri in uris:
+        server.set(uri, uri)
+    async with FreshCache(
+        InMemorySource(server), listen=False, trace_hits=True, **recorder.kwargs()
+    ) as cache:
+        for uri in uris:
+            await cache.read(uri)
+        recorder.spans_exporter.clear()
+        for uri in uris:
+            await cache.read(uri)  # the third pair makes the first two spans at once
+        made = [s.attributes["mcp.resource.uri"] for s in recorder.spans("freshcache.read")]
+        assert made == uris[:2]
+    made = [s.attributes["mcp.resource.uri"] for s in recorder.spans("freshcache.read")]
+    assert made == uris
 
 
 async def test_store_gauges_report_entries_and_bytes(recorder):

@@ -201,6 +201,7 @@ class FreshCache(CatalogMethods, ToolCalls):
             await tg.__aexit__(exc_type, exc, tb)
         finally:
             self._tg = None
+            self.telemetry.flush_hits()  # the spans traced hits still owe
             with anyio.CancelScope(shield=True):
                 await self.source.aclose()
         return None
