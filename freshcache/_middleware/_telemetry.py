@@ -25,16 +25,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.context import Context
 from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.metrics import _internal as _metrics_api
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import propagation as trace_propagation
 
 from .._core import Invalidation, ReadResult, RequestFailed
 
@@ -349,7 +352,7 @@ class Telemetry:
         `flush_hits` makes the spans within `HIT_SPAN_INTERVAL` of the first hit
         noted, at once when `MAX_PENDING_HITS` pairs wait, and when the cache closes.
         """
-        parent = trace.get_current_span()
+        parent = _current_span()
         batch = self._pending_hits.get((id(parent), id(result)))
         if batch is None:
             self._first_hit(parent, result, now)
@@ -391,7 +394,7 @@ class Telemetry:
             # An explicit context: the timer runs in the first hit's context, not each one's.
             self._tracer.start_span(
                 READ_SPAN,
-                context=trace.set_span_in_context(parent, Context()),
+                context=_ROOT if parent is _NO_SPAN else trace.set_span_in_context(parent, _ROOT),
                 attributes=attributes,
                 start_time=int(first * 1e9),
             ).end(end_time=int(last * 1e9))
@@ -475,6 +478,30 @@ def _error_of(span: Span) -> str | None:
     value = attributes.get(ERROR_TYPE)
     return str(value) if value is not None else None
 
+
+def _span_reader() -> Callable[[], Span]:
+    """`trace.get_current_span`, cheaper: it is asked on every traced hit.
+
+    The API's default runtime context keeps the context in a `ContextVar`; read from it
+    in two C calls, the span is the one the API's call returns (five Python calls).
+    With another runtime context (``OTEL_PYTHON_CONTEXT``) or API version, the API's call.
+    """
+    var = getattr(getattr(otel_context, "_RUNTIME_CONTEXT", None), "_current_context", None)
+    key = getattr(trace_propagation, "_SPAN_KEY", None)
+    if not isinstance(var, ContextVar) or not isinstance(key, str):
+        return trace.get_current_span
+
+    def current() -> Span:
+        span: Span | None = var.get().get(key)
+        return _NO_SPAN if span is None else span
+
+    return current
+
+
+_NO_SPAN = trace.INVALID_SPAN
+_ROOT = Context()
+"""The context of a span made with no parent (an empty one: never written to)."""
+_current_span = _span_reader()
 
 _MAX_TIMED_INVALIDATIONS = 4096
 """URIs whose invalidation-to-fresh time is being measured at once, at most."""
