@@ -161,6 +161,7 @@ class FreshCache(CatalogMethods, ToolCalls):
         self._unusable: FreshCacheError | None = None
         """Set when discovery showed the server cannot be used (raised at each read)."""
         self._discovered = anyio.Event()
+        self._discovered_yet = False
         """Set once the first discovery settled (it may show the server unusable)."""
         self._entered = False
 
@@ -271,6 +272,8 @@ class FreshCache(CatalogMethods, ToolCalls):
         self, uri: str, principal: str | None, timeout: float | None
     ) -> ReadResult:
         partition = self.principal if principal is None else principal
+        if not self.telemetry.live():  # no span, no count: nothing would read them
+            return await self._read_slow(uri, partition, timeout)
         with self.telemetry.read_span(uri) as span:
             result = await self._read_slow(uri, partition, timeout)
             self.telemetry.read_result(span, result, self._wall_clock())
@@ -293,9 +296,10 @@ class FreshCache(CatalogMethods, ToolCalls):
             raise FreshCacheError("use FreshCache inside 'async with' before reading")
         if self._unusable is not None:
             raise self._unusable
-        if not isinstance(uri, str) or not uri:
+        if (uri.__class__ is not str and not isinstance(uri, str)) or not uri:
             raise ConfigurationError(f"uri must be a non-empty string, got {uri!r}")
-        deadline = checked_deadline(timeout, self.read_timeout)
+        # (``read_timeout`` was checked when the cache was made)
+        deadline = self.read_timeout if timeout is None else checked_deadline(timeout, 0.0)
         cached = self.engine.lookup(uri, partition)
         if cached is not None:
             return cached
@@ -436,6 +440,7 @@ class FreshCache(CatalogMethods, ToolCalls):
                 )
             return info
         finally:
+            self._discovered_yet = True  # (read on every miss: a call less than `is_set`)
             self._discovered.set()
 
     # ------------------------------------------------------------------ introspection
@@ -470,8 +475,8 @@ async def _read_judged(
     spins = 0  # re-reads no change of this URI asked for (an eviction): bounded
     if (
         not self._streams.supervisor.acknowledged_once  # (a cold start only)
-        and self._flights.get(key) is None
         and self.engine.waits_for_ack(uri, partition)
+        and self._flights.get(key) is None
     ):
         # (at most half the deadline: a read sent then still has the other half)
         with anyio.move_on_after(deadline / 2):
@@ -483,7 +488,7 @@ async def _read_judged(
         flight = self._flights.get(key)
         if flight is not None:
             await flight.wait()
-        elif self._flights.inline and self._flights.on_asyncio():
+        elif self._flights.inline:  # (learned on asyncio only)
             # The caller runs its own read (no task, no loop turn of its own);
             # if its deadline passes, the read goes on in a task (`_Inline`).
             flight, inline = self._flights.fly_inline(uri, partition)
@@ -503,7 +508,7 @@ async def _read_judged(
             raise flight.error
         result, ticket = flight.result, flight.ticket
         assert result is not None
-        if result.contents and not self._discovered.is_set():
+        if result.contents and not self._discovered_yet:
             await self._discovered.wait()  # (within the deadline)
         if self._unusable is not None:
             raise self._unusable  # the engine no longer hands anything out

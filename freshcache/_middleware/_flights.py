@@ -137,14 +137,19 @@ class _Inline:
             yield None
             yield from self._drive(None, None)
             return
-        self._task = asyncio.current_task()
+        self._task = task = asyncio.current_task()
         flights._inline_runs.add(self)
+        # anyio keeps one state per task while it lives: read its scope at each yield
+        # from it (`_anyio_scope` asks again only if the task had none yet).
+        state = _ANYIO_TASKS.get(task)  # type: ignore[arg-type]
         try:
-            yield from self._drive(flights, _anyio_scope())
+            yield from self._drive(flights, None if state is None else state.cancel_scope, state)
         finally:
             flights._inline_runs.discard(self)
 
-    def _drive(self, flights: ReadFlights | None, outer: object) -> Generator[Any, None, None]:
+    def _drive(
+        self, flights: ReadFlights | None, outer: object, state: Any = None
+    ) -> Generator[Any, None, None]:
         coro = self._coro
         error: BaseException | None = None
         while True:
@@ -166,7 +171,10 @@ class _Inline:
                 raise
             error = None
             bare = yielded is None
-            inside = flights is not None and (not bare or _anyio_scope() is not outer)
+            inside = flights is not None and (
+                not bare
+                or (state.cancel_scope if state is not None else _anyio_scope()) is not outer
+            )
             if inside and flights.inline:  # type: ignore[union-attr]
                 flights.inline = False  # type: ignore[union-attr]  # (see the docstring)
             try:
