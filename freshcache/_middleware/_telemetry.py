@@ -126,7 +126,8 @@ class Telemetry:
         protocol_version: str = "2026-07-28",
     ) -> None:
         self.trace_hits = trace_hits
-        """Also make a span for every plain fresh hit (off by default: the hit path is hot)."""
+        """Also record plain fresh hits on spans, one per parent span, URI and version
+        (`traced_hit`; off by default: the hit path is hot)."""
         self.metering = meter_provider is not None or _global_meter_provider_set()
         """Whether anyone reads the metrics: fresh hits are counted only then."""
         self.protocol_version = protocol_version
