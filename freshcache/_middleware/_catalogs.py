@@ -1,9 +1,9 @@
 """Catalogs through the cache: ``tools()``, ``prompts()``, ``resource_templates()``.
 
 The API only: the core's `CatalogBook` decides what is fresh, the cache's one `Lister`
-(`_listing`) walks a catalog as it walks ``resources/list``. A fresh hit is one dict
-lookup and one clock compare that hands out the same immutable `Catalog` every time:
-no I/O, no copy.
+(`_listing`) walks a catalog as it walks ``resources/list``. A fresh hit is the core's
+one hit-row check (`CatalogBook.hit`: dict lookups and one clock compare) and hands
+out the same immutable `Catalog` every time: no I/O, no copy.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from .._core import (
     CatalogKind,
     Decision,
     FreshnessEngine,
-    Partition,
     Relist,
     StreamEvent,
 )
+from .._core._catalogs import CatalogBook
 from .._errors import ConfigurationError, FreshCacheError
 from .._sources._source import Source
 from ._listing import Lister
@@ -46,9 +46,7 @@ class CatalogMethods:
     source: Source
     telemetry: Telemetry
     _lister: Lister
-    _tools_rows: dict[Partition, tuple[Catalog, float]]
-    _prompts_rows: dict[Partition, tuple[Catalog, float]]
-    _templates_rows: dict[Partition, tuple[Catalog, float]]
+    _catalog_book: CatalogBook
     _changes: ChangeFeed
     _clock: Callable[[], float]
     _unusable: FreshCacheError | None
@@ -58,10 +56,7 @@ class CatalogMethods:
     def _carry_out(self, decisions: list[Decision]) -> None: ...
 
     def _set_up_lists(self) -> None:
-        rows = self.engine.catalogs.rows  # the hit tables (never replaced)
-        self._tools_rows = rows["tools"]
-        self._prompts_rows = rows["prompts"]
-        self._templates_rows = rows["resource_templates"]
+        self._catalog_book = self.engine.catalogs  # its hit tables (never replaced)
         self._lister = Lister(
             self.engine,
             self.telemetry,
@@ -78,29 +73,34 @@ class CatalogMethods:
         Same rules as `read`: walked (every page) when not fresh, waiting up to
         ``timeout`` seconds (default ``read_timeout``); the walk goes on after that.
         """
-        # The hit path: one dict lookup and one clock compare, as for `read`.
-        row = self._tools_rows.get(self.principal if principal is None else principal)
-        if row is not None and self._clock() < row[1]:
-            return row[0]
-        return await self._catalog("tools", timeout, principal)
+        hit = self._catalog_hit("tools", principal)
+        if hit is None:
+            hit = await self._catalog("tools", timeout, principal)
+        return hit
 
     async def prompts(
         self, *, timeout: float | None = None, principal: str | None = None
     ) -> Catalog:
         """The server's prompts (see `tools`)."""
-        row = self._prompts_rows.get(self.principal if principal is None else principal)
-        if row is not None and self._clock() < row[1]:
-            return row[0]
-        return await self._catalog("prompts", timeout, principal)
+        hit = self._catalog_hit("prompts", principal)
+        if hit is None:
+            hit = await self._catalog("prompts", timeout, principal)
+        return hit
 
     async def resource_templates(
         self, *, timeout: float | None = None, principal: str | None = None
     ) -> Catalog:
         """The server's resource templates (see `tools`)."""
-        row = self._templates_rows.get(self.principal if principal is None else principal)
-        if row is not None and self._clock() < row[1]:
-            return row[0]
-        return await self._catalog("resource_templates", timeout, principal)
+        hit = self._catalog_hit("resource_templates", principal)
+        if hit is None:
+            hit = await self._catalog("resource_templates", timeout, principal)
+        return hit
+
+    def _catalog_hit(self, kind: CatalogKind, principal: str | None) -> Catalog | None:
+        """The hit path, as for `read`: dict lookups and one clock compare
+        (`CatalogBook.hit`, the one hit-row check, which `SyncFreshCache` asks too)."""
+        partition = self.principal if principal is None else principal
+        return self._catalog_book.hit(kind, partition, self._clock())
 
     def catalog_status(self, kind: str, *, principal: str | None = None) -> Catalog:
         """What `tools` / `prompts` / `resource_templates` would hand out now, no I/O."""
