@@ -25,6 +25,7 @@ from .._core import (
     FRESH,
     FreshnessEngine,
     Partition,
+    Policy,
     ReadReply,
     ReadResult,
     ReadTicket,
@@ -43,6 +44,29 @@ REREAD_BATCH = 64
 yields to the loop in its source anyway; the turn before a batch lets notifications
 already queued land first, and bounds how long a source that never yields holds the
 loop."""
+
+
+class Rewaits:
+    """The one waiter bound of single flight, for reads (`FreshCache.read`) and list
+    walks (`Lister`) alike.
+
+    A caller waits for the shared read or walk; when it wakes to a result that a change
+    or an eviction outdated meanwhile, the result is not handed out (invariant 1) and
+    it waits for the next one: at most `Policy.max_rereads` times more, then it says so
+    with an explicit state instead of waiting on."""
+
+    __slots__ = ("_left",)
+
+    def __init__(self, policy: Policy) -> None:
+        self._left = policy.max_rereads + 1
+
+    def __bool__(self) -> bool:
+        """Whether the caller may wait (again)."""
+        return self._left > 0
+
+    def spend(self) -> None:
+        """One wait counted against the bound."""
+        self._left -= 1
 
 
 class Watchers(Protocol):
