@@ -26,66 +26,40 @@ itself without I/O (the acceptance tables' bare-engine world): `FreshnessEngine`
 `Relisten`), `ListenSupervisor` and its `StreamDecision` (`OpenStream`, `CloseStream`),
 `ReconnectBudget`, `problem_result`. Nothing else in the library is promised here.
 
-The library never imports this package; every name loads with its module when first
-asked for (a stdio server process pays for the reference server only).
+The library never imports this package. `InMemorySource` loads when first asked for:
+a stdio reference server process then loads the reference server and the core only.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from .._core import (
-        Decision,
-        FreshnessEngine,
-        ListWalk,
-        ReadResource,
-        ReadTicket,
-        ReconnectBudget,
-        Relist,
-        Relisten,
-        problem_result,
-    )
-    from .._core._streams import CloseStream, ListenSupervisor, OpenStream, StreamDecision
-    from ._memory import InMemorySource
-    from ._reference import (
-        Fault,
-        Push,
-        ReferenceServer,
-        Resource,
-        call_tool,
-        close_listens,
-        push_body_raw,
-        push_event,
-    )
-    from ._reference_catalogs import ReferenceCatalogs
+from .._core import (
+    Decision,
+    FreshnessEngine,
+    ListWalk,
+    ReadResource,
+    ReadTicket,
+    ReconnectBudget,
+    Relist,
+    Relisten,
+    problem_result,
+)
+from .._core._streams import CloseStream, ListenSupervisor, OpenStream, StreamDecision
+from ._reference import (
+    Fault,
+    Push,
+    ReferenceServer,
+    Resource,
+    call_tool,
+    close_listens,
+    push_body_raw,
+    push_event,
+)
+from ._reference_catalogs import ReferenceCatalogs
 
-_WHERE = {
-    "InMemorySource": "._memory",
-    "Fault": "._reference",
-    "Push": "._reference",
-    "ReferenceServer": "._reference",
-    "Resource": "._reference",
-    "call_tool": "._reference",
-    "close_listens": "._reference",
-    "push_body_raw": "._reference",
-    "push_event": "._reference",
-    "ReferenceCatalogs": "._reference_catalogs",
-    "Decision": ".._core",
-    "FreshnessEngine": ".._core",
-    "ListWalk": ".._core",
-    "ReadResource": ".._core",
-    "ReadTicket": ".._core",
-    "ReconnectBudget": ".._core",
-    "Relist": ".._core",
-    "Relisten": ".._core",
-    "problem_result": ".._core",
-    "CloseStream": ".._core._streams",
-    "ListenSupervisor": ".._core._streams",
-    "OpenStream": ".._core._streams",
-    "StreamDecision": ".._core._streams",
-}
+if TYPE_CHECKING:
+    from ._memory import InMemorySource
 
 __all__ = [
     "CloseStream",
@@ -115,13 +89,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
+    if name != "InMemorySource":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+    from ._memory import InMemorySource  # (the client's tool replies and wire rules)
 
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    globals()[name] = InMemorySource
+    return InMemorySource
