@@ -225,8 +225,8 @@ def test_the_stdio_reference_server_imports_none_of_the_client():
 
 
 def test_the_reference_server_spells_the_spec_names_as_the_client_does():
-    from freshcache._protocol import _wire
     from freshcache._core import CATALOG_FIELDS, ChangeHint
+    from freshcache._protocol import _wire
     from freshcache.acceptance import _protocol
     from freshcache.acceptance._http_server import decode_header_value
 
@@ -242,7 +242,7 @@ def test_the_reference_server_spells_the_spec_names_as_the_client_does():
         "UNSUPPORTED_PROTOCOL_VERSION",
     ):
         assert getattr(_protocol, name) == getattr(_wire, name), name
-    assert _protocol.CATALOG_FIELDS == dict(CATALOG_FIELDS)
+    assert dict(CATALOG_FIELDS) == _protocol.CATALOG_FIELDS
     assert typing.get_args(_protocol.ChangeHint) == typing.get_args(ChangeHint)
     for value in ("guide://a", "guide://é ü", "line\nbreak"):
         assert decode_header_value(_wire.encode_header_value(value)) == value
