@@ -1,14 +1,14 @@
 """Catalogs through the cache: ``tools()``, ``prompts()``, ``resource_templates()``.
 
 The API only: the core's `CatalogBook` decides what is fresh, the cache's one `Lister`
-(`_listing`) walks a catalog as it walks ``resources/list``. A fresh hit is the core's
-one hit-row check (`CatalogBook.hit`: dict lookups and one clock compare) and hands
-out the same immutable `Catalog` every time: no I/O, no copy.
+(`_listing`) walks a catalog as it walks ``resources/list``. A fresh hit is one dict
+lookup and one clock compare (`_catalog_hit`, for the three catalogs) that hands out
+the same immutable `Catalog` every time: no I/O, no copy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from .._core import (
@@ -17,10 +17,10 @@ from .._core import (
     CatalogKind,
     Decision,
     FreshnessEngine,
+    Partition,
     Relist,
     StreamEvent,
 )
-from .._core._catalogs import CatalogBook
 from .._errors import ConfigurationError, FreshCacheError
 from .._sources._source import Source
 from ._listing import Lister
@@ -46,7 +46,7 @@ class CatalogMethods:
     source: Source
     telemetry: Telemetry
     _lister: Lister
-    _catalog_book: CatalogBook
+    _catalog_rows: Mapping[CatalogKind, dict[Partition, tuple[Catalog, float]]]
     _changes: ChangeFeed
     _clock: Callable[[], float]
     _unusable: FreshCacheError | None
@@ -56,7 +56,7 @@ class CatalogMethods:
     def _carry_out(self, decisions: list[Decision]) -> None: ...
 
     def _set_up_lists(self) -> None:
-        self._catalog_book = self.engine.catalogs  # its hit tables (never replaced)
+        self._catalog_rows = self.engine.catalogs.rows  # the hit tables (never replaced)
         self._lister = Lister(
             self.engine,
             self.telemetry,
@@ -97,10 +97,10 @@ class CatalogMethods:
         return hit
 
     def _catalog_hit(self, kind: CatalogKind, principal: str | None) -> Catalog | None:
-        """The hit path, as for `read`: dict lookups and one clock compare
-        (`CatalogBook.hit`, the one hit-row check, which `SyncFreshCache` asks too)."""
-        partition = self.principal if principal is None else principal
-        return self._catalog_book.hit(kind, partition, self._clock())
+        """The hit path, as for `read`: the partition's row in the catalog's hit table
+        (`CatalogBook.rows`) and one clock compare; a miss is `_catalog`'s to judge."""
+        row = self._catalog_rows[kind].get(self.principal if principal is None else principal)
+        return row[0] if row is not None and self._clock() < row[1] else None
 
     def catalog_status(self, kind: str, *, principal: str | None = None) -> Catalog:
         """What `tools` / `prompts` / `resource_templates` would hand out now, no I/O."""
