@@ -48,7 +48,7 @@ from .._errors import ConfigurationError, FreshCacheError, UnsupportedVersionErr
 from .._sources._source import ServerInfo, Source
 from ._catalogs import CatalogMethods
 from ._context import ChangeFeed, Context, StateChanges, read_all
-from ._flights import ReadFlights, Rewaits
+from ._flights import ReadFlights, rewaits
 from ._listening import StreamDriver
 from ._setup import (
     check_arguments,
@@ -466,7 +466,7 @@ async def _read_judged(
     caller's own in its own task), judged again when the caller has it. (A function of
     the cache, not a method: the class stays under 400 lines, tests/test_class_size.py.)"""
     key = (uri, partition)
-    waits = Rewaits(self.engine.policy)  # counts the waits no change of this URI asked for
+    waits = rewaits(self.engine.policy)  # counts the waits no change of this URI asked for
     if (
         not self._streams.supervisor.acknowledged_once  # (a cold start only)
         and self._flights.get(key) is None
@@ -510,7 +510,7 @@ async def _read_judged(
         # text from before it must not be handed out (invariant 1).
         if result.contents and (ticket is None or not self.engine.is_current(ticket)):
             if ticket is None or not self.engine.changed_since(ticket):
-                waits.spend()  # (an eviction: a change of this URI is waited for)
+                waits -= 1  # (an eviction: a change of this URI is waited for)
             continue
         return result
     return self.engine.status(uri, partition)  # evictions kept overtaking it

@@ -46,27 +46,15 @@ already queued land first, and bounds how long a source that never yields holds 
 loop."""
 
 
-class Rewaits:
+def rewaits(policy: Policy) -> int:
     """The one waiter bound of single flight, for reads (`FreshCache.read`) and list
-    walks (`Lister`) alike.
+    walks (`Lister`) alike: how many times one caller waits for the shared read or walk.
 
-    A caller waits for the shared read or walk; when it wakes to a result that a change
-    or an eviction outdated meanwhile, the result is not handed out (invariant 1) and
-    it waits for the next one: at most `Policy.max_rereads` times more, then it says so
-    with an explicit state instead of waiting on."""
-
-    __slots__ = ("_left",)
-
-    def __init__(self, policy: Policy) -> None:
-        self._left = policy.max_rereads + 1
-
-    def __bool__(self) -> bool:
-        """Whether the caller may wait (again)."""
-        return self._left > 0
-
-    def spend(self) -> None:
-        """One wait counted against the bound."""
-        self._left -= 1
+    A caller woken to a result that a change or an eviction outdated meanwhile does
+    not hand it out (invariant 1) and waits for the next one: at most
+    `Policy.max_rereads` times more, then it says so with an explicit state instead
+    of waiting on."""
+    return policy.max_rereads + 1
 
 
 class Watchers(Protocol):
