@@ -15,8 +15,8 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
 
 from freshcache import BackoffSettings, FreshCache, HttpSource
-from freshcache.acceptance import ReferenceServer
 from freshcache.acceptance._http_server import ReferenceHttpServer
+from freshcache.testing import ReferenceServer
 
 URI = "guide://shipping/approval"
 SHOWN = (

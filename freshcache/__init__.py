@@ -25,7 +25,7 @@ The surface, by who needs it:
 - a fleet of workers sharing one freshness view on Valkey/Redis: `Fleet` (``fleet=``).
 
 Test doubles for your own tests (`InMemorySource` over a `ReferenceServer` with its
-fault switches, no I/O) live in `freshcache.acceptance`, which this package never imports.
+fault switches, no I/O) live in `freshcache.testing`, which this package never imports.
 """
 
 import importlib

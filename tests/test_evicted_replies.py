@@ -13,7 +13,7 @@ from freshcache import FreshCache
 from freshcache._core import ReadReply, ResourceUpdated
 from freshcache._middleware._store import MemoryStore
 from freshcache.acceptance import ReferenceServer
-from freshcache.acceptance._memory import InMemorySource
+from freshcache.testing import InMemorySource
 from tests.test_engine import U, V, make, reply
 
 pytestmark = pytest.mark.anyio

@@ -16,9 +16,9 @@ import pytest
 from freshcache import DENIED, FRESH, FreshCache, Policy, ReadResult
 from freshcache._core import ListReply, RequestFailed, ResourceUpdated
 from freshcache.acceptance import InMemorySource, ReferenceServer
-from freshcache.acceptance._reference_catalogs import ReferenceCatalogs
 from freshcache.acceptance._valkey import LocalStore
 from freshcache.fleet import Fleet
+from freshcache.testing import ReferenceCatalogs
 from tests.polling import until as eventually
 from tests.test_fleet import Counting, fleet_of
 from tests.valkey_support import STORE_KINDS, start_store

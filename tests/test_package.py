@@ -6,6 +6,7 @@ import ast
 import re
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
@@ -105,8 +106,9 @@ NOT_LOADED_BY_IMPORT = (
     "h11",
     # the test equipment: test doubles, table runner and vocabulary, test servers, worlds
     "freshcache.acceptance",
-    "freshcache.acceptance._reference",
-    "freshcache.acceptance._memory",
+    "freshcache.testing",
+    "freshcache.testing._reference",
+    "freshcache.testing._memory",
     "freshcache.acceptance._format",
     "freshcache.acceptance._runner",
     "freshcache.acceptance._steps",
@@ -223,8 +225,10 @@ def test_the_stdio_reference_server_imports_none_of_the_client():
 
 
 def test_the_reference_server_spells_the_spec_names_as_the_client_does():
+    from freshcache._core import CATALOG_FIELDS, ChangeHint
     from freshcache._protocol import _wire
     from freshcache.acceptance import _protocol
+    from freshcache.acceptance._http_server import decode_header_value
 
     for name in (
         "PROTOCOL_VERSION",
@@ -238,6 +242,10 @@ def test_the_reference_server_spells_the_spec_names_as_the_client_does():
         "UNSUPPORTED_PROTOCOL_VERSION",
     ):
         assert getattr(_protocol, name) == getattr(_wire, name), name
+    assert dict(CATALOG_FIELDS) == _protocol.CATALOG_FIELDS
+    assert typing.get_args(_protocol.ChangeHint) == typing.get_args(ChangeHint)
+    for value in ("guide://a", "guide://é ü", "line\nbreak"):
+        assert decode_header_value(_wire.encode_header_value(value)) == value
 
 
 def test_every_set_of_running_totals_is_a_tally():

@@ -107,6 +107,7 @@ EXPECT = {
     ],
     "docs/catalogs.md: Catalogs: tools, prompts and templates #1": ["('search',)"],
     "docs/sources.md: Wrapping a source #1": ["server read: guide://shipping/approval", V1],
+    "docs/sources.md: Test doubles for your own tests #1": ["awaiting_fresh_source server_error", "v2"],
     "docs/freshness.md: Pushed bodies and structured denials #1": ["fresh"],
     "docs/tracing.md: Tracing and metrics #2": ["fresh"],
     f"{FRAMEWORKS}The official MCP client #1": [f"fresh {V1}"],

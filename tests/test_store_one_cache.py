@@ -14,7 +14,7 @@ import pytest
 from freshcache import ConfigurationError, FreshCache, Policy
 from freshcache._middleware._store import MemoryStore
 from freshcache.acceptance import ReferenceServer
-from freshcache.acceptance._memory import InMemorySource
+from freshcache.testing import InMemorySource
 from tests.test_engine import U, make, read
 
 pytestmark = pytest.mark.anyio

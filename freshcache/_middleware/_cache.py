@@ -48,7 +48,7 @@ from .._errors import ConfigurationError, FreshCacheError, UnsupportedVersionErr
 from .._sources._source import ServerInfo, Source
 from ._catalogs import CatalogMethods
 from ._context import ChangeFeed, Context, StateChanges, read_all
-from ._flights import ReadFlights
+from ._flights import ReadFlights, rewaits
 from ._listening import StreamDriver
 from ._setup import (
     check_arguments,
@@ -472,7 +472,7 @@ async def _read_judged(
     caller's own in its own task), judged again when the caller has it. (A function of
     the cache, not a method: the class stays under 400 lines, tests/test_class_size.py.)"""
     key = (uri, partition)
-    spins = 0  # re-reads no change of this URI asked for (an eviction): bounded
+    waits = rewaits(self.engine.policy)  # counts the waits no change of this URI asked for
     if (
         not self._streams.supervisor.acknowledged_once  # (a cold start only)
         and self.engine.waits_for_ack(uri, partition)
@@ -484,7 +484,7 @@ async def _read_judged(
             cached = self.engine.lookup(uri, partition)
             if cached is not None:
                 return cached
-    while spins <= self.engine.policy.max_rereads:
+    while waits:
         flight = self._flights.get(key)
         if flight is not None:
             await flight.wait()
@@ -515,7 +515,8 @@ async def _read_judged(
         # An invalidation may have landed between the reply and this wake-up:
         # text from before it must not be handed out (invariant 1).
         if result.contents and (ticket is None or not self.engine.is_current(ticket)):
-            spins += ticket is None or not self.engine.changed_since(ticket)
+            if ticket is None or not self.engine.changed_since(ticket):
+                waits -= 1  # (an eviction: a change of this URI is waited for)
             continue
         return result
     return self.engine.status(uri, partition)  # evictions kept overtaking it

@@ -2,13 +2,13 @@
 
 The API only: the core's `CatalogBook` decides what is fresh, the cache's one `Lister`
 (`_listing`) walks a catalog as it walks ``resources/list``. A fresh hit is one dict
-lookup and one clock compare that hands out the same immutable `Catalog` every time:
-no I/O, no copy.
+lookup and one clock compare (`_catalog_hit`, for the three catalogs) that hands out
+the same immutable `Catalog` every time: no I/O, no copy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from .._core import (
@@ -46,9 +46,7 @@ class CatalogMethods:
     source: Source
     telemetry: Telemetry
     _lister: Lister
-    _tools_rows: dict[Partition, tuple[Catalog, float]]
-    _prompts_rows: dict[Partition, tuple[Catalog, float]]
-    _templates_rows: dict[Partition, tuple[Catalog, float]]
+    _catalog_rows: Mapping[CatalogKind, dict[Partition, tuple[Catalog, float]]]
     _changes: ChangeFeed
     _clock: Callable[[], float]
     _unusable: FreshCacheError | None
@@ -58,10 +56,7 @@ class CatalogMethods:
     def _carry_out(self, decisions: list[Decision]) -> None: ...
 
     def _set_up_lists(self) -> None:
-        rows = self.engine.catalogs.rows  # the hit tables (never replaced)
-        self._tools_rows = rows["tools"]
-        self._prompts_rows = rows["prompts"]
-        self._templates_rows = rows["resource_templates"]
+        self._catalog_rows = self.engine.catalogs.rows  # the hit tables (never replaced)
         self._lister = Lister(
             self.engine,
             self.telemetry,
@@ -78,29 +73,34 @@ class CatalogMethods:
         Same rules as `read`: walked (every page) when not fresh, waiting up to
         ``timeout`` seconds (default ``read_timeout``); the walk goes on after that.
         """
-        # The hit path: one dict lookup and one clock compare, as for `read`.
-        row = self._tools_rows.get(self.principal if principal is None else principal)
-        if row is not None and self._clock() < row[1]:
-            return row[0]
-        return await self._catalog("tools", timeout, principal)
+        hit = self._catalog_hit("tools", principal)
+        if hit is None:
+            hit = await self._catalog("tools", timeout, principal)
+        return hit
 
     async def prompts(
         self, *, timeout: float | None = None, principal: str | None = None
     ) -> Catalog:
         """The server's prompts (see `tools`)."""
-        row = self._prompts_rows.get(self.principal if principal is None else principal)
-        if row is not None and self._clock() < row[1]:
-            return row[0]
-        return await self._catalog("prompts", timeout, principal)
+        hit = self._catalog_hit("prompts", principal)
+        if hit is None:
+            hit = await self._catalog("prompts", timeout, principal)
+        return hit
 
     async def resource_templates(
         self, *, timeout: float | None = None, principal: str | None = None
     ) -> Catalog:
         """The server's resource templates (see `tools`)."""
-        row = self._templates_rows.get(self.principal if principal is None else principal)
-        if row is not None and self._clock() < row[1]:
-            return row[0]
-        return await self._catalog("resource_templates", timeout, principal)
+        hit = self._catalog_hit("resource_templates", principal)
+        if hit is None:
+            hit = await self._catalog("resource_templates", timeout, principal)
+        return hit
+
+    def _catalog_hit(self, kind: CatalogKind, principal: str | None) -> Catalog | None:
+        """The hit path, as for `read`: the partition's row in the catalog's hit table
+        (`CatalogBook.rows`) and one clock compare; a miss is `_catalog`'s to judge."""
+        row = self._catalog_rows[kind].get(self.principal if principal is None else principal)
+        return row[0] if row is not None and self._clock() < row[1] else None
 
     def catalog_status(self, kind: str, *, principal: str | None = None) -> Catalog:
         """What `tools` / `prompts` / `resource_templates` would hand out now, no I/O."""

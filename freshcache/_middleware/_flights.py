@@ -25,6 +25,7 @@ from .._core import (
     FRESH,
     FreshnessEngine,
     Partition,
+    Policy,
     ReadReply,
     ReadResult,
     ReadTicket,
@@ -43,6 +44,17 @@ REREAD_BATCH = 64
 yields to the loop in its source anyway; the turn before a batch lets notifications
 already queued land first, and bounds how long a source that never yields holds the
 loop."""
+
+
+def rewaits(policy: Policy) -> int:
+    """The one waiter bound of single flight, for reads (`FreshCache.read`) and list
+    walks (`Lister`) alike: how many times one caller waits for the shared read or walk.
+
+    A caller woken to a result that a change or an eviction outdated meanwhile does
+    not hand it out (invariant 1) and waits for the next one: at most
+    `Policy.max_rereads` times more, then it says so with an explicit state instead
+    of waiting on."""
+    return policy.max_rereads + 1
 
 
 class Watchers(Protocol):

@@ -40,6 +40,7 @@ from .._core import (
 )
 from .._errors import FreshCacheError, MethodNotFoundError, ProtocolError
 from .._sources._source import Source, no_catalogs
+from ._flights import rewaits
 from ._telemetry import Telemetry
 
 if TYPE_CHECKING:
@@ -114,7 +115,7 @@ class Lister:
 
     async def _get(self, kind: ListKind, partition: Partition, deadline: float) -> Listed:
         with anyio.move_on_after(deadline):
-            for _ in range(self._engine.policy.max_rereads + 1):
+            for _ in range(rewaits(self._engine.policy)):
                 walking = self._walking.get((kind, partition)) or self._launch(kind, partition)
                 await walking.done.wait()
                 if walking.error is not None:

@@ -1,10 +1,13 @@
 """The acceptance equipment behind ``freshcache acceptance`` (DESIGN §3).
 
-The reference server with its fault switches (`_reference`) and `InMemorySource`
-over it (`_memory`): the test doubles, exported here for users' own tests. The table
+The test doubles `ReferenceServer` and `InMemorySource` live in `freshcache.testing`
+(also named here, where earlier releases documented them). This package imports
+`freshcache` and `freshcache.testing` only, never a private module of the library
+(`tests/test_acceptance_imports.py`). The table
 format (`_format`), the step vocabulary (`_steps`), the runner and the
 engine world (`_runner`), the reference server's JSON-RPC protocol (`_protocol`), the
-fault-injecting HTTP and stdio servers (`_http_server`, `_stdio_server`), the worlds
+fault-injecting HTTP and stdio servers (`_http_server`, `_stdio_server`; `_serve`, the
+``freshcache serve`` command, beside them), the worlds
 that play rows over them (`_http_world`, `_stdio_world`; `_fleet_world` for the fleet
 rows, on Valkey/Redis through `_store_proxy` relays, `_valkey` starting one) and the command itself
 (`_command`). The library never imports this package; the command line imports it
@@ -18,13 +21,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .._errors import TableError
+    from freshcache import TableError
+    from freshcache.testing import InMemorySource, ReferenceServer
+
     from ._fleet_world import FleetWorld
     from ._format import Case, CaseRow, load_cases, parse_text, table_files
     from ._http_world import HttpWorld
-    from ._memory import InMemorySource
     from ._protocol import ReferenceProtocol
-    from ._reference import ReferenceServer
     from ._runner import (
         CaseReport,
         EngineWorld,
@@ -38,14 +41,14 @@ if TYPE_CHECKING:
     from ._stdio_world import StdioWorld
 
 _WHERE = {
-    "TableError": ".._errors",
+    "TableError": "freshcache",
     "Case": "._format",
     "CaseRow": "._format",
     "load_cases": "._format",
     "parse_text": "._format",
     "table_files": "._format",
-    "InMemorySource": "._memory",
-    "ReferenceServer": "._reference",
+    "InMemorySource": "freshcache.testing",
+    "ReferenceServer": "freshcache.testing",
     "ReferenceProtocol": "._protocol",
     "CaseReport": "._runner",
     "EngineWorld": "._runner",

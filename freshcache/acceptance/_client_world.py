@@ -28,14 +28,13 @@ from typing import Any
 
 import anyio
 
-from .._core import Catalog, ReadResult, ResourceInfo
-from .._middleware._cache import ListResult
-from .._middleware._catalogs import checked_kind
+from freshcache import Catalog, ListResult, ReadResult, ResourceInfo
+from freshcache.testing import ReferenceServer
+
 from ._driver import DriverError, DriverProcess, Hello
 from ._format import Case
 from ._http_server import ReferenceHttpServer
 from ._http_world import act_on_http_server, revision_of
-from ._reference import ReferenceServer
 from ._runner import (
     DEADLINE_ROW_SECONDS,
     Said,
@@ -56,6 +55,7 @@ from ._steps import (
     ServerChange,
     ServerSets,
     TimePasses,
+    catalog_kind,
     catalog_version_of,
     text_for,
 )
@@ -295,7 +295,7 @@ class ClientWorld(World):
         names = tuple(str(n) for n in answer.get("names", ()))
         if answer.get("state") is not None:
             return Catalog(
-                checked_kind(kind),
+                catalog_kind(kind),
                 answer["state"],
                 answer.get("reason"),
                 items=tuple({"name": name} for name in names),

@@ -20,8 +20,8 @@ from typing import Any, TextIO
 
 import anyio
 
-from .. import __version__
-from .._errors import FreshCacheError, TableError
+from freshcache import FreshCacheError, TableError, __version__
+
 from ._driver import DriverError, DriverProcess, Hello
 from ._format import Case, load_cases
 from ._junit import timeline_lines, write_junit

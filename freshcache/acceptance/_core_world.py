@@ -24,40 +24,47 @@ from dataclasses import dataclass, field
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from .._core import (
+from freshcache import (
     AWAITING_FRESH_SOURCE,
     FRESH,
+    BackoffSettings,
     Catalog,
     CatalogKind,
-    Decision,
-    FreshnessEngine,
     ListenAcknowledged,
     ListenStarted,
     ListenUnsupported,
     ListResult,
-    ListWalk,
+    MemoryStore,
     Partition,
     Policy,
     ReadReply,
-    ReadResource,
     ReadResult,
-    ReadTicket,
-    ReconnectBudget,
-    Relist,
-    Relisten,
     RequestFailed,
     StreamClosed,
     StreamEvent,
     StreamLost,
-    problem_result,
 )
-from .._core._backoff import BackoffSettings
-from .._core._streams import CloseStream, ListenSupervisor, OpenStream, StreamDecision
-from .._middleware._catalogs import checked_kind
-from .._middleware._store import MemoryStore
+from freshcache.testing import (
+    CloseStream,
+    Decision,
+    FreshnessEngine,
+    ListenSupervisor,
+    ListWalk,
+    OpenStream,
+    Push,
+    ReadResource,
+    ReadTicket,
+    ReconnectBudget,
+    ReferenceServer,
+    Relist,
+    Relisten,
+    StreamDecision,
+    problem_result,
+    push_event,
+)
+
 from ._format import Case
 from ._mutation import mutate_everything
-from ._reference import Push, ReferenceServer, push_event
 from ._runner import (
     CaseReport,
     Observation,
@@ -85,6 +92,7 @@ from ._steps import (
     ServerSets,
     TimePasses,
     bulk_uri,
+    catalog_kind,
 )
 from ._timeline import Timeline, alias_of, answer, heard
 
@@ -215,7 +223,7 @@ class CoreWorld:
                 case Relist(kind="resources"):
                     self.relist_wanted = True
                 case Relist(kind=kind):
-                    self.catalogs_wanted.add(checked_kind(kind))
+                    self.catalogs_wanted.add(catalog_kind(kind))
                 case Relisten(resource_uris=uris):
                     if self.listening:
                         lists = self.engine.lists_wanted
@@ -531,12 +539,12 @@ def _do(world: CoreWorld, step: object, last: Observation | None) -> Observation
         case Observe(how="await_background"):
             return world.await_background()
         case Observe(how="catalog", uri=kind, principal=principal):
-            return world.catalog(checked_kind(kind), principal)
+            return world.catalog(catalog_kind(kind), principal)
         case Observe(how="catalog_status", uri=kind):
-            return world.engine.catalog_status(checked_kind(kind), world.principal)
+            return world.engine.catalog_status(catalog_kind(kind), world.principal)
         case Observe(how="mutate_catalog", uri=kind):
-            mutate_everything(world.catalog(checked_kind(kind)))
-            return world.catalog(checked_kind(kind))
+            mutate_everything(world.catalog(catalog_kind(kind)))
+            return world.catalog(catalog_kind(kind))
         case TimePasses(seconds=seconds):
             world.clock.advance(seconds)
             return last

@@ -19,7 +19,7 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .._errors import FreshCacheError
+from freshcache import FreshCacheError
 
 PROTOCOL_VERSION = 1
 

@@ -43,14 +43,10 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 import anyio.abc
 
-from .._core._backoff import BackoffSettings
-from .._errors import ConfigurationError
-from .._middleware._cache import FreshCache
-from .._middleware._context import StateChanges
-from ..fleet import Fleet
+from freshcache import BackoffSettings, ConfigurationError, Fleet, FreshCache, StateChanges
+from freshcache.testing import InMemorySource, ReferenceServer
+
 from ._format import Case
-from ._memory import InMemorySource
-from ._reference import ReferenceServer
 from ._runner import Setup, VirtualClock, World
 from ._steering import apply_to_reference, configure_reference
 from ._steps import (

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .._errors import TableError
+from freshcache import TableError
+
 from ._steps import Expect, Given, Step, parse_expect, parse_step
 
 COLUMNS = ("id", "source", "steps", "expect")

@@ -20,6 +20,7 @@ Answer shapes (``reply_mode``):
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import math
@@ -35,14 +36,13 @@ import h11
 from anyio.abc import SocketAttribute, SocketStream
 from typing_extensions import Self
 
-from .._protocol._wire import (
+from freshcache.testing import ReferenceServer, close_listens
+
+from ._protocol import (
+    DENIED_CODE,
     HEADER_MISMATCH,
     INVALID_PARAMS,
     META_PROTOCOL_VERSION,
-    decode_header_value,
-)
-from ._protocol import (
-    DENIED_CODE,
     Accepted,
     Answer,
     CutMidFrame,
@@ -57,7 +57,6 @@ from ._protocol import (
 )
 from ._protocol_2025 import BOTH, Protocol2025, ServedSession, speaks_2025
 from ._protocol_2025 import REVISION as LEGACY_REVISION
-from ._reference import ReferenceServer, close_listens
 
 log = logging.getLogger("freshcache.acceptance.http")
 
@@ -68,6 +67,18 @@ _KEEPALIVE = b": keep-alive\r\n\r\n"
 _MAX_BODY = 1 << 20
 _WRITE_LIMIT = 5.0
 """How long one write may wait for a client that takes no bytes (`_Connection._write`)."""
+
+
+def decode_header_value(value: str) -> str:
+    """An ``Mcp-Name`` header's value as sent: plain, or ``=?base64?...?=`` (the
+    spec's encoding of a value a header cannot carry); a bad Base64 is a ValueError.
+    The server's own reading, not the client's, so the two are checked against each
+    other."""
+    if value.startswith("=?base64?") and value.endswith("?="):
+        return base64.b64decode(value[len("=?base64?") : -2]).decode("utf-8")
+    return value
+
+
 _ROUTING = ("mcp-protocol-version", "mcp-method", "mcp-name")
 
 

@@ -34,11 +34,11 @@ from typing import Any
 import httpx
 from anyio.streams.memory import MemoryObjectSendStream
 
-from .._core import Partition
-from .._sources._http import HttpSource
+from freshcache import HttpSource, Partition
+from freshcache.testing import Push, ReferenceServer
+
 from ._format import Case
 from ._http_server import ReferenceHttpServer, ReplyMode, Revision
-from ._reference import Push, ReferenceServer
 from ._runner import (
     DEADLINE_ROW_SECONDS,
     Setup,

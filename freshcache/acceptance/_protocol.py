@@ -15,10 +15,8 @@ from typing import Any
 
 import anyio
 
-from .._core import (
-    CATALOG_FIELDS,
+from freshcache import (
     CatalogListChanged,
-    ChangeHint,
     ListenAcknowledged,
     ListReply,
     ReadReply,
@@ -30,8 +28,7 @@ from .._core import (
     StreamEvent,
     UntrustedMessage,
 )
-from .._core._frozen import thawed
-from ._reference import ReferenceServer, call_tool, push_event
+from freshcache.testing import ReferenceServer, call_tool, push_event
 
 # The spec's names, spelled here as the reference server's own (not taken from
 # freshcache._protocol._wire): the stdio server process then never loads the client's pydantic
@@ -48,6 +45,19 @@ UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 DENIED_CODE = -32003
 """The JSON-RPC code the reference server uses for "not allowed" on stdio (HTTP uses 403)."""
+
+CATALOG_FIELDS = {"tools": "tools", "prompts": "prompts", "resource_templates": "resourceTemplates"}
+"""The field of a list result that holds a catalog's items, by catalog kind."""
+
+ChangeHint = ResourceUpdated | ResourceListChanged | CatalogListChanged
+"""A change the reference server tells a listen of."""
+
+
+def plain(value: Any) -> Any:
+    """A JSON value to send, from the read-only mappings and tuples the reference
+    server keeps."""
+    return json.loads(json.dumps(value, default=dict))
+
 
 SERVER_INFO = {"name": "freshcache-reference", "version": "0.1.0"}
 
@@ -184,7 +194,7 @@ def denial_data(remediation: Remediation | None) -> dict[str, Any] | None:
     if remediation.context_id is not None:
         envelope["authorizationContextId"] = remediation.context_id
     if remediation.hints:
-        envelope["remediationHints"] = [thawed(hint) for hint in remediation.hints]
+        envelope["remediationHints"] = [plain(hint) for hint in remediation.hints]
     return {"authorization": envelope}
 
 
@@ -523,7 +533,7 @@ def catalog_capabilities(server: ReferenceServer) -> dict[str, Any]:
 
 def catalog_body(kind: str, page: ListReply) -> dict[str, Any]:
     """A catalog page's items and cursor, written alike by both revisions."""
-    body: dict[str, Any] = {CATALOG_FIELDS[kind]: thawed(page.items)}  # type: ignore[index]
+    body: dict[str, Any] = {CATALOG_FIELDS[kind]: plain(page.items)}
     if page.next_cursor is not None:
         body["nextCursor"] = page.next_cursor
     return body

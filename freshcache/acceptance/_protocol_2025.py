@@ -33,7 +33,7 @@ from typing import Any
 
 import anyio
 
-from .._core import (
+from freshcache import (
     CatalogListChanged,
     ListenAcknowledged,
     ListReply,
@@ -44,6 +44,8 @@ from .._core import (
     StreamClosed,
     UntrustedMessage,
 )
+from freshcache.testing import ReferenceServer, push_event
+
 from ._protocol import (
     CATALOG_OF_METHOD,
     SERVER_INFO,
@@ -67,7 +69,6 @@ from ._protocol import (
     refused_read,
     tool_call_answer,
 )
-from ._reference import ReferenceServer, push_event
 
 REVISION = "2025-11-25"
 ACCEPTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")

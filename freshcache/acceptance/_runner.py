@@ -23,16 +23,22 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from .._core import Catalog, Policy, ReadResult
-from .._core._backoff import BackoffSettings
-from .._middleware._cache import FreshCache, ListResult
-from .._middleware._context import StateChanges
-from .._middleware._store import MemoryStore
-from .._middleware._tools import ToolCall
-from .._sources._source import Source
+from freshcache import (
+    BackoffSettings,
+    Catalog,
+    FreshCache,
+    ListResult,
+    MemoryStore,
+    Policy,
+    ReadResult,
+    Source,
+    StateChanges,
+    ToolCall,
+)
+from freshcache.testing import ReferenceServer
+
 from ._format import Case
 from ._mutation import mutate_everything
-from ._reference import ReferenceServer
 from ._settle import PROGRESS_ALLOWANCE, settle, wait_for
 from ._steering import apply_to_reference, configure_reference
 from ._steps import (
@@ -1135,7 +1141,7 @@ class EngineWorld(World):
         self.principal: str | None = None
 
     async def start(self, setup: Setup) -> None:
-        from ._memory import InMemorySource
+        from freshcache.testing import InMemorySource
 
         self.principal = setup.principal
         configure_reference(self.server, setup)

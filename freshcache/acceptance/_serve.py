@@ -45,8 +45,8 @@ from typing import TextIO
 
 import anyio
 
-from .._errors import ConfigurationError
-from ._reference import ReferenceServer
+from freshcache import ConfigurationError
+from freshcache.testing import ReferenceServer
 
 SEED = {
     "guide://shipping/approval": "Shipping approval v1: orders over $500 need a manager.",

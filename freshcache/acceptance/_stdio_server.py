@@ -54,6 +54,8 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from freshcache.testing import ReferenceCatalogs, ReferenceServer, Resource
+
 from ._protocol import (
     DENIED_CODE,
     META_SUBSCRIPTION_ID,
@@ -71,8 +73,6 @@ from ._protocol import (
 )
 from ._protocol_2025 import BOTH, Protocol2025, ServedSession, speaks_2025
 from ._protocol_2025 import REVISION as LEGACY_REVISION
-from ._reference import ReferenceServer, Resource
-from ._reference_catalogs import ReferenceCatalogs
 from ._steering import apply_to_reference
 from ._steps import ALIASES, NextRead, Notify, ServerChange, ServerSets, text_for
 

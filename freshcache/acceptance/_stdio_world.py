@@ -32,24 +32,25 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .._core import (
+from freshcache import (
+    BackoffSettings,
     Partition,
     ReadReply,
     RequestFailed,
     ResourceContents,
+    SourceWrapper,
+    StdioSource,
 )
-from .._core._backoff import BackoffSettings
-from .._sources._source import SourceWrapper
-from .._sources._stdio import StdioSource, StdioStats
+from freshcache.testing import ReferenceServer
+
 from ._format import Case
-from ._reference import ReferenceServer
 from ._runner import Setup, VirtualClock, World, load_factor, unplayable_on_2025
 from ._settle import wait_for
 from ._stdio_server import load_state, save_state, step_to_json
@@ -57,6 +58,17 @@ from ._steering import apply_to_reference, configure_reference
 from ._steps import NextRead, Notify, ServerChange, ServerSets
 
 ServerStep = ServerSets | Notify | NextRead | ServerChange
+
+
+class StdioStats(Protocol):
+    """What a world reads of `StdioSource.stats()`."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    @property
+    def lines_from_current(self) -> int: ...
+
 
 SERVER_MODULE = "freshcache.acceptance._stdio_server"
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Protocol
 
-from ._reference import ReferenceServer, push_body_raw
+from freshcache.testing import ReferenceServer, push_body_raw
+
 from ._steps import (
     ALIASES,
     NextRead,

@@ -11,15 +11,24 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
-from ._reference import Fault
+from freshcache import CatalogKind, ConfigurationError
+from freshcache.testing import Fault
 
 ALIASES = {
     "selected": "guide://shipping/approval",
     "other": "guide://shipping/rates",
     "extra": "guide://shipping/holidays",
 }
+
+
+def catalog_kind(kind: str) -> CatalogKind:
+    """``kind`` as a `CatalogKind` (``tools``, ``prompts``, ``resource_templates``)."""
+    kinds: tuple[CatalogKind, ...] = get_args(CatalogKind)
+    if kind not in kinds:
+        raise ConfigurationError(f"catalog kind must be one of {kinds}, got {kind!r}")
+    return kind
 
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
@@ -208,7 +217,7 @@ class ServerChange:
     version: str = ""
     """``catalog_set*``: the catalog's new version; ``catalog_fault``: the fault
     every list of it meets (``""``: none); ``tool_fault``: what the next call of the
-    tool meets (`freshcache.acceptance._reference.TOOL_FAULTS`)."""
+    tool meets (`freshcache.testing._reference.TOOL_FAULTS`)."""
 
 
 CATALOG_WORDS = {"tools": "tools", "prompts": "prompts", "templates": "resource_templates"}

@@ -15,9 +15,10 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .._core import (
+from freshcache import (
     CatalogChange,
     CatalogKind,
+    ChangesDropped,
     ChangesMissed,
     ListenAcknowledged,
     ListenStarted,
@@ -28,13 +29,15 @@ from .._core import (
     RequestFailed,
     ResourceListChanged,
     ResourceUpdated,
+    Source,
+    SourceWrapper,
+    StateChanges,
     StreamClosed,
     StreamEvent,
     StreamLost,
     UntrustedMessage,
 )
-from .._middleware._context import ChangesDropped, StateChanges
-from .._sources._source import Source, SourceWrapper
+
 from ._steps import ALIASES
 
 _NAMES = {uri: alias for alias, uri in ALIASES.items()}

@@ -15,13 +15,18 @@ from typing import Any
 import anyio
 import httpx
 
-from ... import __version__
-from ..._core import Partition, Policy, ReadResult
-from ..._core._backoff import BackoffSettings
-from ..._middleware._cache import FreshCache
-from ..._middleware._store import MemoryStore
-from ..._sources._http import HttpSource
-from ..._sources._stdio import StdioSource
+from freshcache import (
+    BackoffSettings,
+    FreshCache,
+    HttpSource,
+    MemoryStore,
+    Partition,
+    Policy,
+    ReadResult,
+    StdioSource,
+    __version__,
+)
+
 from .._http_world import FrameCounter
 from .._runner import VirtualClock
 from ._loop import OnVirtualClock, hello, run

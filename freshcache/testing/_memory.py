@@ -122,7 +122,7 @@ class InMemorySource:
     async def call_tool(
         self, params: Mapping[str, Any], principal: Partition, tool: Mapping[str, Any] | None
     ) -> ToolReply | RequestFailed:
-        """``tools/call`` on the reference server (`freshcache.acceptance._reference.call_tool`)."""
+        """``tools/call`` on the reference server (`freshcache.testing.call_tool`)."""
         await anyio.lowlevel.checkpoint()
         json.dumps(params)  # what a wire would do: frozen values must have been thawed
         outcome = call_tool(self.server, params.get("name"), params.get("arguments"), params)
