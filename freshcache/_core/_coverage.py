@@ -56,6 +56,11 @@ class Coverage:
     _shortest: float = float("inf")
     """The shortest length in `_asked_lengths`: a URI no longer than it has no parent
     asked for (`parents_asked_for` answers at once; every notification asks)."""
+    status: str = "idle"
+    """The primary stream: ``idle``, ``opening``, ``live``, ``closed``, ``lost`` or
+    ``unsupported`` (`FreshnessEngine.stream_status`)."""
+    listen_supported: bool | None = None
+    """``False`` once the server showed it has no ``subscriptions/listen``."""
 
     def __bool__(self) -> bool:
         return bool(self._subs)
