@@ -89,7 +89,6 @@ from ._events import (
     ListenStarted,
     ListenUnsupported,
     ListReply,
-    ReadReply,
     ReadResource,
     Relisten,
     RequestFailed,
@@ -104,10 +103,7 @@ from ._heard import ChangesHeard
 from ._hits import HitTable
 from ._list_rules import ListRules
 from ._lists import LIST, ListTicket
-from ._model import (
-    FRESH,
-    ReadResult,
-)
+from ._model import FRESH
 from ._policy import Policy
 from ._read_rules import ReadRules
 from ._reports import Counters, Invalidation, ReadTicket
@@ -121,18 +117,6 @@ class FreshnessEngine:
     Composed of its parts (see the module's docstring); the read rules are the
     methods of `ReadRules` (and the catalog lookups `ListRules`'s), bound here under
     the names callers use: one definition each, no call in between."""
-
-    lookup: Callable[[str, Partition], ReadResult | None]
-    begin_read: Callable[[str, Partition], ReadTicket]
-    is_current: Callable[[ReadTicket], bool]
-    changed_since: Callable[[ReadTicket], bool]
-    finish_read: Callable[[ReadTicket, ReadReply | RequestFailed], ReadResult | None]
-    abandon_read: Callable[[ReadTicket], None]
-    note_timeout: Callable[[str, Partition], ReadResult]
-    may_share: Callable[..., bool]
-    catalog_lookup: Callable[[CatalogKind, Partition], Catalog | None]
-    catalog_status: Callable[[CatalogKind, Partition], Catalog]
-    denied: Callable[[str, Partition], bool]
 
     def __init__(
         self,
@@ -173,6 +157,7 @@ class FreshnessEngine:
         self.streams = StreamRules(self.copies, self.heard, self.denials, self.lists)
         self.reads = reads = ReadRules(self.copies, self.heard, self.denials)
         self.lookup = reads.lookup
+        self.status = reads.status
         self.begin_read = reads.begin_read
         self.is_current = reads.is_current
         self.changed_since = reads.changed_since
@@ -265,10 +250,6 @@ class FreshnessEngine:
         ``marks`` invalidated since their mark, i.e. whose text may not be handed out
         with the rest. Everything else is fresh at this moment, together."""
         return [uri for uri, mark in marks.items() if self.snapshot_mark(uri) != mark]
-
-    def status(self, uri: str, partition: Partition = None) -> ReadResult:
-        """What a read would hand out right now, without any I/O (`ReadRules.status`)."""
-        return self.reads.status(uri, partition)
 
     # ------------------------------------------------------------------ standing
 

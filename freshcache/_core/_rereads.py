@@ -50,7 +50,7 @@ class Rereads:
         return []
 
     def reply(self, ticket: ReadTicket, reply: ReadReply | RequestFailed) -> ReadResult | None:
-        """`FreshnessEngine.finish_read` of a reply from the server, at the URI's current
+        """`ReadRules.finish_read` of a reply from the server, at the URI's current
         generation, to a read of the default partition that the store keeps as the
         record itself (`Copies.keep`), private or not shared, with no round trips or
         hintless window to weigh, while the server is usable. ``None``: another case,
