@@ -26,7 +26,7 @@ from ._model import (
     labelled_stale,
 )
 from ._policy import Policy
-from ._records import HINTLESS, PUSHED, UriRecord, UriRecords, size_of
+from ._records import HINTLESS, PUSHED, SELECTED, UriRecord, UriRecords, size_of
 from ._reports import Counters, Invalidation
 
 READ = "resources/read"
@@ -192,10 +192,12 @@ class Copies:
         cause: str,
         subscription_id: SubscriptionId | None,
         trusted: bool,
+        state: UriRecord | None = None,
     ) -> UriRecord:
-        """``uri`` gets a new generation (first: any read in flight is outdated) and
-        loses its hit rows."""
-        state = self.records.of(uri)
+        """``uri`` (its record ``state``, if the caller holds it) gets a new generation
+        (first: any read in flight is outdated) and loses its hit rows."""
+        if state is None:
+            state = self.records.of(uri)
         state.new_generation(reason)
         self.unindex(uri, state)
         self.invalidated += 1
@@ -214,22 +216,37 @@ class Copies:
             return
         covered = self.coverage.covers(uri)  # (`uncovered_strict`, asked once)
         policy = self.policy
-        if state.selected and not covered and policy.uncovered == "read_before_use":
+        selected = state.flags & SELECTED
+        if selected and not covered and policy.uncovered == "read_before_use":
             return
+        row: ReadResult | Entry | UriRecord = entry  # fresh until entry.expires_at
+        # (with an `ObjectStore`, that row is the record itself: no object of its own)
         if (
             covered
-            and state.selected
-            and (policy.subscription_backed or entry.hintless or entry.pushed)
+            and selected
+            and (
+                policy.subscription_backed
+                or (
+                    entry.flags & (HINTLESS | PUSHED)  # (the record's own: no property)
+                    if entry is state
+                    else entry.hintless or entry.pushed
+                )
+            )
         ):
             # Fresh until notified: 2025 reads have no TTL, the subscription vouches.
-            self.rows.put(uri, partition, result)  # no time bound: no clock on a hit
+            row = result  # no time bound: no clock on a hit
+        if partition == self.default_partition:
+            self.hits[uri] = row  # (`HitTables.put`: the default table is never replaced)
         else:
-            self.rows.put(uri, partition, entry)  # fresh until entry.expires_at
-            # (with an `ObjectStore`, that row is the record itself: no object of its own)
+            self.rows.put(uri, partition, row)
 
     def unindex(self, uri: str, state: UriRecord) -> None:
+        default = self.default_partition
         for part in state.partitions:
-            self.rows.pop(uri, part)
+            if part == default:
+                self.hits.pop(uri, None)
+            else:
+                self.rows.pop(uri, part)
 
     def reindex(self, uri: str, state: UriRecord) -> None:
         """Coverage or selection of ``uri`` changed: recompute its hit-table rows."""

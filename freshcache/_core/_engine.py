@@ -156,6 +156,8 @@ class FreshnessEngine:
         self.lists = ListRules(self.copies, self.coverage, self._selected, self.catalogs)
         self.streams = StreamRules(self.copies, self.heard, self.denials, self.lists)
         self.reads = reads = ReadRules(self.copies, self.heard, self.denials)
+        self.rereads = reads.rereads
+        """The speed path (`Rereads`)."""
         self.lookup = reads.lookup
         self.status = reads.status
         self.begin_read = reads.begin_read
@@ -356,9 +358,12 @@ class FreshnessEngine:
             event.__class__ is ResourceUpdated
             and event.contents is None
             and self.reads.quick
-            and not self.coverage.parents_asked_for(event.uri)
+            and (
+                len(event.uri) <= self.coverage.shortest  # (no parent: no call)
+                or not self.coverage.parents_asked_for(event.uri)
+            )
         ):
-            return self.reads.rereads.updated(event.uri, event.subscription_id)
+            return self.rereads.updated(event.uri, event.subscription_id)
         streams = self.streams
         match event:
             case ListenStarted():

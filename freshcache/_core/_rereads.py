@@ -44,7 +44,7 @@ class Rereads:
         state = copies.records.get(uri)
         if state is None:
             return []
-        copies.invalidate(uri, "invalidated", "resources/updated", subscription_id, trusted)
+        copies.invalidate(uri, "invalidated", "resources/updated", subscription_id, trusted, state)
         if state.flags & SELECTED:
             return [ReadResource(uri, copies.default_partition, "resources/updated")]
         return []
