@@ -156,7 +156,7 @@ async def update_latency(updates: int, revision: str) -> dict[str, float]:
         source = HttpSource(http.url, client=client)
         async with FreshCache(source, select=[URI]) as cache:
             engine = cache.engine
-            on_invalidation = engine._on_invalidation
+            on_invalidation = engine.copies.on_invalidation
 
             landed = anyio.Event()
 
@@ -166,7 +166,7 @@ async def update_latency(updates: int, revision: str) -> dict[str, float]:
                 if on_invalidation is not None:
                     on_invalidation(event)
 
-            engine._on_invalidation = noted
+            engine.copies.on_invalidation = noted
             with anyio.fail_after(10):
                 while not (cache.stream_status == "live" and cache.status(URI).state == "fresh"):
                     await anyio.sleep(0.001)

@@ -650,7 +650,7 @@ def test_coverage_changes_keep_a_failed_uri_out_of_the_fast_path():
 
 def test_an_eviction_of_an_entry_the_engine_never_saw_is_harmless():
     engine, _ = make()
-    engine._evicted(("server", "resources/read", "x://elsewhere", None))
+    engine.copies.evicted(("server", "resources/read", "x://elsewhere", None))
     assert engine.status("x://elsewhere").reason == "not_cached"
 
 

@@ -1,7 +1,8 @@
-"""The engine's quick re-read path (`_Rereads`) against the general rules it stands in for.
+"""The differential test of the speed path (`Rereads`, `_core/_rereads.py`) against the
+general rules it stands in for.
 
 `FreshnessEngine.handle` of a plain ``resources/updated`` and `finish_read` of a server
-reply take the common case in one pass (issue 25). Hypothesis plays the same random
+reply take the common case in one pass (issue 25), through the parts' public accessors. Hypothesis plays the same random
 steps into two engines, one quick and one with ``quick`` off (the general rules only),
 and after every step both must have answered the same and hold the same: decisions,
 results, statuses, hit rows, records, counters, the store, the changes heard and the
@@ -32,7 +33,7 @@ from freshcache._core import (
     ResourceUpdated,
     StreamLost,
 )
-from freshcache._core._engine import _WINDOWS
+from freshcache._core._copies import _WINDOWS
 from freshcache._middleware._store import MemoryStore
 
 LONG = os.environ.get("FRESHCACHE_LONG_PROPERTIES") == "1"
@@ -125,7 +126,7 @@ def held(engine: FreshnessEngine, invalidations: list[Any]) -> dict[str, Any]:
     """Everything the two engines must agree on after a step."""
     records = {}
     for uri in URIS:  # (`_uris.get` touches no entry)
-        record = engine._uris.get(uri)
+        record = engine.copies.records.get(uri)
         if record is not None:
             records[uri] = (
                 record.generation,
@@ -137,7 +138,7 @@ def held(engine: FreshnessEngine, invalidations: list[Any]) -> dict[str, Any]:
                 record.expires_at,
                 record.ttl,
             )
-    store = engine._store
+    store = engine.copies.store
     assert isinstance(store, MemoryStore)
     in_use_order = list(store._entries)  # before the statuses below touch every entry
     return {
@@ -149,7 +150,7 @@ def held(engine: FreshnessEngine, invalidations: list[Any]) -> dict[str, Any]:
         },
         "records": records,
         "counters": engine.counters.as_dict(),
-        "invalidations": engine._invalidations,
+        "invalidations": engine.copies.invalidated,
         "store": (store.entry_count, store.bytes_held, in_use_order),
         "heard": (
             engine.heard.count,
@@ -157,14 +158,14 @@ def held(engine: FreshnessEngine, invalidations: list[Any]) -> dict[str, Any]:
             sorted(engine.heard._changed),
             sorted(engine.heard._cleared),
         ),
-        "denials": sorted(engine._denials._denied, key=str),
-        "fetched_at": engine._fetched_at,
+        "denials": sorted(engine.denials._denied, key=str),
+        "fetched_at": engine.copies.fetched_at,
         "tracked": engine.tracked_uris,
-        "records_apart": sorted(engine._uris._records),
-        "remembered": list(engine._uris._remembered),
-        "dropped_above": engine._uris.dropped_above,
+        "records_apart": sorted(engine.copies.records._records),
+        "remembered": list(engine.copies.records._remembered),
+        "dropped_above": engine.copies.records.dropped_above,
         "invalidation_events": list(invalidations),
-        "unusable": engine._unusable,
+        "unusable": engine.unusable,
     }
 
 
@@ -329,7 +330,7 @@ def test_the_quick_path_does_what_the_general_rules_do(
 def test_the_quick_path_is_taken_for_a_plain_reread() -> None:
     """The comparison above compares something: a plain re-read takes the quick path
     (it builds both results in one call), and a quick-less engine does not."""
-    import freshcache._core._engine as engine_module
+    import freshcache._core._rereads as engine_module
 
     calls: list[str] = []
     quick_results = engine_module.fresh_results
@@ -368,5 +369,5 @@ def test_the_ttl_ms_memo_stays_bounded() -> None:
         # a server whose ttlMs is the time left in its own hour: over max_ttl
         reply = ReadReply((ResourceContents("u://a", text="x"),), ttl_ms=3_600_000 - i)
         assert engine.finish_read(ticket, reply) is not None
-    assert len(engine._windows) == 1
-    assert len(engine._ms_windows) <= _WINDOWS + 1
+    assert len(engine.copies.windows) == 1
+    assert len(engine.copies._ms_windows) <= _WINDOWS + 1

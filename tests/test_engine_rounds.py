@@ -44,7 +44,7 @@ def test_the_records_kept_for_waiters_are_bounded_and_then_any_change_reads_agai
         reply = ReadReply((ResourceContents(other, text="x"),), multi_round_trip=True)
         engine.finish_read(engine.begin_read(other, None), reply)
     assert engine.tracked_uris == REMEMBERED_IDLE
-    assert U not in engine._uris  # forgotten
+    assert U not in engine.copies.records  # forgotten
     # Nothing was invalidated nor heard of since: forgetting is not an invalidation.
     assert engine.is_current(ticket)
     engine.handle(ResourceUpdated("guide://race/elsewhere", None))

@@ -264,7 +264,7 @@ async def test_a_relisten_for_a_selection_change_does_not_fence_every_catalog(
         lists = dict(server.catalogs.lists)
         (follower,) = followers(caches)
         follower.select([URI, "doc://b"])  # the union grows: the listener listens again
-        await eventually(lambda: all(c.engine._subs.covers("doc://b") for c in caches))
+        await eventually(lambda: all(c.engine.coverage.covers("doc://b") for c in caches))
         await eventually(lambda: all(c.pending_reads == 0 for c in caches))
         assert [c.engine.catalogs.pages["tools"].generation for c in caches] == generations
         for cache in caches:

@@ -24,7 +24,7 @@ from freshcache._core import ListenAcknowledged, ListenStarted, StreamEvent, Str
 from freshcache._protocol._client import (
     ClientProtocol,
     ForSubscription,
-    Relisten,
+    ListenAgain,
     decode,
     id_key,
 )
@@ -57,7 +57,7 @@ def test_a_listen_refused_for_its_version_is_sent_again_once_with_the_same_id() 
     protocol = ClientProtocol("test-server")
     protocol.listen("listen-1", frozenset({U}), True)
     again = protocol.receive(_refusal("listen-1"))
-    assert isinstance(again, Relisten) and again.subscription_id == "listen-1"
+    assert isinstance(again, ListenAgain) and again.subscription_id == "listen-1"
     assert again.outgoing.message["id"] == "listen-1"
     assert again.outgoing.message["params"]["notifications"] == {
         "resourceSubscriptions": [U],
@@ -237,7 +237,7 @@ def test_over_stdio_a_relisten_that_cannot_be_sent_ends_the_listen_as_lost() -> 
     conn.inboxes[id_key("listen-1")] = inbox
     source.protocol.listen("listen-1", frozenset({U}), True)
     got = source.protocol.receive(_refusal("listen-1"))
-    assert isinstance(got, Relisten) and conn.tg is None
+    assert isinstance(got, ListenAgain) and conn.tg is None
     source._process._deliver(conn, [got])
     assert [type(e) for e in inbox.items] == [StreamLost] and inbox.closed
     assert not source.protocol.is_open("listen-1")

@@ -115,7 +115,7 @@ def test_the_shared_windows_stay_bounded():
     engine, _ = make()
     for n in range(300):
         read(engine, "v", uri=f"guide://many/{n}", ttl_ms=1000 + n)
-    assert len(engine._windows) <= 65
+    assert len(engine.copies.windows) <= 65
     assert engine.lookup("guide://many/299", None).text == "v"
 
 
@@ -252,7 +252,7 @@ def test_replies_within_a_millisecond_share_one_deadline_never_later_than_their_
     read(engine, "a")
     clock.now += 0.0004
     read(engine, "b", uri=V)
-    first, second = engine._uris.get(U), engine._uris.get(V)
+    first, second = engine.copies.records.get(U), engine.copies.records.get(V)
     assert first.expires_at == 160.0 and second.expires_at is first.expires_at
     clock.now = 159.9999  # V's own window would run to 160.0004: it ends with U's
     assert engine.lookup(V, None).text == "b"
@@ -262,8 +262,8 @@ def test_replies_within_a_millisecond_share_one_deadline_never_later_than_their_
     read(engine, "c", uri="x:c", ttl_ms=30_000)  # another window: a deadline of its own
     clock.now += 0.0004
     read(engine, "d", uri="x:d")
-    assert engine._uris.get("x:c").expires_at == 230.0
-    assert engine._uris.get("x:d").expires_at == 260.0004
+    assert engine.copies.records.get("x:c").expires_at == 230.0
+    assert engine.copies.records.get("x:d").expires_at == 260.0004
 
 
 def test_a_clock_read_earlier_than_the_burst_gets_a_deadline_of_its_own():
@@ -271,7 +271,7 @@ def test_a_clock_read_earlier_than_the_burst_gets_a_deadline_of_its_own():
     read(engine, "a")
     clock.now -= 0.0004  # (an injected clock; the monotonic one never goes back)
     read(engine, "b", uri=V)
-    assert engine._uris.get(V).expires_at == 100.0 - 0.0004 + 60.0
+    assert engine.copies.records.get(V).expires_at == 100.0 - 0.0004 + 60.0
 
 
 # ---------------------------------------------------------------- flags packed in one int
@@ -302,12 +302,12 @@ def test_a_cached_uris_record_is_kept_once_in_the_store_and_found_there():
     engine, _ = make(store=store)
     read(engine, "v1")
     read(engine, "other", uri=V)
-    assert engine._uris._records == {}  # one table slot per cached URI: the store's
-    assert engine.tracked_uris == 2 and U in engine._uris
-    assert engine._uris.get(U) is store.get_object(U)
+    assert engine.copies.records._records == {}  # one table slot per cached URI: the store's
+    assert engine.tracked_uris == 2 and U in engine.copies.records
+    assert engine.copies.records.get(U) is store.get_object(U)
     engine.finish_read(engine.begin_read(U, None), RequestFailed("not_found"))
     assert engine.status(U).state == "not_found"  # back among the records, with its failure
-    assert engine._uris.get(U) is engine._uris._records[U] and engine.tracked_uris == 2
+    assert engine.copies.records.get(U) is engine.copies.records._records[U] and engine.tracked_uris == 2
 
 
 def test_an_evicted_selected_record_comes_back_with_its_generation():
@@ -319,7 +319,7 @@ def test_an_evicted_selected_record_comes_back_with_its_generation():
     read(engine, "v2")
     ticket = engine.begin_read(U, None)  # sent at the record's generation
     read(engine, "other", uri=V)  # evicts U's record from the store
-    assert U in engine._uris._records and engine.status(U).reason == "not_cached"
+    assert U in engine.copies.records._records and engine.status(U).reason == "not_cached"
     assert engine.finish_read(ticket, reply("v2 again")).state == "fresh"  # still current
     assert store.get_object(U).value.text == "v2 again"  # stored (selected, uncovered:
     assert engine.tracked_uris == 1 and store.get_object(V) is None  # no hit row); V evicted

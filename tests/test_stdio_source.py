@@ -44,14 +44,12 @@ from freshcache._core import (
     StreamLost,
     UntrustedMessage,
 )
+from freshcache._protocol._client import Answer, ForSubscription, Unclaimed
 from freshcache._protocol._wire import ErrorResponse, Response
 from freshcache._sources._stdio import (
     Demultiplexer,
-    EventFor,
-    HintFor,
     LineBuffer,
     OverlongLine,
-    ResponseFor,
 )
 from freshcache.acceptance._stdio_server import EXIT_DOWN, step_to_json
 from freshcache.acceptance._stdio_world import ControlChannel
@@ -213,10 +211,10 @@ def test_interleaved_subscriptions_each_get_their_own_messages_in_order() -> Non
     per_sub: dict[Any, list[StreamEvent]] = {}
     responses: dict[Any, Any] = {}
     for item in deliveries:
-        if isinstance(item, EventFor):
+        if isinstance(item, ForSubscription):
             per_sub.setdefault(item.subscription_id, []).append(item.event)
         else:
-            assert isinstance(item, ResponseFor)
+            assert isinstance(item, Answer)
             responses[item.request_id] = item.message
     assert per_sub[SID_A] == [
         ResourceUpdated(SELECTED, SID_A),  # before its ack: passed on, the engine distrusts it
@@ -283,22 +281,22 @@ def test_lines_that_cannot_be_trusted_never_raise_and_are_counted(
     demux = fresh_demux()
     out = demux.feed(line + b"\n")
     assert getattr(demux.counters, counter) == 1
-    routed = [d for d in out if isinstance(d, EventFor)]
+    routed = [d for d in out if isinstance(d, ForSubscription)]
     if untrusted:
-        assert routed == [EventFor(SID_A, routed[0].event)]
+        assert routed == [ForSubscription(SID_A, routed[0].event)]
         assert isinstance(routed[0].event, UntrustedMessage)
     else:
-        assert all(not isinstance(d, ResponseFor) for d in out)
+        assert all(not isinstance(d, Answer) for d in out)
     # The channel still works afterwards.
     assert demux.feed(b'{"jsonrpc":"2.0","id":1,"result":{}}\n') == [
-        ResponseFor(1, Response(1, {}))
+        Answer(1, Response(1, {}))
     ]
 
 
 def test_a_change_hint_for_an_unknown_subscription_still_reaches_the_engine_to_invalidate() -> None:
     demux = fresh_demux()
     out = demux.feed(_line(_note("notifications/resources/updated", "zzz", uri=SELECTED)))
-    assert out == [EventFor(SID_A, ResourceUpdated(SELECTED, "zzz"))]
+    assert out == [ForSubscription(SID_A, ResourceUpdated(SELECTED, "zzz"))]
 
 
 def test_a_change_hint_no_open_subscription_can_carry_is_still_handed_on() -> None:
@@ -311,9 +309,9 @@ def test_a_change_hint_no_open_subscription_can_carry_is_still_handed_on() -> No
         + _line(_note("notifications/tools/list_changed", "zzz"))
     )
     assert out == [
-        HintFor(ResourceUpdated(U2, None)),
-        HintFor(ResourceListChanged("zzz")),
-        HintFor(CatalogListChanged("tools", "zzz")),  # a catalog hint is a change hint too
+        Unclaimed(ResourceUpdated(U2, None)),
+        Unclaimed(ResourceListChanged("zzz")),
+        Unclaimed(CatalogListChanged("tools", "zzz")),  # a catalog hint is a change hint too
     ]
     assert demux.counters.unknown_subscriptions == 3
 
@@ -348,10 +346,10 @@ def test_ids_are_compared_with_their_json_type() -> None:
 )
 def test_what_ends_a_subscription_is_its_last_event(line: bytes, expected: StreamEvent) -> None:
     demux = fresh_demux()
-    assert demux.feed(line + b"\n") == [EventFor(SID_A, expected, final=True)]
+    assert demux.feed(line + b"\n") == [ForSubscription(SID_A, expected, final=True)]
     assert SID_A not in demux.open_subscriptions
     assert demux.feed(_line(_note("notifications/resources/updated", SID_A, uri=SELECTED))) == [
-        EventFor(
+        ForSubscription(
             SID_B, ResourceUpdated(SELECTED, SID_A)
         )  # now an unknown id: the catch-all hears it
     ]

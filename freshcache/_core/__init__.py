@@ -17,7 +17,7 @@ from ._catalogs import (
     ListKind,
     SharedWalk,
 )
-from ._engine import Counters, FreshnessEngine, Invalidation, ReadTicket
+from ._engine import FreshnessEngine
 from ._entries import PUBLIC, Entry, EntryKey, Partition, Principal, Store
 from ._events import (
     CatalogListChanged,
@@ -63,6 +63,7 @@ from ._model import (
     version_of,
 )
 from ._policy import Policy, UncoveredMode
+from ._reports import Counters, Invalidation, ReadTicket
 from ._sharing import Standing, catalog_subject, shared_expiry_ms
 
 __all__ = [

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
+from ._coverage import SubscriptionId
 from ._denials import LIMIT, Denials
 from ._entries import PUBLIC, EntryKey, Partition, Store
 from ._events import ListReply, RequestFailed
@@ -73,8 +74,6 @@ LIST_METHODS: Mapping[ListKind, str] = {"resources": "resources/list", **CATALOG
 """The list request of each kind of list."""
 
 _METHOD_KINDS = {method: kind for kind, method in CATALOG_METHODS.items()}
-
-SubscriptionId = str | int
 
 
 @dataclass(frozen=True, slots=True)

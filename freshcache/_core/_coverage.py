@@ -53,9 +53,14 @@ class Coverage:
     _asked_lengths: dict[int, int] = field(default_factory=dict)
     """Length -> URIs of that length in `_asked`: a prefix of any other length is
     no parent, so `parents_asked_for` slices and looks up only those that may be."""
-    _shortest: float = float("inf")
+    shortest: float = float("inf")
     """The shortest length in `_asked_lengths`: a URI no longer than it has no parent
     asked for (`parents_asked_for` answers at once; every notification asks)."""
+    status: str = "idle"
+    """The primary stream: ``idle``, ``opening``, ``live``, ``closed``, ``lost`` or
+    ``unsupported`` (`FreshnessEngine.stream_status`)."""
+    listen_supported: bool | None = None
+    """``False`` once the server showed it has no ``subscriptions/listen``."""
 
     def __bool__(self) -> bool:
         return bool(self._subs)
@@ -89,7 +94,7 @@ class Coverage:
 
     def parents_asked_for(self, uri: str) -> list[str]:
         """Subscribed URIs that ``uri`` names a sub-resource of (each once)."""
-        if len(uri) <= self._shortest:  # (also when nothing is asked for: inf)
+        if len(uri) <= self.shortest:  # (also when nothing is asked for: inf)
             return []
         lengths = self._asked_lengths
         asked = self._asked
@@ -119,7 +124,7 @@ class Coverage:
             asked[uri] = count + 1
             if not count:
                 lengths[len(uri)] = lengths.get(len(uri), 0) + 1
-                self._shortest = min(self._shortest, len(uri))
+                self.shortest = min(self.shortest, len(uri))
         return lost
 
     def acknowledge(
@@ -147,8 +152,8 @@ class Coverage:
             return []
         lengths = self._asked_lengths
         for uri in _count_out(self._asked, sub.requested):
-            if _count_out(lengths, (len(uri),)) and len(uri) == self._shortest:
-                self._shortest = min(lengths, default=float("inf"))
+            if _count_out(lengths, (len(uri),)) and len(uri) == self.shortest:
+                self.shortest = min(lengths, default=float("inf"))
         return _count_out(self._covered, sub.covered) if sub.acknowledged else []
 
 

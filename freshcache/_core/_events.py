@@ -14,8 +14,6 @@ from typing import Any, Literal
 from ._model import CacheScope, Remediation, ResourceContents
 from ._slots import filled_by_slots
 
-SubscriptionId = "str | int"
-
 FailureKind = Literal["timeout", "unreachable", "denied", "not_found", "server_error"]
 """Why a server request did not produce contents (see DESIGN §5 for the mapping)."""
 

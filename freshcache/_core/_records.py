@@ -138,6 +138,15 @@ class UriRecord:
     def reads_in_flight(self, reads: int) -> None:
         self.flags = self.flags % _READ + max(0, reads) * _READ
 
+    def read_sent(self) -> None:
+        """A server read of the URI was sent (`reads_in_flight` += 1)."""
+        self.flags += _READ
+
+    def read_done(self) -> None:
+        """A server read of the URI was judged or abandoned (`reads_in_flight` -= 1)."""
+        if self.flags >= _READ:
+            self.flags -= _READ
+
     @property
     def selected(self) -> bool:
         """Whether the agent relies on the URI (`FreshnessEngine.select`)."""

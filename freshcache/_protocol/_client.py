@@ -292,7 +292,7 @@ class Renegotiate:
 
 
 @dataclass(frozen=True, slots=True)
-class Relisten:
+class ListenAgain:
     """``-32022`` answered a listen, before its acknowledgment, with a version both
     sides speak: the subscription stays open and ``outgoing`` (the same listen, same
     id, in the new version) is to be sent again, once per listen (a second ``-32022``,
@@ -304,7 +304,7 @@ class Relisten:
     reason: str
 
 
-Received = Answer | ForSubscription | Unclaimed | Untrusted | Ignored | Relisten
+Received = Answer | ForSubscription | Unclaimed | Untrusted | Ignored | ListenAgain
 AnswerChannel = Answer | Unclaimed | Untrusted | Ignored
 """What a request's own answer channel carries (`ClientProtocol.receive_answer`)."""
 
@@ -617,11 +617,11 @@ class ClientProtocol:
 
     def listen_error(
         self, sid: RequestId, error: ErrorResponse, *, where: str = ""
-    ) -> ForSubscription | Relisten:
+    ) -> ForSubscription | ListenAgain:
         """What an error answering ``subscriptions/listen`` ``sid`` means, on every wire
         (``where``: the transport's own words on how it came, e.g. the HTTP status):
         ``-32601`` is `ListenUnsupported`; ``-32022`` naming a version both sides speak
-        is `Relisten` in that version, once per listen, but only while the listen is
+        is `ListenAgain` in that version, once per listen, but only while the listen is
         open and not yet acknowledged; anything else (a second ``-32022``, one without
         a version in common, one after the acknowledgment, ``-32020``, any other error)
         ends the subscription with `StreamLost`.
@@ -652,7 +652,7 @@ class ClientProtocol:
                 _params(sub),
                 track=False,
             )
-            return Relisten(sid, outgoing, refused.reason)
+            return ListenAgain(sid, outgoing, refused.reason)
         return self._final(sid, refused)
 
     def _final(self, sid: RequestId, event: StreamEvent) -> ForSubscription:
@@ -1019,7 +1019,7 @@ __all__ = [
     "Ignored",
     "Outgoing",
     "Received",
-    "Relisten",
+    "ListenAgain",
     "Renegotiate",
     "Revision",
     "Revision2025",

@@ -58,7 +58,7 @@ from .._sources._source import ServerInfo
 from ._client import (
     Answer,
     ClientProtocol,
-    Relisten,
+    ListenAgain,
     Renegotiate,
     RequestId,
     Unclaimed,
@@ -354,7 +354,7 @@ class HttpBinding:
         anything else is a whole answer for `listen_answer`."""
         return status == 200 and answer_kind(content_type) == "sse"
 
-    def listen_answer(self, answer: HttpAnswer, listen_id: RequestId) -> StreamEvent | Relisten:
+    def listen_answer(self, answer: HttpAnswer, listen_id: RequestId) -> StreamEvent | ListenAgain:
         """A listen answered by something other than an SSE stream: 404 without
         JSON-RPC is `ListenUnsupported`, an error is the protocol's to read
         (`ClientProtocol.listen_error`), a ``complete`` result a graceful close,
@@ -367,7 +367,7 @@ class HttpBinding:
             refused = self.protocol.listen_error(
                 listen_id, message, where=f" (HTTP {answer.status})"
             )
-            return refused if isinstance(refused, Relisten) else refused.event
+            return refused if isinstance(refused, ListenAgain) else refused.event
         self.protocol.close_subscription(listen_id)
         if (
             isinstance(message, Response)

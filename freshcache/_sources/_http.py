@@ -87,8 +87,8 @@ from .._protocol._client import (
     ClientProtocol,
     ForSubscription,
     Ignored,
+    ListenAgain,
     Outgoing,
-    Relisten,
     RequestId,
     Unclaimed,
     Untrusted,
@@ -349,7 +349,7 @@ class HttpSource(SpeaksClientProtocol):
                 sending, outgoing = outgoing, None
                 async with aclosing(self._listen_once(listen_id, sending, stats)) as events:
                     async for event in events:
-                        if isinstance(event, Relisten):
+                        if isinstance(event, ListenAgain):
                             # -32022: the protocol re-sends the listen in the new version.
                             outgoing = event.outgoing
                             break
@@ -366,7 +366,7 @@ class HttpSource(SpeaksClientProtocol):
 
     async def _listen_once(
         self, listen_id: int, outgoing: Outgoing, stats: StreamStats
-    ) -> AsyncGenerator[StreamEvent | Relisten, None]:
+    ) -> AsyncGenerator[StreamEvent | ListenAgain, None]:
         client = self._http()
         timeout = httpx.Timeout(self.timeout, read=self.idle_timeout)
         self.stats.requests += 1
@@ -629,7 +629,7 @@ class _Reader:
 
     def _translate(
         self, message: Message, listen_id: int, stats: StreamStats
-    ) -> list[StreamEvent | Relisten]:
+    ) -> list[StreamEvent | ListenAgain]:
         """One message of a listen stream, as the events the engine should see."""
         match self.protocol.receive(message, stream=listen_id):
             case ForSubscription(event=event, before_ack=before_ack):
@@ -641,7 +641,7 @@ class _Reader:
                     case UntrustedMessage(detail=detail):
                         self._note_untrusted(detail)
                 return [self.ended(event)]
-            case Relisten() as relisten:
+            case ListenAgain() as relisten:
                 return [relisten]
             case Unclaimed(event=event):
                 # Not this stream's: it may only make content less fresh (invariant 9).
@@ -658,7 +658,7 @@ class _Reader:
                 pass
         return [self._untrusted_event(f"unexpected message on the listen stream: {message!r}")]
 
-    def ended(self, event: StreamEvent | Relisten) -> StreamEvent | Relisten:
+    def ended(self, event: StreamEvent | ListenAgain) -> StreamEvent | ListenAgain:
         """Count how a listen stream ended, if ``event`` ends it."""
         self.stats.streams_closed += isinstance(event, StreamClosed)
         self.stats.streams_lost += isinstance(event, StreamLost)
@@ -670,7 +670,7 @@ class _Reader:
 
     async def listen_events(
         self, response: httpx.Response, listen_id: int, stats: StreamStats
-    ) -> AsyncGenerator[StreamEvent | Relisten, None]:
+    ) -> AsyncGenerator[StreamEvent | ListenAgain, None]:
         async with aclosing(read_stream(response.aiter_bytes(), self.limits)) as items:
             async for item in items:
                 match item:
@@ -681,7 +681,7 @@ class _Reader:
                         self.stats.frames += 1
                         for event in self._translate(decode(data), listen_id, stats):
                             yield event
-                            if isinstance(event, (*_ENDINGS, Relisten)):
+                            if isinstance(event, (*_ENDINGS, ListenAgain)):
                                 stats.frames += 1
                                 return
                         # Counted once the consumer took every event of the frame in.

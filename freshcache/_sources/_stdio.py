@@ -106,7 +106,7 @@ from .._protocol._client import (
     ForSubscription,
     IdKey,
     Ignored,
-    Relisten,
+    ListenAgain,
     Renegotiate,
     RequestId,
     Unclaimed,
@@ -220,15 +220,11 @@ class LineBuffer:
 # --------------------------------------------------------------------------- routing
 
 
-ResponseFor = Answer
-"""The response to one of our requests (`ClientProtocol.receive` says so)."""
-EventFor = ForSubscription
-"""A stream event for one open subscription; ``final`` ends the subscription."""
-HintFor = Unclaimed
-"""A change hint no open subscription can carry (none is open): it still counts, on the
-next reply (see `StdioSource`)."""
-Delivery = ResponseFor | EventFor | HintFor | Relisten
-"""`Relisten`: ``-32022`` answered a listen; the protocol's re-sent listen goes out."""
+Delivery = Answer | ForSubscription | Unclaimed | ListenAgain
+"""The response to one of our requests (`Answer`), a stream event for one open
+subscription (`ForSubscription`; ``final`` ends it), a change hint no open subscription
+can carry (`Unclaimed`: it still counts, on the next reply, see `StdioSource`), or
+``-32022`` answering a listen (`ListenAgain`: the protocol's re-sent listen goes out)."""
 
 
 @dataclass(slots=True)
@@ -348,7 +344,7 @@ class Demultiplexer:
                 counters.messages += 1
                 counters.before_ack += early
                 out.append(got)
-            case Answer() | Relisten() as got:
+            case Answer() | ListenAgain() as got:
                 counters.messages += 1
                 out.append(got)
             case Unclaimed(event=event) as got:
@@ -358,7 +354,7 @@ class Demultiplexer:
                 counters.unknown_subscriptions += 1
                 log.info("change hint for unknown subscription %r", event.subscription_id)
                 target = self._catch_all()
-                out.append(got if target is None else EventFor(target, event))
+                out.append(got if target is None else ForSubscription(target, event))
             case Untrusted(event=event, why=why):
                 if why == "malformed":
                     counters.malformed += 1
@@ -385,7 +381,7 @@ class Demultiplexer:
     def _untrusted(self, out: list[Delivery], event: UntrustedMessage) -> None:
         target = self._catch_all()
         if target is not None:
-            out.append(EventFor(target, event))
+            out.append(ForSubscription(target, event))
 
 
 # --------------------------------------------------------------------------- the process
@@ -1188,21 +1184,21 @@ class _Supervisor:
     def _deliver(self, conn: _Connection, deliveries: list[Delivery]) -> None:
         for delivery in deliveries:
             if not conn.healthy and (
-                isinstance(delivery, (ResponseFor, HintFor, Relisten))
+                isinstance(delivery, (Answer, Unclaimed, ListenAgain))
                 or not isinstance(delivery.event, UntrustedMessage)
             ):
                 # The process speaks the protocol: a later exit is a death, not a failed start.
                 conn.healthy = True
                 self._budget.acknowledged(anyio.current_time())
             match delivery:
-                case ResponseFor(request_id=rid, message=message):
+                case Answer(request_id=rid, message=message):
                     waiter = conn.waiters.pop(id_key(rid), None)
                     if waiter is not None:
                         waiter.result = message
                         waiter.done.set()
-                case HintFor(event=event):
+                case Unclaimed(event=event):
                     self._hold(event)
-                case Relisten(subscription_id=sid, outgoing=outgoing, reason=reason):
+                case ListenAgain(subscription_id=sid, outgoing=outgoing, reason=reason):
                     # -32022 on a listen: the same listen again, in the new version (as
                     # on HTTP); if the write fails, the connection's end loses it.
                     if conn.tg is not None:
@@ -1217,7 +1213,7 @@ class _Supervisor:
                             StreamLost(sid, f"{reason}; the listen could not be sent again"),
                             final=True,
                         )
-                case EventFor(subscription_id=sid, event=event, final=final):
+                case ForSubscription(subscription_id=sid, event=event, final=final):
                     item: StreamEvent | _Hint = event
                     if isinstance(
                         event, (ResourceUpdated, ResourceListChanged, CatalogListChanged)
@@ -1364,11 +1360,8 @@ def _shorten(text: str, width: int) -> str:
 
 __all__ = [
     "Demultiplexer",
-    "EventFor",
-    "HintFor",
     "LineBuffer",
     "OverlongLine",
-    "ResponseFor",
     "StdioCounters",
     "StdioSettings",
     "StdioSource",

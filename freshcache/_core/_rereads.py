@@ -1,0 +1,115 @@
+"""The speed path: a re-read in fewer steps (issue 25), a part of `FreshnessEngine`.
+
+Two common cases are taken in one pass: a ``resources/updated`` without a body that
+names no subscribed parent (`updated`), and a server's reply to a read of the default
+partition that the store keeps as the URI's record itself (`reply`). Each applies the
+engine's rules through the public accessors of its parts (`Copies`, `Coverage`,
+`ChangesHeard`, `Denials`) and hands every other case back (``None``) before changing
+anything; `tests/test_engine_quick.py` plays random steps through an engine with the
+speed path and one without it (``quick`` off) and compares everything they hold.
+"""
+
+from __future__ import annotations
+
+from ._copies import Copies
+from ._coverage import SubscriptionId
+from ._denials import Denials
+from ._entries import PUBLIC
+from ._events import Decision, ReadReply, ReadResource, RequestFailed
+from ._heard import ChangesHeard
+from ._model import ReadResult, fresh_results
+from ._records import SELECTED
+from ._reports import ReadTicket
+
+
+class Rereads:
+    """`updated` and `reply`: the engine's rules for the common re-read, in one pass."""
+
+    def __init__(self, copies: Copies, heard: ChangesHeard, denials: Denials) -> None:
+        self.copies = copies
+        self.heard = heard
+        self.denials = denials
+
+    def updated(self, uri: str, subscription_id: SubscriptionId | None) -> list[Decision]:
+        """`FreshnessEngine.handle` of a ``resources/updated`` without a body that names
+        no subscribed parent of ``uri`` (the caller checked): one lookup, one
+        generation bump, at most one read decided."""
+        copies = self.copies
+        counters = copies.counters
+        counters.notifications += 1
+        trusted = copies.coverage.trusted(subscription_id)
+        if not trusted:
+            counters.untrusted_messages += 1
+        self.heard.note(uri)
+        state = copies.records.get(uri)
+        if state is None:
+            return []
+        copies.invalidate(uri, "invalidated", "resources/updated", subscription_id, trusted, state)
+        if state.flags & SELECTED:
+            return [ReadResource(uri, copies.default_partition, "resources/updated")]
+        return []
+
+    def reply(self, ticket: ReadTicket, reply: ReadReply | RequestFailed) -> ReadResult | None:
+        """`ReadRules.finish_read` of a reply from the server, at the URI's current
+        generation, to a read of the default partition that the store keeps as the
+        record itself (`Copies.keep`), private or not shared, with no round trips or
+        hintless window to weigh, while the server is usable. ``None``: another case,
+        nothing changed; the engine's rules take it."""
+        copies = self.copies
+        uri = ticket.uri
+        state = copies.records.get(uri)
+        if reply.__class__ is not ReadReply or state is None:
+            return None
+        assert isinstance(reply, ReadReply)
+        partition = ticket.partition
+        objects = copies.objects
+        policy = copies.policy
+        if (
+            state.generation != ticket.generation
+            or reply.from_server is not True
+            or reply.shared_copy
+            or reply.multi_round_trip
+            or reply.hintless
+            or objects is None
+            or partition != copies.default_partition
+            or partition == PUBLIC
+            or copies.unusable is not None
+            or (reply.cache_scope == "public" and policy.share_public)
+        ):
+            return None
+        state.read_done()
+        self.heard.proved(uri, ticket.changes_heard)
+        now = copies.clock()
+        cached, handed = fresh_results(uri, reply.contents, copies.fetched_at_now())
+        state.answered(partition)  # no failure; "not_cached" if this entry is evicted
+        window = copies.window_of_ms(reply.ttl_ms)
+        if PUBLIC in state.partitions:
+            copies.drop_entry(uri, PUBLIC, state)
+        copies.hits.pop(uri, None)  # no row while the record changes
+        expires_at = copies.expires_at(now, window)
+        held = state.value
+        if held is not None and held.contents is reply.contents and partition in state.partitions:
+            # The very contents it holds (a source that hands out an unchanged reply
+            # again): the same size, so the store only notes the use, as the discard
+            # and put of `Copies.keep` would (no bound can be passed by it).
+            state.hold(cached, expires_at, window, 0)
+            objects.get_object(uri)
+        else:
+            if held is not None:
+                objects.discard_object(uri)  # (still the URI's record: see `UriRecords`)
+            else:
+                copies.records.leaving(uri)  # the store keeps it now (or hands it back)
+            state.hold(cached, expires_at, window, 0)
+            if partition not in state.partitions:
+                state.add_partition(partition)
+            objects.put_object(uri, state)
+        if partition in state.partitions:  # not evicted at once by the bounds
+            copies.index(uri, partition, state, state)
+        if state.idle:
+            copies.records.forget_if_idle(uri, state, keep_a_while=True)
+        if self.denials:
+            self.denials.cleared(uri, partition)  # its own read succeeded
+        return handed
+
+
+__all__ = ["Rereads"]
