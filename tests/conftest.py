@@ -41,9 +41,9 @@ def played_rows(report: Path) -> set[tuple[str, str]]:
     return played
 
 
-PLAYED_ONCE = (("tests/test_drivers.py", "mcp_cases"), ("tests/test_conformance_client.py", "runs"))
-"""Fixtures (module, name) that play something costly once for every test that uses
-them (once per parameter): `mcp_cases` (tests/test_drivers.py, the official SDK client through the
+PLAYED_ONCE = ("mcp_cases", "runs")
+"""Fixtures that play something costly once for every test that uses them (once per
+parameter): `mcp_cases` (tests/test_drivers.py, the official SDK client through the
 harness, on one wire) and `runs` (tests/test_conformance_client.py, the conformance
 suite's runs). Their tests carry an ``xdist_group`` of the fixture (and parameter), so
 under ``--dist loadgroup`` (pyproject.toml) one worker runs them all and plays it once,
@@ -70,8 +70,8 @@ free."""
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        for module, name in PLAYED_ONCE:
-            if item.nodeid.startswith(module) and name in getattr(item, "fixturenames", ()):
+        for name in PLAYED_ONCE:
+            if name in getattr(item, "fixturenames", ()):
                 param = params.get(name)
                 group = name if param is None else f"{name}-{param}"
                 item.add_marker(pytest.mark.xdist_group(group))
