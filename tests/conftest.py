@@ -41,41 +41,7 @@ def played_rows(report: Path) -> set[tuple[str, str]]:
     return played
 
 
-PLAYED_ONCE = ("mcp_cases", "runs")
-"""Fixtures that play something costly once for every test that uses them (once per
-parameter): `mcp_cases` (tests/test_drivers.py, the official SDK client through the
-harness, on one wire) and `runs` (tests/test_conformance_client.py, the conformance
-suite's runs). Their tests carry an ``xdist_group`` of the fixture (and parameter), so
-under ``--dist loadgroup`` (pyproject.toml) one worker runs them all and plays it once,
-where any worker that ran one of them would have played it (or waited on the one
-playing it)."""
-
-STARTED_FIRST = (
-    "tests/test_readme.py",
-    "tests/test_acceptance_report.py",
-    "tests/test_drivers.py",
-    "tests/test_fleet_cluster.py",
-    "tests/test_proxy.py",
-    "tests/test_sdk1_peer.py",
-    "tests/test_cli.py",
-)
-"""Modules with tests that take tens of seconds each (whole tables through the CLI, an
-SDK client through a driver, a fleet cluster, outages): collected first, so that the
-workers start them first and the run ends on short tests. Only the order changes (a
-module's tests stay together, in their order); pytest-xdist's ``loadgroup`` hands the
-groups out first, then the other tests one by one, in this order, to whichever worker is
-free."""
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        for name in PLAYED_ONCE:
-            if name in getattr(item, "fixturenames", ()):
-                param = params.get(name)
-                group = name if param is None else f"{name}-{param}"
-                item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: not item.nodeid.startswith(STARTED_FIRST))
     report = os.environ.get(PLAYED_TABLES)
     if not report:
         return
