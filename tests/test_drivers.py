@@ -4,6 +4,7 @@ stdio; and the judging of clients that answer without states."""
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import os
@@ -156,7 +157,9 @@ def mcp_verdicts(wire: str, rows: tuple[str, ...]) -> list[dict]:
 
 
 @pytest.fixture(scope="module", params=MCP_WIRES)
-def mcp_cases(request: pytest.FixtureRequest) -> list[dict]:
+def mcp_cases(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> list[dict]:
     """The rows the official SDK client is graded on here, on one wire, in one run of
     the harness: the driver (and the SDK's import) starts once per wire, and the tests
     of a wire run together, on one worker (``PLAYED_ONCE`` in tests/conftest.py). The
@@ -164,12 +167,25 @@ def mcp_cases(request: pytest.FixtureRequest) -> list[dict]:
     catalog rows on the 2026-07-28 wires. The other peer rows play in a run of their
     own (`test_the_official_python_sdk_client_gets_a_verdict_on_the_other_peer_rows`),
     beside this one: a row of those whose server goes down sits out the harness's
-    deadlines for a client that never comes back (seed-8: 15 s a wire)."""
+    deadlines for a client that never comes back (seed-8: 15 s a wire).
+
+    Played once per test session: under xdist a worker that gets a test of a wire
+    another worker is playing (the tests of a wire came in two of its batches) reads
+    that worker's result when it is written, instead of playing the wire again."""
     wire = request.param
     rows = (*GRADED_ROWS, "seed-1", NO_LISTEN_ROW)
     if "-2025" not in wire:
         rows += ("list-expired-refetched", "catalog-stream-drop-relisted")
-    return mcp_verdicts(wire, rows)
+    base = tmp_path_factory.getbasetemp()  # under xdist, its parent is this session's
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "mcp-cases"
+    shared.mkdir(exist_ok=True)
+    result = shared / f"{wire}.json"
+    with (shared / f"{wire}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not result.exists():
+            result.write_text(json.dumps(mcp_verdicts(wire, rows)))
+    cases: list[dict] = json.loads(result.read_text())
+    return cases
 
 
 @pytest.mark.parametrize("wire", MCP_WIRES)
