@@ -161,9 +161,8 @@ def mcp_cases(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> list[dict]:
     """The rows the official SDK client is graded on here, on one wire, in one run of
-    the harness: the driver (and the SDK's import) starts once per wire, and the tests
-    of a wire run together, on one worker (``PLAYED_ONCE`` in tests/conftest.py). The
-    graded peer rows, ``seed-1`` and the no-listen row on every wire; the list and
+    the harness: the driver (and the SDK's import) starts once per wire, and pytest
+    runs the tests of a wire together. The graded peer rows, ``seed-1`` and the no-listen row on every wire; the list and
     catalog rows on the 2026-07-28 wires. The other peer rows play in a run of their
     own (`test_the_official_python_sdk_client_gets_a_verdict_on_the_other_peer_rows`),
     beside this one: a row of those whose server goes down sits out the harness's
