@@ -600,6 +600,14 @@ def _acceptance(commands: Commands) -> None:
         "--junit", metavar="PATH", help="also write a JUnit XML report (one testsuite per wire)"
     )
     acceptance.add_argument(
+        "--timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="seconds per step of a case (default 10): a case not finished within that "
+        "times its steps plus two (longer on a loaded machine) fails, a driver that "
+        "hangs is stopped",
+    )
+    acceptance.add_argument(
         "-v",
         "--timeline",
         action="count",

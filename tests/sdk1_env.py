@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -56,10 +58,20 @@ def sdk1_python(cache_root: Path) -> Path:
     with _locked(venv.with_name(venv.name + ".lock")):
         if ready.exists():
             return python
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        # uv, where this interpreter has it (CI installs it), makes the venv and fills
+        # it in seconds; pip takes half a minute and more.
+        uv = importlib.util.find_spec("uv") is not None
+        shutil.rmtree(venv, ignore_errors=True)  # a venv a failed attempt left
+        make = ["-m", "uv", "venv", "--quiet"] if uv else ["-m", "venv"]
+        subprocess.run([sys.executable, *make, str(venv)], check=True)
+        install = (
+            [sys.executable, "-m", "uv", "pip", "install", "--python", str(python)]
+            if uv
+            else [str(python), "-m", "pip", "install"]
+        )
         try:
             done = subprocess.run(
-                [str(python), "-m", "pip", "install", "--quiet", *SDK1_REQUIREMENTS],
+                [*install, "--quiet", *SDK1_REQUIREMENTS],
                 capture_output=True,
                 text=True,
                 timeout=900,

@@ -905,9 +905,11 @@ def test_a_driver_that_does_not_close_a_row_is_restarted_and_later_rows_play(tmp
 
 
 def test_a_driver_that_hangs_is_stopped_and_the_case_says_so(tmp_path):
+    # --timeout 1: the case's own deadline (1 s per step, plus 2 s) cuts the wait on
+    # 'open' (the default, 10 s per step, would be sat out the same way for 50 s).
     done = run_cli(
         "acceptance", "--client-cmd", _driver(tmp_path, "time.sleep(3600)"), "--wire", "http",
-        "--only", "seed-2", timeout=300,
+        "--only", "seed-2", "--timeout", "1", timeout=300,
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "the driver gave no answer to 'open' within" in done.stdout

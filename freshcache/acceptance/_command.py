@@ -25,7 +25,15 @@ from freshcache import FreshCacheError, TableError, __version__
 from ._driver import DriverError, DriverProcess, Hello
 from ._format import Case, load_cases
 from ._junit import timeline_lines, write_junit
-from ._runner import CaseReport, EngineWorld, World, expected_text, fleet_unplayable, play
+from ._runner import (
+    STEP_TIMEOUT,
+    CaseReport,
+    EngineWorld,
+    World,
+    expected_text,
+    fleet_unplayable,
+    play,
+)
 from ._verdicts import (
     CLASSES,
     Verdict,
@@ -143,7 +151,9 @@ def not_played(wire: str) -> tuple[str, ...]:
     return tuple(w for w in WIRES if w not in QUICK) if wire == "quick" else ()
 
 
-def _players(wire: str, fleet: str | Exception | None = None) -> list[tuple[str, Player]]:
+def _players(
+    wire: str, fleet: str | Exception | None = None, step_timeout: float = STEP_TIMEOUT
+) -> list[tuple[str, Player]]:
     """The wires to play on, in order, each with how it plays one case; ``fleet``: the
     store URL the fleet rows play against, or why they cannot be played."""
     players: list[tuple[str, Player]] = []
@@ -177,15 +187,15 @@ def _players(wire: str, fleet: str | Exception | None = None) -> list[tuple[str,
     for name, make in worlds:
 
         async def in_world(case: Case, make: Callable[[], World] = make) -> CaseReport:
-            return await play(case, make())
+            return await play(case, make(), step_timeout=step_timeout)
 
         players.append((name, in_world))
     if "fleet" in chosen:
-        players.append(("fleet", _fleet_player(fleet)))
+        players.append(("fleet", _fleet_player(fleet, step_timeout)))
     return players
 
 
-def _fleet_player(fleet: str | Exception | None) -> Player:
+def _fleet_player(fleet: str | Exception | None, step_timeout: float = STEP_TIMEOUT) -> Player:
     """The fleet wire: a `FleetWorld` on the store at ``fleet`` (``redis://``), or, when
     ``fleet`` is the reason they cannot be played, every fleet row skipped with it."""
 
@@ -195,7 +205,7 @@ def _fleet_player(fleet: str | Exception | None) -> Player:
             return CaseReport(case.id, case.where, True, expected_text(case), "-", skipped=why)
         from ._fleet_world import FleetWorld
 
-        return await play(case, FleetWorld(fleet))
+        return await play(case, FleetWorld(fleet), step_timeout=step_timeout)
 
     return in_fleet
 
@@ -278,7 +288,9 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _client_players(driver: DriverProcess, hello: Hello, wire: str) -> list[tuple[str, Player]]:
+def _client_players(
+    driver: DriverProcess, hello: Hello, wire: str, step_timeout: float = STEP_TIMEOUT
+) -> list[tuple[str, Player]]:
     """The wires a client under test is played on: HTTP and stdio, on 2026-07-28 and
     2025-11-25 (a wire or revision the client lacks still lists every row, each with
     that reason)."""
@@ -312,7 +324,7 @@ def _client_players(driver: DriverProcess, hello: Hello, wire: str) -> list[tupl
         else:
             driver.unanswered = None
             world = make()
-            report = await play(case, world)
+            report = await play(case, world, step_timeout=step_timeout)
             if driver.unanswered is not None and not report.passed:
                 # The case ran out of time waiting on the driver: say so, and stop the
                 # driver so that the next case does not wait on it too.
@@ -356,17 +368,18 @@ async def _run_all(
     fleet: str | Exception | None = None,
     driver_argv: list[str] | None = None,
     played: list[str] | None = None,
+    step_timeout: float = STEP_TIMEOUT,
 ) -> list[tuple[str, CaseReport]]:
     """Every case on every wire; ``played`` gets the client's name from its driver."""
     if driver_argv is None:
-        return await _play_all(cases, _players(wire, fleet), printer)
+        return await _play_all(cases, _players(wire, fleet, step_timeout), printer)
     async with DriverProcess(driver_argv) as driver:
         hello = await driver.ensure_started()
         if played is not None:
             played.append(hello.client)
         if printer is not None:
             print(f"client under test: {hello.client} (its stderr: {driver.log})", file=printer.err)
-        players = _client_players(driver, hello, wire)
+        players = _client_players(driver, hello, wire, step_timeout)
         return await _play_all(cases, players, printer, at_once=False)
 
 
@@ -567,7 +580,10 @@ def run(args: argparse.Namespace) -> int:
         played: list[str] = []
         with ExitStack() as stack:
             fleet = None if driver_argv is not None else _fleet_store(stack, args, cases)
-            results = anyio.run(_run_all, cases, args.wire, printer, fleet, driver_argv, played)
+            step_timeout = getattr(args, "timeout", None) or STEP_TIMEOUT
+            results = anyio.run(
+                _run_all, cases, args.wire, printer, fleet, driver_argv, played, step_timeout
+            )
     except DriverError as exc:
         print(f"freshcache: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE

@@ -540,7 +540,13 @@ def _clip_error(error: str | None) -> str:
     return text if len(text) <= 60 else text[:59] + "…"
 
 
-async def play(case: Case, world: World, *, step_timeout: float = 10.0) -> CaseReport:
+STEP_TIMEOUT = 10.0
+"""Seconds each step of a case may take (``freshcache acceptance --timeout``): a case
+that has not finished within that times its steps plus two, stretched by
+`load_factor`, fails as not finishing (a driver that hangs, a world stuck)."""
+
+
+async def play(case: Case, world: World, *, step_timeout: float = STEP_TIMEOUT) -> CaseReport:
     """Play one case in a fresh ``world``; never raises for a failing case."""
     started = time.perf_counter()
     expect, expected = case.expect_on(world.revision)
