@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.conftest import FIXTURES
 from tests.polling import scaled, until
-from tests.proxy_support import host
+from tests.proxy_support import host, running_proxy
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]
 REVISIONS = ["2026-07-28", "2025-11-25"]
@@ -93,13 +93,16 @@ async def test_prompts_descriptions_and_input_required(tmp_path: Path, revision:
             assert "2026-07-28 hosts only" in needs_input.value.error.message
 
 
-@pytest.mark.parametrize("revision", REVISIONS)
+@pytest.mark.parametrize(
+    ("revision", "transport"),
+    [("2026-07-28", "stdio"), ("2025-11-25", "stdio"), ("2026-07-28", "http")],
+)
 async def test_a_tool_changed_since_the_host_listed_it_is_refused_not_run(
-    tmp_path: Path, revision: str
+    tmp_path: Path, revision: str, transport: str
 ) -> None:
     calls = tmp_path / "calls.txt"
     async with (
-        host(_counter(calls), revision, "stdio", tmp_path) as h,
+        host(_counter(calls), revision, transport, tmp_path) as h,
         anyio.create_task_group() as tg,
     ):
         tools = await _first_tools(h)
@@ -120,3 +123,24 @@ async def test_a_tool_changed_since_the_host_listed_it_is_refused_not_run(
         assert ticked.content[0].text == "tick 1"
         await until(lambda: calls.read_text().splitlines() == ["tick"])
         tg.cancel_scope.cancel()
+
+
+async def test_get_prompt_through_http_and_sdk_client_sources(tmp_path: Path) -> None:
+    """`FreshCache.get_prompt` on the other sources (`HttpSource`, `McpClientSource`),
+    with the proxy over HTTP as their server: passed through, every time."""
+    from freshcache import FreshCache, HttpSource, McpClientSource
+
+    calls = tmp_path / "calls.txt"
+    with running_proxy(tmp_path, "--http", "127.0.0.1:0", *_counter(calls)) as (_, url):
+        assert url is not None
+        for source in (HttpSource(url, timeout=scaled(20)), McpClientSource.connect(url)):
+            async with FreshCache(source, read_timeout=scaled(30)) as cache:
+                with anyio.fail_after(scaled(60)):
+                    while (got := await cache.get_prompt("greet", {"who": "Bo"})).state != (
+                        "answered"
+                    ):
+                        assert got.state == "unavailable"  # the upstream still starting
+                assert got.result is not None
+                assert got.result["messages"][0]["content"]["text"].startswith("Greet Bo")
+                missing = await cache.get_prompt("greet", {})
+                assert missing.state == "not_found"
