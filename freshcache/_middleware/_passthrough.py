@@ -128,7 +128,8 @@ class Prompts:
         input_responses: Mapping[str, Any] | None = None,
     ) -> PromptResult:
         """Prompt ``name`` built from ``arguments`` by the server now (``prompts/get``,
-        never cached: see the module docstring). ``timeout`` bounds it."""
+        never cached: see the module docstring). ``timeout`` bounds it. A server
+        without ``prompts/get`` raises `MethodNotFoundError`, as for its catalogs."""
         if not isinstance(name, str) or not name:
             raise ConfigurationError(f"get_prompt() takes a prompt name, got {name!r}")
         if arguments is not None and not isinstance(arguments, Mapping):

@@ -352,12 +352,15 @@ class Proxy:
             data = {"state": "not_found", "reason": None, "prompt": name}
             raise MCPError(code=-32602, message=f"freshcache: no prompt {name!r}", data=data)
         link, upstream_name = owner
-        got = await link.cache.get_prompt(
-            upstream_name,
-            params.arguments,
-            principal=link.principal(self._who(ctx)),
-            **_continuation(params),
-        )
+        try:
+            got = await link.cache.get_prompt(
+                upstream_name,
+                params.arguments,
+                principal=link.principal(self._who(ctx)),
+                **_continuation(params),
+            )
+        except MethodNotFoundError as exc:  # an upstream without prompts/get
+            raise MCPError(code=-32601, message=str(exc)) from None
         if got.state == "answered":
             return {**thawed(got.result or {}), "resultType": "complete"}
         if got.state == "input_required":
