@@ -14,6 +14,7 @@ The surface, by who needs it:
   and `CatalogChange` items and `ChangesDropped` markers (from `FreshCache.changes`);
 - catalogs: `Catalog` (from `FreshCache.tools`, `prompts`, `resource_templates`,
   `catalog_status`) and its `CatalogKind`; `ToolCall` (from `FreshCache.call_tool`);
+  `PromptResult` (from `FreshCache.get_prompt`, passed through, never cached);
 - reaching a server: `HttpSource` (its ``auth=`` an `Auth`), `StdioSource`,
   `McpClientSource`, `LoaderSource`;
 - writing a `Source`: the replies (`ReadReply`, `ListReply`, `RequestFailed`) and the
@@ -88,6 +89,7 @@ from .fleet import Fleet  # imports no redis: attaching a fleet to a cache does
 if TYPE_CHECKING:  # loaded on first use (`__getattr__`): httpx, pydantic, the transports
     from ._middleware._cache import FreshCache, ListResult
     from ._middleware._context import ChangesDropped, Context, StateChange, StateChanges
+    from ._middleware._passthrough import PromptResult
     from ._middleware._store import MemoryStore
     from ._middleware._tools import ToolCall
     from ._protocol._wire import ClientIdentity, DenialRules
@@ -102,6 +104,7 @@ _ON_FIRST_USE = {
     "FreshCache": "._middleware._cache",
     "ListResult": "._middleware._cache",
     "ToolCall": "._middleware._tools",
+    "PromptResult": "._middleware._passthrough",
     "ChangesDropped": "._middleware._context",
     "Context": "._middleware._context",
     "StateChange": "._middleware._context",
@@ -166,6 +169,7 @@ __all__ = [
     "Partition",
     "Policy",
     "Principal",
+    "PromptResult",
     "ProtocolError",
     "ReadReply",
     "ReadResult",

@@ -39,6 +39,7 @@ from ._core._hits import NO_HITS, row_result
 from ._errors import FreshCacheError
 from ._middleware._cache import FreshCache, ListResult
 from ._middleware._context import Context
+from ._middleware._passthrough import PromptResult
 from ._middleware._tools import Seen, ToolCall, check_continuation, check_tool_call
 from ._sources._source import ServerInfo, Source
 
@@ -230,6 +231,29 @@ class SyncFreshCache:
                 timeout=timeout,
                 principal=principal,
                 seen=seen,
+                request_state=request_state,
+                input_responses=input_responses,
+            )
+        )
+
+    def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None = None,
+        *,
+        timeout: float | None = None,
+        principal: str | None = None,
+        request_state: str | None = None,
+        input_responses: Mapping[str, Any] | None = None,
+    ) -> PromptResult:
+        """`FreshCache.get_prompt`: ``prompts/get`` passed through, never cached."""
+        return self._run(
+            partial(
+                self._cache.get_prompt,
+                name,
+                arguments,
+                timeout=timeout,
+                principal=principal,
                 request_state=request_state,
                 input_responses=input_responses,
             )

@@ -92,9 +92,15 @@ class Host:
 
 @asynccontextmanager
 async def host(
-    upstream: list[str], revision: str, transport: str, tmp: Path, *extra: str
+    upstream: list[str],
+    revision: str,
+    transport: str,
+    tmp: Path,
+    *extra: str,
+    client_options: dict[str, Any] | None = None,
 ) -> AsyncIterator[Host]:
-    """A host connected to ``freshcache proxy UPSTREAM EXTRA...``."""
+    """A host connected to ``freshcache proxy UPSTREAM EXTRA...`` (``client_options``:
+    more of `mcp.Client`'s, an ``elicitation_callback`` say)."""
     from mcp import Client, StdioServerParameters
 
     holder: list[Host] = []
@@ -107,6 +113,7 @@ async def host(
         "mode": MODES[revision],
         "read_timeout_seconds": scaled(20),
         "message_handler": on_message,
+        **(client_options or {}),
     }
     if transport == "stdio":
         target: Any = StdioServerParameters(

@@ -8,9 +8,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from freshcache import HttpSource, Loaded, LoaderSource, Policy
+from freshcache import HttpSource, Loaded, LoaderSource, MethodNotFoundError, Policy
 from freshcache.acceptance import InMemorySource, ReferenceServer
 from freshcache.acceptance._http_server import ReferenceHttpServer
 from freshcache.acceptance._steps import catalog_items
@@ -117,3 +118,12 @@ def test_a_shared_public_catalog_is_a_hit_in_the_calling_thread() -> None:
         assert cache.tools(principal="bob") is hit  # the same public walk
         assert trips == []  # both hits answered in the calling thread
         cache._portal.call = through_loop  # type: ignore[method-assign]
+
+
+def test_sync_get_prompt_is_passed_through() -> None:
+    # The reference server has no prompts/get: said as for a catalog it lacks.
+    with (
+        served() as (_, _portal, cache),
+        pytest.raises(MethodNotFoundError, match="prompts/get"),
+    ):
+        cache.get_prompt("nothing-here", {"a": "b"})

@@ -85,11 +85,12 @@ class _Declared(_Undeclared):
     list_catalog = None
     ask_pushed_bodies = None
     shared_catalogs = None
+    forward = None
 
 
 def test_a_source_that_leaves_a_capability_out_is_refused_naming_them() -> None:
     with pytest.raises(
-        ConfigurationError, match="list_catalog, ask_pushed_bodies, shared_catalogs"
+        ConfigurationError, match="list_catalog, ask_pushed_bodies, shared_catalogs, forward"
     ):
         FreshCache(_Undeclared())  # type: ignore[arg-type]
     FreshCache(_Declared())  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ slotted dataclasses so they can be recorded, compared and replayed in tests.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ._model import CacheScope, Remediation, ResourceContents
@@ -58,6 +58,10 @@ class ResourceInfo:
     uri: str
     name: str | None = None
     mime_type: str | None = None
+    item: Mapping[str, Any] | None = field(default=None, compare=False)
+    """The entry as the server listed it, read-only: ``title``, ``description``,
+    ``size``, ``annotations``, ``icons``, ``_meta``; ``None`` when no server listed it
+    (a loader's own list)."""
 
 
 @dataclass(frozen=True, slots=True)

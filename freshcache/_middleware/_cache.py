@@ -50,6 +50,7 @@ from ._catalogs import CatalogMethods
 from ._context import ChangeFeed, Context, StateChanges, read_all
 from ._flights import ReadFlights, rewaits
 from ._listening import StreamDriver
+from ._passthrough import Prompts
 from ._setup import (
     check_arguments,
     check_count,
@@ -72,7 +73,7 @@ _TIMEOUT = getattr(asyncio, "timeout", None)
 """`asyncio.timeout` (Python 3.11+), else ``None`` (a cancel scope then)."""
 
 
-class FreshCache(CatalogMethods, ToolCalls):
+class FreshCache(CatalogMethods, ToolCalls, Prompts):
     """A freshness-checking cache of MCP resources around one `Source`.
 
     Use as an async context manager::

@@ -18,9 +18,10 @@ A tool can pay, delete, send. So:
   result and is never sent again. Listed otherwise, the answer is ``tool_changed``
   with the new ``tool``: the caller (the model) rebuilds the call. Not listed:
   ``unknown_tool``. The re-list not fresh: its state and reason.
-- **Nor a first send against a change already heard.** When the cache holds a fresh
-  tool catalog that lists the tool otherwise than ``seen`` (or not at all), the answer
-  is ``tool_changed`` (``unknown_tool``) at once, nothing sent.
+- **Nor a first send against a change already heard.** When the newest tool catalog
+  the cache holds (fresh, or the last one listed, fresh when it was handed out) lists
+  the tool otherwise than ``seen`` (or not at all), the answer is ``tool_changed``
+  (``unknown_tool``) at once, nothing sent.
 - **One deadline.** ``timeout`` bounds the whole call, re-list and second send included.
 - **Input required** (basic/patterns/mrtr): ``input_required`` carries what the server
   asks for and its ``request_state``; call again with ``request_state=`` (and
@@ -36,8 +37,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from .._core import Catalog, RequestFailed
-from .._core._frozen import frozen, frozen_mapping
-from .._errors import ConfigurationError, FreshCacheError
+from .._core._frozen import frozen
+from .._errors import ConfigurationError
 from .._protocol._tools import (
     ToolAnswer,
     ToolRefused,
@@ -47,6 +48,7 @@ from .._protocol._tools import (
     same_definition,
     tool_call_params,
 )
+from ._passthrough import check_continuation, continuation, send_once
 from ._setup import checked_deadline
 
 if TYPE_CHECKING:
@@ -197,7 +199,8 @@ class ToolCalls:
         who = principal if principal is not None else self.principal
         held = self.engine.catalogs.last_held("tools", who)  # fresh or not since
         saw = seen_definition(name, seen, held)
-        known = self.engine.catalog_lookup("tools", who)  # the fresh one, no I/O
+        # The fresh catalog, else the newest listed (fresh a moment ago): no I/O.
+        known = self.engine.catalog_lookup("tools", who) or held
         if saw is not None and known is not None and name not in known.excluded:
             changed = _changed(name, saw, known)
             if changed is not None:  # a change already heard: never sent with old arguments
@@ -250,20 +253,12 @@ class ToolCalls:
         end: float,
         saw: Mapping[str, Any] | None,
     ) -> ToolAnswer:
-        """One send, by ``end``: cut off by the deadline, its answer is lost. ``saw``:
-        the definition the caller built it from (the source's headers follow it)."""
-        outcome: ToolAnswer | None = None
-        with anyio.move_on_after(max(0.0, end - anyio.current_time())):
-            try:
-                outcome = await self.source.call_tool(params, who, saw)
-            except FreshCacheError:
-                raise
-            except Exception as exc:  # a source's own bug: an explicit state, not a raise
-                failure = f"{type(self.source).__name__}.call_tool: {exc!r}"
-                outcome = RequestFailed("server_error", failure, lost=True)
-        if outcome is None:
-            detail = f"tools/call {name!r} got no answer within the call's timeout; it may have run"
-            return RequestFailed("timeout", detail, lost=True)
+        """One send, by ``end`` (`send_once`). ``saw``: the definition the caller built
+        it from (the source's headers follow it)."""
+        label = f"tools/call {name!r}"
+        outcome = await send_once(
+            "tools/call", label, lambda: self.source.call_tool(params, who, saw), end, self.source
+        )
         if outcome.hints:
             self._feed_hints(outcome.hints)  # a change heard on the way counts (invariant 9)
         return outcome
@@ -277,19 +272,6 @@ def check_tool_call(name: object, arguments: object) -> None:
     if arguments is not None and not isinstance(arguments, Mapping):
         raise ConfigurationError(
             f"call_tool() takes the tool's arguments as a mapping or None, got {arguments!r}"
-        )
-
-
-def check_continuation(request_state: object, input_responses: object) -> None:
-    """A continuation's ``request_state`` is the server's string, ``input_responses`` a
-    mapping (basic/patterns/mrtr)."""
-    if request_state is not None and not isinstance(request_state, str):
-        raise ConfigurationError(
-            f"call_tool() takes request_state as the server's string, got {request_state!r}"
-        )
-    if input_responses is not None and not isinstance(input_responses, Mapping):
-        raise ConfigurationError(
-            f"call_tool() takes input_responses as a mapping or None, got {input_responses!r}"
         )
 
 
@@ -358,21 +340,17 @@ def _judged(
         return ToolCall(name, state, reason=reason, catalog=catalog, retried=retried, detail=detail)
     result = outcome.result
     if input_required(result):
-        asked, state_token = result.get("inputRequests"), result.get("requestState")
-        if (
-            not isinstance(asked, Mapping | None)
-            or not isinstance(state_token, str | None)
-            or (asked is None and state_token is None)
-        ):
-            detail = "tools/call: an input_required result without inputRequests or requestState"
+        asked = continuation(result)
+        if isinstance(asked, str):
+            detail = f"tools/call: {asked}"
             return ToolCall(name, "may_have_run", reason="server_error", detail=detail)
         return ToolCall(
             name,
             "input_required",
             catalog=catalog,
             retried=retried,
-            input_requests=frozen_mapping(asked),
-            request_state=state_token,
+            input_requests=asked[0],
+            request_state=asked[1],
             detail="the server needs input before the call can complete",
         )
     kind = result.get("resultType", "complete")

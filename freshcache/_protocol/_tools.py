@@ -40,8 +40,9 @@ from ._wire import HEADER_MISMATCH, INVALID_PARAMS
 
 @dataclass(frozen=True, slots=True)
 class ToolReply:
-    """The result a ``tools/call`` got (``CallToolResult`` or ``input_required``), and
-    the change hints its answer carried on the way (invariant 9)."""
+    """The result a ``tools/call`` got (``CallToolResult`` or ``input_required``), or a
+    request passed through (`Source.forward`: ``prompts/get``), and the change hints its
+    answer carried on the way (invariant 9)."""
 
     result: dict[str, Any]
     hints: tuple[StreamEvent, ...] = ()
@@ -63,7 +64,7 @@ ToolAnswer = ToolReply | RequestFailed | ToolRefused
 
 def tool_answer(
     outcome: dict[str, Any] | RequestFailed, hints: tuple[StreamEvent, ...]
-) -> ToolAnswer:
+) -> ToolReply | RequestFailed:
     """A ``tools/call`` outcome with the change hints its answer carried."""
     if isinstance(outcome, RequestFailed):
         return replace(outcome, hints=outcome.hints + hints) if hints else outcome

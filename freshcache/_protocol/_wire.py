@@ -496,7 +496,10 @@ def list_reply(result: Mapping[str, Any]) -> ListReply | RequestFailed:
     except ValidationError as exc:
         return _schema_problem("list", exc)
     return ListReply(
-        tuple(ResourceInfo(r.uri, r.name, r.mimeType) for r in parsed.resources),
+        tuple(
+            ResourceInfo(r.uri, r.name, r.mimeType, frozen(raw))
+            for r, raw in zip(parsed.resources, result["resources"], strict=True)
+        ),
         next_cursor=parsed.nextCursor,
         ttl_ms=parsed.ttlMs,
         cache_scope=parsed.cacheScope,

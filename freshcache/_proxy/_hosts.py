@@ -63,6 +63,7 @@ class Hosts:
         self.subscribed: Counter[str] = Counter()
         """URI -> how many subscriptions (listen streams and 2025 sessions) name it."""
         self._changed = on_subscriptions
+        self._shown: dict[tuple[str, object], dict[str, Any]] = {}
 
     # ------------------------------------------------------------------ who is there
 
@@ -88,6 +89,22 @@ class Hosts:
             self.subscribed.subtract(session.uris)
             self.subscribed += Counter()  # drop the zeros
             self._changed()
+
+    def tools_shown(self, ctx: Any, principal: str | None) -> dict[str, Any]:
+        """The tools this host was last handed (``tools/list``), by the name it knows:
+        what it builds its calls from. A 2025-11-25 session keeps its own while its
+        connection lasts; a 2026-07-28 request stands alone (no session), so those
+        hosts share one per principal (over stdio: the one host)."""
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return self._shown.setdefault(("principal", principal), {})
+        connection = getattr(ctx.session, "_connection", None)
+        key = ("connection", id(connection if connection is not None else ctx.session))
+        shown = self._shown.get(key)
+        if shown is None:
+            shown = self._shown[key] = {}
+            if connection is not None:
+                connection.exit_stack.callback(self._shown.pop, key, None)
+        return shown
 
     # ------------------------------------------------------------------ subscriptions
 

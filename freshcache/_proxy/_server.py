@@ -36,6 +36,7 @@ from mcp.server import Server
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .. import (
     FRESH,
@@ -330,10 +331,7 @@ class Proxy:
                     continue  # the first upstream (config order) serves a URI two list
                 seen.add(info.uri)
                 self._owners[info.uri] = link
-                entry = {"uri": info.uri, "name": info.name or info.uri}
-                if info.mime_type:
-                    entry["mimeType"] = info.mime_type
-                items.append(entry)
+                items.append(_resource(info))
         return _merged("resources", items, left_out)
 
     async def _list_templates(self, ctx: Any, params: Any) -> dict[str, Any]:
@@ -344,15 +342,40 @@ class Proxy:
     async def _list_prompts(self, ctx: Any, params: Any) -> dict[str, Any]:
         return await self._catalog(ctx, "prompts", "prompts")
 
-    async def _get_prompt(self, ctx: Any, params: Any) -> dict[str, Any]:
-        """Not forwarded: `FreshCache` has no ``prompts/get`` to send it through."""
-        raise MCPError(
-            code=-32601,
-            message=f"freshcache proxy lists prompts but does not forward prompts/get yet "
-            f"({params.name!r}): connect to the server itself for prompts",
-        )
+    async def _get_prompt(
+        self, ctx: Any, params: types.GetPromptRequestParams
+    ) -> dict[str, Any]:
+        """Passed through (`FreshCache.get_prompt`: computed, never cached)."""
+        name = params.name
+        owner = self._owner(name)
+        if owner is None:
+            data = {"state": "not_found", "reason": None, "prompt": name}
+            raise MCPError(code=-32602, message=f"freshcache: no prompt {name!r}", data=data)
+        link, upstream_name = owner
+        try:
+            got = await link.cache.get_prompt(
+                upstream_name,
+                params.arguments,
+                principal=link.principal(self._who(ctx)),
+                **_continuation(params),
+            )
+        except MethodNotFoundError as exc:  # an upstream without prompts/get
+            raise MCPError(code=-32601, message=str(exc)) from None
+        if got.state == "answered":
+            return {**thawed(got.result or {}), "resultType": "complete"}
+        if got.state == "input_required":
+            return _input_required(ctx, name, got.input_requests, got.request_state)
+        raise _error(_code(got.state), name, got.state, got.reason, got.detail, key="prompt")
 
     async def _list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
+        """``tools/list``: remembered as what this host builds its calls from now."""
+        listed = await self._tools_now(ctx)
+        shown = self.hosts.tools_shown(ctx, self._who(ctx))
+        shown.clear()
+        shown.update((str(tool["name"]), tool) for tool in listed["tools"])
+        return listed
+
+    async def _tools_now(self, ctx: Any) -> dict[str, Any]:
         listed = await self._catalog(ctx, "tools", "tools")
         if self.meta_tools:
             listed["tools"] = [*listed["tools"], *_meta_tool_items()]
@@ -382,7 +405,8 @@ class Proxy:
                 items.append(entry)
         return _merged(field, items, left_out)
 
-    def _tool_owner(self, name: str) -> tuple[Link, str] | None:
+    def _owner(self, name: str) -> tuple[Link, str] | None:
+        """The upstream of a tool or prompt the host names, and its name there."""
         if len(self.links) == 1 and not self.links[0].prefix:
             return self.links[0], name
         for link in self.links:
@@ -397,18 +421,23 @@ class Proxy:
             return _text_result(json.dumps(listed["tools"][: -len(META_TOOLS)], indent=1))
         if self.meta_tools and name == META_TOOLS[1]:
             name, arguments = str(arguments.get("name", "")), dict(arguments.get("arguments") or {})
-        owner = self._tool_owner(name)
+        owner = self._owner(name)
         if owner is None:
             raise await self._unknown_tool(ctx, name, None)
         link, upstream_name = owner
+        who = link.principal(self._who(ctx))
+        seen = self._seen(ctx, name, upstream_name)
+        if seen is not None:  # judged against a fresh list: a change heard is re-listed
+            await link.cache.tools(principal=who)
         call = await link.cache.call_tool(
-            upstream_name, arguments, principal=link.principal(self._who(ctx))
+            upstream_name, arguments, principal=who, seen=seen, **_continuation(params)
         )
         if call.state == "answered":
             return {**thawed(call.result or {}), "resultType": "complete"}
+        if call.state == "input_required":
+            return _input_required(ctx, name, call.input_requests, call.request_state)
         if call.state in ("unknown_tool", "tool_changed"):
-            # Nothing ran: the host's list is old. (No ``seen=`` above: the proxy cannot
-            # tell which list this host built its arguments from, so it never sends twice.)
+            # Nothing ran: the host's list is old.
             changed = call.state == "tool_changed"
             raise await self._unknown_tool(ctx, name, call.detail, changed=changed)
         if call.state == "may_have_run":
@@ -422,10 +451,14 @@ class Proxy:
             result["isError"] = True
             result["_meta"] = {"freshcache/state": call.state, "freshcache/reason": call.reason}
             return result
-        code = (
-            DENIED if call.state == "denied" else -32602 if call.state == "not_found" else NOT_FRESH
-        )
-        raise _error(code, name, call.state, call.reason, call.detail, key="tool")
+        raise _error(_code(call.state), name, call.state, call.reason, call.detail, key="tool")
+
+    def _seen(self, ctx: Any, name: str, upstream_name: str) -> dict[str, Any] | None:
+        """The definition of ``name`` this host was last handed (``tools/list``), as its
+        upstream lists it: what the host built the call's arguments from (``None``: it
+        never listed it, so a refused call is not sent again)."""
+        shown = self.hosts.tools_shown(ctx, self._who(ctx)).get(name)
+        return None if shown is None else {**shown, "name": upstream_name}
 
     async def _unknown_tool(
         self, ctx: Any, name: str, detail: str | None, *, changed: bool = False
@@ -434,10 +467,10 @@ class Proxy:
         every host."""
         await self.hosts.list_changed("tools")
         try:
-            listed = await self._list_tools(ctx, None)
-            names = [str(t.get("name")) for t in listed["tools"]]
+            tools = (await self._tools_now(ctx))["tools"]
         except MCPError:
-            names = []
+            tools = []
+        names = [str(t.get("name")) for t in tools]
         now = f"the tools now: {', '.join(names) or 'none'}"
         message = (
             f"tool {name!r} changed its definition; list the tools again ({now})"
@@ -445,11 +478,10 @@ class Proxy:
             else f"no tool {name!r} any more; {now}"
         )
         state = "tool_changed" if changed else "unknown_tool"
-        return MCPError(
-            code=-32602,
-            message=message,
-            data={"state": state, "tool": name, "tools": names, "detail": detail},
-        )
+        data = {"state": state, "tool": name, "tools": names, "detail": detail}
+        if changed:  # the definition to rebuild the call from
+            data["definition"] = next((t for t in tools if t.get("name") == name), None)
+        return MCPError(code=-32602, message=message, data=data)
 
 
 # ---------------------------------------------------------------------- answers
@@ -457,8 +489,12 @@ class Proxy:
 
 def withheld(uri: str, state: str, reason: str | None, detail: str | None) -> MCPError:
     """The JSON-RPC error a read that is not fresh gets."""
-    code = -32602 if state == NOT_FOUND else DENIED if state == "denied" else NOT_FRESH
-    return _error(code, uri, state, reason, detail)
+    return _error(_code(state), uri, state, reason, detail)
+
+
+def _code(state: str) -> int:
+    """The JSON-RPC error code of a state that is not an answer."""
+    return -32602 if state == NOT_FOUND else DENIED if state == "denied" else NOT_FRESH
 
 
 def _error(
@@ -492,6 +528,73 @@ def _merged(
     if left_out:
         result["_meta"] = {"freshcache/withheld": left_out}
     return result
+
+
+_CAPABILITY_OF = {
+    "elicitation/create": "elicitation",
+    "sampling/createMessage": "sampling",
+    "roots/list": "roots",
+}
+"""An input request's method -> the client capability a host must have declared for it."""
+
+
+def _continuation(params: Any) -> dict[str, Any]:
+    """A host's retry of an ``input_required`` request: its ``requestState`` and
+    ``inputResponses``, as JSON, for `FreshCache.call_tool` / `get_prompt`."""
+    sent = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return {
+        "request_state": sent.get("requestState"),
+        "input_responses": sent.get("inputResponses"),
+    }
+
+
+def _input_required(
+    ctx: Any, name: str, asked: Mapping[str, Any] | None, state: str | None
+) -> dict[str, Any]:
+    """An upstream needs input before ``name`` can complete (basic/patterns/mrtr).
+
+    Relayed to a 2026-07-28 host as the ``InputRequiredResult`` itself: it answers the
+    requests and retries with ``requestState`` and ``inputResponses``, which the proxy
+    passes upstream. A request the host did not declare the capability for, and any
+    2025-11-25 host (whose revision asks for input with server-to-client requests,
+    which the proxy does not make), get a JSON-RPC error saying so."""
+    requests = thawed(asked or {})
+    data: dict[str, Any] = {"state": "input_required", "reason": None, "name": name}
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        data["inputRequests"] = requests
+        message = (
+            f"freshcache: {name} needs input first (an input_required result), which the proxy "
+            f"relays to 2026-07-28 hosts only; this host speaks {ctx.protocol_version}"
+        )
+        raise MCPError(code=NOT_FRESH, message=message, data=data)
+    declared = ctx.session.client_capabilities
+    methods = {str(item.get("method")) for item in requests.values() if isinstance(item, dict)}
+    needed = {_CAPABILITY_OF.get(method, method) for method in methods}
+    lacking = sorted(c for c in needed if getattr(declared, c, None) is None)
+    if lacking:
+        data["inputRequests"] = requests
+        message = (
+            f"freshcache: {name} needs input this host did not declare it can give "
+            f"({', '.join(lacking)})"
+        )
+        raise MCPError(code=NOT_FRESH, message=message, data=data)
+    result: dict[str, Any] = {"resultType": "input_required"}
+    if asked is not None:
+        result["inputRequests"] = requests
+    if state is not None:
+        result["requestState"] = state
+    return result
+
+
+def _resource(info: Any) -> dict[str, Any]:
+    """A ``Resource`` as the upstream listed it (title, description, size, annotations,
+    icons, ``_meta``), its ``uri`` and a ``name`` (the schema requires one) made sure."""
+    entry: dict[str, Any] = thawed(info.item) if info.item is not None else {}
+    entry["uri"] = info.uri
+    entry["name"] = info.name or info.uri
+    if info.mime_type:
+        entry["mimeType"] = info.mime_type
+    return entry
 
 
 def _content(item: Any) -> dict[str, Any]:

@@ -103,7 +103,7 @@ from .._protocol._http import (
     from_intermediary,
 )
 from .._protocol._reissue import lost_answer
-from .._protocol._tools import ToolAnswer, tool_answer
+from .._protocol._tools import ToolReply, tool_answer
 from .._protocol._wire import ClientIdentity, DenialRules, Message, list_reply
 from ._http_legacy import LegacyHttp, LegacyLink
 from ._source import ServerInfo
@@ -220,6 +220,7 @@ class HttpSource(SpeaksClientProtocol):
         )
         """The MCP rules; this class only moves bytes in and out of it."""
         self.binding = HttpBinding(self.protocol, self._note_untrusted)
+        self.check_tool_call = self.binding.prepare_tool_call
         """The MCP-over-HTTP rules (status, ids, SSE answers, 2025 sessions), sans-IO."""
         self._reader = _Reader(self.limits, self.stats, self.binding, self._note_untrusted)
         self._negotiating: anyio.Event | None = None
@@ -402,14 +403,12 @@ class HttpSource(SpeaksClientProtocol):
             self.stats.streams_lost += 1
             yield StreamLost(listen_id, f"{type(exc).__name__}: {exc}")
 
-    async def call_tool(
-        self, params: Mapping[str, Any], principal: Partition, tool: Mapping[str, Any] | None
-    ) -> ToolAnswer:
-        """`Source.call_tool` on this channel, never re-issued (`HttpBinding.prepare_tool_call`)."""
-        if refused := self.binding.prepare_tool_call(params, principal, tool):
-            return refused
+    async def forward(
+        self, method: str, params: Mapping[str, Any], principal: Partition
+    ) -> ToolReply | RequestFailed:
+        """`Source.forward`: one request on this channel, re-issued only as `_call` allows."""
         hints: list[StreamEvent] = []
-        outcome, _ = await self._call("tools/call", dict(params), principal, hints)
+        outcome, _ = await self._call(method, dict(params), principal, hints)
         return tool_answer(outcome, tuple(hints))
 
     # ------------------------------------------------------------------ requests

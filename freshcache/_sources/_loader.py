@@ -248,6 +248,8 @@ class LoaderSource:
     ask_pushed_bodies = None
     """A loader's feed carries change hints only."""
     shared_catalogs = None
+    forward = None
+    """A loader reaches no MCP server: it passes no request through."""
 
     @property
     def queued(self) -> int:

@@ -88,6 +88,7 @@ from .._core import (
     StreamLost,
 )
 from .._core._backlog import overflowed
+from .._core._frozen import frozen
 from .._errors import ConfigurationError, MissingDependencyError
 from .._protocol._client import session_info
 from .._protocol._reissue import lost_answer, sdk_answer_lost
@@ -101,7 +102,7 @@ from .._protocol._wire import (
     revision_at_least,
 )
 from ._background import BackgroundTask, Inbox
-from ._source import ServerInfo
+from ._source import ServerInfo, cannot_forward
 
 log = logging.getLogger("freshcache")
 
@@ -537,7 +538,10 @@ class McpClientSource:
         async def page(client: Any) -> ListReply:
             result = await client.list_resources(cursor=cursor, cache_mode="refresh")
             return ListReply(
-                tuple(ResourceInfo(r.uri, r.name, r.mime_type) for r in result.resources),
+                tuple(
+                    ResourceInfo(r.uri, r.name, r.mime_type, frozen(_json(r)))
+                    for r in result.resources
+                ),
                 next_cursor=result.next_cursor,
                 ttl_ms=result.ttl_ms,
                 cache_scope=result.cache_scope,
@@ -566,44 +570,48 @@ class McpClientSource:
     async def call_tool(
         self, params: Mapping[str, Any], principal: Partition, tool: Mapping[str, Any] | None
     ) -> ToolReply | RequestFailed:
-        """One ``tools/call`` through the SDK session (``allow_input_required``: an
-        ``input_required`` result is handed back, not answered by the SDK). Never sent
-        twice: an exception after it went out (the connection closed, the SDK's
-        timeout, an unusable result) is a lost answer; only the server's JSON-RPC error
-        is its answer."""
+        """One ``tools/call`` through the SDK session (`forward`)."""
+        return await self.forward("tools/call", params, principal)
+
+    async def forward(
+        self, method: str, params: Mapping[str, Any], principal: Partition
+    ) -> ToolReply | RequestFailed:
+        """`Source.forward` (``prompts/get``; ``tools/call`` too) through the SDK session
+        (``allow_input_required``: an ``input_required`` result is handed back, not
+        answered by the SDK). Never sent twice: an exception after it went out (the
+        connection closed, the SDK's timeout, an unusable result) is a lost answer;
+        only the server's JSON-RPC error is its answer."""
+        sender = _SDK_SENDERS.get(method)
+        if sender is None:
+            return cannot_forward(self, method)
         try:
             connection = await self._clients.get()
         except _Unreachable as exc:
             return RequestFailed("unreachable", str(exc))  # never sent
 
-        async def call(client: Any) -> dict[str, Any]:
-            extra: dict[str, Any] = {}
-            if "requestState" in params:
-                extra["request_state"] = params["requestState"]
-            if "inputResponses" in params:
-                extra["input_responses"] = params["inputResponses"]
-            result = await client.session.call_tool(
-                params["name"], params.get("arguments"), allow_input_required=True, **extra
-            )
+        async def sent(client: Any) -> dict[str, Any]:
+            send = getattr(client.session, sender)
+            name, arguments = params["name"], params.get("arguments")
+            result = await send(name, arguments, allow_input_required=True, **_rounds(params))
             dumped: dict[str, Any] = result.model_dump(
                 by_alias=True, mode="json", exclude_none=True
             )
             return dumped
 
         try:
-            return ToolReply(await _until_closed(connection, call))
+            return ToolReply(await _until_closed(connection, sent))
         except Exception as exc:
             if is_connection_closed(exc) or isinstance(exc, _Unreachable):
                 self._clients.retire(connection)
             if isinstance(exc, _Unreachable):
-                return lost_answer("tools/call", RequestFailed("unreachable", str(exc)))
+                return lost_answer(method, RequestFailed("unreachable", str(exc)))
             failure = failure_from_sdk_error(exc, self.denial)
             leaf = _first_leaf(exc)
             if isinstance(leaf, self._sdk.MCPError) and not sdk_answer_lost(
                 int(leaf.code), str(leaf.message), (CONNECTION_CLOSED, REQUEST_TIMEOUT)
             ):
                 return failure  # the server's own error answer
-            return lost_answer("tools/call", failure)
+            return lost_answer(method, failure)
 
     async def _request(self, call: Callable[[Any], Awaitable[T]]) -> T | RequestFailed:
         try:
@@ -834,6 +842,26 @@ def _read_reply(result: Any, *, multi_round_trip: bool) -> ReadReply:
         from_server=True,
         multi_round_trip=multi_round_trip,
     )
+
+
+def _json(model: Any) -> dict[str, Any]:
+    """An SDK model as the JSON the server sent (wire names, no unset fields)."""
+    dumped: dict[str, Any] = model.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return dumped
+
+
+_SDK_SENDERS = {"tools/call": "call_tool", "prompts/get": "get_prompt"}
+"""The requests this source sends through the SDK session's own methods."""
+
+
+def _rounds(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The SDK's keywords for a continuation of an ``input_required`` request."""
+    extra: dict[str, Any] = {}
+    if "requestState" in params:
+        extra["request_state"] = params["requestState"]
+    if "inputResponses" in params:
+        extra["input_responses"] = params["inputResponses"]
+    return extra
 
 
 def _identity_of(server: Any) -> str:

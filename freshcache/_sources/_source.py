@@ -23,7 +23,10 @@ use, and one it lacks is declared ``None`` (nothing is probed for):
 - `Source.ask_pushed_bodies`: ask later listens for pushed bodies (`Policy.pushed_bodies`);
   ``None``: it only ever hears change hints;
 - `Source.shared_catalogs`: catalog walks shared by a fleet (`FleetSource`); ``None``
-  for every source a fleet does not wrap.
+  for every source a fleet does not wrap;
+- `Source.forward`: one request passed through as asked, whose result is computed per
+  request and never cached (``prompts/get``: `FreshCache.get_prompt`); ``None``: such
+  a request is an explicit ``server_error`` state.
 
 `Source.call_tool` is a method every source has: one that cannot call tools answers
 `no_tool_calls` (an explicit failure, never an attempt).
@@ -48,24 +51,29 @@ from .._core import (
     RequestFailed,
     StreamEvent,
 )
-from .._protocol._tools import ToolAnswer
+from .._protocol._tools import ToolAnswer, ToolReply
 from .._protocol._wire import PROTOCOL_VERSION
 
 __all__ = [
     "CAPABILITIES",
     "PROTOCOL_VERSION",
     "CatalogPager",
+    "Forwarder",
     "ServerInfo",
     "SharedWalks",
     "Source",
     "SourceWrapper",
     "WalkCatalog",
+    "cannot_forward",
     "no_catalogs",
     "no_tool_calls",
 ]
 
 CatalogPager = Callable[[CatalogKind, str | None, Partition], Awaitable[ListReply | RequestFailed]]
 """One page of ``tools/list``, ``prompts/list`` or ``resources/templates/list``."""
+
+Forwarder = Callable[[str, Mapping[str, Any], Partition], Awaitable[ToolReply | RequestFailed]]
+"""One request passed through (`Source.forward`): ``(method, params, principal)``."""
 
 WalkCatalog = Callable[[CatalogWalk], Awaitable[Catalog]]
 """A cache's own walk of a catalog (the lister's), handed to `SharedWalks.walk`."""
@@ -164,8 +172,16 @@ class Source(Protocol):
         """Catalog walks others may have done (a fleet); ``None``: walk them all here."""
         ...
 
+    @property
+    def forward(self) -> Forwarder | None:
+        """One request passed through as asked (``prompts/get``): its result, with the
+        change hints its answer carried, or why not; sent the way `call_tool` is (a
+        lost answer re-issued only where `freshcache._protocol._reissue` allows).
+        ``None``: this source passes nothing through."""
+        ...
 
-CAPABILITIES = ("list_catalog", "ask_pushed_bodies", "shared_catalogs")
+
+CAPABILITIES = ("list_catalog", "ask_pushed_bodies", "shared_catalogs", "forward")
 """The `Source` members a source may declare ``None`` (see the module docstring)."""
 
 
@@ -221,6 +237,14 @@ class SourceWrapper:
     def shared_catalogs(self) -> SharedWalks | None:
         return self.inner.shared_catalogs
 
+    async def forward(
+        self, method: str, params: Mapping[str, Any], principal: Partition
+    ) -> ToolReply | RequestFailed:
+        forward = self.inner.forward
+        if forward is None:
+            return cannot_forward(self.inner, method)
+        return await forward(method, params, principal)
+
 
 def no_catalogs(source: object, kind: CatalogKind) -> RequestFailed:
     """The answer for a source that cannot list catalogs."""
@@ -229,6 +253,11 @@ def no_catalogs(source: object, kind: CatalogKind) -> RequestFailed:
         f"{type(source).__name__} cannot list {kind}: it declares no list_catalog "
         "(a LoaderSource lists catalogs when given catalogs=)",
     )
+
+
+def cannot_forward(source: object, method: str) -> RequestFailed:
+    """The answer for a source that passes no requests through."""
+    return RequestFailed("server_error", f"{type(source).__name__} cannot pass {method} through")
 
 
 def no_tool_calls(source: object) -> RequestFailed:

@@ -116,7 +116,7 @@ from .._protocol._client import (
     id_key,
 )
 from .._protocol._reissue import lost_answer
-from .._protocol._tools import ToolAnswer, tool_answer
+from .._protocol._tools import ToolReply, tool_answer
 from .._protocol._wire import (
     ClientIdentity,
     DenialRules,
@@ -898,12 +898,12 @@ class StdioSource(SpeaksClientProtocol):
         step bounded by ``shutdown_timeout``), and stop the service task."""
         await self._process.stop()
 
-    async def call_tool(
-        self, params: Mapping[str, Any], principal: Partition, tool: Mapping[str, Any] | None
-    ) -> ToolAnswer:
-        """`Source.call_tool`: never re-issued; neither ``principal`` nor ``tool`` is sent."""
-        answer = await self._call("tools/call", dict(params), self.timeout)
-        return tool_answer(self._outcome("tools/call", answer), self._take_hints())
+    async def forward(
+        self, method: str, params: Mapping[str, Any], principal: Partition
+    ) -> ToolReply | RequestFailed:
+        """`Source.forward` (``tools/call`` too): one request, never re-issued."""
+        answer = await self._call(method, dict(params), self.timeout)
+        return tool_answer(self._outcome(method, answer), self._take_hints())
 
     # ------------------------------------------------------------------ escape hatch
 

@@ -73,6 +73,7 @@ class InMemorySource:
         return True
 
     shared_catalogs = None
+    forward = None  # the reference server has no prompts/get
 
     @property
     def identity(self) -> str:
