@@ -37,7 +37,7 @@ def _played(*client: str) -> dict:
 def test_the_proxy_is_placed_between_the_client_and_the_rows_server() -> None:
     http = {"transport": "http", "url": "http://127.0.0.1:1/mcp", "timeouts": {"read": 2.0}}
     assert proxy_command(http)[-5:] == [
-        "freshcache._cli",
+        "freshcache",
         "proxy",
         "--timeout",
         "2.0",

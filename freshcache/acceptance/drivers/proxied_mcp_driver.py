@@ -25,7 +25,7 @@ def proxy_command(spec: dict[str, Any]) -> list[str]:
     ``PYTHONPATH``: the SDK starts a stdio server with a minimal environment)."""
     upstream = [spec["url"]] if spec["transport"] == "http" else ["--", *spec["command"]]
     timeout = spec.get("timeouts", {}).get("read", 2.0)
-    proxy = [sys.executable, "-m", "freshcache._cli", "proxy", "--timeout", str(timeout)]
+    proxy = [sys.executable, "-m", "freshcache", "proxy", "--timeout", str(timeout)]
     path = os.environ.get("PYTHONPATH")
     return [*(["env", f"PYTHONPATH={path}"] if path else []), *proxy, *upstream]
 
