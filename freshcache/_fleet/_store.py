@@ -42,7 +42,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from .._core import Partition, ReadReply, ResourceContents
-from ._epoch import WitnessedPeek
+from ._epoch import WitnessedPeek, register
 
 PEEK = """
 -- `witness` (set above this line) is the epoch this copy of the script vouches for
@@ -340,19 +340,14 @@ class SharedStore(Registry):
         self.lease_key = f"{self.prefix}:lease"
         self.live_key = f"{self.prefix}:live"
         self.workers_key = f"{self.prefix}:workers"
-        publish = "'SPUBLISH'" if sharded else "'PUBLISH'"
-
-        def script(source: str) -> Any:
-            return redis.register_script(source.replace("'PUBLISH'", publish))
-
         self._peek = WitnessedPeek(redis, PEEK, self.epoch_key, cluster=cluster)
-        self._fill = script(FILL)
-        self._invalidate = script(INVALIDATE)
-        self._announce = script(ANNOUNCE)
-        self._renew = script(RENEW)
-        self._release = script(RELEASE)
-        self._deny = script(DENY)
-        self._lost = script(LOST)
+        self._fill = register(redis, FILL, sharded=sharded)
+        self._invalidate = register(redis, INVALIDATE, sharded=sharded)
+        self._announce = register(redis, ANNOUNCE, sharded=sharded)
+        self._renew = register(redis, RENEW, sharded=sharded)
+        self._release = register(redis, RELEASE, sharded=sharded)
+        self._deny = register(redis, DENY, sharded=sharded)
+        self._lost = register(redis, LOST, sharded=sharded)
 
     # ------------------------------------------------------------------ keys
 
