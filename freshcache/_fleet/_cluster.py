@@ -74,7 +74,7 @@ def connect(config: Fleet) -> Any:
     common: dict[str, Any] = {
         "socket_timeout": config.op_timeout,
         "socket_connect_timeout": config.op_timeout,
-        # The channel's subscription checks its connection this often when quiet.
+        # A cluster's shard subscription checks its connection this often when quiet.
         "health_check_interval": config.lease / 2,
         "decode_responses": True,
     }
@@ -102,9 +102,46 @@ def connect(config: Fleet) -> Any:
         )
     from redis.asyncio import Redis
 
-    if scheme in SINGLE_SCHEMES:
-        url = SINGLE_SCHEMES[scheme] + url[len(scheme) :]
-    return Redis.from_url(url, **common)
+    return Redis.from_url(_single(url), **common)
+
+
+def _single(url: str) -> str:
+    scheme = url.split("://", 1)[0].lower()
+    return SINGLE_SCHEMES[scheme] + url[len(scheme) :] if scheme in SINGLE_SCHEMES else url
+
+
+def subscriber(config: Fleet) -> Any:
+    """On one server, the client of the channel's subscription alone: its reads wait on
+    the socket with no timeout and no health-check ``PING`` (a quiet worker does not
+    wake for it). A connection the store closes or resets ends the wait at once; one
+    left half-open (a peer gone without a word) is found by TCP keepalive, in the
+    kernel, within about a lease and three seconds; a store that stops answering is
+    found by the worker's heartbeat (`FleetWorker`), which fails closed and cancels the
+    wait. ``None`` on a cluster: its shard subscription goes through the cluster client
+    (`ChannelSubscription` waits with a timeout there)."""
+    if is_cluster(config.url):
+        return None
+    import socket
+
+    from redis.asyncio import Redis
+
+    options: dict[int, int] = {}
+    for name, value in (
+        ("TCP_KEEPIDLE", max(1, round(config.lease))),
+        ("TCP_KEEPINTVL", 1),
+        ("TCP_KEEPCNT", 3),
+    ):
+        if hasattr(socket, name):
+            options[getattr(socket, name)] = value
+    return Redis.from_url(
+        _single(config.url),
+        socket_timeout=None,
+        socket_connect_timeout=config.op_timeout,
+        socket_keepalive=True,
+        socket_keepalive_options=options,
+        health_check_interval=0,
+        decode_responses=True,
+    )
 
 
 def shard_channels(client: Any) -> bool:
@@ -158,9 +195,10 @@ class ChannelSubscription:
             if message is not None and message["type"] == confirmed:
                 return
 
-    async def next_message(self, timeout: float) -> str | None:
-        """The data of the next change message, or ``None`` after ``timeout``;
-        `ChannelMoved` when the subscription itself changed."""
+    async def next_message(self, timeout: float | None) -> str | None:
+        """The data of the next change message, or ``None`` after ``timeout`` (``None``:
+        wait on the socket as long as it takes); `ChannelMoved` when the subscription
+        itself changed."""
         message = await self._get(timeout)
         if message is None:
             if self.sharded and not self._pubsub.shard_channels:
@@ -173,7 +211,7 @@ class ChannelSubscription:
             raise ChannelMoved(f"the shard channel saw {kind} (its slot moved?)")
         return None
 
-    async def _get(self, timeout: float) -> dict[str, Any] | None:
+    async def _get(self, timeout: float | None) -> dict[str, Any] | None:
         if self.sharded:
             got = await self._pubsub.get_sharded_message(timeout=timeout)
         else:
