@@ -15,7 +15,7 @@ to the slot's primary only, not to every node of the cluster.
 
 What fails closed: redis-py follows `MOVED` / `ASK` by itself; a command that still
 fails (a primary down, a slot migrating under a script: ``TRYAGAIN``, ``CLUSTERDOWN``)
-makes the read go to the server directly and, if it is the registry tick or the
+makes the read go to the server directly and, if it is the heartbeat or the
 channel, the worker fails closed (drops its local index, loses coverage). A shard
 channel whose slot moves or whose primary fails is ended by the server (an
 ``sunsubscribe``) or by the broken connection: the worker fails closed and subscribes
