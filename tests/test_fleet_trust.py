@@ -336,10 +336,11 @@ async def test_a_listener_that_cannot_fence_its_lost_stream_stops_leading(
 
     "At once" is what the timings tell apart. Its fence gives up when a store command
     times out (op_timeout, 0.4 s; 4 x op_timeout at most). A listener that went on
-    leading would stop only once its renewals had failed for half a lease (4 s): the
-    first renewal after the freeze comes at most a quarter lease (2 s) after the last
-    good one and fails after op_timeout, the next one a quarter lease after that, so
-    never sooner than 2.8 s into the freeze. Nor can a re-listen's acknowledgment fail
+    leading would stop only once its renewals had failed long enough (the code before
+    "no fence, no lead": half a lease, 4 s; its first renewal after the freeze came at
+    most a quarter lease, 2 s, after the last good one and failed after op_timeout, the
+    next a quarter lease after that, so never sooner than 2.8 s into the freeze; now
+    three quarters of a lease). Nor can a re-listen's acknowledgment fail
     to publish and stop it: the server holds acknowledgments until the store thaws. The
     store stays frozen until the listener stopped or 5 x op_timeout (2 s) passed: the
     code before "no fence, no lead" was still leading then."""
