@@ -74,8 +74,6 @@ def connect(config: Fleet) -> Any:
     common: dict[str, Any] = {
         "socket_timeout": config.op_timeout,
         "socket_connect_timeout": config.op_timeout,
-        # A cluster's shard subscription checks its connection this often when quiet.
-        "health_check_interval": config.lease / 2,
         "decode_responses": True,
     }
     url = config.url
@@ -97,11 +95,16 @@ def connect(config: Fleet) -> Any:
             # A failed command is an answer here (the read goes to the server, the
             # worker fails closed); do not hold a read for a long retry schedule.
             retry=Retry(NoBackoff(), 1),
+            # Its shard subscription checks its connection this often when quiet (on
+            # one server the channel has a client of its own: `subscriber`).
+            health_check_interval=config.lease / 2,
             **auth,
             **common,
         )
     from redis.asyncio import Redis
 
+    # No health check: a command on a connection quiet for a while would first cost a
+    # PING round trip (every store command is bounded by `Fleet.op_timeout` anyway).
     return Redis.from_url(_single(url), **common)
 
 
