@@ -4,7 +4,8 @@
 change of what it would hand out (``state``, ``text``, wall time), ``leading`` when
 it holds the listener lease, and, when told on stdin: ``hits``, the cost of a hit;
 ``cpu``, the CPU seconds this process used so far; ``profile``, a cProfile of the
-process so far written to ``$FLEET_WORKER_PROFILE.<pid>`` (when that is set).
+process so far written to ``$FLEET_WORKER_PROFILE.<pid>`` (when that is set);
+``reset``, the profile starts again from now (to profile a window of samples alone).
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ async def main(mcp_url: str, uri: str, valkey: str) -> None:
             async for line in stdin:
                 if line.strip() == "cpu":
                     say(cpu=time.process_time())
+                if line.strip() == "reset" and PROFILE is not None:
+                    PROFILE.disable()
+                    PROFILE.clear()
+                    PROFILE.enable()
                 if line.strip() == "profile" and PROFILE is not None:
                     PROFILE.dump_stats(f"{os.environ['FLEET_WORKER_PROFILE']}.{os.getpid()}")
                     PROFILE.enable()  # dump_stats stops it: a later dump still counts

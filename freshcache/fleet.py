@@ -38,9 +38,10 @@ class Fleet:
     namespace: str = "freshcache"
     """Prefix of every key and channel: one per tenant (with its own ACL user)."""
     lease: float = 2.0
-    """How long the listener's lease lasts unless renewed (renewed every quarter of it;
-    a holder that cannot renew for half of it stops listening). Also how long a worker
-    trusts a store that does not answer at all before it fails closed."""
+    """How long the listener's lease lasts unless renewed (renewed every third of it by
+    the holder's heartbeat; a holder with no renewal landed for three quarters of it
+    stops listening). Also how long a worker trusts a store that does not answer at all
+    before it fails closed."""
     selection_ttl: float = 3.0
     """How long a worker's registered selection counts without a renewal."""
     fill_lock: float = 5.0

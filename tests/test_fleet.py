@@ -187,6 +187,31 @@ async def test_every_worker_hears_of_a_change_the_listener_heard(valkey: Valkey)
         assert server.server_reads - before == 1
 
 
+async def test_a_channel_connection_the_store_closes_fails_closed_without_a_health_check(
+    valkey: Valkey,
+) -> None:
+    """A quiet worker's channel waits on its socket alone (no socket timeout, no PING):
+    a subscription the store closes (``CLIENT KILL TYPE pubsub``) still ends that wait
+    at once, the worker fails closed, subscribes again and hears the next change."""
+    from redis.asyncio import Redis
+
+    server = Counting()
+    server.set(URI, "v1", ttl_ms=60_000)
+    async with workers(server, valkey.url, 2, namespace="killed", lease=4.0) as caches:
+        await eventually(lambda: all(c.status(URI).text == "v1" for c in caches))
+        fleets = [c._fleet for c in caches if c._fleet is not None]
+        admin = Redis.from_url(valkey.url)
+        try:
+            assert await admin.client_kill_filter(_type="pubsub") == 2
+        finally:
+            await admin.aclose()
+        await eventually(lambda: all(f.counters.channel_losses == 1 for f in fleets), 10)
+        await eventually(lambda: all(f.channel.usable for f in fleets), 10)
+        await eventually(lambda: all(c.stream_status == "live" for c in caches), 20)
+        server.set(URI, "v2", notify=True, ttl_ms=60_000)
+        await eventually(lambda: all(c.status(URI).text == "v2" for c in caches), 10)
+
+
 async def test_a_hint_on_one_workers_answer_reaches_every_worker(valkey: Valkey) -> None:
     server = Counting()
     server.set(URI, "v1", ttl_ms=60_000)

@@ -168,13 +168,16 @@ async def test_the_lease_is_held_by_one_holder_and_renewed_only_by_it(redis: Any
     assert await store.take_lease("w1:a", 1000)
     assert not await store.take_lease("w2:b", 1000)
     assert await store.lease_holder() == "w1:a"
-    assert await store.renew_lease("w1:a", 1000)
-    assert not await store.renew_lease("w2:b", 1000)
+    # The heartbeat renews it for its holder only (and says so).
+    assert (await store.beat("w1", frozenset(), 1000, 0, "w1:a", 1000))[:2] == ("w1:a", True)
+    assert (await store.beat("w2", frozenset(), 1000, 0, "w2:b", 1000))[:2] == ("w1:a", False)
     await store.release_lease("w2:b")  # not the holder: nothing happens
     assert await store.lease_holder() == "w1:a"
     await store.release_lease("w1:a")
     assert await store.lease_holder() is None
-    assert not await store.renew_lease("w1:a", 1000)  # a lapsed lease is not revived
+    # A lapsed lease is not revived.
+    assert (await store.beat("w1", frozenset(), 1000, 0, "w1:a", 1000))[:2] == (None, False)
+    assert await store.lease_holder() is None
 
 
 async def test_only_the_announcing_terms_down_clears_the_live_stream(redis: Any) -> None:
@@ -199,21 +202,29 @@ async def test_the_union_counts_only_registered_live_selections(redis: Any) -> N
     assert await store.union(now + 2000) == frozenset()  # w1's registration lapsed
 
 
-async def test_a_registry_tick_registers_and_reads_the_holder_and_union_at_once(
+async def test_a_heartbeat_registers_and_reads_the_holder_and_the_registry_version(
     redis: Any,
 ) -> None:
+    """One script: the version moves only when a worker registers a selection it had
+    not (the listener reads the union again only then), and a registration lapses."""
     store = shared(redis)
     now = 1_000_000
-    assert await store.tick("w1", frozenset({URI}), 1000, now, union=False) == (None, None)
+    holder, renewed, first = await store.beat("w1", frozenset({URI}), 1000, now)
+    assert (holder, renewed) == (None, False)
     assert await store.take_lease("w2:t", 1000)
-    holder, union = await store.tick("w2", frozenset({OTHER}), 1000, now, union=True)
-    assert holder == "w2:t" and union == {URI, OTHER}  # w1's tick registered it
-    # Registered as `register` does: the union sees it, it lapses as it does.
-    assert await store.union(now) == {URI, OTHER}
-    assert await store.tick("w1", frozenset({URI}), 1000, now + 1500, union=True) == (
-        "w2:t",
-        {URI},
-    )
+    holder, renewed, version = await store.beat("w2", frozenset({OTHER}), 1000, now)
+    assert holder == "w2:t" and not renewed and version != first
+    assert await store.union(now) == {URI, OTHER}  # registered as `register` does
+    # The same selections again: the version stays.
+    assert (await store.beat("w1", frozenset({URI}), 1000, now))[2] == version
+    assert (await store.beat("w2", frozenset({OTHER}), 1000, now, "w2:t", 1000))[2] == version
+    # A new selection moves it; so does coming back after a registration lapsed.
+    moved = (await store.beat("w1", frozenset({URI, OTHER}), 1000, now))[2]
+    assert moved != version
+    assert await store.union(now + 1500) == frozenset()  # both lapsed
+    await redis.delete(store.selection_key("w1"))  # as its expiry would
+    assert (await store.beat("w1", frozenset({URI, OTHER}), 1000, now + 1500))[2] != moved
+    assert await store.union(now + 1500) == {URI, OTHER}
 
 
 async def test_namespaces_do_not_see_each_others_entries(redis: Any) -> None:

@@ -332,7 +332,18 @@ async def test_a_listener_that_cannot_fence_its_lost_stream_stops_leading(
     """Issue 36: the listener's stream is lost while the store is frozen (SIGSTOP), so
     its fence and its ``down`` time out. It stops leading at once (no renewal while a
     fence is under way, none after it failed), keeps trying the fence until it lands
-    after the store thaws, and no read after that hands out the old text."""
+    after the store thaws, and no read after that hands out the old text.
+
+    "At once" is what the timings tell apart. Its fence gives up when a store command
+    times out (op_timeout, 0.4 s; 4 x op_timeout at most). A listener that went on
+    leading would stop only once its renewals had failed long enough (the code before
+    "no fence, no lead": half a lease, 4 s; its first renewal after the freeze came at
+    most a quarter lease, 2 s, after the last good one and failed after op_timeout, the
+    next a quarter lease after that, so never sooner than 2.8 s into the freeze; now
+    three quarters of a lease). Nor can a re-listen's acknowledgment fail
+    to publish and stop it: the server holds acknowledgments until the store thaws. The
+    store stays frozen until the listener stopped or 5 x op_timeout (2 s) passed: the
+    code before "no fence, no lead" was still leading then."""
     import os
     import signal
 
@@ -340,7 +351,7 @@ async def test_a_listener_that_cannot_fence_its_lost_stream_stops_leading(
 
     server = Counting()
     server.set(URI, "v1", ttl_ms=60_000)
-    config = Fleet(valkey.url, namespace="fence", lease=4.0, op_timeout=0.15)
+    config = Fleet(valkey.url, namespace="fence", lease=8.0, op_timeout=0.4)
     reads = Reads()
     async with fleet(server, valkey.url, [None, None], config=config) as caches:
         for cache in caches:
@@ -355,15 +366,17 @@ async def test_a_listener_that_cannot_fence_its_lost_stream_stops_leading(
         os.kill(pid, signal.SIGSTOP)
         frozen_at = anyio.current_time()
         try:
+            server.hold_acks()  # a re-listen is not acknowledged while the store is frozen
             server.drop_streams()  # the listener's stream is lost ...
             server.set(URI, "v2", ttl_ms=60_000)  # ... and the change it would carry
-            # Its fence cannot land (4 x op_timeout = 0.6 s): it stops leading while the
-            # store is still frozen, long before its lease (4 s) could lapse.
-            while lease.leading is not None and anyio.current_time() - frozen_at < 3:
+            # Its fence cannot land: it stops leading while the store is still frozen.
+            stop_by = 5 * config.op_timeout
+            while lease.leading is not None and anyio.current_time() - frozen_at < stop_by:
                 await anyio.sleep(0.01)
-            assert lease.leading is None and lease.term == term
+            assert lease.leading is None and lease.term == term, "still leading, unfenced"
         finally:
             os.kill(pid, signal.SIGCONT)
+            server.release_acks()
         try:
             # The fence lands once the store answers: the generation moved.
             async def fenced() -> bool:

@@ -29,18 +29,15 @@ stream would then be replaced, which is work, not idleness)."""
 
 
 def fleet_turns(window: float = 1.0) -> int:
-    """A fleet worker's store rounds are due by its timings, not by any change: a lease
-    renewal every quarter of the lease, a registry tick every third of the shorter of
-    the lease and the selection expiry (one pipeline; the listener, as the idle worker
-    is, reads the selections it names in a second round trip), and the channel's
-    health check every half lease. A window holds at most the rounds whose period fits
-    in it, rounded up; a round trip is a few loop turns (send, wait for the answer,
-    read it: five measured), ten allowed."""
+    """A fleet worker's store rounds are due by its timings, not by any change: one
+    heartbeat (one script: its selection registered, the lease renewed, the holder and
+    the registry's version read) every third of the shorter of the lease and the
+    selection expiry; its channel waits on the socket. A window holds at most the beats
+    whose period fits in it, rounded up; a round trip is a few loop turns (send, wait
+    for the answer, read it: five measured), ten allowed."""
     config = Fleet("redis://127.0.0.1:1/0", **FLEET_TIMINGS)
-    renewals = math.ceil(window / (config.lease / 4))
-    ticks = math.ceil(window / (min(config.lease, config.selection_ttl) / 3))
-    checks = math.ceil(window / (config.lease / 2))
-    return HANDFUL + 10 * (renewals + 2 * ticks + checks)
+    beats = math.ceil(window / (min(config.lease, config.selection_ttl) / 3))
+    return HANDFUL + 10 * beats
 
 
 @pytest.fixture

@@ -68,8 +68,9 @@ class ChangeChannel:
 
     async def _subscribed(self) -> None:
         worker = self.worker
+        blocking = worker.channel_redis
         subscription = ChannelSubscription(
-            worker.redis, worker.shared.channel, sharded=worker.shared.sharded
+            blocking or worker.redis, worker.shared.channel, sharded=worker.shared.sharded
         )
         try:
             with anyio.fail_after(max(1.0, 4 * worker.config.op_timeout)):
@@ -85,13 +86,13 @@ class ChangeChannel:
                 self._failed_closed = False
                 worker.reads.expect_proof(outage=True)
             log.debug("fleet worker %s on the channel at %d", worker.id, self.seq)
-            # Sleep until a message comes (quiet at rest), but no longer than half a
-            # lease: each wait begins with redis-py's health check (a PING once the
-            # connection was quiet for `health_check_interval`), so a half-open
-            # subscription is found and fails closed within about a lease, as a store
-            # that stops answering is. Not ``timeout=None``: redis-py before 8 bounds
-            # that by the socket timeout and reports it as a broken channel.
-            quiet_wait = worker.config.lease / 2
+            # Sleep until a message comes (quiet at rest). On one server the wait is on
+            # the socket alone (`_cluster.subscriber`: a closed or reset connection ends
+            # it at once, TCP keepalive finds a half-open one, the heartbeat a store
+            # that stops answering). On a cluster no longer than half a lease: each wait
+            # begins with redis-py's health check (a PING once the connection was quiet
+            # for `health_check_interval`).
+            quiet_wait = None if blocking is not None else worker.config.lease / 2
             while True:
                 data = await subscription.next_message(quiet_wait)
                 if data is not None:

@@ -15,7 +15,7 @@ to the slot's primary only, not to every node of the cluster.
 
 What fails closed: redis-py follows `MOVED` / `ASK` by itself; a command that still
 fails (a primary down, a slot migrating under a script: ``TRYAGAIN``, ``CLUSTERDOWN``)
-makes the read go to the server directly and, if it is the registry tick or the
+makes the read go to the server directly and, if it is the heartbeat or the
 channel, the worker fails closed (drops its local index, loses coverage). A shard
 channel whose slot moves or whose primary fails is ended by the server (an
 ``sunsubscribe``) or by the broken connection: the worker fails closed and subscribes
@@ -74,8 +74,6 @@ def connect(config: Fleet) -> Any:
     common: dict[str, Any] = {
         "socket_timeout": config.op_timeout,
         "socket_connect_timeout": config.op_timeout,
-        # The channel's subscription checks its connection this often when quiet.
-        "health_check_interval": config.lease / 2,
         "decode_responses": True,
     }
     url = config.url
@@ -97,14 +95,56 @@ def connect(config: Fleet) -> Any:
             # A failed command is an answer here (the read goes to the server, the
             # worker fails closed); do not hold a read for a long retry schedule.
             retry=Retry(NoBackoff(), 1),
+            # Its shard subscription checks its connection this often when quiet (on
+            # one server the channel has a client of its own: `subscriber`).
+            health_check_interval=config.lease / 2,
             **auth,
             **common,
         )
     from redis.asyncio import Redis
 
-    if scheme in SINGLE_SCHEMES:
-        url = SINGLE_SCHEMES[scheme] + url[len(scheme) :]
-    return Redis.from_url(url, **common)
+    # No health check: a command on a connection quiet for a while would first cost a
+    # PING round trip (every store command is bounded by `Fleet.op_timeout` anyway).
+    return Redis.from_url(_single(url), **common)
+
+
+def _single(url: str) -> str:
+    scheme = url.split("://", 1)[0].lower()
+    return SINGLE_SCHEMES[scheme] + url[len(scheme) :] if scheme in SINGLE_SCHEMES else url
+
+
+def subscriber(config: Fleet) -> Any:
+    """On one server, the client of the channel's subscription alone: its reads wait on
+    the socket with no timeout and no health-check ``PING`` (a quiet worker does not
+    wake for it). A connection the store closes or resets ends the wait at once; one
+    left half-open (a peer gone without a word) is found by TCP keepalive, in the
+    kernel, within about a lease and three seconds; a store that stops answering is
+    found by the worker's heartbeat (`FleetWorker`), which fails closed and cancels the
+    wait. ``None`` on a cluster: its shard subscription goes through the cluster client
+    (`ChannelSubscription` waits with a timeout there)."""
+    if is_cluster(config.url):
+        return None
+    import socket
+
+    from redis.asyncio import Redis
+
+    options: dict[int, int] = {}
+    for name, value in (
+        ("TCP_KEEPIDLE", max(1, round(config.lease))),
+        ("TCP_KEEPINTVL", 1),
+        ("TCP_KEEPCNT", 3),
+    ):
+        if hasattr(socket, name):
+            options[getattr(socket, name)] = value
+    return Redis.from_url(
+        _single(config.url),
+        socket_timeout=None,
+        socket_connect_timeout=config.op_timeout,
+        socket_keepalive=True,
+        socket_keepalive_options=options,
+        health_check_interval=0,
+        decode_responses=True,
+    )
 
 
 def shard_channels(client: Any) -> bool:
@@ -158,9 +198,10 @@ class ChannelSubscription:
             if message is not None and message["type"] == confirmed:
                 return
 
-    async def next_message(self, timeout: float) -> str | None:
-        """The data of the next change message, or ``None`` after ``timeout``;
-        `ChannelMoved` when the subscription itself changed."""
+    async def next_message(self, timeout: float | None) -> str | None:
+        """The data of the next change message, or ``None`` after ``timeout`` (``None``:
+        wait on the socket as long as it takes); `ChannelMoved` when the subscription
+        itself changed."""
         message = await self._get(timeout)
         if message is None:
             if self.sharded and not self._pubsub.shard_channels:
@@ -173,7 +214,7 @@ class ChannelSubscription:
             raise ChannelMoved(f"the shard channel saw {kind} (its slot moved?)")
         return None
 
-    async def _get(self, timeout: float) -> dict[str, Any] | None:
+    async def _get(self, timeout: float | None) -> dict[str, Any] | None:
         if self.sharded:
             got = await self._pubsub.get_sharded_message(timeout=timeout)
         else:

@@ -16,12 +16,19 @@ and nothing ``@dangerous`` is needed: the restricted ACL user of docs/fleet.md r
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
+
+
+def register(redis: Redis, source: str, *, sharded: bool = False) -> AsyncScript:
+    """One of the fleet's server-side scripts, named by redis-py (its SHA1) and loaded
+    on first use; on a shard channel its ``PUBLISH`` is ``SPUBLISH``."""
+    return redis.register_script(source.replace("'PUBLISH'", "'SPUBLISH'") if sharded else source)
+
 
 # A new epoch, witnessed: KEYS: epoch; ARGV: the witness found dead ('' when none), the
 # new witness (its `PEEK` already loaded), '1' on a cluster. The epoch is replaced only
@@ -62,15 +69,22 @@ class WitnessedPeek:
         self._source = source
         self._epoch_key = epoch_key
         self._cluster = cluster
-        self._mint = redis.register_script(MINT)
+        self._mint = register(redis, MINT)
         self._witness: str | None = None
         """The epoch's random part this worker's `PEEK` vouches for."""
-        self._sha: tuple[str, str] = ("", "")
+        self._peek: tuple[str, AsyncScript | None] = ("", None)
+        """(witness, its `PEEK`): run with ``EVALSHA`` only, never loaded by redis-py's
+        fallback (``NOSCRIPT`` is the restart's witness)."""
         self._started = False
         """This worker's last `MINT` replaced an epoch: the next answer says so."""
 
-    def source(self, witness: str) -> str:
-        return f"local witness = '{witness}'\n{self._source}"
+    def script(self, witness: str) -> AsyncScript:
+        """The `PEEK` that vouches for ``witness``."""
+        known, script = self._peek
+        if known != witness or script is None:
+            script = register(self.redis, f"local witness = '{witness}'\n{self._source}")
+            self._peek = (witness, script)
+        return script
 
     async def __call__(self, *, keys: list[str], args: list[Any]) -> list[Any]:
         for _ in range(4):
@@ -81,10 +95,9 @@ class WitnessedPeek:
                     await self._new_epoch("")
                     continue
                 witness = self._witness = _witness_of(str(current))
-            if self._sha[0] != witness:
-                self._sha = (witness, hashlib.sha1(self.source(witness).encode()).hexdigest())
+            sha = self.script(witness).sha
             try:
-                out = list(await self.redis.evalsha(self._sha[1], len(keys), *keys, *args))
+                out = list(await self.redis.evalsha(sha, len(keys), *keys, *args))
             except NoScriptError:
                 await self._new_epoch(witness)  # the store lost it: it restarted
                 continue
@@ -105,7 +118,7 @@ class WitnessedPeek:
         """Start an epoch in place of ``dead`` (or adopt another worker's new one): its
         `PEEK` is loaded first, so no worker ever finds it unwitnessed."""
         witness = secrets.token_hex(8)
-        await self.redis.script_load(self.source(witness))
+        await self.redis.script_load(self.script(witness).script)
         epoch, started = await self._mint(
             keys=[self._epoch_key], args=[dead, witness, "1" if self._cluster else ""]
         )
@@ -113,4 +126,4 @@ class WitnessedPeek:
         self._started = self._started or bool(int(started))
 
 
-__all__ = ["MINT", "WitnessedPeek"]
+__all__ = ["MINT", "WitnessedPeek", "register"]

@@ -3,15 +3,17 @@
 The lease is a store key (`SET NX PX`) holding ``worker:term``. Its holder opens the
 only ``subscriptions/listen`` stream, for the union of the workers' selections, and
 publishes what it hears (``resources/updated``, and every ``*/list_changed``: the
-catalogs' changes) before its own engine takes it in. The lease is renewed every
-quarter of `Fleet.lease`, by a loop that does nothing else (a slow registry tick or a
-busy read path cannot delay it).
+catalogs' changes) before its own engine takes it in. The lease is renewed by the
+worker's heartbeat (`FleetWorker`: one script, every third of `Fleet.lease`, that also
+registers the worker's selection); a holder whose renewal has not landed for three
+quarters of the lease, counted from when that renewal was sent, stops leading a quarter
+lease before the store can let it lapse.
 
 A lease can lapse while its holder is alive (an event loop starved of CPU for longer
 than the lease, a store that was unreachable): another worker may then hold it and a
 stream of its own. That is harmless for the promise, since two listeners only ever
 publish *more* invalidations; and the old holder learns of it at its next renewal
-(`RENEW` answers 0) and ends its stream, which its followers see as a lost stream
+(`BEAT` says it renewed nothing) and ends its stream, which its followers see as a lost stream
 (fail closed, re-listen, re-read). A holder that cannot reach the store stops
 listening before the lease can have lapsed, so it never believes it leads when the
 store says otherwise for long.
@@ -48,6 +50,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("freshcache.fleet")
 
+STOP_AFTER = 0.75
+"""A holder stops leading when no renewal sent in the last three quarters of a lease
+landed (renewals are due every third: two chances, and a quarter lease of margin)."""
+
 
 class ListenerLease:
     """This worker's side of the listener lease, and the stream it holds while leading."""
@@ -68,7 +74,9 @@ class ListenerLease:
         """Events our stream heard that our engine has not taken in yet (published
         first): a fleet is quiet only when this is 0."""
         self._scopes: set[anyio.CancelScope] = set()
-        self._renewed_at = 0.0
+        self.renew_by = 0.0
+        """While leading: when this worker stops leading unless a renewal lands first
+        (`STOP_AFTER` of a lease after the last one that landed was sent)."""
         self.unfenced = False
         """A stream of ours was lost and its fence has not landed: the lease is not
         renewed meanwhile, and if the fence fails we stop leading (no fence, no lead)."""
@@ -85,10 +93,11 @@ class ListenerLease:
             return True
         term = secrets.token_hex(6)
         holder = f"{self.worker.id}:{term}"
+        sent = anyio.current_time()
         if not await self.worker.shared.take_lease(holder, self.px):
             return False
         self.leading, self.term = holder, term
-        self._renewed_at = anyio.current_time()
+        self.renew_by = sent + STOP_AFTER * self.worker.config.lease
         self._covered = set()
         self._catalogs = frozenset()
         log.info("fleet worker %s holds the listener lease", self.worker.id)
@@ -104,35 +113,28 @@ class ListenerLease:
         mine = holder is not None and holder == self.leading
         self.worker.telemetry.lease_changed(holder, mine)
 
-    async def renew_loop(self) -> None:
-        """Renew every quarter of the lease while leading; stop leading when we cannot."""
-        config = self.worker.config
-        period = config.lease / 4.0
-        while True:
-            await anyio.sleep(period)
-            holder = self.leading
-            if holder is None or self.unfenced:
-                continue  # not leading, or a lost stream not fenced yet: no renewal
-            try:
-                with anyio.fail_after(max(period, config.op_timeout)):
-                    renewed = await self.worker.shared.renew_lease(holder, self.px)
-            except anyio.get_cancelled_exc_class():
-                raise
-            except Exception as exc:
-                log.debug("fleet lease renewal failed: %r", exc)
-                # Give up before the store can have let the lease lapse (it counts from
-                # the last renewal it saw): never believe we lead when we may not.
-                if anyio.current_time() - self._renewed_at > config.lease / 2:
-                    self.stop("could not renew the listener lease")
-                continue
-            if self.leading != holder:
-                continue  # stopped meanwhile
-            if renewed:
-                self._renewed_at = anyio.current_time()
-                self.worker.store_answered()
-            else:
-                # It lapsed (we were starved or cut off) and may be someone else's.
-                self.stop("the listener lease lapsed")
+    def renewable(self) -> str | None:
+        """Our lease value, to renew in the next heartbeat; ``None`` when we do not lead,
+        or a lost stream of ours is not fenced yet (no fence, no lead: no renewal)."""
+        return None if self.unfenced else self.leading
+
+    def renewal_answered(self, holder: str, renewed: bool, sent: float) -> None:
+        """The heartbeat sent at ``sent`` renewed ``holder``'s lease, or found it gone."""
+        if self.leading != holder:
+            return  # stopped meanwhile
+        if renewed:
+            self.renew_by = sent + STOP_AFTER * self.worker.config.lease
+        else:
+            # It lapsed (we were starved or cut off) and may be someone else's.
+            self.stop("the listener lease lapsed")
+
+    def overdue(self) -> bool:
+        """No renewal landed in time: stop leading before the store can have let the
+        lease lapse (it counts from the last renewal it saw): never believe we lead
+        when we may not."""
+        if self.leading is not None and anyio.current_time() >= self.renew_by:
+            self.stop("could not renew the listener lease")
+        return self.leading is None
 
     def stop(self, reason: str) -> None:
         """Stop leading: end our stream (its followers fail closed and re-listen)."""

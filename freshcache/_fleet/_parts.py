@@ -144,6 +144,9 @@ class ChannelWorker(_Worker, Protocol):
     def redis(self) -> Redis: ...
 
     @property
+    def channel_redis(self) -> Redis | None: ...
+
+    @property
     def counters(self) -> FleetCounters: ...
 
     @property

@@ -14,7 +14,8 @@ worker's command can fall between its steps (Valkey runs a script atomically):
   channel's next sequence number (a gap in them tells a worker it missed something);
   a list's change (``tools``, ``prompts``, ``resources``: a ``*/list_changed`` the
   listener heard) goes through the same script under the list's own keys;
-- `ANNOUNCE` / `RENEW`: the listener's coverage and its lease.
+- `ANNOUNCE`: the listener's coverage;
+- `BEAT`: a worker's heartbeat: its selection, and the lease's renewal by its holder.
 
 The *epoch* is a random value witnessed by the store's script cache (`_epoch`): a
 store that restarted, with its data (RDB, AOF) or without, starts a new one at the
@@ -42,7 +43,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from .._core import Partition, ReadReply, ResourceContents
-from ._epoch import WitnessedPeek
+from ._epoch import WitnessedPeek, register
 
 PEEK = """
 -- `witness` (set above this line) is the epoch this copy of the script vouches for
@@ -167,11 +168,24 @@ redis.call('PUBLISH', ARGV[1], cjson.encode({s = s, k = ARGV[3], o = ARGV[2], p 
 return s
 """
 
-RENEW = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-return 1
+# KEYS: lease, live, the worker's selection, the live workers, the registry's version;
+# ARGV: the lease holder to renew ('' renews nothing), lease expiry (ms), the selection
+# (JSON), its expiry (ms), now (ms), the worker.
+BEAT = """
+local renewed = 0
+if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  renewed = 1
+end
+if redis.call('GET', KEYS[3]) ~= ARGV[3] then
+  redis.call('INCR', KEYS[5])
+  redis.call('PEXPIRE', KEYS[5], 86400000)
+end
+redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[4])
+redis.call('ZADD', KEYS[4], tonumber(ARGV[5]) + tonumber(ARGV[4]), ARGV[6])
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[5])
+return {redis.call('GET', KEYS[1]) or '', renewed, redis.call('GET', KEYS[5]) or '0'}
 """
 
 RELEASE = """
@@ -248,42 +262,48 @@ class Peeked:
 
 class Registry:
     """The workers' registry, `SharedStore`'s base: each worker's selection (with an
-    expiry) and the set of live workers, their union, and the registry tick."""
+    expiry) and the set of live workers, their union, and the heartbeat."""
 
     redis: Redis
     prefix: str
     workers_key: str
     lease_key: str
+    live_key: str
+    registry_key: str
+    _beat: Any
 
     def selection_key(self, worker: str) -> str:
         return f"{self.prefix}:sel:{worker}"
 
     async def register(self, worker: str, uris: frozenset[str], px: int, now_ms: int) -> None:
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(self.selection_key(worker), json.dumps(sorted(uris)), px=px)
-            pipe.zadd(self.workers_key, {worker: now_ms + px})
-            pipe.zremrangebyscore(self.workers_key, "-inf", now_ms)
-            await pipe.execute()
+        """Register ``worker``'s selection (a `beat` that renews nothing)."""
+        await self.beat(worker, uris, px, now_ms)
 
-    async def tick(
-        self, worker: str, uris: frozenset[str], px: int, now_ms: int, *, union: bool
-    ) -> tuple[str | None, frozenset[str] | None]:
-        """A worker's registry tick in one round trip (two with ``union``): `register`,
-        the lease holder (`lease_holder`) and, for a listener, the live workers for the
-        `union` of their selections. At rest every round trip is a few wake-ups of the
-        worker's event loop: one pipeline instead of two to four commands."""
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(self.selection_key(worker), json.dumps(sorted(uris)), px=px)
-            pipe.zadd(self.workers_key, {worker: now_ms + px})
-            pipe.zremrangebyscore(self.workers_key, "-inf", now_ms)
-            pipe.get(self.lease_key)
-            if union:
-                pipe.zrangebyscore(self.workers_key, now_ms, "+inf")
-            answers = await pipe.execute()
-        holder = None if answers[3] is None else str(answers[3])
-        if not union:
-            return holder, None
-        return holder, await self._selections(answers[4])
+    async def beat(
+        self,
+        worker: str,
+        uris: frozenset[str],
+        px: int,
+        now_ms: int,
+        renew: str = "",
+        lease_px: int = 0,
+    ) -> tuple[str | None, bool, str]:
+        """A worker's heartbeat in one script (`BEAT`): register its selection, renew
+        the lease if ``renew`` holds it, and read the lease holder and the registry's
+        version (it moves when a worker registers a selection it had not). A quiet
+        worker's only store round trip: the listener reads the union of the selections
+        again only when the version moved."""
+        holder, renewed, version = await self._beat(
+            keys=[
+                self.lease_key,
+                self.live_key,
+                self.selection_key(worker),
+                self.workers_key,
+                self.registry_key,
+            ],
+            args=[renew, lease_px, json.dumps(sorted(uris)), px, now_ms, worker],
+        )
+        return (str(holder) or None), bool(int(renewed)), str(version)
 
     async def unregister(self, worker: str) -> None:
         async with self.redis.pipeline(transaction=True) as pipe:
@@ -340,19 +360,15 @@ class SharedStore(Registry):
         self.lease_key = f"{self.prefix}:lease"
         self.live_key = f"{self.prefix}:live"
         self.workers_key = f"{self.prefix}:workers"
-        publish = "'SPUBLISH'" if sharded else "'PUBLISH'"
-
-        def script(source: str) -> Any:
-            return redis.register_script(source.replace("'PUBLISH'", publish))
-
+        self.registry_key = f"{self.prefix}:registry"
         self._peek = WitnessedPeek(redis, PEEK, self.epoch_key, cluster=cluster)
-        self._fill = script(FILL)
-        self._invalidate = script(INVALIDATE)
-        self._announce = script(ANNOUNCE)
-        self._renew = script(RENEW)
-        self._release = script(RELEASE)
-        self._deny = script(DENY)
-        self._lost = script(LOST)
+        self._fill = register(redis, FILL, sharded=sharded)
+        self._invalidate = register(redis, INVALIDATE, sharded=sharded)
+        self._announce = register(redis, ANNOUNCE, sharded=sharded)
+        self._release = register(redis, RELEASE, sharded=sharded)
+        self._deny = register(redis, DENY, sharded=sharded)
+        self._lost = register(redis, LOST, sharded=sharded)
+        self._beat = register(redis, BEAT)
 
     # ------------------------------------------------------------------ keys
 
@@ -667,9 +683,6 @@ class SharedStore(Registry):
 
     async def take_lease(self, holder: str, px: int) -> bool:
         return bool(await self.redis.set(self.lease_key, holder, nx=True, px=px))
-
-    async def renew_lease(self, holder: str, px: int) -> bool:
-        return bool(await self._renew(keys=[self.lease_key, self.live_key], args=[holder, px]))
 
     async def release_lease(self, holder: str) -> None:
         await self._release(keys=[self.lease_key], args=[holder])

@@ -15,8 +15,11 @@ flights and the stream driver stay as they are. It is made of parts with one job
 - `HintOutbox` (`_outbox`): hints heard on this worker's own answers, published;
 - `FleetTelemetry` (`_telemetry`): metrics and span events.
 
-The worker itself registers its selection, watches the lease holder and the store's
-health (a registry tick), and says goodbye on close. The hit path never sees any of
+The worker itself beats: one script every third of the lease (or of the selection's
+expiry, if shorter) registers its selection, renews the lease while it leads, and
+reads the lease holder and the registry's version; a quiet worker does nothing else
+(its channel waits on the socket, no polling). It watches the store's health by those
+beats, and says goodbye on close. The hit path never sees any of
 this: each worker's engine keeps its own index, and channel messages drop rows from it.
 """
 
@@ -54,7 +57,7 @@ from .._sources._source import Source, SourceWrapper
 from ..fleet import Fleet
 from ._catalogs import SharedCatalogs
 from ._channel import ChangeChannel
-from ._cluster import connect, is_cluster, shard_channels
+from ._cluster import connect, is_cluster, shard_channels, subscriber
 from ._follow import FollowerStreams
 from ._lease import ListenerLease
 from ._outbox import HintOutbox
@@ -75,6 +78,8 @@ class FleetWorker:
         self.config = config
         self.id = secrets.token_hex(6)
         self.redis: Redis = connect(config)
+        self.channel_redis: Redis | None = subscriber(config)
+        """The channel subscription's own client (one server), else ``None``."""
         self.cluster = is_cluster(config.url)
         self.shared = SharedStore(
             self.redis,
@@ -98,6 +103,8 @@ class FleetWorker:
         self.outbox = HintOutbox(self)
         self._ready = anyio.Event()
         self._answered_at = -float("inf")
+        self._union_seen: str | None = None
+        """The registry version whose union of selections our stream was checked against."""
         self._next_stream = 0
 
     @property
@@ -161,8 +168,7 @@ class FleetWorker:
                 self.tg = tg
                 self._ready.set()
                 tg.start_soon(self.channel.run)
-                tg.start_soon(self.lease.renew_loop)
-                tg.start_soon(self._registry_loop)
+                tg.start_soon(self._heartbeat)
                 tg.start_soon(self.outbox.run)
         finally:
             self.outbox.close()
@@ -174,6 +180,8 @@ class FleetWorker:
                     log.debug("fleet worker %s could not say goodbye: %r", self.id, exc)
             with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
                 await self.redis.aclose()
+                if self.channel_redis is not None:
+                    await self.channel_redis.aclose()
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -188,52 +196,71 @@ class FleetWorker:
         """A store command succeeded: the store was reachable just now."""
         self._answered_at = anyio.current_time()
 
-    # ------------------------------------------------------------------ the registry tick
+    # ------------------------------------------------------------------ the heartbeat
 
-    async def _registry_loop(self) -> None:
-        """Register our selection, watch the lease holder, grow the listener's union.
+    async def _heartbeat(self) -> None:
+        """Register our selection, renew the lease while we lead, watch the lease holder,
+        grow the listener's union: one `SharedStore.beat` every third of the lease (or
+        of the selection's expiry, if shorter).
 
         A store that refuses or drops connections is down: fail closed at once. One
         that is merely slow (a starved machine) is given until a lease has passed
-        without any answer, as the listener's lease would have lapsed by then too."""
-        config = self.config
+        without any answer, as the listener's lease would have lapsed by then too. A
+        renewal that failed is tried again sooner, while the lease still has time."""
+        config, lease = self.config, self.lease
         period = min(config.lease, config.selection_ttl) / 3.0
         while True:
+            delay = period
+            lease.overdue()
+            renew = lease.renewable()
+            bound = max(period, 3 * config.op_timeout)
+            if renew is not None:
+                bound = min(bound, lease.renew_by - anyio.current_time())
             try:
-                with anyio.fail_after(max(period, 3 * config.op_timeout)):
-                    await self._tick()
+                with anyio.fail_after(bound):
+                    await self._beat(renew)
                 self.store_answered()
             except anyio.get_cancelled_exc_class():
                 raise
             except Exception as exc:
-                log.debug("fleet tick failed: %r", exc)
+                log.debug("fleet heartbeat failed: %r", exc)
                 down = isinstance(exc, (RedisConnectionError, ConnectionError))
                 silent_for = anyio.current_time() - self._answered_at
                 if self.channel.usable and (down or silent_for > config.lease):
                     self.channel.fail_closed(f"the store did not answer: {exc!r}")
-            await anyio.sleep(period)
+                if not lease.overdue() and renew is not None:
+                    left = lease.renew_by - anyio.current_time()
+                    delay = min(period, max(0.05, left / 2))
+            await anyio.sleep(delay)
 
-    async def _tick(self) -> None:
+    async def _beat(self, renew: str | None) -> None:
         px = int(self.config.selection_ttl * 1000)
         now_ms = int(time.time() * 1000)
-        bound = self.bound
-        # Only once live: a stream still opening already asked for the union it saw.
-        live = bool(
-            self.lease.leading is not None and bound is not None and self.lease.leading_uris
+        sent = anyio.current_time()
+        lease = self.lease
+        holder, renewed, version = await self.shared.beat(
+            self.id, self._selection(), px, now_ms, renew or "", lease.px
         )
-        holder, others = await self.shared.tick(self.id, self._selection(), px, now_ms, union=live)
-        self.lease.saw_holder(holder)
+        if renew is not None:
+            lease.renewal_answered(renew, renewed, sent)
+        lease.saw_holder(holder)
         self.followers.notify("tick", holder)
-        # Checked again after the round trip, as before the pipeline: the lease may have
-        # moved and come back meanwhile, and a stream still opening asks for itself.
+        # Only once live (a stream still opening already asked for the union it saw),
+        # and only when a worker registered a selection it had not since we looked.
+        bound = self.bound
         if (
-            others is not None
-            and bound is not None
-            and self.lease.leading is not None
-            and self.lease.leading_uris
+            bound is None
+            or lease.leading is None
+            or not lease.leading_uris
+            or version == self._union_seen
         ):
+            return
+        others = await self.shared.union(now_ms)
+        # Checked again after the round trip: the lease may have moved meanwhile.
+        if lease.leading is not None and lease.leading_uris:
+            self._union_seen = version
             union = others | self._selection()
-            if not union <= self.lease.leading_uris:
+            if not union <= lease.leading_uris:
                 bound.want_stream(union)
 
     def _selection(self) -> frozenset[str]:
