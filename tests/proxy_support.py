@@ -44,7 +44,11 @@ class Host:
         """``updated URI`` and ``tools``/``prompts``/``resources`` (a list changed)."""
 
     async def on_message(self, message: Any) -> None:
-        """The 2025 session's notifications (`mcp.Client`'s ``message_handler``)."""
+        """The 2025 session's notifications (`mcp.Client`'s ``message_handler``). A
+        2026-07-28 client hands this handler its listen streams' notifications too:
+        those are recorded once, from the stream (`heard_event`)."""
+        if self.revision != "2025-11-25":
+            return
         message = getattr(message, "root", message)
         method = getattr(message, "method", "")
         if method == "notifications/resources/updated":

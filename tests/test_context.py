@@ -97,7 +97,7 @@ async def test_changes_report_old_and_new_state_and_version_of_a_change():
             back = await next_change(changes)
         second = cache.status(A)
     assert went == StateChange(
-        A, "fresh", first.version, "awaiting_fresh_source", None, "invalidated"
+        A, "fresh", first.version, "awaiting_fresh_source", None, "invalidated", "resources/updated"
     )
     assert back == StateChange(A, "awaiting_fresh_source", None, "fresh", second.version, None)
     assert second.text == "approval v2" and second.version != first.version

@@ -388,8 +388,8 @@ class FreshCache(CatalogMethods, ToolCalls):
             match decision:
                 case ReadResource(uri=uri, partition=partition, cause=cause):
                     self._flights.schedule(uri, partition, cause)
-                case Relist(kind=kind):
-                    self._lister.relist(kind)
+                case Relist(kind=kind, cause=cause):
+                    self._lister.relist(kind, cause)
                 case Relisten(resource_uris=uris):
                     # Losses were already reported by the stream that saw them; a new
                     # selection may need a new stream. The supervisor decides.
@@ -415,7 +415,7 @@ class FreshCache(CatalogMethods, ToolCalls):
         if self.telemetry.live():  # (else the clock is not read either)
             self.telemetry.invalidated(event, self._clock())
         if self._changes.active:
-            self._changes.invalidated(event.uri)
+            self._changes.invalidated(event.uri, event.cause)
         if self._fleet is not None:  # fleet hook: hints heard here go to every worker
             self._fleet.heard_locally(event)
 
