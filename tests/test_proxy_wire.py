@@ -72,8 +72,9 @@ async def test_an_upstream_acknowledgment_is_not_told_to_hosts_as_a_change(
             reads = server.reads
             server.release_acks()
             await until(lambda: server.reads > reads, scaled(20))  # the ack's re-read
+            mark = h.mark()
             server.set(U, "v2", notify=True)
-            await h.heard_of(f"updated {U}")
+            await h.heard_of(f"updated {U}", since=mark)
             assert (await h.client.read_resource(U)).contents[0].text == "v2"
             assert [item for item in h.heard if item.startswith("updated")] == [f"updated {U}"]
             tg.cancel_scope.cancel()
@@ -155,7 +156,8 @@ async def test_a_host_with_its_own_credentials_hears_the_tool_list_change(
                 carol = Host(client, "2026-07-28")
                 assert [t.name for t in (await client.list_tools()).tools] == ["search"]
                 await carol.subscribe(tg, U)
+                mark = carol.mark()
                 server.set_catalog("tools", [{"name": "lookup", "inputSchema": {"type": "object"}}])
-                await carol.heard_of("tools")
+                await carol.heard_of("tools", since=mark)
                 assert [t.name for t in (await client.list_tools()).tools] == ["lookup"]
                 tg.cancel_scope.cancel()

@@ -445,6 +445,13 @@ class FreshCache(CatalogMethods, ToolCalls):
         return len(self._flights)
 
     @property
+    def queued_reads(self) -> int:
+        """Background re-reads decided (a notification, an acknowledgment) and not sent
+        yet: behind `max_concurrent_reads`, or until a re-reader's next turn. Nothing
+        more is read until something happens only when this and `pending_reads` are 0."""
+        return self._flights.queued
+
+    @property
     def max_concurrent_reads(self) -> int:
         """Cap on background re-reads in flight at once (the caller's reads go first)."""
         return self._flights.max_background
