@@ -28,7 +28,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import FIXTURES, SdkServer, free_port, stop_process
-from tests.polling import scaled, until
+from tests.polling import scaled
 from tests.proxy_support import host, replace_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]
@@ -108,22 +108,22 @@ async def test_an_outage_the_host_never_saw_is_told(
             await h.subscribe(tg, U)
             await h.client.read_resource(U)
 
-            told = len(h.heard)
+            mark = h.mark()
             stop_process(upstream.process)  # the host does not look: it is told
-            await until(lambda: f"updated {U}" in h.heard[told:], scaled(30))
+            await h.heard_of(f"updated {U}", since=mark)
             with pytest.raises(MCPError) as refused:
                 await h.client.read_resource(U)
             assert refused.value.error.data["state"] == "awaiting_fresh_source"
             assert "v1" not in json.dumps(refused.value.error.data)
 
-            told = len(h.heard)
+            mark = h.mark()
             seed = {
                 "resources": {
                     U: "Shipping approval v2, changed while the proxy's upstream was down"
                 }
             }
             upstream = _start_upstream(port, seed, tmp_path)
-            await until(lambda: f"updated {U}" in h.heard[told:], scaled(30))
+            await h.heard_of(f"updated {U}", since=mark)
             after = await h.client.read_resource(U)
             assert after.contents[0].text == seed["resources"][U]
             tg.cancel_scope.cancel()

@@ -71,7 +71,8 @@ async def test_an_upstream_acknowledgment_is_not_told_to_hosts_as_a_change(
             await until(lambda: server.subscribers, scaled(20))  # the proxy's listen
             reads = server.reads
             server.release_acks()
-            await until(lambda: server.reads > reads, scaled(20))  # the ack's re-read
+            await until(lambda: server.reads > reads, scaled(20))  # the ack's re-read ...
+            assert (await h.client.read_resource(U)).contents[0].text == "v1"  # ... landed
             mark = h.mark()
             server.set(U, "v2", notify=True)
             await h.heard_of(f"updated {U}", since=mark)
