@@ -27,7 +27,7 @@ import anyio
 from freshcache import FreshCache, HttpSource, LoaderSource, McpClientSource, StdioSource
 from freshcache.acceptance._serve import SEED
 from freshcache.fleet import Fleet
-from tests.polling import until
+from tests.polling import reads_done, until
 from tests.serve_support import cli, start_serve
 from tests.valkey_support import Valkey
 
@@ -143,7 +143,7 @@ async def settle(cache: FreshCache, timeout: float = 60.0) -> None:
     def at_rest() -> bool:
         return (
             cache.stream_status == "live"
-            and cache.pending_reads == 0
+            and reads_done(cache)
             and all(cache.status(uri).state == "fresh" for uri in URIS)
         )
 

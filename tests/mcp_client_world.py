@@ -328,12 +328,14 @@ class McpClientWorld(World):
         snapshot = (
             cache.stream_status,
             cache.pending_reads,
+            cache.queued_reads,
             counters.server_reads,
             counters.notifications,
             counters.acknowledgments,
             counters.stream_losses,
         )
-        busy = cache.relisting or (cache.pending_reads > 0 and not self.holding)
+        due = cache.pending_reads + cache.queued_reads
+        busy = cache.relisting or (due > 0 and not self.holding)
         reconnecting = (
             not self.down
             and bool(cache.selected)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from typing import Any
 
 from freshcache.acceptance._settle import wait_for
 
@@ -25,6 +26,13 @@ def scaled(seconds: float) -> float:
     except OSError:  # no load average on this platform
         per_core = 1.0
     return seconds * max(1.0, per_core)
+
+
+def reads_done(cache: Any) -> bool:
+    """No server read under way, and none decided and still queued (a notification's
+    re-read waits for a re-reader's turn: `FreshCache.queued_reads`). Waiting on
+    ``pending_reads`` alone returns in that turn, before the read it meant to wait for."""
+    return bool(cache.pending_reads + cache.queued_reads == 0)
 
 
 async def until(condition: Callable[[], object], timeout: float = DEADLINE) -> None:

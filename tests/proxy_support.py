@@ -44,7 +44,11 @@ class Host:
         """``updated URI`` and ``tools``/``prompts``/``resources`` (a list changed)."""
 
     async def on_message(self, message: Any) -> None:
-        """The 2025 session's notifications (`mcp.Client`'s ``message_handler``)."""
+        """The 2025 session's notifications (`mcp.Client`'s ``message_handler``). A
+        2026-07-28 client hands this handler its listen streams' notifications too:
+        those are recorded once, from the stream (`heard_event`)."""
+        if self.revision != "2025-11-25":
+            return
         message = getattr(message, "root", message)
         method = getattr(message, "method", "")
         if method == "notifications/resources/updated":
@@ -86,8 +90,14 @@ class Host:
         with anyio.fail_after(scaled(20)):
             await acknowledged.wait()
 
-    async def heard_of(self, item: str) -> None:
-        await until(lambda: item in self.heard, scaled(30))
+    def mark(self) -> int:
+        """Where the notifications heard from now on start (`heard_of`'s ``since``)."""
+        return len(self.heard)
+
+    async def heard_of(self, item: str, since: int = 0) -> None:
+        """Wait until ``item`` was heard at or after ``since`` (a `mark` taken before the
+        step that must cause it: a notification an earlier event caused does not count)."""
+        await until(lambda: item in self.heard[since:], scaled(30))
 
 
 @asynccontextmanager
@@ -127,6 +137,16 @@ async def host(
         async with Client(url, **options) as client:
             holder.append(Host(client, revision))
             yield holder[0]
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Change a served file at once, as an editor saving it does: a look at the folder
+    (``freshcache serve --poll``) sees the old text or the new, never the file
+    truncated and half written (``write_text`` opens it empty first: a look then would
+    serve, and notify, an empty page)."""
+    staged = path.with_name(f".{path.name}.new")  # a dot file: never served
+    staged.write_text(text)
+    staged.replace(path)
 
 
 class running_proxy:

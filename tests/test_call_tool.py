@@ -17,7 +17,7 @@ from freshcache._protocol._tools import ToolReply, refused_as_unknown
 from freshcache.acceptance import InMemorySource, ReferenceServer, _protocol
 from freshcache.acceptance._http_server import ReferenceHttpServer
 from freshcache.sync import SyncFreshCache
-from tests.polling import until
+from tests.polling import reads_done, until
 
 pytestmark = pytest.mark.anyio
 
@@ -43,7 +43,7 @@ async def cache_on(server: ReferenceServer) -> AsyncIterator[FreshCache]:
         FreshCache(HttpSource(http.url), select=[U], read_timeout=5.0) as cache,
     ):
         await until(lambda: cache.stream_status == "live")  # its ack re-lists what it covers
-        await until(lambda: cache.pending_reads == 0)
+        await until(lambda: reads_done(cache))
         yield cache
 
 

@@ -97,10 +97,41 @@ async def test_changes_report_old_and_new_state_and_version_of_a_change():
             back = await next_change(changes)
         second = cache.status(A)
     assert went == StateChange(
-        A, "fresh", first.version, "awaiting_fresh_source", None, "invalidated"
+        A, "fresh", first.version, "awaiting_fresh_source", None, "invalidated", "resources/updated"
     )
     assert back == StateChange(A, "awaiting_fresh_source", None, "fresh", second.version, None)
     assert second.text == "approval v2" and second.version != first.version
+
+
+async def test_a_change_heard_during_an_acknowledgments_reread_is_reported():
+    """The ack re-proves a copy read before it (a `reproof`: nothing heard to change);
+    a change heard while that re-read is under way is news, reported at once, not
+    folded into the re-proof until the re-read lands."""
+    server = reference()
+    server.hold_acks()
+    async with FreshCache(InMemorySource(server), select=[A]) as cache:
+        async with cache.changes() as changes:
+            first = await cache.read(A)  # read while no stream covers A
+            assert (await next_change(changes)).new_state == "fresh"
+            server.hold_reads()
+            server.release_acks()
+            proving = await next_change(changes)
+            assert (proving.new_state, proving.cause, proving.reproof) == (
+                "awaiting_fresh_source",
+                "acknowledged",
+                True,
+            )
+            assert proving.old_version == first.version
+            await until(lambda: server.reads_in_flight == 1)  # the ack's re-read
+            server.set(A, "approval v2", notify=True)
+            heard = await next_change(changes)
+            assert (heard.old_state, heard.new_state) == ("awaiting_fresh_source",) * 2
+            assert (heard.cause, heard.reproof) == ("resources/updated", False)
+            server.set(A, "approval v3", notify=True)  # a burst is one report
+            server.release_reads()
+            back = await next_change(changes)
+        assert (back.new_state, back.cause) == ("fresh", None)
+        assert cache.status(A).text == "approval v3"
 
 
 async def test_a_slow_consumer_gets_one_dropped_marker_then_newer_changes():

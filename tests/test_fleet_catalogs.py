@@ -18,6 +18,7 @@ import pytest
 from freshcache import FRESH, Catalog, FreshCache, Policy
 from freshcache.acceptance import ReferenceServer
 from freshcache.acceptance._steps import catalog_items
+from tests.polling import reads_done
 from tests.polling import until as eventually
 from tests.test_fleet import URI, leader, workers
 from tests.valkey_support import Valkey
@@ -265,7 +266,7 @@ async def test_a_relisten_for_a_selection_change_does_not_fence_every_catalog(
         (follower,) = followers(caches)
         follower.select([URI, "doc://b"])  # the union grows: the listener listens again
         await eventually(lambda: all(c.engine.coverage.covers("doc://b") for c in caches))
-        await eventually(lambda: all(c.pending_reads == 0 for c in caches))
+        await eventually(lambda: all(reads_done(c) for c in caches))
         assert [c.engine.catalogs.pages["tools"].generation for c in caches] == generations
         for cache in caches:
             for kind in KINDS:

@@ -19,6 +19,7 @@ from freshcache.acceptance import InMemorySource, ReferenceServer
 from freshcache.acceptance._valkey import LocalStore
 from freshcache.fleet import Fleet
 from freshcache.testing import ReferenceCatalogs
+from tests.polling import reads_done
 from tests.polling import until as eventually
 from tests.test_fleet import Counting, fleet_of
 from tests.valkey_support import STORE_KINDS, start_store
@@ -420,7 +421,7 @@ async def test_describe_and_the_metrics_tell_store_hits_from_server_reads(
         async with fleet(server, valkey.url, [None, None, None], **recorder.kwargs()) as caches:
             for cache in caches:
                 await cache.read(URI)
-            await eventually(lambda: all(c.pending_reads == 0 for c in caches))
+            await eventually(lambda: all(reads_done(c) for c in caches))
             for round in range(3):
                 server.set(URI, f"v{round + 2}", notify=True, ttl_ms=60_000)
                 await eventually(
@@ -428,7 +429,7 @@ async def test_describe_and_the_metrics_tell_store_hits_from_server_reads(
                         c.status(URI).text == f"v{r + 2}" for c in caches
                     )
                 )
-            await eventually(lambda: all(c.pending_reads == 0 for c in caches))
+            await eventually(lambda: all(reads_done(c) for c in caches))
             counted = [c.describe()["counters"] for c in caches]
             sent = sum(c["server_reads"] for c in counted)
             assert sent == server.server_reads, (counted, server.server_reads)

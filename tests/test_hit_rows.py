@@ -8,7 +8,7 @@ from freshcache import FreshCache, Policy
 from freshcache._core import ReadResult, ResourceUpdated
 from freshcache.acceptance import InMemorySource, ReferenceServer
 from freshcache.sync import SyncFreshCache
-from tests.polling import until
+from tests.polling import reads_done, until
 
 U = "guide://shipping/approval"
 
@@ -48,7 +48,7 @@ async def test_a_subscription_backed_row_reads_no_clock_and_an_event_removes_it(
     clock = ManualClock()
     policy = Policy(subscription_backed=True)
     async with FreshCache(InMemorySource(server), select=[U], policy=policy, clock=clock) as cache:
-        await until(lambda: cache.status(U).state == "fresh" and not cache.pending_reads)
+        await until(lambda: cache.status(U).state == "fresh" and reads_done(cache))
         assert isinstance(cache.engine.hits[U], ReadResult)  # no time bound in the row
         calls = clock.calls
         for _ in range(3):
@@ -64,7 +64,7 @@ async def test_a_covered_row_with_ttl_keeps_its_time_bound_without_the_opt_in():
     server = ReferenceServer()
     server.set(U, "v1", ttl_ms=60_000)
     async with FreshCache(InMemorySource(server), select=[U]) as cache:
-        await until(lambda: cache.status(U).state == "fresh" and not cache.pending_reads)
+        await until(lambda: cache.status(U).state == "fresh" and reads_done(cache))
         row = cache.engine.hits[U]
         # Not the bare result: a row with a deadline, compared with the clock at each hit.
         assert not isinstance(row, ReadResult)

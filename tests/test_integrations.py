@@ -14,7 +14,7 @@ import pytest
 
 from freshcache import FreshCache, McpClientSource, ResourceWithheldError
 from tests.conftest import SdkServer, start_sdk_server, stop_process
-from tests.polling import until
+from tests.polling import reads_done, until
 
 APPROVAL = "guide://shipping/approval"
 RETURNS = "guide://shipping/returns"
@@ -47,7 +47,7 @@ def server(shared_server: SdkServer) -> SdkServer:
 
 async def live(cache: FreshCache) -> None:
     """Wait (bounded) until the subscription stream is acknowledged and its re-reads landed."""
-    await until(lambda: cache.stream_status == "live" and cache.pending_reads == 0)
+    await until(lambda: cache.stream_status == "live" and reads_done(cache))
 
 
 async def changed_to(cache: FreshCache, uri: str, text: str) -> None:

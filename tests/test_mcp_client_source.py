@@ -54,7 +54,7 @@ from freshcache._sources._mcp_client import failure_from_sdk_error
 from freshcache.acceptance import load_cases, play
 from tests.conftest import FIXTURES, SdkServer, start_sdk_server, stop_process
 from tests.mcp_client_world import McpClientWorld
-from tests.polling import scaled, until
+from tests.polling import reads_done, scaled, until
 from tests.sdk_world import SdkPeer
 
 if sys.version_info >= (3, 11):
@@ -149,12 +149,12 @@ async def test_the_sdk_cache_alone_would_hand_back_the_old_copy(sdk_server: SdkS
             McpClientSource(client), select=[URI], ack_timeout=5.0, backoff=slow
         ) as cache:
             assert (await cache.read(URI)).text == "v1"
-            await until(lambda: cache.stream_status == "live" and cache.pending_reads == 0)
+            await until(lambda: cache.stream_status == "live" and reads_done(cache))
             if change == "after-a-dropped-stream":
                 losses = cache.engine.counters.stream_losses
                 sdk_server.control("drop_listeners")
                 await until(lambda: cache.engine.counters.stream_losses > losses)
-                await until(lambda: cache.pending_reads == 0)  # the re-read the loss caused
+                await until(lambda: reads_done(cache))  # the re-read the loss caused
             reads_before = sdk_server.reads(URI)
             # No stream hears of this change: dropped, or the ack left the URI out.
             sdk_server.control("set", uri=URI, text="v2")

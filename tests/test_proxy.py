@@ -28,8 +28,8 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import FIXTURES, SdkServer, free_port, stop_process
-from tests.polling import scaled, until
-from tests.proxy_support import host
+from tests.polling import scaled
+from tests.proxy_support import host, replace_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]
 U = "guide://shipping/approval"
@@ -50,14 +50,16 @@ async def test_a_host_reads_and_hears_every_change(
         assert first.contents[0].text.startswith("Shipping approval v1")
         await h.subscribe(tg, U)
 
+        mark = h.mark()
         sdk_server.control("set", uri=U, text="Shipping approval v2")
-        await h.heard_of(f"updated {U}")
+        await h.heard_of(f"updated {U}", since=mark)
         again = await h.client.read_resource(U)
         assert again.contents[0].text == "Shipping approval v2"
 
         before = {tool.name for tool in (await h.client.list_tools()).tools}
+        mark = h.mark()
         sdk_server.control("tools", names=["deployed_just_now"])
-        await h.heard_of("tools")
+        await h.heard_of("tools", since=mark)
         after = {tool.name for tool in (await h.client.list_tools()).tools}
         assert after == before | {"deployed_just_now"}
         tg.cancel_scope.cancel()
@@ -106,22 +108,22 @@ async def test_an_outage_the_host_never_saw_is_told(
             await h.subscribe(tg, U)
             await h.client.read_resource(U)
 
-            told = len(h.heard)
+            mark = h.mark()
             stop_process(upstream.process)  # the host does not look: it is told
-            await until(lambda: f"updated {U}" in h.heard[told:], scaled(30))
+            await h.heard_of(f"updated {U}", since=mark)
             with pytest.raises(MCPError) as refused:
                 await h.client.read_resource(U)
             assert refused.value.error.data["state"] == "awaiting_fresh_source"
             assert "v1" not in json.dumps(refused.value.error.data)
 
-            told = len(h.heard)
+            mark = h.mark()
             seed = {
                 "resources": {
                     U: "Shipping approval v2, changed while the proxy's upstream was down"
                 }
             }
             upstream = _start_upstream(port, seed, tmp_path)
-            await until(lambda: f"updated {U}" in h.heard[told:], scaled(30))
+            await h.heard_of(f"updated {U}", since=mark)
             after = await h.client.read_resource(U)
             assert after.contents[0].text == seed["resources"][U]
             tg.cancel_scope.cancel()
@@ -165,10 +167,11 @@ async def test_several_upstreams_prefixed_and_a_call_runs_once(
         assert "may have run" in stalled.content[0].text
         assert calls.read_text().splitlines() == ["tick", "stall"]  # each sent once
 
+        mark = h.mark()
         with pytest.raises(MCPError) as gone:
             await h.client.call_tool("counter__vanished", {})
         assert "counter__tick" in gone.value.error.message
-        await h.heard_of("tools")
+        await h.heard_of("tools", since=mark)
 
         listed = {r.uri for r in (await h.client.list_resources()).resources}
         assert {U, "counter://calls"} <= listed
@@ -211,8 +214,9 @@ async def test_in_front_of_freshcache_serve_over_stdio(tmp_path: Path, revision:
     async with host(upstream, revision, "stdio", tmp_path) as h, anyio.create_task_group() as tg:
         assert (await h.client.read_resource(uri)).contents[0].text == "first"
         await h.subscribe(tg, uri)
-        page.write_text("second")
-        await h.heard_of(f"updated {uri}")
+        mark = h.mark()
+        replace_text(page, "second")
+        await h.heard_of(f"updated {uri}", since=mark)
         assert (await h.client.read_resource(uri)).contents[0].text == "second"
         tg.cancel_scope.cancel()
 
@@ -243,8 +247,9 @@ async def test_two_replicas_on_one_fleet(
         assert "v1" in (await one.client.read_resource(U)).contents[0].text
         assert "v1" in (await two.client.read_resource(U)).contents[0].text
         await one.subscribe(tg, U)
+        mark = one.mark()
         sdk_server.control("set", uri=U, text="Shipping approval v2")
-        await one.heard_of(f"updated {U}")
+        await one.heard_of(f"updated {U}", since=mark)
         assert (await two.client.read_resource(U)).contents[0].text == "Shipping approval v2"
         assert (await one.client.read_resource(U)).contents[0].text == "Shipping approval v2"
         tg.cancel_scope.cancel()

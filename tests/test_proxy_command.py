@@ -182,6 +182,21 @@ def test_a_lost_stream_is_told_only_when_the_reread_differs() -> None:
     assert notices.change("other", "fresh", "v2", None)
 
 
+def test_an_acknowledgment_reread_is_told_only_when_it_differs_or_fails() -> None:
+    """A new stream re-proves a copy read before it (``invalidated``, caused by
+    ``acknowledged``): nothing was heard to change, so, as after a lost stream, the
+    re-read decides (the same version quiet), never the ack itself."""
+    notices = Notices()
+    for key in ("same", "other", "failed"):
+        notices.given(key, "v1")
+        assert not notices.change(key, "awaiting_fresh_source", None, "invalidated", True)
+    assert not notices.change("same", "fresh", "v1", None)
+    assert notices.change("other", "fresh", "v2", None)
+    assert notices.change("failed", "awaiting_fresh_source", None, "timeout")
+    # A change heard is still told at once, whatever preceded it.
+    assert notices.change("same", "awaiting_fresh_source", None, "invalidated", False)
+
+
 def test_a_lost_stream_never_reread_is_told_once_as_unproven() -> None:
     notices = Notices()
     notices.given("u", "v1")

@@ -2,7 +2,8 @@
 so a test sees every request the proxy sent upstream): a host's ``traceparent`` reaches
 the upstream read it caused; each HTTP host's credentials go upstream as its own
 principal, and a denial of one host is not the other's; ``--meta-tools`` lists the
-fresh catalog and calls through it, once."""
+fresh catalog and calls through it, once; the re-read an upstream acknowledgment
+causes is not told to hosts as a change."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
 
 from freshcache.acceptance import ReferenceServer
 from freshcache.acceptance._http_server import ReferenceHttpServer
-from tests.polling import scaled
+from tests.polling import scaled, until
 from tests.proxy_support import host, running_proxy
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]
@@ -48,6 +50,35 @@ async def test_a_hosts_traceparent_reaches_the_upstream_read_it_caused(tmp_path:
         assert result.contents[0].text == "v1"
     sent = [m["params"]["_meta"].get("traceparent", "") for m in _reads(http)]
     assert any(TRACE in traceparent for traceparent in sent), sent
+
+
+@pytest.mark.parametrize("revision", ["2026-07-28", "2025-11-25"])
+async def test_an_upstream_acknowledgment_is_not_told_to_hosts_as_a_change(
+    tmp_path: Path, revision: str
+) -> None:
+    """The host reads (the proxy selects the URI upstream) and subscribes; only then is
+    the proxy's upstream stream acknowledged. The re-read that ack causes (invariant 4)
+    is no change: the host is not told of one (it would read the text it had). The
+    next real change is told, once, and read."""
+    async with upstream() as (server, http):
+        server.hold_acks()
+        async with (
+            host([http.url], revision, "stdio", tmp_path) as h,
+            anyio.create_task_group() as tg,
+        ):
+            assert (await h.client.read_resource(U)).contents[0].text == "v1"
+            await h.subscribe(tg, U)
+            await until(lambda: server.subscribers, scaled(20))  # the proxy's listen
+            reads = server.reads
+            server.release_acks()
+            await until(lambda: server.reads > reads, scaled(20))  # the ack's re-read ...
+            assert (await h.client.read_resource(U)).contents[0].text == "v1"  # ... landed
+            mark = h.mark()
+            server.set(U, "v2", notify=True)
+            await h.heard_of(f"updated {U}", since=mark)
+            assert (await h.client.read_resource(U)).contents[0].text == "v2"
+            assert [item for item in h.heard if item.startswith("updated")] == [f"updated {U}"]
+            tg.cancel_scope.cancel()
 
 
 async def test_each_http_host_reads_as_its_own_principal(tmp_path: Path) -> None:
@@ -126,7 +157,8 @@ async def test_a_host_with_its_own_credentials_hears_the_tool_list_change(
                 carol = Host(client, "2026-07-28")
                 assert [t.name for t in (await client.list_tools()).tools] == ["search"]
                 await carol.subscribe(tg, U)
+                mark = carol.mark()
                 server.set_catalog("tools", [{"name": "lookup", "inputSchema": {"type": "object"}}])
-                await carol.heard_of("tools")
+                await carol.heard_of("tools", since=mark)
                 assert [t.name for t in (await client.list_tools()).tools] == ["lookup"]
                 tg.cancel_scope.cancel()

@@ -10,7 +10,7 @@ import pytest
 from freshcache import FreshCache, Policy
 from freshcache._core import ReadReply, RequestFailed
 from freshcache.acceptance import InMemorySource, ReferenceServer
-from tests.polling import until
+from tests.polling import reads_done, until
 
 U = "guide://shipping/approval"
 
@@ -24,7 +24,7 @@ async def test_a_change_that_overtakes_a_re_reads_last_attempt_is_still_read():
     server.set(U, "v1", ttl_ms=60_000)
     policy = Policy(max_rereads=1)
     async with FreshCache(InMemorySource(server), select=[U], policy=policy) as cache:
-        await until(lambda: cache.status(U).state == "fresh" and not cache.pending_reads)
+        await until(lambda: cache.status(U).state == "fresh" and reads_done(cache))
         server.hold_reads()
         server.set(U, "v2", notify=True)
         await until(lambda: server.reads_in_flight == 1)
@@ -42,7 +42,7 @@ async def test_a_burst_of_re_reads_runs_on_at_most_the_cap_of_tasks_and_sleeps_a
         server.set(uri, "v1", ttl_ms=60_000)
     async with FreshCache(InMemorySource(server), select=uris, max_concurrent_reads=4) as cache:
         await until(lambda: all(cache.status(u).state == "fresh" for u in uris))
-        await until(lambda: not cache.pending_reads)
+        await until(lambda: reads_done(cache))
         flights = cache._flights
         peak = 0
         for uri in uris:
@@ -63,7 +63,7 @@ async def test_re_reads_still_run_when_a_tracer_shows_up_while_re_readers_sleep(
     server = ReferenceServer()
     server.set(U, "v1", ttl_ms=60_000)
     async with FreshCache(InMemorySource(server), select=[U], max_concurrent_reads=1) as cache:
-        await until(lambda: cache.status(U).text == "v1" and not cache.pending_reads)
+        await until(lambda: cache.status(U).text == "v1" and reads_done(cache))
         server.set(U, "v2", notify=True)
         await until(lambda: cache.status(U).text == "v2")
         await anyio.wait_all_tasks_blocked()
@@ -89,7 +89,7 @@ async def test_a_burst_of_re_reads_takes_one_loop_turn_per_batch_not_per_read():
     source = AnswersAtOnce(server)
     async with FreshCache(source, select=uris, max_concurrent_reads=1) as cache:
         await until(lambda: all(cache.status(u).state == "fresh" for u in uris))
-        await until(lambda: not cache.pending_reads)
+        await until(lambda: reads_done(cache))
         reads = server.reads
         for uri in uris:
             server.set(uri, "v2", notify=True)

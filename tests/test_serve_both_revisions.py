@@ -14,7 +14,7 @@ import pytest
 
 from freshcache.acceptance._protocol_2025 import speaks_2025
 from tests.polling import scaled
-from tests.proxy_support import ENV, MODES, Host
+from tests.proxy_support import ENV, MODES, Host, replace_text
 from tests.serve_support import cli, start_serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]
@@ -64,8 +64,9 @@ async def test_the_default_serve_answers_each_host_in_its_revision(
             assert (await client.read_resource(uri)).contents[0].text == "first"
             assert uri in {r.uri for r in (await client.list_resources()).resources}
             await host.subscribe(tg, uri)
-            page.write_text("second")
-            await host.heard_of(f"updated {uri}")
+            mark = host.mark()
+            replace_text(page, "second")
+            await host.heard_of(f"updated {uri}", since=mark)
             assert (await client.read_resource(uri)).contents[0].text == "second"
             tg.cancel_scope.cancel()
     finally:

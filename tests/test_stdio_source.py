@@ -54,7 +54,7 @@ from freshcache._sources._stdio import (
 from freshcache.acceptance._stdio_server import EXIT_DOWN, step_to_json
 from freshcache.acceptance._stdio_world import ControlChannel
 from freshcache.acceptance._steps import NextRead, ServerChange
-from tests.polling import until
+from tests.polling import reads_done, until
 
 from .conftest import FIXTURES, schema_validator
 
@@ -728,7 +728,7 @@ async def test_after_a_restart_the_cache_listens_again_and_rereads_every_selecte
     async with fault_server(tmp_path) as (source, control):
         cache_backoff = BackoffSettings(base=0.005, cap=0.02, quick_death=0.0)
         async with FreshCache(source, select=[SELECTED], backoff=cache_backoff) as cache:
-            await until(lambda: cache.stream_status == "live" and cache.pending_reads == 0)
+            await until(lambda: cache.stream_status == "live" and reads_done(cache))
             assert (await cache.read(SELECTED)).state == "fresh"
             reads_before = (await control("state"))["reads"]  # type: ignore[index]
             pid = source.pid
@@ -736,7 +736,7 @@ async def test_after_a_restart_the_cache_listens_again_and_rereads_every_selecte
             await until(
                 lambda: source.pid not in (None, pid) and cache.engine.counters.acknowledgments == 2
             )
-            await until(lambda: cache.pending_reads == 0)
+            await until(lambda: reads_done(cache))
             state = await control("state")
             assert state is not None
             assert state["reads"] == reads_before + 1  # the re-read after the new acknowledgment

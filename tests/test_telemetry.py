@@ -11,7 +11,7 @@ from opentelemetry.trace import SpanKind
 
 from freshcache import BackoffSettings, FreshCache
 from freshcache.acceptance import InMemorySource, ReferenceServer
-from tests.polling import until
+from tests.polling import reads_done, until
 from tests.telemetry_support import Recorder
 
 U = "guide://shipping/approval"
@@ -37,7 +37,7 @@ async def live_cache(recorder) -> AsyncIterator[tuple[FreshCache, ReferenceServe
         await until(
             lambda: (
                 cache.stream_status == "live"
-                and cache.pending_reads == 0
+                and reads_done(cache)
                 and cache.status(U).state == "fresh"
             )
         )

@@ -41,6 +41,7 @@ from ._model import (
     DENIED,
     FRESH,
     NOT_FOUND,
+    REPROOF_CAUSES,
     STALE_REASONS,
     Reason,
     State,
@@ -134,6 +135,15 @@ class CatalogChange:
     new_state: State
     new_version: str | None
     reason: Reason | None = None
+    cause: str | None = None
+    """What invalidated it, for a move a re-list decision made: ``list_changed`` (a
+    change heard of), ``acknowledged`` (a new stream re-proves what was walked before
+    it: nothing is known to have changed), ...; else ``None`` (`StateChange.cause`)."""
+
+    @property
+    def reproof(self) -> bool:
+        """Whether an invalidation made this move only to re-prove (`REPROOF_CAUSES`)."""
+        return self.cause in REPROOF_CAUSES
 
 
 def catalog_version(items: tuple[Mapping[str, Any], ...]) -> str:

@@ -44,6 +44,11 @@ Reason = Literal[
 STATES: tuple[State, ...] = get_args(State)
 REASONS: tuple[Reason, ...] = get_args(Reason)
 
+REPROOF_CAUSES = frozenset({"acknowledged", "stream_lost"})
+"""Invalidation causes that are no change heard of: a new stream re-proving what was
+read before it (invariant 4), a lost stream. Nothing is known to have changed; the
+re-read decides (`StateChange.reproof`)."""
+
 CacheScope = Literal["public", "private"]
 
 

@@ -394,8 +394,8 @@ class FreshCache(CatalogMethods, ToolCalls, Prompts):
             match decision:
                 case ReadResource(uri=uri, partition=partition, cause=cause):
                     self._flights.schedule(uri, partition, cause)
-                case Relist(kind=kind):
-                    self._lister.relist(kind)
+                case Relist(kind=kind, cause=cause):
+                    self._lister.relist(kind, cause)
                 case Relisten(resource_uris=uris):
                     # Losses were already reported by the stream that saw them; a new
                     # selection may need a new stream. The supervisor decides.
@@ -421,7 +421,7 @@ class FreshCache(CatalogMethods, ToolCalls, Prompts):
         if self.telemetry.live():  # (else the clock is not read either)
             self.telemetry.invalidated(event, self._clock())
         if self._changes.active:
-            self._changes.invalidated(event.uri)
+            self._changes.invalidated(event.uri, event.cause)
         if self._fleet is not None:  # fleet hook: hints heard here go to every worker
             self._fleet.heard_locally(event)
 
@@ -450,6 +450,13 @@ class FreshCache(CatalogMethods, ToolCalls, Prompts):
     def pending_reads(self) -> int:
         """Server reads under way now (one per URI and principal: single flight)."""
         return len(self._flights)
+
+    @property
+    def queued_reads(self) -> int:
+        """Background re-reads decided (a notification, an acknowledgment) and not sent
+        yet: behind `max_concurrent_reads`, or until a re-reader's next turn. Nothing
+        more is read until something happens only when this and `pending_reads` are 0."""
+        return self._flights.queued
 
     @property
     def max_concurrent_reads(self) -> int:

@@ -113,7 +113,7 @@ class CatalogMethods:
         checked = checked_kind(kind)
         for decision in self.engine.invalidate_catalog(checked, "invalidated"):
             if isinstance(decision, Relist):
-                self._lister.relist(decision.kind)
+                self._lister.relist(decision.kind, decision.cause)
         self._lister.observe(self.engine.catalog_status(checked, self.principal))
 
     async def _catalog(

@@ -31,7 +31,7 @@ import anyio
 from typing_extensions import Self
 
 from .._core import FRESH, CatalogChange, ReadResult
-from .._core._model import Reason, State
+from .._core._model import REPROOF_CAUSES, Reason, State
 
 _MIN_BOUND = 2048
 """Records the feed keeps before it first asks the engine what it still remembers."""
@@ -138,7 +138,8 @@ def split_results(results: list[ReadResult]) -> Context:
 
 @dataclass(frozen=True, slots=True)
 class StateChange:
-    """A URI moved from one (state, version) to another."""
+    """A URI moved from one (state, version) to another, or a change of it was heard of
+    while it was not fresh again yet after a re-proof (`reproof`)."""
 
     uri: str
     old_state: State | None
@@ -148,6 +149,16 @@ class StateChange:
     new_version: str | None
     reason: Reason | None = None
     """The new result's reason (``invalidated``, ``stream_lost``, ...); ``None`` if fresh."""
+    cause: str | None = None
+    """What invalidated it, for a move an invalidation made: ``resources/updated`` (a
+    change heard of), ``acknowledged`` (a new stream re-proves what was read before it:
+    nothing is known to have changed), ``stream_lost``, ``left_list``; else ``None``."""
+
+    @property
+    def reproof(self) -> bool:
+        """Whether an invalidation made this move only to re-prove what was read before
+        (`REPROOF_CAUSES`: an acknowledgment, a lost stream), not for a change heard."""
+        return self.cause in REPROOF_CAUSES
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +237,9 @@ class ChangeFeed:
         """The engine's answer to "is this URI still remembered?" (`FreshnessEngine.
         remembers`): the feed forgets what the engine forgot, so it is bounded alike."""
         self._subscribers: set[StateChanges] = set()
-        self._last: dict[str, tuple[State, str | None]] = {}
+        self._last: dict[str, tuple[State, str | None, bool]] = {}
+        """URI -> the (state, version) last reported, and whether a change heard of
+        made it (an invalidation whose cause is no re-proof)."""
         self._bound = _MIN_BOUND
         self.active = False
         """Whether anyone listens: the cache checks this before doing any work."""
@@ -241,7 +254,7 @@ class ChangeFeed:
             # The first subscriber's "old" side: what the selected URIs are now.
             for uri in self._known():
                 result = self._status(uri)
-                self._last[uri] = (result.state, result.version)
+                self._last[uri] = (result.state, result.version, False)
         self._subscribers.add(subscriber)
         self.active = True
         return subscriber
@@ -253,15 +266,20 @@ class ChangeFeed:
             self.active = False
             self._last.clear()  # nobody remembers: the next subscriber starts afresh
 
-    def invalidated(self, uri: str) -> None:
+    def invalidated(self, uri: str, cause: str) -> None:
         """An invalidation landed (the engine has already bumped the generation)."""
-        self.observe(self._status(uri))
+        self.observe(self._status(uri), cause)
 
-    def observe(self, result: ReadResult) -> None:
-        """A result was settled for ``result.uri`` in the default partition."""
-        now = (result.state, result.version)
+    def observe(self, result: ReadResult, cause: str | None = None) -> None:
+        """A result was settled for ``result.uri`` in the default partition (or, with
+        ``cause``, an invalidation made it what it is). Reported when its (state,
+        version) moved, or when a change is heard of while it is not fresh again yet for
+        another reason (the re-read of a lost stream or an acknowledgment under way: a
+        re-proof was no change; this is). A burst of changes heard is one report."""
+        heard = cause is not None and cause not in REPROOF_CAUSES
+        now = (result.state, result.version, heard)
         before = self._last.get(result.uri)
-        if before == now:
+        if before is not None and before[:2] == now[:2] and (before[2] or not heard):
             return
         self._last[result.uri] = now
         if len(self._last) > self._bound:
@@ -273,6 +291,7 @@ class ChangeFeed:
             new_state=result.state,
             new_version=result.version,
             reason=result.reason,
+            cause=cause,
         )
         for subscriber in tuple(self._subscribers):
             subscriber._put(change)

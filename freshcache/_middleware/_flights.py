@@ -276,6 +276,11 @@ class ReadFlights:
     def __len__(self) -> int:
         return len(self._flights)
 
+    @property
+    def queued(self) -> int:
+        """Background re-reads decided and not yet taken by a re-reader."""
+        return len(self._queued)
+
     async def _checkpoint(self) -> None:
         """`anyio.lowlevel.checkpoint`: a turn of the event loop for everything ready.
 

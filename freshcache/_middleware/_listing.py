@@ -38,6 +38,7 @@ from .._core import (
     RequestFailed,
     StreamEvent,
 )
+from .._core._model import REPROOF_CAUSES
 from .._errors import FreshCacheError, MethodNotFoundError, ProtocolError
 from .._sources._source import Source, no_catalogs
 from ._flights import rewaits
@@ -90,7 +91,7 @@ class Lister:
         self._changes = changes
         self._default_partition = default_partition
         self._walking: dict[tuple[ListKind, Partition], _Walking] = {}
-        self._last: dict[CatalogKind, tuple[str, str | None]] = {}
+        self._last: dict[CatalogKind, tuple[str, str | None, bool]] = {}
         self.tg: TaskGroup | None = None
 
     @property
@@ -142,16 +143,16 @@ class Lister:
             return ListResult(AWAITING_FRESH_SOURCE, reason="timeout", server_read=True)
         return self._engine.catalogs.timed_out(kind, partition)
 
-    def relist(self, kind: str) -> None:
-        """The engine decided on a re-list of ``kind`` (a change, an acknowledgment):
-        one walk in the background, or the one under way, which starts again by itself
-        (the change outdated its pages)."""
+    def relist(self, kind: str, cause: str | None = None) -> None:
+        """The engine decided on a re-list of ``kind`` for ``cause`` (a change, an
+        acknowledgment): one walk in the background, or the one under way, which starts
+        again by itself (the change outdated its pages)."""
         listed = _KINDS.get(kind)
         if listed is None:
             return
         partition = self._default_partition()
         if listed != "resources":
-            self.observe(self._engine.catalog_status(listed, partition))
+            self.observe(self._engine.catalog_status(listed, partition), cause)
         walking = self._walking.get((listed, partition))
         if walking is None and self.tg is not None:
             walking = self._launch(listed, partition)
@@ -216,14 +217,18 @@ class Lister:
             self._feed_hints(reply.hints)
             walk.landed(ticket, reply)
 
-    def observe(self, catalog: Catalog) -> None:
-        """Report a catalog's (state, version) to `changes()` subscribers if it moved."""
+    def observe(self, catalog: Catalog, cause: str | None = None) -> None:
+        """Report a catalog's (state, version) to `changes()` subscribers if it moved
+        (``cause``: what invalidated it, when a re-list decision did), or a change of
+        it was heard of while it was not fresh again after a re-proof (as
+        `ChangeFeed.observe`)."""
         if not self._changes.active:
             self._last.clear()
             return
-        now = (catalog.state, catalog.version)
+        heard = cause is not None and cause not in REPROOF_CAUSES
+        now = (catalog.state, catalog.version, heard)
         before = self._last.get(catalog.kind)
-        if before == now:
+        if before is not None and before[:2] == now[:2] and (before[2] or not heard):
             return
         self._last[catalog.kind] = now
         self._changes.publish(
@@ -234,6 +239,7 @@ class Lister:
                 new_state=catalog.state,
                 new_version=catalog.version,
                 reason=catalog.reason,
+                cause=cause,
             )
         )
 

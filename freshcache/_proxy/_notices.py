@@ -11,6 +11,11 @@ resource URI, a catalog) it remembers what hosts were last given or told:
   told; still not fresh a while later (the proxy's timeout: `unproven`) is told too.
   So an outage the host never saw is told exactly when it changed something or left
   it unproven;
+- an acknowledgment's re-read (``invalidated`` caused by ``acknowledged``: a new
+  stream re-proves what was read before it) is not a change either: nothing was heard
+  to change, so the outcome decides as after a lost stream. Telling hosts at the ack
+  would tell them of a change that never happened, and a host reading then would get
+  the text it already had;
 - a host whose last answer was an error is told when the thing is fresh again.
 - a consumer that fell behind (`ChangesDropped`) tells everything (`everything`).
 
@@ -43,15 +48,24 @@ class Notices:
         """A host subscribed to ``key``: it wants to hear of changes, read or not."""
         self._held.setdefault(key, _TOLD)
 
-    def change(self, key: Hashable, state: str, version: str | None, reason: str | None) -> bool:
-        """A change of ``key`` was heard; whether hosts must be told now."""
+    def change(
+        self,
+        key: Hashable,
+        state: str,
+        version: str | None,
+        reason: str | None,
+        reproof: bool = False,
+    ) -> bool:
+        """``key`` moved to (``state``, ``version``) for ``reason`` (``reproof``: an
+        invalidation only re-proving it, `StateChange.reproof`); whether hosts must be
+        told now."""
         held = self._held.get(key)
         if held is None:
             return False  # no host holds anything of it
-        if reason == "invalidated":
+        if reason == "invalidated" and not reproof:
             self._held[key] = _TOLD
             return True
-        if reason in _REPROOF:
+        if reason in _REPROOF or reproof:
             return False  # not a change: the re-read (after the reconnect) decides
         now = (state, version)
         if held == _TOLD:

@@ -226,7 +226,9 @@ class Proxy:
                     key = ("uri", link.name, change.uri)
                 else:
                     key = ("list", link.name, change.kind)
-                if self.notices.change(key, change.new_state, change.new_version, change.reason):
+                if self.notices.change(
+                    key, change.new_state, change.new_version, change.reason, change.reproof
+                ):
                     await self._tell(key)
                 elif change.reason == "stream_lost":
                     self._tg.start_soon(self._prove_later, link, key)

@@ -282,8 +282,8 @@ class FleetWorld(World):
         held = self.server.reads_in_flight
         for n, cache in enumerate(live, 1):
             # With reads held, every worker may wait on one of them (a fill lock).
-            if cache.pending_reads > held:
-                return f"worker {n}: {cache.pending_reads} reads in flight, {held} held"
+            if (due := cache.pending_reads + cache.queued_reads) > held:
+                return f"worker {n}: {due} reads in flight or queued, {held} held"
             if cache.relisting:
                 return f"worker {n}: a re-list is under way"
         fleets = [self._fleet_of(c) for c in live]

@@ -160,8 +160,8 @@ class LoopbackHttpWorld(World):
     def _reads_busy(self, held: int) -> str | None:
         """Reads in flight beyond the ``held`` ones, or a list walk (``None``: neither)."""
         cache = self.cache
-        if cache.pending_reads > held:
-            return f"{cache.pending_reads} reads in flight, {held} held"
+        if (due := cache.pending_reads + cache.queued_reads) > held:
+            return f"{due} reads in flight or queued, {held} held"
         if cache.relisting:
             return "a re-list is under way"
         return None

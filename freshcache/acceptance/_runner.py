@@ -1166,8 +1166,8 @@ class EngineWorld(World):
 
     async def _look(self) -> str | None:
         cache, server = self.cache, self.server
-        if cache.pending_reads > server.reads_in_flight:
-            return f"{cache.pending_reads} reads in flight, {server.reads_in_flight} at the server"
+        if (due := cache.pending_reads + cache.queued_reads) > server.reads_in_flight:
+            return f"{due} reads in flight or queued, {server.reads_in_flight} at the server"
         if cache.relisting:
             return "a re-list is under way"
         if server.acks_held and cache.selected:

@@ -19,7 +19,7 @@ state file (see the server's docstring). How the table's words map to stdio:
   expressed on stdio and is not sent (those rows only check the client side).
 
 ``settle`` waits, within a deadline, until the server has nothing queued, every line
-it wrote has been read and routed, the cache has no server read in flight beyond
+it wrote has been read and routed, the cache has no server read in flight or queued beyond
 those the server holds, and the stream is live when it can be.
 """
 
@@ -322,8 +322,8 @@ class StdioProcessWorld(World):
         if stats.backlog:
             return f"{stats.backlog} messages not yet taken by the cache"
         held = self._held_reads(state) if state is not None else 0
-        if cache.pending_reads > held:
-            return f"{cache.pending_reads} server reads ({held} held by the server)"
+        if (due := cache.pending_reads + cache.queued_reads) > held:
+            return f"{due} server reads in flight or queued ({held} held by the server)"
         if self.down:
             return None
         if (busy := self._server_busy(state, stats)) is not None:

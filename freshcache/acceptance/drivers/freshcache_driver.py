@@ -103,8 +103,8 @@ class FreshcacheSession(OnVirtualClock):
         """What the cache has not taken in of what the server says it did."""
         server: dict[str, Any] = message["server"]
         cache = self.cache
-        if cache.pending_reads > int(server.get("reads_held", 0)):
-            return {"busy": f"{cache.pending_reads} reads in flight"}
+        if (due := cache.pending_reads + cache.queued_reads) > int(server.get("reads_held", 0)):
+            return {"busy": f"{due} reads in flight or queued"}
         if cache.relisting:
             return {"busy": "a re-list is under way"}
         busy = (
