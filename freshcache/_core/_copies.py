@@ -175,6 +175,14 @@ class Copies:
         ``invalidated``; one already invalid keeps the reason it had."""
         return "invalidated" if self.has_current_entry(uri, state) else state.invalid_reason
 
+    def reason_for(self, uri: str, state: UriRecord, cause: str) -> Reason:
+        """Why ``uri`` is not fresh after an invalidation for ``cause``: a change heard
+        makes it ``invalidated``; a re-proof (`REPROOF_CAUSES`) as the stream rules
+        give it: a lost stream ``stream_lost``, an acknowledgment `reason_now`."""
+        if cause == "stream_lost":
+            return "stream_lost"
+        return self.reason_now(uri, state) if cause == "acknowledged" else "invalidated"
+
     def uncovered_strict(self, uri: str, state: UriRecord) -> bool:
         """Selected, read before use, and no live stream covers it (invariant 5)."""
         return (

@@ -352,8 +352,10 @@ class FreshnessEngine:
             decisions.append(Relisten(frozenset(selected), "selection_changed"))
         return decisions
 
-    def handle(self, event: StreamEvent) -> list[Decision]:
-        """Feed one stream event; returns what the middleware must do next."""
+    def handle(self, event: StreamEvent, cause: str = "resources/updated") -> list[Decision]:
+        """Feed one stream event; returns what the middleware must do next. ``cause``:
+        a fleet follower's copy of the listener's invalidation names the listener's
+        (``acknowledged``, ``stream_lost``: a re-proof, `Copies.reason_for`)."""
         if (
             event.__class__ is ResourceUpdated
             and event.contents is None
@@ -363,7 +365,7 @@ class FreshnessEngine:
                 or not self.coverage.parents_asked_for(event.uri)
             )
         ):
-            return self.rereads.updated(event.uri, event.subscription_id)
+            return self.rereads.updated(event.uri, event.subscription_id, cause)
         streams = self.streams
         match event:
             case ListenStarted():
@@ -372,7 +374,7 @@ class FreshnessEngine:
             case ListenAcknowledged():
                 return streams.acknowledged(event)
             case ResourceUpdated():
-                return streams.updated(event)
+                return streams.updated(event, cause)
             case ResourceListChanged():
                 self.counters.notifications += 1
                 alone = not streams.trusted(event.subscription_id)

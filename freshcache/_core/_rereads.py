@@ -30,10 +30,12 @@ class Rereads:
         self.heard = heard
         self.denials = denials
 
-    def updated(self, uri: str, subscription_id: SubscriptionId | None) -> list[Decision]:
+    def updated(
+        self, uri: str, subscription_id: SubscriptionId | None, cause: str = "resources/updated"
+    ) -> list[Decision]:
         """`FreshnessEngine.handle` of a ``resources/updated`` without a body that names
-        no subscribed parent of ``uri`` (the caller checked): one lookup, one
-        generation bump, at most one read decided."""
+        no subscribed parent of ``uri`` (the caller checked), for ``cause``: one lookup,
+        one generation bump, at most one read decided."""
         copies = self.copies
         counters = copies.counters
         counters.notifications += 1
@@ -44,9 +46,10 @@ class Rereads:
         state = copies.records.get(uri)
         if state is None:
             return []
-        copies.invalidate(uri, "invalidated", "resources/updated", subscription_id, trusted, state)
+        reason = copies.reason_for(uri, state, cause)
+        copies.invalidate(uri, reason, cause, subscription_id, trusted, state)
         if state.flags & SELECTED:
-            return [ReadResource(uri, copies.default_partition, "resources/updated")]
+            return [ReadResource(uri, copies.default_partition, cause)]
         return []
 
     def reply(self, ticket: ReadTicket, reply: ReadReply | RequestFailed) -> ReadResult | None:

@@ -51,8 +51,9 @@ class StreamRules:
         if coverage.status != "live":
             coverage.status = "opening"
 
-    def updated(self, event: ResourceUpdated) -> list[Decision]:
-        """A ``resources/updated`` (the general case: a body, a subscribed parent)."""
+    def updated(self, event: ResourceUpdated, cause: str = "resources/updated") -> list[Decision]:
+        """A ``resources/updated`` (the general case: a body, a subscribed parent), or a
+        fleet listener's invalidation for ``cause`` (`FreshnessEngine.handle`)."""
         copies = self.copies
         copies.counters.notifications += 1
         trusted = self.trusted(event.subscription_id)
@@ -60,14 +61,14 @@ class StreamRules:
         body = None if event.contents is None else self._pushed_body(event, trusted)
         decisions: list[Decision] = []
         for uri in self._named_by(event.uri):
-            state = copies.invalidate(
-                uri, "invalidated", "resources/updated", event.subscription_id, trusted
-            )
+            state = copies.records.of(uri)
+            reason = copies.reason_for(uri, state, cause)
+            copies.invalidate(uri, reason, cause, event.subscription_id, trusted, state)
             if body is not None and uri == event.uri:
                 self._fill_pushed(uri, body)  # one decision with the bump above
                 continue
             if state.selected:
-                decisions.append(ReadResource(uri, copies.default_partition, "resources/updated"))
+                decisions.append(ReadResource(uri, copies.default_partition, cause))
         return decisions
 
     def _named_by(self, uri: str) -> list[str]:
@@ -149,7 +150,8 @@ class StreamRules:
             # was read before this moment is not fresh until read again. That holds for
             # a URI deselected while the ack was on its way too: selected again, it
             # must not pass its old copy off as subscription-backed.
-            copies.invalidate(uri, copies.reason_now(uri, state), "acknowledged", sid, True)
+            reason = copies.reason_for(uri, state, "acknowledged")
+            copies.invalidate(uri, reason, "acknowledged", sid, True, state)
             if state.selected:
                 decisions.append(ReadResource(uri, partition, "acknowledged"))
         sub = ack.subscription
@@ -193,8 +195,10 @@ class StreamRules:
                 watched_lists = watched_lists or gone.list_changed
                 # Only what an acknowledged stream covered was ever vouched for.
                 for uri in sorted(gone.covered):
-                    if uri in copies.records:
-                        copies.invalidate(uri, "stream_lost", "stream_lost", subscription_id, True)
+                    state = copies.records.get(uri)
+                    if state is not None:
+                        reason = copies.reason_for(uri, state, "stream_lost")
+                        copies.invalidate(uri, reason, "stream_lost", subscription_id, True, state)
             if watched_lists:
                 self.lists.pages.invalidate()
             for sid in ended:

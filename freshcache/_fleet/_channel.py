@@ -30,6 +30,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("freshcache.fleet")
 
+_CAUSES = {"acknowledged": "acknowledged", "lost": "stream_lost"}
+"""The engine's invalidation cause of a channel message kind that is a re-proof (the
+listener's acknowledgment of a new stream, a lost stream's fence); any other kind
+(``updated``, ``hint``) is a change heard: ``resources/updated``."""
+
 
 class ChangeChannel:
     """One worker's subscription to the fleet channel (see the module docstring)."""
@@ -136,13 +141,15 @@ class ChangeChannel:
         if kind == LIST_CHANGED:
             self._apply_list_change(str(message["u"]))
             return
-        self._apply_remote(message["u"])
+        self._apply_remote(message["u"], _CAUSES.get(kind, "resources/updated"))
         sent_at = message.get("t")
         if sent_at is not None:
             latency = max(0.0, time.time() - sent_at / 1000.0)
             worker.telemetry.fanned_out(message["u"], kind, latency)
 
-    def _apply_remote(self, uri: str) -> None:
+    def _apply_remote(self, uri: str, cause: str) -> None:
+        """Another worker's invalidation of ``uri``: this worker's engine takes it in for
+        the publisher's ``cause`` (a re-proof stays one: `StateChange.reproof`)."""
         bound = self.worker.bound
         if bound is None:
             return
@@ -151,10 +158,8 @@ class ChangeChannel:
         subscription = self.worker.followers.acknowledged_id()
         self.applying_remote = True
         try:
-            if subscription is not None:
-                decisions = bound.engine.handle(ResourceUpdated(uri, subscription))
-            else:
-                decisions = bound.engine.handle_hint(ResourceUpdated(uri, None))
+            # Without an acknowledged follower stream: untrusted, as an answer's hint.
+            decisions = bound.engine.handle(ResourceUpdated(uri, subscription), cause)
             bound.carry_out(decisions)
         finally:
             self.applying_remote = False
