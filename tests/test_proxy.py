@@ -28,7 +28,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import FIXTURES, SdkServer, free_port, stop_process
-from tests.polling import scaled
+from tests.polling import scaled, until
 from tests.proxy_support import host, replace_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]
@@ -252,4 +252,42 @@ async def test_two_replicas_on_one_fleet(
         await one.heard_of(f"updated {U}", since=mark)
         assert (await two.client.read_resource(U)).contents[0].text == "Shipping approval v2"
         assert (await one.client.read_resource(U)).contents[0].text == "Shipping approval v2"
+        tg.cancel_scope.cancel()
+
+
+async def test_two_replicas_tell_nothing_at_the_listeners_new_stream(
+    sdk_server: SdkServer, valkey: Any, tmp_path: Path
+) -> None:
+    """The fleet's listener loses its upstream stream and listens again, nothing changed:
+    neither replica (the one that leads, the one that follows it over the fleet) tells
+    its host "updated" for it. The tool list's change after it is the barrier: each
+    replica hears of it after the new stream's acknowledgment (the fleet channel is in
+    order) and tells its hosts in order, so a notice for the re-proof comes first."""
+    fleet = ["--fleet", valkey.url]
+    async with (
+        host([sdk_server.url], "2026-07-28", "stdio", tmp_path, *fleet) as one,
+        host([sdk_server.url], "2025-11-25", "http", tmp_path, *fleet) as two,
+        anyio.create_task_group() as tg,
+    ):
+        hosts = (one, two)
+        for h in hosts:
+            assert "v1" in (await h.client.read_resource(U)).contents[0].text
+            await h.client.list_tools()
+            await h.subscribe(tg, U)
+        marks = [h.mark() for h in hosts]
+        sdk_server.control("set", uri=U, text="Shipping approval v2")
+        for h, since in zip(hosts, marks, strict=True):
+            await h.heard_of(f"updated {U}", since=since)
+            assert (await h.client.read_resource(U)).contents[0].text == "Shipping approval v2"
+        marks = [h.mark() for h in hosts]
+        reads = sdk_server.reads(U)
+        sdk_server.control("drop_listeners")
+        # The listener's new stream is acknowledged and re-reads U once for the fleet.
+        await until(lambda: sdk_server.reads(U) > reads, scaled(30))
+        sdk_server.control("tools", names=["deployed_after_the_new_stream"])
+        for h, since in zip(hosts, marks, strict=True):
+            await h.heard_of("tools", since=since)
+            heard = h.heard[since:]
+            assert f"updated {U}" not in heard[: heard.index("tools")], heard
+            assert (await h.client.read_resource(U)).contents[0].text == "Shipping approval v2"
         tg.cancel_scope.cancel()
