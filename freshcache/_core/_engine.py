@@ -163,7 +163,8 @@ class FreshnessEngine:
         self.begin_read = reads.begin_read
         self.is_current = reads.is_current
         self.changed_since = reads.changed_since
-        self.finish_read = reads.finish_read
+        self.finish_read = self.rereads.reply if reads.quick else reads.finish_read
+        """`ReadRules.finish_read`, the common reply first by the speed path (`quick`)."""
         self.abandon_read = reads.abandon_read
         self.note_timeout = reads.note_timeout
         self.may_share = reads.may_share
@@ -263,6 +264,7 @@ class FreshnessEngine:
     @quick.setter
     def quick(self, quick: bool) -> None:
         self.reads.quick = quick
+        self.finish_read = self.rereads.reply if quick else self.reads.finish_read
 
     @property
     def denied_elsewhere(self) -> Callable[[str, Partition], bool] | None:

@@ -4,12 +4,18 @@ Two common cases are taken in one pass: a ``resources/updated`` without a body t
 names no subscribed parent (`updated`), and a server's reply to a read of the default
 partition that the store keeps as the URI's record itself (`reply`). Each applies the
 engine's rules through the public accessors of its parts (`Copies`, `Coverage`,
-`ChangesHeard`, `Denials`) and hands every other case back (``None``) before changing
-anything; `tests/test_engine_quick.py` plays random steps through an engine with the
+`ChangesHeard`, `Denials`) and hands every other case to the general rules before
+changing anything; `tests/test_engine_quick.py` plays random steps through an engine with the
 speed path and one without it (``quick`` off) and compares everything they hold.
+
+Its cost is its calls: the parts' methods it calls are bound once here, and where a
+part keeps what it answers in a table (`Coverage.covering`, `Copies.ms_windows`,
+`Denials.pairs`), the table is read, not asked through a call.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from ._copies import Copies
 from ._coverage import SubscriptionId
@@ -25,41 +31,55 @@ from ._reports import ReadTicket
 class Rereads:
     """`updated` and `reply`: the engine's rules for the common re-read, in one pass."""
 
-    def __init__(self, copies: Copies, heard: ChangesHeard, denials: Denials) -> None:
+    def __init__(
+        self,
+        copies: Copies,
+        heard: ChangesHeard,
+        denials: Denials,
+        general: Callable[[ReadTicket, ReadReply | RequestFailed], ReadResult | None],
+    ) -> None:
         self.copies = copies
         self.heard = heard
         self.denials = denials
+        self.general = general
+        """`ReadRules.finish_read`: every reply `reply` does not take."""
+        self._counters = copies.counters
+        self._trusted = copies.coverage.trusted
+        self._note = heard.note
+        self._proved = heard.proved
+        self._record = copies.records.get
+        self._invalidate = copies.invalidate
+        self._denied = denials.pairs
 
     def updated(self, uri: str, subscription_id: SubscriptionId | None) -> list[Decision]:
         """`FreshnessEngine.handle` of a ``resources/updated`` without a body that names
         no subscribed parent of ``uri`` (the caller checked): one lookup, one
         generation bump, at most one read decided."""
-        copies = self.copies
-        counters = copies.counters
+        counters = self._counters
         counters.notifications += 1
-        trusted = copies.coverage.trusted(subscription_id)
+        trusted = self._trusted(subscription_id)
         if not trusted:
             counters.untrusted_messages += 1
-        self.heard.note(uri)
-        state = copies.records.get(uri)
+        self._note(uri)
+        state = self._record(uri)
         if state is None:
             return []
-        copies.invalidate(uri, "invalidated", "resources/updated", subscription_id, trusted, state)
+        self._invalidate(uri, "invalidated", "resources/updated", subscription_id, trusted, state)
         if state.flags & SELECTED:
-            return [ReadResource(uri, copies.default_partition, "resources/updated")]
+            return [ReadResource(uri, self.copies.default_partition, "resources/updated")]
         return []
 
     def reply(self, ticket: ReadTicket, reply: ReadReply | RequestFailed) -> ReadResult | None:
-        """`ReadRules.finish_read` of a reply from the server, at the URI's current
-        generation, to a read of the default partition that the store keeps as the
-        record itself (`Copies.keep`), private or not shared, with no round trips or
-        hintless window to weigh, while the server is usable. ``None``: another case,
-        nothing changed; the engine's rules take it."""
+        """`ReadRules.finish_read` (what it returns); in one pass for a reply from the
+        server, at the URI's current generation, to a read of the default partition
+        that the store keeps as the record itself (`Copies.keep`), private or not
+        shared, with no round trips or hintless window to weigh, while the server is
+        usable. Any other case goes to `general` before anything changed."""
         copies = self.copies
         uri = ticket.uri
-        state = copies.records.get(uri)
+        state = self._record(uri)
         if reply.__class__ is not ReadReply or state is None:
-            return None
+            return self.general(ticket, reply)
         assert isinstance(reply, ReadReply)
         partition = ticket.partition
         objects = copies.objects
@@ -76,13 +96,13 @@ class Rereads:
             or copies.unusable is not None
             or (reply.cache_scope == "public" and policy.share_public)
         ):
-            return None
+            return self.general(ticket, reply)
         state.read_done()
-        self.heard.proved(uri, ticket.changes_heard)
+        self._proved(uri, ticket.changes_heard)
         now = copies.clock()
         cached, handed = fresh_results(uri, reply.contents, copies.fetched_at_now())
         state.answered(partition)  # no failure; "not_cached" if this entry is evicted
-        window = copies.window_of_ms(reply.ttl_ms)
+        window = copies.ms_windows[reply.ttl_ms]  # (`Copies.window_of_ms`, no call)
         if PUBLIC in state.partitions:
             copies.drop_entry(uri, PUBLIC, state)
         copies.hits.pop(uri, None)  # no row while the record changes
@@ -105,9 +125,9 @@ class Rereads:
             objects.put_object(uri, state)
         if partition in state.partitions:  # not evicted at once by the bounds
             copies.index(uri, partition, state, state)
-        if state.idle:
+        elif state.idle:  # (a record held in a partition is never idle: no call)
             copies.records.forget_if_idle(uri, state, keep_a_while=True)
-        if self.denials:
+        if self._denied:  # (`Denials.__len__`, no call)
             self.denials.cleared(uri, partition)  # its own read succeeded
         return handed
 
