@@ -85,6 +85,7 @@ class Copies:
         on_invalidation: Callable[[Invalidation], None] | None,
         evicted_elsewhere: Callable[[EntryKey], None],
     ) -> None:
+        self.unusable = None  # (on the instance: read on every reply)
         self.policy = policy
         self.server_id = server_id
         self.default_partition = default_partition

@@ -49,6 +49,9 @@ class Coverage:
     covering: dict[str, int] = field(default_factory=dict)
     """URI -> acknowledged subscriptions covering it (no zero counts). Read it (``uri in
     coverage.covering`` is `covers` without a call: the speed path's); change it here only."""
+    trusted_ids: set[SubscriptionId] = field(default_factory=set)
+    """The acknowledged subscriptions' ids (`trusted`; the speed path reads it without a
+    call); change it here only."""
     _asked: dict[str, int] = field(default_factory=dict)
     """URI -> open subscriptions that asked for it (no zero counts)."""
     _asked_lengths: dict[int, int] = field(default_factory=dict)
@@ -90,8 +93,7 @@ class Coverage:
 
     def trusted(self, subscription_id: SubscriptionId | None) -> bool:
         """Whether messages with this id come from an acknowledged subscription."""
-        sub = None if subscription_id is None else self._subs.get(subscription_id)
-        return sub is not None and sub.acknowledged
+        return subscription_id in self.trusted_ids
 
     def parents_asked_for(self, uri: str) -> list[str]:
         """Subscribed URIs that ``uri`` names a sub-resource of (each once)."""
@@ -136,6 +138,7 @@ class Coverage:
         if sub is None or sub.acknowledged:
             return None
         sub.acknowledged = True
+        self.trusted_ids.add(subscription_id)
         sub.covered = uris & sub.requested
         sub.list_changed = list_changed and sub.list_changed_requested
         newly: list[str] = []
@@ -151,6 +154,7 @@ class Coverage:
         sub = self._subs.pop(subscription_id, None)
         if sub is None:
             return []
+        self.trusted_ids.discard(subscription_id)
         lengths = self._asked_lengths
         for uri in _count_out(self._asked, sub.requested):
             if _count_out(lengths, (len(uri),)) and len(uri) == self.shortest:

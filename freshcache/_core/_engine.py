@@ -158,6 +158,7 @@ class FreshnessEngine:
         self.reads = reads = ReadRules(self.copies, self.heard, self.denials)
         self.rereads = reads.rereads
         """The speed path (`Rereads`)."""
+        self._updated = self.rereads.updated
         self.lookup = reads.lookup
         self.status = reads.status
         self.begin_read = reads.begin_read
@@ -365,7 +366,7 @@ class FreshnessEngine:
                 or not self.coverage.parents_asked_for(event.uri)
             )
         ):
-            return self.rereads.updated(event.uri, event.subscription_id)
+            return self._updated(event.uri, event.subscription_id)
         streams = self.streams
         match event:
             case ListenStarted():

@@ -44,6 +44,7 @@ class ReadRules:
     worker since, or never read by it here."""
 
     def __init__(self, copies: Copies, heard: ChangesHeard, denials: Denials) -> None:
+        self.quick = True  # (on the instance: read on every notification)
         self.copies = copies
         self.policy = copies.policy
         self.counters = copies.counters

@@ -44,7 +44,7 @@ class Rereads:
         self.general = general
         """`ReadRules.finish_read`: every reply `reply` does not take."""
         self._counters = copies.counters
-        self._trusted = copies.coverage.trusted
+        self._trusted_ids = copies.coverage.trusted_ids
         self._note = heard.note
         self._proved = heard.proved
         self._record = copies.records.get
@@ -57,7 +57,7 @@ class Rereads:
         generation bump, at most one read decided."""
         counters = self._counters
         counters.notifications += 1
-        trusted = self._trusted(subscription_id)
+        trusted = subscription_id in self._trusted_ids  # (`Coverage.trusted`, no call)
         if not trusted:
             counters.untrusted_messages += 1
         self._note(uri)
