@@ -158,7 +158,6 @@ class FreshnessEngine:
         self.reads = reads = ReadRules(self.copies, self.heard, self.denials)
         self.rereads = reads.rereads
         """The speed path (`Rereads`)."""
-        self._updated = self.rereads.updated
         self.lookup = reads.lookup
         self.status = reads.status
         self.begin_read = reads.begin_read
@@ -166,6 +165,12 @@ class FreshnessEngine:
         self.changed_since = reads.changed_since
         self.finish_read = self.rereads.reply if reads.quick else reads.finish_read
         """`ReadRules.finish_read`, the common reply first by the speed path (`quick`)."""
+        self.rereads.events = self.events
+        self.handle: Callable[[StreamEvent], list[Decision]] = (
+            self.rereads.handle if reads.quick else self.events
+        )
+        """Feed one stream event; returns what the middleware must do next: `events`,
+        the common ``resources/updated`` first by the speed path (`quick`)."""
         self.abandon_read = reads.abandon_read
         self.note_timeout = reads.note_timeout
         self.may_share = reads.may_share
@@ -266,6 +271,7 @@ class FreshnessEngine:
     def quick(self, quick: bool) -> None:
         self.reads.quick = quick
         self.finish_read = self.rereads.reply if quick else self.reads.finish_read
+        self.handle = self.rereads.handle if quick else self.events
 
     @property
     def denied_elsewhere(self) -> Callable[[str, Partition], bool] | None:
@@ -355,18 +361,8 @@ class FreshnessEngine:
             decisions.append(Relisten(frozenset(selected), "selection_changed"))
         return decisions
 
-    def handle(self, event: StreamEvent) -> list[Decision]:
-        """Feed one stream event; returns what the middleware must do next."""
-        if (
-            event.__class__ is ResourceUpdated
-            and event.contents is None
-            and self.reads.quick
-            and (
-                len(event.uri) <= self.coverage.shortest  # (no parent: no call)
-                or not self.coverage.parents_asked_for(event.uri)
-            )
-        ):
-            return self._updated(event.uri, event.subscription_id)
+    def events(self, event: StreamEvent) -> list[Decision]:
+        """`handle` by the general rules (what `Rereads.handle` does not take)."""
         streams = self.streams
         match event:
             case ListenStarted():

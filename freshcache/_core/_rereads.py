@@ -1,7 +1,7 @@
 """The speed path: a re-read in fewer steps (issue 25), a part of `FreshnessEngine`.
 
 Two common cases are taken in one pass: a ``resources/updated`` without a body that
-names no subscribed parent (`updated`), and a server's reply to a read of the default
+names no subscribed parent (`handle`), and a server's reply to a read of the default
 partition that the store keeps as the URI's record itself (`reply`). Each applies the
 engine's rules through the public accessors of its parts (`Copies`, `Coverage`,
 `ChangesHeard`, `Denials`) and hands every other case to the general rules before
@@ -18,18 +18,21 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ._copies import Copies
-from ._coverage import SubscriptionId
 from ._denials import Denials
 from ._entries import PUBLIC
-from ._events import Decision, ReadReply, ReadResource, RequestFailed
+from ._events import Decision, ReadReply, ReadResource, RequestFailed, ResourceUpdated, StreamEvent
 from ._heard import ChangesHeard
 from ._model import ReadResult, fresh_results
 from ._records import SELECTED
 from ._reports import ReadTicket
 
 
+def _unset(event: StreamEvent) -> list[Decision]:
+    raise AssertionError("Rereads.events is set by the engine")
+
+
 class Rereads:
-    """`updated` and `reply`: the engine's rules for the common re-read, in one pass."""
+    """`handle` and `reply`: the engine's rules for the common re-read, in one pass."""
 
     def __init__(
         self,
@@ -43,7 +46,10 @@ class Rereads:
         self.denials = denials
         self.general = general
         """`ReadRules.finish_read`: every reply `reply` does not take."""
+        self.events: Callable[[StreamEvent], list[Decision]] = _unset
+        """`FreshnessEngine.events`: every event `handle` does not take (the engine sets it)."""
         self._counters = copies.counters
+        self._coverage = copies.coverage
         self._trusted_ids = copies.coverage.trusted_ids
         self._note = heard.note
         self._proved = heard.proved
@@ -51,12 +57,22 @@ class Rereads:
         self._invalidate = copies.invalidate
         self._denied = denials.pairs
 
-    def updated(self, uri: str, subscription_id: SubscriptionId | None) -> list[Decision]:
-        """`FreshnessEngine.handle` of a ``resources/updated`` without a body that names
-        no subscribed parent of ``uri`` (the caller checked): one lookup, one
-        generation bump, at most one read decided."""
+    def handle(self, event: StreamEvent) -> list[Decision]:
+        """`FreshnessEngine.handle`; in one pass for a ``resources/updated`` without a
+        body that names no subscribed parent of its URI: one lookup, one generation
+        bump, at most one read decided. Any other event goes to `events`."""
+        if (
+            not isinstance(event, ResourceUpdated)
+            or event.contents is not None
+            or (
+                len(uri := event.uri) > self._coverage.shortest  # (no parent: no call)
+                and self._coverage.parents_asked_for(uri)
+            )
+        ):
+            return self.events(event)
         counters = self._counters
         counters.notifications += 1
+        subscription_id = event.subscription_id
         trusted = subscription_id in self._trusted_ids  # (`Coverage.trusted`, no call)
         if not trusted:
             counters.untrusted_messages += 1
