@@ -92,6 +92,7 @@ class Copies:
         self.clock = clock
         self.wall_clock = wall_clock
         self.coverage = coverage
+        self._covering = coverage.covering
         self.counters = counters
         self.on_invalidation = on_invalidation
         """Called with every invalidation (telemetry, tests)."""
@@ -228,7 +229,7 @@ class Copies:
         """Give a current entry its hit row, if it may be handed out without a read."""
         if self.unusable is not None:
             return
-        covered = uri in self.coverage.covering  # (`Coverage.covers`; `uncovered_strict`)
+        covered = uri in self._covering  # (`Coverage.covers`; `uncovered_strict`)
         policy = self.policy
         selected = state.flags & SELECTED
         if selected and not covered and policy.uncovered == "read_before_use":

@@ -55,6 +55,12 @@ class Rereads:
         self._proved = heard.proved
         self._record = copies.records.get
         self._invalidate = copies.invalidate
+        self._clock = copies.clock
+        self._fetched_at_now = copies.fetched_at_now
+        self._ms_windows = copies.ms_windows
+        self._hits = copies.hits
+        self._expires_at = copies.expires_at
+        self._index = copies.index
         self._denied = denials.pairs
 
     def handle(self, event: StreamEvent) -> list[Decision]:
@@ -115,14 +121,14 @@ class Rereads:
             return self.general(ticket, reply)
         state.read_done()
         self._proved(uri, ticket.changes_heard)
-        now = copies.clock()
-        cached, handed = fresh_results(uri, reply.contents, copies.fetched_at_now())
+        now = self._clock()
+        cached, handed = fresh_results(uri, reply.contents, self._fetched_at_now())
         state.answered(partition)  # no failure; "not_cached" if this entry is evicted
-        window = copies.ms_windows[reply.ttl_ms]  # (`Copies.window_of_ms`, no call)
+        window = self._ms_windows[reply.ttl_ms]  # (`Copies.window_of_ms`, no call)
         if PUBLIC in state.partitions:
             copies.drop_entry(uri, PUBLIC, state)
-        copies.hits.pop(uri, None)  # no row while the record changes
-        expires_at = copies.expires_at(now, window)
+        self._hits.pop(uri, None)  # no row while the record changes
+        expires_at = self._expires_at(now, window)
         held = state.value
         if held is not None and held.contents is reply.contents and partition in state.partitions:
             # The very contents it holds (a source that hands out an unchanged reply
@@ -140,7 +146,7 @@ class Rereads:
                 state.add_partition(partition)
             objects.put_object(uri, state)
         if partition in state.partitions:  # not evicted at once by the bounds
-            copies.index(uri, partition, state, state)
+            self._index(uri, partition, state, state)
         elif state.idle:  # (a record held in a partition is never idle: no call)
             copies.records.forget_if_idle(uri, state, keep_a_while=True)
         if self._denied:  # (`Denials.__len__`, no call)
