@@ -158,7 +158,7 @@ def held(engine: FreshnessEngine, invalidations: list[Any]) -> dict[str, Any]:
             sorted(engine.heard._changed),
             sorted(engine.heard._cleared),
         ),
-        "denials": sorted(engine.denials._denied, key=str),
+        "denials": sorted(engine.denials.pairs, key=str),
         "fetched_at": engine.copies.fetched_at,
         "tracked": engine.tracked_uris,
         "records_apart": sorted(engine.copies.records._records),
@@ -370,4 +370,4 @@ def test_the_ttl_ms_memo_stays_bounded() -> None:
         reply = ReadReply((ResourceContents("u://a", text="x"),), ttl_ms=3_600_000 - i)
         assert engine.finish_read(ticket, reply) is not None
     assert len(engine.copies.windows) == 1
-    assert len(engine.copies._ms_windows) <= _WINDOWS + 1
+    assert len(engine.copies.ms_windows) <= _WINDOWS + 1

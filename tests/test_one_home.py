@@ -16,6 +16,7 @@ from pathlib import Path
 
 import freshcache
 from freshcache._core import FreshnessEngine
+from freshcache._middleware._store import MemoryStore
 
 PACKAGE = Path(freshcache.__file__).parent
 BUILDERS = {"ReadResult", "fresh_result"}
@@ -89,5 +90,8 @@ def test_architecture_names_one_existing_function_for_every_decision():
     rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
     named = re.findall(r"`FreshnessEngine\.(\w+)`", section)
     assert len(rows) >= 12 and len(named) >= 12
-    missing = [name for name in named if not hasattr(FreshnessEngine, name)]
+    # Some rules are bound from the part that defines them (`ReadRules.lookup`, ...)
+    # when the engine is made: an engine, not the class, has every one.
+    engine = FreshnessEngine(store=MemoryStore())
+    missing = [name for name in named if not hasattr(engine, name)]
     assert missing == []

@@ -42,6 +42,30 @@ def generation_of(entry: Entry | UriRecord) -> int:
     return entry.held_generation if entry.__class__ is UriRecord else entry.generation
 
 
+class MsWindows(dict[float | None, float]):
+    """``ttlMs`` -> its window (`Policy.ttl_seconds`, the float of `Copies.windows`) for
+    a reply that is neither hintless nor multi-round-trip: ``windows[ttl_ms]`` is one
+    lookup (no call) once a ``ttlMs`` was seen. Bounded on its own too: many ``ttlMs``
+    map to one window (clamped at `Policy.max_ttl`, or at most 0), so `Copies.windows`
+    alone may never pass the bound; both are cleared past `_WINDOWS`."""
+
+    __slots__ = ("policy", "windows")
+
+    def __init__(self, policy: Policy, windows: dict[float, float]) -> None:
+        super().__init__()
+        self.policy = policy
+        self.windows = windows
+
+    def __missing__(self, ttl_ms: float | None) -> float:
+        windows = self.windows
+        if len(windows) > _WINDOWS or len(self) > _WINDOWS:
+            windows.clear()
+            self.clear()
+        ttl = self.policy.ttl_seconds(ttl_ms)
+        ttl = self[ttl_ms] = windows.setdefault(ttl, ttl)
+        return ttl
+
+
 class Copies:
     """Records, stored entries and hit rows of one engine, changed only together."""
 
@@ -61,12 +85,14 @@ class Copies:
         on_invalidation: Callable[[Invalidation], None] | None,
         evicted_elsewhere: Callable[[EntryKey], None],
     ) -> None:
+        self.unusable = None  # (on the instance: read on every reply)
         self.policy = policy
         self.server_id = server_id
         self.default_partition = default_partition
         self.clock = clock
         self.wall_clock = wall_clock
         self.coverage = coverage
+        self._covering = coverage.covering
         self.counters = counters
         self.on_invalidation = on_invalidation
         """Called with every invalidation (telemetry, tests)."""
@@ -89,9 +115,8 @@ class Copies:
         self.windows: dict[float, float] = {}
         """One float object per distinct freshness window held (`UriRecord.ttl`):
         servers send few distinct ``ttlMs``; cleared past `_WINDOWS` of them."""
-        self._ms_windows: dict[float | None, float] = {}
-        """``ttlMs`` -> its window (`Policy.ttl_seconds`, the float of `windows`) for a
-        reply that is neither hintless nor multi-round-trip; cleared with `windows`."""
+        self.ms_windows = MsWindows(policy, self.windows)
+        """``ttlMs`` -> its window, made on first use (`MsWindows`; `window_of_ms`)."""
         self._fetched_at = -_INF
         """The last reply's wall-clock reading (`fetched_at_now`)."""
         self._burst = (-_INF, -1.0, 0.0)
@@ -125,21 +150,13 @@ class Copies:
         """The shared float object of freshness window ``ttl`` (bounded)."""
         if len(self.windows) > _WINDOWS:
             self.windows.clear()
-            self._ms_windows.clear()
+            self.ms_windows.clear()
         return self.windows.setdefault(ttl, ttl)
 
     def window_of_ms(self, ttl_ms: float | None) -> float:
-        """`window` of a plain reply's ``ttlMs`` (`Policy.ttl_seconds`), remembered.
-        Bounded on its own too: many ``ttlMs`` map to one window (clamped at
-        `Policy.max_ttl`, or at most 0), so `windows` alone may never pass it."""
-        ttl = self._ms_windows.get(ttl_ms)
-        if ttl is None:
-            if len(self.windows) > _WINDOWS or len(self._ms_windows) > _WINDOWS:
-                self.windows.clear()
-                self._ms_windows.clear()
-            ttl = self.policy.ttl_seconds(ttl_ms)
-            ttl = self._ms_windows[ttl_ms] = self.windows.setdefault(ttl, ttl)
-        return ttl
+        """`window` of a plain reply's ``ttlMs`` (`Policy.ttl_seconds`), remembered
+        (`ms_windows`, which the speed path reads without this call)."""
+        return self.ms_windows[ttl_ms]
 
     def expires_at(self, now: float, window: float) -> float:
         """When a reply stored ``now`` with ``window`` goes stale (see `_burst`)."""
@@ -218,11 +235,9 @@ class Copies:
         self, uri: str, partition: Partition, state: UriRecord, entry: Entry | UriRecord
     ) -> None:
         """Give a current entry its hit row, if it may be handed out without a read."""
-        result = entry.value
-        assert isinstance(result, ReadResult)
         if self.unusable is not None:
             return
-        covered = self.coverage.covers(uri)  # (`uncovered_strict`, asked once)
+        covered = uri in self._covering  # (`Coverage.covers`; `uncovered_strict`)
         policy = self.policy
         selected = state.flags & SELECTED
         if selected and not covered and policy.uncovered == "read_before_use":
@@ -242,6 +257,8 @@ class Copies:
             )
         ):
             # Fresh until notified: 2025 reads have no TTL, the subscription vouches.
+            result = entry.value
+            assert isinstance(result, ReadResult)
             row = result  # no time bound: no clock on a hit
         if partition == self.default_partition:
             self.hits[uri] = row  # (`HitTables.put`: the default table is never replaced)
@@ -355,7 +372,7 @@ class Copies:
             return handed
         if len(self.windows) > _WINDOWS:
             self.windows.clear()
-            self._ms_windows.clear()
+            self.ms_windows.clear()
         entry = Entry(
             value=cached,
             generation=state.generation,
@@ -392,4 +409,4 @@ class Copies:
         return labelled_stale(entry.value, result, entry.received_at, self.clock())
 
 
-__all__ = ["READ", "Copies", "generation_of"]
+__all__ = ["READ", "Copies", "MsWindows", "generation_of"]

@@ -20,25 +20,26 @@ class Denials:
     """The (URI, partition) pairs whose latest own server read was refused."""
 
     def __init__(self, limit: int = LIMIT) -> None:
-        self._denied: dict[tuple[str, Partition], None] = {}
+        self.pairs: dict[tuple[str, Partition], None] = {}
+        """Oldest first. Read it (empty: no denial, without a call); change it here only."""
         self._limit = limit
 
     def __len__(self) -> int:
-        return len(self._denied)
+        return len(self.pairs)
 
     def __contains__(self, key: tuple[str, Partition]) -> bool:
-        return key in self._denied
+        return key in self.pairs
 
     def note(self, uri: str, partition: Partition) -> None:
         key = (uri, partition)
-        self._denied.pop(key, None)
-        self._denied[key] = None
-        while len(self._denied) > self._limit:
-            del self._denied[next(iter(self._denied))]
+        self.pairs.pop(key, None)
+        self.pairs[key] = None
+        while len(self.pairs) > self._limit:
+            del self.pairs[next(iter(self.pairs))]
 
     def cleared(self, uri: str, partition: Partition) -> None:
         """That principal's own server read succeeded."""
-        self._denied.pop((uri, partition), None)
+        self.pairs.pop((uri, partition), None)
 
 
 __all__ = ["LIMIT", "Denials"]

@@ -107,6 +107,7 @@ from ._model import FRESH
 from ._policy import Policy
 from ._read_rules import ReadRules
 from ._reports import Counters, Invalidation, ReadTicket
+from ._rereads import Handler
 from ._sharing import catalog_subject
 from ._stream_rules import StreamRules
 
@@ -163,7 +164,14 @@ class FreshnessEngine:
         self.begin_read = reads.begin_read
         self.is_current = reads.is_current
         self.changed_since = reads.changed_since
-        self.finish_read = reads.finish_read
+        self.finish_read = self.rereads.reply if reads.quick else reads.finish_read
+        """`ReadRules.finish_read`, the common reply first by the speed path (`quick`)."""
+        self.rereads.events = self.events
+        self.handle: Handler = (
+            self.rereads.handle if reads.quick else self.events
+        )
+        """Feed one stream event; returns what the middleware must do next: `events`,
+        the common ``resources/updated`` first by the speed path (`quick`)."""
         self.abandon_read = reads.abandon_read
         self.note_timeout = reads.note_timeout
         self.may_share = reads.may_share
@@ -263,6 +271,8 @@ class FreshnessEngine:
     @quick.setter
     def quick(self, quick: bool) -> None:
         self.reads.quick = quick
+        self.finish_read = self.rereads.reply if quick else self.reads.finish_read
+        self.handle = self.rereads.handle if quick else self.events
 
     @property
     def denied_elsewhere(self) -> Callable[[str, Partition], bool] | None:
@@ -352,20 +362,10 @@ class FreshnessEngine:
             decisions.append(Relisten(frozenset(selected), "selection_changed"))
         return decisions
 
-    def handle(self, event: StreamEvent, cause: str = "resources/updated") -> list[Decision]:
-        """Feed one stream event; returns what the middleware must do next. ``cause``:
+    def events(self, event: StreamEvent, cause: str = "resources/updated") -> list[Decision]:
+        """`handle` by the general rules (what `Rereads.handle` does not take). ``cause``:
         a fleet follower's copy of the listener's invalidation names the listener's
         (``acknowledged``, ``stream_lost``: a re-proof, `Copies.reason_for`)."""
-        if (
-            event.__class__ is ResourceUpdated
-            and event.contents is None
-            and self.reads.quick
-            and (
-                len(event.uri) <= self.coverage.shortest  # (no parent: no call)
-                or not self.coverage.parents_asked_for(event.uri)
-            )
-        ):
-            return self.rereads.updated(event.uri, event.subscription_id, cause)
         streams = self.streams
         match event:
             case ListenStarted():

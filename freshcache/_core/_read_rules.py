@@ -35,7 +35,8 @@ class ReadRules:
     """Tickets, replies and failures of ``resources/read``, and who a copy may serve."""
 
     quick = True
-    """Take the speed path (`Rereads`); false: the general rules only (tests)."""
+    """Take the speed path (`Rereads`); false: the general rules only (tests). Set it
+    through `FreshnessEngine.quick`, which also binds its ``finish_read``."""
     denied_elsewhere: Callable[[str, Partition], bool] | None = None
     """Set by a fleet (a `Standing`, through `FreshnessEngine.denied_elsewhere`):
     whether a copy that is not ``partition``'s own read of a URI (or of a catalog:
@@ -43,13 +44,16 @@ class ReadRules:
     worker since, or never read by it here."""
 
     def __init__(self, copies: Copies, heard: ChangesHeard, denials: Denials) -> None:
+        self.quick = True  # (on the instance: read on every notification)
         self.copies = copies
         self.policy = copies.policy
         self.counters = copies.counters
         self.clock = copies.clock
         self.heard = heard
         self.denials = denials
-        self.rereads = Rereads(copies, heard, denials)
+        self.rereads = Rereads(copies, heard, denials, self.finish_read)
+        """The speed path: `FreshnessEngine.finish_read` is its `Rereads.reply` while
+        `quick`, which hands every other reply to `finish_read`."""
 
     def lookup(self, uri: str, partition: Partition) -> ReadResult | None:
         """A fresh result from the cache, or ``None`` when a server read is needed."""
@@ -126,11 +130,8 @@ class ReadRules:
     def finish_read(
         self, ticket: ReadTicket, reply: ReadReply | RequestFailed
     ) -> ReadResult | None:
-        """Judge a reply. ``None`` means an invalidation overtook the read: read again."""
-        if self.quick:
-            done = self.rereads.reply(ticket, reply)
-            if done is not None:
-                return done
+        """Judge a reply. ``None`` means an invalidation overtook the read: read again.
+        (The general rules; the common reply takes the speed path first, `Rereads.reply`.)"""
         uri, partition = ticket.uri, ticket.partition
         if isinstance(reply, ReadReply) and reply.shared_copy and self.denied(uri, partition):
             # Defence in depth (the fleet asks `may_share` before it hands one over): a
