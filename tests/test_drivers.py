@@ -25,7 +25,8 @@ from freshcache.acceptance._driver import DriverError, Hello
 from freshcache.acceptance._format import parse_text
 from freshcache.acceptance._runner import Said, check
 from freshcache.acceptance._steps import parse_expect, text_for
-from freshcache.acceptance.drivers import HERE, Unavailable, command_for
+from freshcache.acceptance.drivers import Unavailable, command_for
+from tests.typescript_support import typescript_ready
 
 pytestmark = pytest.mark.wire
 
@@ -232,27 +233,8 @@ def test_fastmcp_client_gets_a_verdict_for_every_row():
     verdicts_for("fastmcp", PEER_ROWS)
 
 
-def _typescript_ready() -> str | None:
-    """Why the TypeScript driver cannot run here (``None``: it can); installs its SDK
-    from the lock file when Node and npm are there but the modules are not."""
-    try:
-        command_for("typescript")
-        return None
-    except Unavailable as exc:
-        if shutil.which("node") is None or shutil.which("npm") is None:
-            return str(exc)
-    done = subprocess.run(
-        ["npm", "ci", "--silent", "--prefix", str(HERE / "typescript")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    return None if done.returncode == 0 else f"npm ci failed: {done.stderr.strip()[-200:]}"
-
-
 def test_the_typescript_sdk_client_gets_a_verdict_for_every_row():
-    reason = _typescript_ready()
+    reason = typescript_ready()
     if reason is not None:
         pytest.skip(reason)
     cases = verdicts_for("typescript", ("seed-2", "seed-4", "seed-6", NO_LISTEN_ROW))
