@@ -335,7 +335,9 @@ class ClientWorld(World):
 
     async def _look(self) -> str | None:
         busy = self.server_busy()
-        if busy is not None:
+        if busy is not None and self.driver.client_ended is None:
+            # A client the driver says can no longer reach its server takes nothing
+            # more in and opens no listen: the server side is not waited for.
             return busy
         if "look" in self.hello.ops:
             answer = await self.driver.request("look", server=self.server_view())
