@@ -88,7 +88,11 @@ class OnVirtualClock:
 
 
 class Session(Protocol):
-    """One fresh client for one row (the answers are the protocol's answer objects)."""
+    """One fresh client for one row (the answers are the protocol's answer objects).
+
+    Optional beyond these: the ops named in ``hello`` (``advance(message)``, ...), and
+    ``async def cut_off() -> str``, returning (why) once the client can no longer reach
+    its server; the loop then sends the harness an ``ended`` notice."""
 
     async def read(
         self, uri: str, timeout: float | None, principal: str | None
