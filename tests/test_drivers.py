@@ -13,6 +13,7 @@ import subprocess
 import sys
 from xml.etree import ElementTree
 
+import anyio
 import pytest
 
 from freshcache._core import ReadResult
@@ -21,7 +22,7 @@ from freshcache.acceptance._client_world import (
     ClientStdioWorld,
     client_unplayable,
 )
-from freshcache.acceptance._driver import DriverError, Hello
+from freshcache.acceptance._driver import DriverError, DriverProcess, Hello
 from freshcache.acceptance._format import parse_text
 from freshcache.acceptance._runner import Said, check
 from freshcache.acceptance._steps import parse_expect, text_for
@@ -167,7 +168,8 @@ def mcp_cases(
     catalog rows on the 2026-07-28 wires. The other peer rows play in a run of their
     own (`test_the_official_python_sdk_client_gets_a_verdict_on_the_other_peer_rows`),
     beside this one: a row of those whose server goes down sits out the harness's
-    deadlines for a client that never comes back (seed-8: 15 s a wire).
+    deadlines for a client that never comes back where its driver cannot say so
+    (seed-8 on the 2025-11-25 wires: 15 s a wire).
 
     Played once per test session: under xdist a worker that gets a test of a wire
     another worker is playing (the tests of a wire came in two of its batches) reads
@@ -190,7 +192,12 @@ def mcp_cases(
 
 @pytest.mark.parametrize("wire", MCP_WIRES)
 def test_the_official_python_sdk_client_gets_a_verdict_on_the_other_peer_rows(wire):
-    mcp_verdicts(wire, VERDICT_ONLY_ROWS)
+    cases = mcp_verdicts(wire, VERDICT_ONLY_ROWS)
+    if "-2025" not in wire:
+        # Its client cannot come back once the server went down (on HTTP its context
+        # ends, on stdio its session closes); the driver says so and the harness stops
+        # waiting for its listen: no three settles of 5 s or more each are sat out.
+        assert _on(cases, "seed-8")["seconds"] < 15, _on(cases, "seed-8")
 
 
 def _on(cases: list[dict], row: str) -> dict:
@@ -241,6 +248,42 @@ def test_the_typescript_sdk_client_gets_a_verdict_for_every_row():
     for case in cases:
         if case["id"] == NO_LISTEN_ROW and not case["skipped"]:
             assert case["passed"] and case["seconds"] < 20, case
+
+
+def test_an_ended_notice_is_news_about_the_open_row_and_answers_nothing(tmp_path):
+    """A line without an id, ``{"ended": "why"}``: the harness records it for the row
+    open now (its settles stop waiting for that client) and forgets it at the next
+    ``open``; the answers around it still reach their requests."""
+    script = tmp_path / "driver.py"
+    script.write_text(
+        "import json, sys\n"
+        "for line in sys.stdin:\n"
+        "    req = json.loads(line)\n"
+        "    if req['op'] == 'hello':\n"
+        "        print(json.dumps({'id': req['id'], 'protocol': 1, 'client': 'fake 1'}))\n"
+        "    elif req['op'] == 'read':\n"
+        "        print(json.dumps({'ended': 'its session closed'}))\n"
+        "        print(json.dumps({'id': req['id'], 'error': 'closed'}))\n"
+        "    else:\n"
+        "        print(json.dumps({'id': req['id'], 'ok': True}))\n"
+        "    sys.stdout.flush()\n"
+    )
+
+    async def main() -> list[object]:
+        seen: list[object] = []
+        async with DriverProcess([sys.executable, str(script)], log=tmp_path / "log") as driver:
+            await driver.ensure_started()
+            await driver.request("open", wait=30.0)
+            seen.append(driver.client_ended)
+            seen.append(await driver.request("read", wait=30.0, uri=SELECTED))
+            seen.append(driver.client_ended)
+            await driver.request("open", wait=30.0)
+            seen.append(driver.client_ended)
+        return seen
+
+    before, answer, ended, next_row = anyio.run(main)
+    assert (before, ended, next_row) == (None, "its session closed", None)
+    assert answer == {"id": 3, "error": "closed"}
 
 
 # ---------------------------------------------------------------- judging without states

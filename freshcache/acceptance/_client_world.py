@@ -67,6 +67,10 @@ _INSPECTED = ("stream", "untrusted", "tracked_uris_at_most")
 CLOSE_WAIT = 10.0
 """Seconds a row's close may take before its driver counts as hung."""
 
+READ_SECONDS = 2.0
+"""How long a read may wait (the ``read`` hint) before `load_factor` stretches it; on
+stdio more (`ClientStdioWorld.read_timeout`): a read there may wait for a new process."""
+
 
 def client_unplayable(case: Case, hello: Hello, transport: str) -> str | None:
     """Why ``case`` cannot be driven through the client ``hello`` describes (``None``:
@@ -168,7 +172,7 @@ class ClientWorld(World):
         return reason
 
     def read_timeout(self) -> float:
-        return 2.0 * load_factor()
+        return READ_SECONDS * load_factor()
 
     async def open_client(self, setup: Setup, **where: Any) -> None:
         """Open the row's client in the driver and reach the seed situation."""
@@ -191,10 +195,13 @@ class ClientWorld(World):
     def timeouts(self, setup: Setup) -> dict[str, float]:
         """Hints for the client: how long a read may wait, and when a silent request
         counts as timed out (the rows' *times out* are requests never answered; a
-        deadline row gets a short idle deadline, `DEADLINE_ROW_SECONDS`)."""
+        deadline row gets a short idle deadline, `DEADLINE_ROW_SECONDS`, and the
+        read hint of HTTP on stdio too: it restarts no server process, and a client
+        with one timeout sits out this one on each read the row times out)."""
         idle = DEADLINE_ROW_SECONDS if setup.deadline_row else 3.0 * load_factor()
         request = 0.5 if setup.deadline_row else 0.5 * load_factor()
-        return {"read": self.read_timeout(), "request": request, "idle": idle}
+        read = READ_SECONDS * load_factor() if setup.deadline_row else self.read_timeout()
+        return {"read": read, "request": request, "idle": idle}
 
     async def close_client(self) -> None:
         """Close the row's client, even when the row ran out of time (shielded, bounded);
@@ -335,7 +342,9 @@ class ClientWorld(World):
 
     async def _look(self) -> str | None:
         busy = self.server_busy()
-        if busy is not None:
+        if busy is not None and self.driver.client_ended is None:
+            # A client the driver says can no longer reach its server takes nothing
+            # more in and opens no listen: the server side is not waited for.
             return busy
         if "look" in self.hello.ops:
             answer = await self.driver.request("look", server=self.server_view())

@@ -83,6 +83,9 @@ class DriverProcess:
         self.unanswered: tuple[str, float] | None = None
         """The request a deadline outside `request` gave up waiting on, and for how
         long it had waited (a driver that hangs); cleared by the caller."""
+        self.client_ended: str | None = None
+        """Why the open row's client can no longer reach its server, as the driver said
+        in an ``ended`` notice (``None``: it said nothing); cleared at each ``open``."""
 
     async def __aenter__(self) -> DriverProcess:
         self._tg = anyio.create_task_group()
@@ -129,8 +132,11 @@ class DriverProcess:
                 line = await buffered.receive_until(b"\n", 1 << 26)
                 try:
                     answer = json.loads(line)
+                    if answer.get("id") is None and answer.get("ended"):
+                        self.client_ended = str(answer["ended"])  # a notice, not an answer
+                        continue
                     waiting = self._waiting.pop(int(answer["id"]))
-                except (ValueError, KeyError, TypeError):
+                except (ValueError, KeyError, TypeError, AttributeError):
                     continue  # not an answer to anything asked: ignored
                 waiting[1].append(answer)
                 waiting[0].set()
@@ -142,6 +148,8 @@ class DriverProcess:
         process = self._process
         if process is None or process.stdin is None or process.returncode is not None:
             raise DriverError("the driver is not running")
+        if op == "open":
+            self.client_ended = None  # notices before this one were about earlier rows
         self._next_id += 1
         request_id = self._next_id
         event, slot = anyio.Event(), list[dict[str, Any]]()

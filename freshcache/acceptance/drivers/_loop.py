@@ -15,7 +15,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, suppress
 from typing import Any, BinaryIO, Protocol
 
@@ -88,7 +88,11 @@ class OnVirtualClock:
 
 
 class Session(Protocol):
-    """One fresh client for one row (the answers are the protocol's answer objects)."""
+    """One fresh client for one row (the answers are the protocol's answer objects).
+
+    Optional beyond these: the ops named in ``hello`` (``advance(message)``, ...), and
+    ``async def cut_off() -> str``, returning (why) once the client can no longer reach
+    its server; the loop then sends the harness an ``ended`` notice."""
 
     async def read(
         self, uri: str, timeout: float | None, principal: str | None
@@ -108,8 +112,10 @@ class Driver(Protocol):
 class _Rows:
     """The one open row: its session, and the task that holds the client's context."""
 
-    def __init__(self, driver: Driver, tg: anyio.abc.TaskGroup) -> None:
-        self.driver, self.tg = driver, tg
+    def __init__(
+        self, driver: Driver, tg: anyio.abc.TaskGroup, notify: Callable[[dict[str, Any]], None]
+    ) -> None:
+        self.driver, self.tg, self.notify = driver, tg, notify
         self.session: Session | None = None
         self.ended: str | None = None
         """Why the row's client ended before the row closed it (it died mid-row)."""
@@ -129,7 +135,10 @@ class _Rows:
                 async with self.driver.connect(spec) as session:
                     self.session = session
                     opened.set()
-                    await close.wait()
+                    async with anyio.create_task_group() as watch:
+                        watch.start_soon(self._watch, session, close)
+                        await close.wait()
+                        watch.cancel_scope.cancel()
             except BaseException as exc:  # the row's client failed to open, run or close
                 failure.append(exc)
                 if not opened.is_set():
@@ -139,8 +148,10 @@ class _Rows:
                 if not isinstance(exc, Exception):
                     raise
             finally:
-                if opened.is_set() and not close.is_set() and self.ended is None:
-                    self.ended = "its context ended"
+                if opened.is_set() and not close.is_set():
+                    if self.ended is None:
+                        self.ended = "its context ended"
+                    self.notify({"ended": f"the client ended: {self.ended}"})
                 self.session = None
                 closed.set()
 
@@ -148,6 +159,15 @@ class _Rows:
         await opened.wait()
         if failure:
             raise failure[0]
+
+    async def _watch(self, session: Session, close: anyio.Event) -> None:
+        """Tell the harness when the row's client can no longer reach its server (a
+        session's optional ``cut_off``): it stops waiting for that client to listen."""
+        cut_off = getattr(session, "cut_off", None)
+        if cut_off is not None:
+            why = await cut_off()
+            if not close.is_set():
+                self.notify({"ended": str(why)})
 
     async def close(self) -> None:
         if self._close is None or self._closed is None:
@@ -226,8 +246,14 @@ async def serve(driver: Driver) -> None:
             out.write(json.dumps({"id": request_id, **answer}).encode() + b"\n")
             out.flush()
 
+    def notify(notice: dict[str, Any]) -> None:
+        """A line without an id: news about the open row, not an answer (no await
+        between write and flush, so it never splits another line)."""
+        out.write(json.dumps(notice).encode() + b"\n")
+        out.flush()
+
     async with anyio.create_task_group() as tg:
-        rows = _Rows(driver, tg)
+        rows = _Rows(driver, tg, notify)
         async for line in _lines(sys.stdin.buffer):
             if line.strip():
                 tg.start_soon(reply, json.loads(line))

@@ -143,9 +143,11 @@ class FreshcacheSession(OnVirtualClock):
             return f"{stats.backlog} messages not yet taken by the cache"
         if stats.pid is not None and stats.pid in server.get("gone_pids", ()):
             return f"server process {stats.pid} exited; the source has not seen it yet"
-        if stats.pid is not None and stats.lines_from_current == 0:
+        held = server.get("pid") == stats.pid and server.get("acks_held")
+        if stats.pid is not None and stats.lines_from_current == 0 and not held:
             # Started, not yet answered: a read now would wait on a process that may
-            # exit at once (the server is down) or answer soon (it is back).
+            # exit at once (the server is down) or answer soon (it is back). One that
+            # runs and holds its acknowledgments has answered nothing on purpose.
             return f"server process {stats.pid} is starting"
         if "pid" not in server:
             return None  # the server is down: nothing to take in

@@ -25,6 +25,7 @@ import anyio
 import anyio.abc
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client import CacheConfig, InMemoryResponseCacheStore
+from mcp.types import CONNECTION_CLOSED
 
 from .._runner import VirtualClock
 from ._loop import OnVirtualClock, hello, run
@@ -39,9 +40,12 @@ def text_of(result: Any) -> str:
 
 
 class McpSession(OnVirtualClock):
-    def __init__(self, client: Client, clock: VirtualClock, tg: anyio.abc.TaskGroup) -> None:
-        self.client, self.clock, self.tg = client, clock, tg
+    def __init__(
+        self, client: Client, clock: VirtualClock, tg: anyio.abc.TaskGroup, transport: str
+    ) -> None:
+        self.client, self.clock, self.tg, self.transport = client, clock, tg, transport
         self._listening: anyio.CancelScope | None = None
+        self._cut_off = anyio.Event()
 
     async def read(self, uri: str, timeout: float | None, principal: str | None) -> dict[str, Any]:
         try:
@@ -114,9 +118,21 @@ class McpSession(OnVirtualClock):
                 except MCPError as exc:
                     if exc.code == METHOD_NOT_FOUND:
                         return  # the server has no listen: asking again changes nothing
+                    if exc.code == CONNECTION_CLOSED and self.transport == "stdio":
+                        # The server process is gone and the SDK starts no other: every
+                        # later request fails at once. On HTTP the code also ends one
+                        # stream (the session lives on), so there the driver asks again.
+                        self._cut_off.set()
+                        return
                 except Exception:  # lost, refused, or the server is away: listen again
                     pass
                 await anyio.sleep(0.05)
+
+    async def cut_off(self) -> str:
+        """Returns once the client can no longer reach its server (`_loop` tells the
+        harness, which then stops waiting for a listen that cannot come)."""
+        await self._cut_off.wait()
+        return "the client's stdio session closed (the SDK starts no new server process)"
 
     async def _subscribe(self, uris: list[str]) -> None:
         for uri in uris:
@@ -158,7 +174,7 @@ class McpDriver:
         request_timeout = spec.get("timeouts", {}).get("read", 2.0)
         client = Client(server, cache=cache, read_timeout_seconds=request_timeout)
         async with client, anyio.create_task_group() as tg:
-            session = McpSession(client, clock, tg)
+            session = McpSession(client, clock, tg, spec["transport"])
             await session.select(list(spec.get("select", [])))
             yield session
             tg.cancel_scope.cancel()

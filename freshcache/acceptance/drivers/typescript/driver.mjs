@@ -70,8 +70,21 @@ async function open(message) {
           stderr: "inherit",
         });
   await client.connect(transport, { timeout: 1000 * (timeouts.read ?? 2) });
-  row = { client, selection: null, listening: null, closed: false, timeout: 1000 * (timeouts.read ?? 2) };
-  select(row, message.select ?? []);
+  const state = { client, selection: null, listening: null, closed: false, timeout: 1000 * (timeouts.read ?? 2) };
+  row = state;
+  if (message.transport === "stdio") {
+    // The server process is gone and the SDK starts no other: tell the harness (the
+    // `ended` notice), which then stops waiting for a listen that cannot come.
+    const before = client.onclose;
+    client.onclose = () => {
+      before?.();
+      if (!state.closed) {
+        state.selection = null; // no listen again on a closed transport
+        process.stdout.write(JSON.stringify({ ended: "the client's stdio transport closed" }) + "\n");
+      }
+    };
+  }
+  select(state, message.select ?? []);
 }
 
 async function read(message) {
