@@ -53,15 +53,21 @@ def memory_entry() -> Path:
     return npm_entry(MEMORY_PACKAGE, MEMORY_NAME)
 
 
-def npm_entry(package: Path, name: str) -> Path:
-    """``dist/index.js`` of npm package ``name``, installed from the lock file in
+def claude_code_entry() -> Path:
+    """Claude Code's ``claude`` (its ``mcp list`` health check is a host's own check)."""
+    folder = Path(__file__).parent / "fixtures" / "claude_code"
+    return npm_entry(folder, "@anthropic-ai/claude-code", "bin/claude.exe")
+
+
+def npm_entry(package: Path, name: str, entry: str = "dist/index.js") -> Path:
+    """``entry`` (a path inside npm package ``name``), installed from the lock file in
     ``package`` into the cache directory, once per version."""
     if shutil.which("node") is None or shutil.which("npm") is None:
         raise EverythingUnavailable(f"{name} needs Node and npm on PATH")
     home = cache_root() / f"{name.rsplit('/', 1)[-1]}-{version(package, name)}"
-    entry = home / "node_modules" / name / "dist" / "index.js"
-    if entry.exists():
-        return entry
+    path = home / "node_modules" / name / entry
+    if path.exists():
+        return path
     home.mkdir(parents=True, exist_ok=True)
     for file in ("package.json", "package-lock.json"):
         shutil.copyfile(package / file, home / file)
@@ -75,13 +81,19 @@ def npm_entry(package: Path, name: str) -> Path:
         )
     except subprocess.TimeoutExpired as exc:
         raise EverythingUnavailable(f"npm ci of {name} took over 300 s") from exc
-    if done.returncode != 0 or not entry.exists():
+    if done.returncode != 0 or not path.exists():
         tail = (done.stderr or done.stdout).strip()[-300:]
         raise EverythingUnavailable(
             f"npm ci of {name}@{version(package, name)} failed (is the npm registry "
             f"reachable?): {tail}"
         )
-    return entry
+    return path
 
 
-__all__ = ["EverythingUnavailable", "everything_entry", "memory_entry", "version"]
+__all__ = [
+    "EverythingUnavailable",
+    "claude_code_entry",
+    "everything_entry",
+    "memory_entry",
+    "version",
+]
