@@ -149,6 +149,21 @@ async def test_a_change_the_cache_already_holds_stops_the_first_send() -> None:
         assert same.state == "answered" and server.tool_calls == ["pay"], same
 
 
+async def test_a_catalog_overtaken_by_a_change_heard_is_no_ground_to_refuse() -> None:
+    # The cache handed out cents, then heard list_changed; its re-list fails. A caller
+    # that saw dollars elsewhere is not told the tool "changed" back to the cents the
+    # cache knows to be outdated: with no catalog it can vouch for, the call goes out.
+    server = ReferenceServer()
+    async with cache_on(server) as cache:
+        server.set_catalog("tools", [CENTS], notify=False)
+        assert (await cache.tools()).items[0]["description"] == "amount in cents"
+        server.catalogs.faults["tools"] = "server_error"
+        server.set_catalog("tools", [DOLLARS], notify=True)
+        await until(lambda: cache.catalog_status("tools").state != "fresh")
+        call = await cache.call_tool("pay", {"amount": 5}, seen=DOLLARS)
+        assert call.state == "answered" and server.tool_calls == ["pay"], call
+
+
 async def test_the_caller_names_the_definition_it_built_the_arguments_from() -> None:
     server = ReferenceServer()
     async with cache_on(server) as cache:

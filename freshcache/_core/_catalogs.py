@@ -330,6 +330,15 @@ class CatalogBook:
         held = self._held_for(kind, partition)
         return None if held is None else held.catalog
 
+    def unchanged(self, kind: CatalogKind, partition: Partition) -> Catalog | None:
+        """The catalog ``partition`` was last handed while no change of ``kind`` was
+        heard since its walk (its window may have closed: a list without ``ttlMs``
+        expires at once), else ``None``. No I/O."""
+        held = self._held_for(kind, partition)
+        if held is None or held.generation != self.pages[kind].generation:
+            return None
+        return held.catalog
+
     def lookup(self, kind: CatalogKind, partition: Partition) -> Catalog | None:
         """The fresh catalog, or ``None`` when a walk is needed. No I/O, no copy."""
         held = self._held_for(kind, partition)

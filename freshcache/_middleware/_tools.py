@@ -19,7 +19,7 @@ A tool can pay, delete, send. So:
   with the new ``tool``: the caller (the model) rebuilds the call. Not listed:
   ``unknown_tool``. The re-list not fresh: its state and reason.
 - **Nor a first send against a change already heard.** When the newest tool catalog
-  the cache holds (fresh, or the last one listed, fresh when it was handed out) lists
+  the cache holds (fresh, or the last one listed while no change was heard since) lists
   the tool otherwise than ``seen`` (or not at all), the answer is ``tool_changed``
   (``unknown_tool``) at once, nothing sent.
 - **One deadline.** ``timeout`` bounds the whole call, re-list and second send included.
@@ -199,8 +199,10 @@ class ToolCalls:
         who = principal if principal is not None else self.principal
         held = self.engine.catalogs.last_held("tools", who)  # fresh or not since
         saw = seen_definition(name, seen, held)
-        # The fresh catalog, else the newest listed (fresh a moment ago): no I/O.
-        known = self.engine.catalog_lookup("tools", who) or held
+        # The fresh catalog, else the one last listed if no change was heard since (a
+        # list without ttlMs expires at once): no I/O. After a change heard, neither.
+        catalogs = self.engine.catalogs
+        known = self.engine.catalog_lookup("tools", who) or catalogs.unchanged("tools", who)
         if saw is not None and known is not None and name not in known.excluded:
             changed = _changed(name, saw, known)
             if changed is not None:  # a change already heard: never sent with old arguments
