@@ -331,13 +331,11 @@ class CatalogBook:
         return None if held is None else held.catalog
 
     def unchanged(self, kind: CatalogKind, partition: Partition) -> Catalog | None:
-        """The catalog ``partition`` was last handed while no change of ``kind`` was
-        heard since its walk (its window may have closed: a list without ``ttlMs``
-        expires at once), else ``None``. No I/O."""
+        """The catalog ``partition`` was last handed if no change of ``kind`` was heard
+        since its walk (its window may have closed). No I/O."""
         held = self._held_for(kind, partition)
-        if held is None or held.generation != self.pages[kind].generation:
-            return None
-        return held.catalog
+        current = held is not None and held.generation == self.pages[kind].generation
+        return held.catalog if current and held is not None else None
 
     def lookup(self, kind: CatalogKind, partition: Partition) -> Catalog | None:
         """The fresh catalog, or ``None`` when a walk is needed. No I/O, no copy."""
