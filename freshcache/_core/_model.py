@@ -49,6 +49,23 @@ REPROOF_CAUSES = frozenset({"acknowledged", "stream_lost"})
 read before it (invariant 4), a lost stream. Nothing is known to have changed; the
 re-read decides (`StateChange.reproof`)."""
 
+
+_S = TypeVar("_S", bound=str)
+
+
+def moved(
+    before: tuple[_S, str | None, bool] | None, state: _S, version: str | None, cause: str | None
+) -> tuple[_S, str | None, bool] | None:
+    """The mark to remember when a move is worth reporting to `changes()`, else ``None``:
+    its (state, version) moved, or a change is heard of while it is not fresh again yet
+    for a re-proof (``cause`` in `REPROOF_CAUSES` was no change; this is). A burst of
+    changes heard is one report. The marks: (state, version, a change heard)."""
+    heard = cause is not None and cause not in REPROOF_CAUSES
+    if before is not None and before[:2] == (state, version) and (before[2] or not heard):
+        return None
+    return (state, version, heard)
+
+
 CacheScope = Literal["public", "private"]
 
 

@@ -31,7 +31,7 @@ import anyio
 from typing_extensions import Self
 
 from .._core import FRESH, CatalogChange, ReadResult
-from .._core._model import REPROOF_CAUSES, Reason, State
+from .._core._model import REPROOF_CAUSES, Reason, State, moved
 
 _MIN_BOUND = 2048
 """Records the feed keeps before it first asks the engine what it still remembers."""
@@ -276,10 +276,9 @@ class ChangeFeed:
         version) moved, or when a change is heard of while it is not fresh again yet for
         another reason (the re-read of a lost stream or an acknowledgment under way: a
         re-proof was no change; this is). A burst of changes heard is one report."""
-        heard = cause is not None and cause not in REPROOF_CAUSES
-        now = (result.state, result.version, heard)
         before = self._last.get(result.uri)
-        if before is not None and before[:2] == now[:2] and (before[2] or not heard):
+        now = moved(before, result.state, result.version, cause)
+        if now is None:
             return
         self._last[result.uri] = now
         if len(self._last) > self._bound:

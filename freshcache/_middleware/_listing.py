@@ -38,7 +38,7 @@ from .._core import (
     RequestFailed,
     StreamEvent,
 )
-from .._core._model import REPROOF_CAUSES
+from .._core._model import moved
 from .._errors import FreshCacheError, MethodNotFoundError, ProtocolError
 from .._sources._source import Source, no_catalogs
 from ._flights import rewaits
@@ -225,10 +225,9 @@ class Lister:
         if not self._changes.active:
             self._last.clear()
             return
-        heard = cause is not None and cause not in REPROOF_CAUSES
-        now = (catalog.state, catalog.version, heard)
         before = self._last.get(catalog.kind)
-        if before is not None and before[:2] == now[:2] and (before[2] or not heard):
+        now = moved(before, catalog.state, catalog.version, cause)
+        if now is None:
             return
         self._last[catalog.kind] = now
         self._changes.publish(
