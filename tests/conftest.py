@@ -19,6 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.polling import scaled
+
 PLAYED_TABLES = "FRESHCACHE_PLAYED_TABLES"
 """The JUnit report (``--junit``) of a ``freshcache acceptance`` run on this checkout
 just before this one (CI's first step, `.ci/run`): a table test marked
@@ -68,6 +70,23 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         )
 
 
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Each test's timeout (pytest-timeout's 120 s, or the test's own marker) stretched by
+    the load per core when it starts: a net for a hung test, not a budget that a loaded
+    machine's slowness can exhaust. Runs before pytest-timeout reads the marker."""
+    marker = item.get_closest_marker("timeout")
+    if marker is not None and marker.args:
+        base = marker.args[0]
+    elif marker is not None:
+        base = marker.kwargs.get("timeout")
+    else:
+        base = getattr(item.config, "_env_timeout", None)
+    if isinstance(base, (int, float)) and base > 0:
+        item.add_marker(pytest.mark.timeout(scaled(float(base))), append=False)
+    yield
+
+
 FIXTURES = Path(__file__).parent / "fixtures"
 MCP_SCHEMA = Path(__file__).parent / "data" / "mcp-2026-07-28" / "schema.json"
 """The MCP 2026-07-28 JSON schema, vendored from upstream (see tests/data/README.md)."""
@@ -103,7 +122,8 @@ class SdkServer:
 
 
 def start_sdk_server(*extra: str, timeout: float = 30.0) -> SdkServer:
-    """Start the SDK fixture on a free loopback port; wait until it answers."""
+    """Start the SDK fixture on a free loopback port; wait until it answers (``timeout``
+    stretched by the machine's load: the interpreter imports the SDK first)."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, str(FIXTURES / "sdk_server.py"), "http", "--port", str(port), *extra],
@@ -112,7 +132,7 @@ def start_sdk_server(*extra: str, timeout: float = 30.0) -> SdkServer:
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     server = SdkServer(f"http://127.0.0.1:{port}/mcp", f"http://127.0.0.1:{port}/control", process)
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while True:
         if process.poll() is not None:
             err = process.stderr.read().decode(errors="replace") if process.stderr else ""
@@ -122,7 +142,7 @@ def start_sdk_server(*extra: str, timeout: float = 30.0) -> SdkServer:
             return server
         except httpx.HTTPError:
             if time.monotonic() > deadline:
-                process.kill()
+                stop_process(process)  # reaped: no "still running" warning in a later test
                 raise
             time.sleep(0.05)
 

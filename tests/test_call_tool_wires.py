@@ -242,3 +242,17 @@ def test_plain_thaws_what_catalogs_freeze() -> None:
     frozen = MappingProxyType({"a": (1, MappingProxyType({"b": [2, (3,)]}))})
     assert plain(frozen) == {"a": [1, {"b": [2, [3]]}]}
     assert ToolReply({"content": []}).hints == ()
+
+
+async def test_a_call_to_a_stdio_process_that_never_spoke_is_not_written_blind() -> None:
+    """A process that has answered nothing may exit without reading its stdin (a server
+    that is down, started again): a call written to it would be ``may_have_run``. The
+    source proves the process reads first (a ``ping``), so the call is reported unsent."""
+    never_reads = "import time; time.sleep(0.5)"
+    source = StdioSource([sys.executable, "-c", never_reads], timeout=2.0)
+    try:
+        outcome = await source.forward("tools/call", {"name": "pay", "arguments": {}}, None)
+    finally:
+        await source.aclose()
+    assert isinstance(outcome, RequestFailed), outcome
+    assert (outcome.kind, outcome.lost) == ("unreachable", False), outcome

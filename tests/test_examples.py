@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SdkServer
+from tests.polling import scaled
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 APPROVAL = "guide://shipping/approval"
@@ -80,8 +81,9 @@ class AgentLoop:
             )
 
     def turn_until(self, wanted, what: str, timeout: float = 15.0) -> Turn:
-        """Take turns (bounded) until one shows what the test waits for."""
-        deadline = time.monotonic() + timeout
+        """Take turns (bounded, the bound stretched by the machine's load) until one shows
+        what the test waits for."""
+        deadline = time.monotonic() + scaled(timeout)
         while True:
             current = self.turn()
             if wanted(current):
@@ -112,8 +114,12 @@ def state_of(uri: str):
 def test_the_agent_loop_never_puts_stale_text_in_its_prompt(sdk_server: SdkServer):
     agent = AgentLoop(sdk_server.url)
     try:
+        # The first turn may end before the first read does on a loaded machine: the
+        # agent is then told it is awaiting (never handed old text); it asks again.
         first = agent.turn()
-        assert first.states[APPROVAL]["state"] == "fresh"
+        if first.states[APPROVAL]["state"] != "fresh":
+            assert V1 not in first.prompt
+            first = agent.turn_until(lambda t: state_of(APPROVAL)(t) == "fresh", "fresh v1")
         assert V1 in first.prompt
         assert RETURNS_TEXT in first.prompt
 

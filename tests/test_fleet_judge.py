@@ -75,4 +75,5 @@ async def test_an_entry_copied_under_another_principals_key_is_refused(valkey):
         reads = server.server_reads
         bob = await two.read(URI, principal="bob")
         assert bob.server_read and server.server_reads == reads + 1
-        assert two.describe()["fleet"]["counters"]["refused_copies"] == 1
+        # Refused each time it is looked at (a read that waits on a fill looks again).
+        assert two.describe()["fleet"]["counters"]["refused_copies"] >= 1

@@ -115,7 +115,7 @@ from .._protocol._client import (
     decode,
     id_key,
 )
-from .._protocol._reissue import lost_answer
+from .._protocol._reissue import lost_answer, may_reissue
 from .._protocol._tools import ToolReply, tool_answer
 from .._protocol._wire import (
     ClientIdentity,
@@ -934,6 +934,13 @@ class StdioSource(SpeaksClientProtocol):
             ready = await self._initialize(conn, max(0.0, deadline - anyio.current_time()))
             if isinstance(ready, RequestFailed):
                 return ready
+        if not conn.healthy and not may_reissue(method):
+            # A process that has answered nothing yet may be one about to exit unread (a
+            # server that is down): a `ping` first, so a call it never read is reported
+            # unsent (`unreachable`), not `may_have_run`. Any answer, an error too, will do.
+            alive = await self._exchange(conn, "ping", {}, deadline, timeout)
+            if isinstance(alive, RequestFailed):
+                return replace(alive, lost=False)  # the call itself was never written
         renegotiated = False
         while True:
             answer = await self._exchange(conn, method, params, deadline, timeout)
