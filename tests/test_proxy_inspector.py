@@ -60,7 +60,10 @@ def inspector() -> Path:
 def _cli(inspector: Path, tmp: Path, *args: str) -> dict[str, object]:
     env = {**os.environ, "MCP_CATALOG_PATH": str(tmp / "catalog.json")}
     done = subprocess.run(
-        [str(inspector), "--cli", "-e", f"PYTHONPATH={ROOT}", *args],
+        # Its own 15 s connect budget, stretched by the load: the proxy and its upstream
+        # are two interpreters starting.
+        [str(inspector), "--cli", "--connect-timeout", str(int(scaled(15) * 1000)),
+         "-e", f"PYTHONPATH={ROOT}", *args],
         capture_output=True,
         text=True,
         timeout=scaled(90),
