@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from tests.conformance_support import ConformanceUnavailable, conformance_cli
+from tests.polling import scaled
 
 # The first item's setup installs the suite (npm ci, at most 300 s) and plays both runs
 # (at most RUN_TIMEOUT): more than the suite-wide 120 s a test may take.
@@ -167,7 +168,7 @@ def play(node: Path, entry: Path, revision: str, out: Path, zygote: Path | None)
         ],
         capture_output=True,
         text=True,
-        timeout=RUN_TIMEOUT,
+        timeout=scaled(RUN_TIMEOUT),
         check=False,
         env=env,
     )
