@@ -57,7 +57,7 @@ import json
 import logging
 import math
 from collections.abc import AsyncGenerator, Callable, Mapping
-from contextlib import aclosing
+from contextlib import AbstractAsyncContextManager, aclosing
 from dataclasses import replace
 from typing import Any
 
@@ -123,6 +123,13 @@ from ._sse import (
 )
 
 log = logging.getLogger("freshcache.http")
+
+Resume = Callable[[str], AbstractAsyncContextManager[httpx.Response]]
+"""Opens the GET that resumes an answer's SSE stream after the given event id."""
+MAX_RESUMES = 3
+"""How many times one answer's stream is resumed before its answer counts as lost."""
+DEFAULT_RETRY_MS = 1000
+"""The wait before resuming when the server set no ``retry``."""
 
 Auth = Callable[[Partition], Mapping[str, str]]
 """Credentials per principal: returns the headers (e.g. ``Authorization``) for one."""
@@ -488,7 +495,8 @@ class HttpSource(SpeaksClientProtocol):
                 ) as response:
                     kind = answer_kind(response.headers.get("content-type"))
                     if kind == "sse":
-                        return await self._reader.sse_answer(response, request_id, hints)
+                        resume = self._resume(client, headers, timeout)
+                        return await self._reader.sse_answer(response, request_id, hints, resume)
                     return await self._reader.plain_answer(response, request_id, kind)
         except TimeoutError:
             failed = RequestFailed("timeout", f"{method}: no answer within {self.timeout:g}s")
@@ -507,6 +515,22 @@ class HttpSource(SpeaksClientProtocol):
             self.protocol.forget(request_id)  # answered, failed or abandoned
         # Anything after connecting may have reached the server.
         return failed if unsent else lost_answer(method, failed)
+
+    def _resume(
+        self, client: httpx.AsyncClient, headers: Mapping[str, str], timeout: httpx.Timeout
+    ) -> Resume | None:
+        """2025-11-25: how an answer's stream is resumed (its session's headers, GET,
+        ``Last-Event-ID``); 2026-07-28 streams are not resumable (``None``)."""
+        if self.protocol.legacy is None:
+            return None
+        again = {k: v for k, v in headers.items() if k.lower() not in ("content-type", "accept")}
+        again["Accept"] = "text/event-stream"
+
+        def resume(last_id: str) -> AbstractAsyncContextManager[httpx.Response]:
+            sent = {**again, "Last-Event-ID": last_id}
+            return client.stream("GET", self.url, headers=sent, timeout=timeout)
+
+        return resume
 
     # ------------------------------------------------------------------ plumbing
 
@@ -576,13 +600,59 @@ class _Reader:
         )
 
     async def sse_answer(
-        self, response: httpx.Response, request_id: int, hints: list[StreamEvent]
+        self,
+        response: httpx.Response,
+        request_id: int,
+        hints: list[StreamEvent],
+        resume: Resume | None = None,
     ) -> HttpAnswer:
         """An answer sent as an SSE stream: the frames, in order, to the binding, which
-        says which is the answer and which are hints; moves bytes, judges nothing."""
+        says which is the answer and which are hints; moves bytes, judges nothing.
+
+        With ``resume`` (2025-11-25), a stream that ends before the answer after it set
+        an event id is resumed: after the server's ``retry``, a GET with that id as
+        ``Last-Event-ID`` (spec basic/transports, "Resumability and Redelivery"), up to
+        `MAX_RESUMES` times. The request is never sent again: this is how a tool call's
+        answer survives a closed connection instead of ending ``may_have_run``."""
         status = response.status_code
         from_cache = from_intermediary(response.headers)
+        session = response.headers.get("mcp-session-id")
         parser = SseParser(max_frame_bytes=self.limits.max_frame_bytes)
+        outcome = await self._sse_stream(response, parser, request_id, from_cache, hints)
+        last_id, retry_ms = parser.last_id, parser.retry_ms
+        for _ in range(MAX_RESUMES):
+            if resume is None or not isinstance(outcome, str) or last_id is None:
+                break
+            await anyio.sleep((DEFAULT_RETRY_MS if retry_ms is None else retry_ms) / 1000)
+            self.stats.resumed += 1
+            why = f"{outcome}; resumed from event {last_id!r}"
+            try:
+                async with resume(last_id) as again:
+                    kind = answer_kind(again.headers.get("content-type"))
+                    if again.status_code != 200 or kind != "sse":
+                        outcome = f"{why}: HTTP {again.status_code}"
+                        break
+                    parser = SseParser(max_frame_bytes=self.limits.max_frame_bytes)
+                    outcome = await self._sse_stream(again, parser, request_id, from_cache, hints)
+            except httpx.HTTPError as exc:
+                outcome = f"{why}: {type(exc).__name__}: {exc}"
+                break
+            last_id = parser.last_id or last_id
+            retry_ms = retry_ms if parser.retry_ms is None else parser.retry_ms
+        if isinstance(outcome, str):
+            return self._binding.broken(status, outcome)
+        return replace(outcome, session_id=session) if session else outcome
+
+    async def _sse_stream(
+        self,
+        response: httpx.Response,
+        parser: SseParser,
+        request_id: int,
+        from_cache: bool,
+        hints: list[StreamEvent],
+    ) -> HttpAnswer | str:
+        """One SSE stream read until the answer, or why it ended without one."""
+        status = response.status_code
         chunks = response.aiter_bytes()
         try:
             while True:
@@ -590,16 +660,12 @@ class _Reader:
                 for item in parser.feed(chunk) if chunk is not None else parser.end():
                     answer = self._take(item, request_id, status, from_cache, hints)
                     if answer is not None:
-                        session = response.headers.get("mcp-session-id")
-                        return replace(answer, session_id=session) if session else answer
+                        return answer
                 if chunk is None:
                     break
         except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
-            return self._binding.broken(status, f"{type(exc).__name__}: {exc}")
-        return self._binding.broken(
-            status,
-            "the SSE answer ended before the answer" + (" (cut mid-frame)" if parser.cut else ""),
-        )
+            return f"{type(exc).__name__}: {exc}"
+        return "the SSE answer ended before the answer" + (" (cut mid-frame)" if parser.cut else "")
 
     def _take(
         self,

@@ -99,11 +99,19 @@ class SseParser:
         self._last_id: bytes | None = None
         self.cut = False
         """Set by `end`: the stream ended in the middle of a frame (which is discarded)."""
+        self.retry_ms: int | None = None
+        """The last ``retry`` field: how long the server asks a client to wait before it
+        reconnects (2025-11-25 resumes an answer's stream; 2026-07-28 never does)."""
 
     @property
     def pending(self) -> bool:
         """Whether a frame has started and not ended (bytes that no event used yet)."""
         return bool(self._buf) or self._frame_bytes > 0
+
+    @property
+    def last_id(self) -> str | None:
+        """The last event id the stream set (a priming event's too): a `Last-Event-ID`."""
+        return None if self._last_id is None else self._last_id.decode("utf-8", "replace")
 
     @property
     def failed(self) -> bool:
@@ -185,8 +193,9 @@ class SseParser:
             self._event = value
         elif field == b"id" and b"\x00" not in value:
             self._id = value
-        # "retry" and unknown fields are ignored: MCP has no reconnection by SSE rules.
-        return None
+        elif field == b"retry" and value.isdigit():
+            self.retry_ms = int(value)
+        return None  # unknown fields are ignored
 
     def _dispatch(self, width: int) -> SseEvent | None:
         size = self._frame_bytes + width
@@ -317,6 +326,8 @@ class HttpStats(Tally):
     streams_opened: int = 0
     streams_lost: int = 0
     streams_closed: int = 0
+    resumed: int = 0
+    """Answer streams resumed with ``Last-Event-ID`` after they ended early (2025-11-25)."""
 
 
 __all__ = [
