@@ -237,10 +237,14 @@ class FleetWorker:
         px = int(self.config.selection_ttl * 1000)
         now_ms = int(time.time() * 1000)
         sent = anyio.current_time()
-        lease = self.lease
+        lease, channel = self.lease, self.channel
+        await channel.probe()
+        # On one server through the channel's client: no socket timeout there, so no
+        # extra task per command (redis-py's `wait_for` on 3.11); `_heartbeat` bounds it.
         holder, renewed, version = await self.shared.beat(
-            self.id, self._selection(), px, now_ms, renew or "", lease.px
+            self.id, self._selection(), px, now_ms, renew or "", lease.px, self.channel_redis
         )
+        channel.judge_probe()
         if renew is not None:
             lease.renewal_answered(renew, renewed, sent)
         lease.saw_holder(holder)
