@@ -119,9 +119,10 @@ def subscriber(config: Fleet) -> Any:
     the socket with no timeout and no health-check ``PING`` (a quiet worker does not
     wake for it). A connection the store closes or resets ends the wait at once; one
     left half-open (a peer gone without a word) is found by TCP keepalive, in the
-    kernel, within about a lease and three seconds; a store that stops answering is
-    found by the worker's heartbeat (`FleetWorker`), which fails closed and cancels the
-    wait. ``None`` on a cluster: its shard subscription goes through the cluster client
+    kernel, within about a lease and three seconds; a store that stops answering, or a
+    path that stops carrying the subscription's replies (a proxy in between), is found
+    by the worker's heartbeat and its probe (`FleetWorker`, `ChangeChannel.probe`),
+    which fail closed and cancel the wait. ``None`` on a cluster: its shard subscription goes through the cluster client
     (`ChannelSubscription` waits with a timeout there)."""
     if is_cluster(config.url):
         return None

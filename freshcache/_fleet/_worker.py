@@ -17,8 +17,9 @@ flights and the stream driver stay as they are. It is made of parts with one job
 
 The worker itself beats: one script every third of the lease (or of the selection's
 expiry, if shorter) registers its selection, renews the lease while it leads, and
-reads the lease holder and the registry's version; a quiet worker does nothing else
-(its channel waits on the socket, no polling). It watches the store's health by those
+reads the lease holder and the registry's version, and on one server probes its
+channel (a ``PING`` on the subscription's connection: `ChangeChannel.probe`); a quiet
+worker does nothing else (its channel waits on the socket, no polling). It watches the store's health by those
 beats, and says goodbye on close. The hit path never sees any of
 this: each worker's engine keeps its own index, and channel messages drop rows from it.
 """
