@@ -177,3 +177,29 @@ def _now_ms() -> int:
     import time
 
     return int(time.time() * 1000)
+
+
+async def test_the_heartbeat_loads_its_script_again_after_the_store_forgot_it(
+    valkey: Valkey,
+) -> None:
+    """The heartbeat writes `BEAT` as packed bytes on a connection of its own
+    (`BeatLine`); a store that lost its scripts (``SCRIPT FLUSH``, as after a restart)
+    answers ``NOSCRIPT``, and the beat loads the script through redis-py and lands: the
+    listener keeps its lease and its beats keep answering."""
+    from redis.asyncio import Redis
+
+    server = ReferenceServer()
+    server.set(URI, "v1", ttl_ms=60_000)
+    async with _worker(server, valkey.url, [URI]) as lead:
+        fleet = lead._fleet
+        assert fleet is not None
+        await eventually(lambda: lead.describe()["fleet"]["leading"])
+        admin = Redis.from_url(valkey.url)
+        try:
+            await admin.script_flush()
+            flushed = anyio.current_time()
+            await eventually(lambda: fleet._answered_at > flushed + LEASE, scaled(10.0))
+            assert await admin.script_exists(fleet.shared._beat.sha) == [True]
+        finally:
+            await admin.aclose()
+        assert lead.describe()["fleet"]["leading"]

@@ -122,8 +122,9 @@ def subscriber(config: Fleet) -> Any:
     kernel, within about a lease and three seconds; a store that stops answering, or a
     path that stops carrying the subscription's replies (a proxy in between), is found
     by the worker's heartbeat and its probe (`FleetWorker`, `ChangeChannel.probe`),
-    which fail closed and cancel the wait. ``None`` on a cluster: its shard subscription goes through the cluster client
-    (`ChannelSubscription` waits with a timeout there)."""
+    which fail closed and cancel the wait. ``None`` on a cluster: its shard
+    subscription goes through the cluster client (`ChannelSubscription` waits with a
+    timeout there)."""
     if is_cluster(config.url):
         return None
     import socket
@@ -235,7 +236,10 @@ class ChannelSubscription:
             # Never let the write reconnect (and silently subscribe again): a break.
             raise ConnectionError("the fleet channel's connection is gone")
         self.probes += 1
-        await connection.send_command("PING", self.probes, check_health=False)
+        token = b"%d" % self.probes
+        await connection.send_packed_command(
+            b"*2\r\n$4\r\nPING\r\n$%d\r\n%s\r\n" % (len(token), token), check_health=False
+        )
 
     async def _get(self, timeout: float | None) -> dict[str, Any] | None:
         if self.sharded:

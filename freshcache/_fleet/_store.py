@@ -298,17 +298,21 @@ class Registry:
         worker's only store round trip: the listener reads the union of the selections
         again only when the version moved."""
         holder, renewed, version = await self._beat(
-            keys=[
-                self.lease_key,
-                self.live_key,
-                self.selection_key(worker),
-                self.workers_key,
-                self.registry_key,
-            ],
+            keys=self.beat_keys(worker),
             args=[renew, lease_px, json.dumps(sorted(uris)), px, now_ms, worker],
             client=client,
         )
         return (str(holder) or None), bool(int(renewed)), str(version)
+
+    def beat_keys(self, worker: str) -> list[str]:
+        """`BEAT`'s keys for ``worker`` (`beat`, and the heartbeat's `BeatLine`)."""
+        return [
+            self.lease_key,
+            self.live_key,
+            self.selection_key(worker),
+            self.workers_key,
+            self.registry_key,
+        ]
 
     async def unregister(self, worker: str) -> None:
         async with self.redis.pipeline(transaction=True) as pipe:

@@ -19,9 +19,10 @@ The worker itself beats: one script every third of the lease (or of the selectio
 expiry, if shorter) registers its selection, renews the lease while it leads, and
 reads the lease holder and the registry's version, and on one server probes its
 channel (a ``PING`` on the subscription's connection: `ChangeChannel.probe`); a quiet
-worker does nothing else (its channel waits on the socket, no polling). It watches the store's health by those
-beats, and says goodbye on close. The hit path never sees any of
-this: each worker's engine keeps its own index, and channel messages drop rows from it.
+worker does nothing else (its channel waits on the socket, no polling). It watches the
+store's health by those beats, and says goodbye on close. The hit path never sees any
+of this: each worker's engine keeps its own index, and channel messages drop rows from
+it.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from .._core import (
 from .._core._sharing import Standing
 from .._sources._source import Source, SourceWrapper
 from ..fleet import Fleet
+from ._beat import BeatLine
 from ._catalogs import SharedCatalogs
 from ._channel import ChangeChannel
 from ._cluster import connect, is_cluster, shard_channels, subscriber
@@ -90,6 +92,12 @@ class FleetWorker:
             cluster=self.cluster,
             sharded=shard_channels(self.redis),
         )
+        self.beat_line = (
+            BeatLine(self.channel_redis, self.shared, self.id)
+            if self.channel_redis is not None
+            else None
+        )
+        """On one server, the heartbeat's own connection (`_beat`)."""
         self.counters = FleetCounters()
         self.telemetry = FleetTelemetry(self.id, meter_provider)
         self.bound: Binding | None = None
@@ -181,6 +189,8 @@ class FleetWorker:
                     log.debug("fleet worker %s could not say goodbye: %r", self.id, exc)
             with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
                 await self.redis.aclose()
+                if self.beat_line is not None:
+                    await self.beat_line.aclose()
                 if self.channel_redis is not None:
                     await self.channel_redis.aclose()
 
@@ -240,11 +250,11 @@ class FleetWorker:
         sent = anyio.current_time()
         lease, channel = self.lease, self.channel
         await channel.probe()
-        # On one server through the channel's client: no socket timeout there, so no
-        # extra task per command (redis-py's `wait_for` on 3.11); `_heartbeat` bounds it.
-        holder, renewed, version = await self.shared.beat(
-            self.id, self._selection(), px, now_ms, renew or "", lease.px, self.channel_redis
-        )
+        if self.beat_line is not None:  # one server: `BeatLine`, `_heartbeat` bounds it
+            beat = self.beat_line.beat(self._selection(), px, now_ms, renew or "", lease.px)
+        else:
+            beat = self.shared.beat(self.id, self._selection(), px, now_ms, renew or "", lease.px)
+        holder, renewed, version = await beat
         channel.judge_probe()
         if renew is not None:
             lease.renewal_answered(renew, renewed, sent)
