@@ -44,18 +44,16 @@ class BeatLine:
         self._uris: frozenset[str] | None = None
         self._selection = b""
 
-    async def beat(
-        self, uris: frozenset[str], px: int, now_ms: int, renew: str, lease_px: int
-    ) -> tuple[str | None, bool, str]:
-        shared = self._shared
-        sha = shared._beat.sha
+    def pack(self, uris: frozenset[str], px: int, now_ms: int, renew: str, lease_px: int) -> bytes:
+        """`BEAT`'s call as bytes (`send` writes them)."""
+        sha = self._shared._beat.sha
         if sha != self._sha:
             self._sha = sha
-            parts = ["EVALSHA", sha, "5", *shared.beat_keys(self._worker)]
+            parts = ["EVALSHA", sha, "5", *self._shared.beat_keys(self._worker)]
             self._head = b"*14\r\n" + b"".join(_bulk(part) for part in parts)
         if uris != self._uris:
             self._uris, self._selection = uris, _bulk(json.dumps(sorted(uris)))
-        command = b"".join(
+        return b"".join(
             (
                 self._head,
                 _bulk(renew),
@@ -66,13 +64,22 @@ class BeatLine:
                 self._tail,
             )
         )
-        connection = self._connection
+
+    async def send(self, command: bytes) -> None:
+        await self._connection.send_packed_command(command, check_health=False)
+
+    async def answer(
+        self, uris: frozenset[str], px: int, now_ms: int, renew: str, lease_px: int
+    ) -> tuple[str | None, bool, str]:
+        """The answer to the call `send` wrote (the same arguments): the lease holder,
+        whether ``renew`` was renewed, the registry's version (`SharedStore.beat`)."""
         try:
-            await connection.send_packed_command(command, check_health=False)
-            holder, renewed, version = await connection.read_response()
+            holder, renewed, version = await self._connection.read_response()
         except NoScriptError:
             # The store lost its scripts (a restart): redis-py's path loads it again.
-            return await shared.beat(self._worker, uris, px, now_ms, renew, lease_px, self._client)
+            return await self._shared.beat(
+                self._worker, uris, px, now_ms, renew, lease_px, self._client
+            )
         return (str(holder) or None), bool(int(renewed)), str(version)
 
     async def aclose(self) -> None:

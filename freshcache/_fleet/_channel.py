@@ -115,8 +115,8 @@ class ChangeChannel:
 
     async def probe(self) -> None:
         """The heartbeat's end-to-end check of the subscription, on one server, where
-        its wait has no timeout: a ``PING`` on its connection at every beat, sent before
-        the beat's script. A TCP proxy that keeps our side open hides a dead store
+        its wait has no timeout: a ``PING`` on its connection at every beat, written right
+        after the beat's script. A TCP proxy that keeps our side open hides a dead store
         side from TCP keepalive; the probe does not."""
         subscription = self._probed
         if subscription is not None:

@@ -249,11 +249,17 @@ class FleetWorker:
         now_ms = int(time.time() * 1000)
         sent = anyio.current_time()
         lease, channel = self.lease, self.channel
-        await channel.probe()
-        if self.beat_line is not None:  # one server: `BeatLine`, `_heartbeat` bounds it
-            beat = self.beat_line.beat(self._selection(), px, now_ms, renew or "", lease.px)
+        selection, renewing = self._selection(), renew or ""
+        line = self.beat_line
+        if line is None:  # a cluster: no probe (its subscription has a health check)
+            beat = self.shared.beat(self.id, selection, px, now_ms, renewing, lease.px)
         else:
-            beat = self.shared.beat(self.id, self._selection(), px, now_ms, renew or "", lease.px)
+            # One server: the beat on `BeatLine`'s own connection, the channel's probe
+            # right after it; `_heartbeat` bounds both.
+            command = line.pack(selection, px, now_ms, renewing, lease.px)
+            await line.send(command)
+            await channel.probe()
+            beat = line.answer(selection, px, now_ms, renewing, lease.px)
         holder, renewed, version = await beat
         channel.judge_probe()
         if renew is not None:
