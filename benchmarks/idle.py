@@ -56,7 +56,8 @@ def _callback_name(handle: asyncio.Handle) -> str:
             if frame is not None:
                 frames.append(f"{frame.f_code.co_name}:{frame.f_lineno}")
             awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "ag_await", None)
-        return "task waiting in " + " > ".join(frames[-3:])
+        shown = frames if len(frames) <= 4 else [*frames[:2], "…", *frames[-2:]]
+        return "task waiting in " + " > ".join(shown)
     return str(getattr(callback, "__qualname__", type(callback).__name__))
 
 
@@ -68,7 +69,11 @@ class Wakes:
         self.cpu: dict[str, float] = {}
         self._run = asyncio.Handle._run
 
-    def install(self) -> None:
+    def window(self, opens: bool) -> None:
+        """Count from when the window opens to when it closes (not the shutdown)."""
+        if not opens:
+            asyncio.Handle._run = self._run  # type: ignore[method-assign]
+            return
         wakes, run = self, self._run
 
         def timed(handle: asyncio.Handle) -> None:
@@ -97,7 +102,7 @@ def one(source: str, seconds: float, wakes: bool = False) -> dict[str, object]:
     """Measure ``source`` in this process (the subprocess side of `main`)."""
     counted = Wakes() if wakes else None
     with tempfile.TemporaryDirectory() as tmp:
-        rest = measure(source, Path(tmp), seconds, counted.install if counted else None)
+        rest = measure(source, Path(tmp), seconds, counted.window if counted else None)
     row: dict[str, object] = {
         "source": source,
         "seconds": round(rest.seconds, 3),

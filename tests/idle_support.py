@@ -168,15 +168,20 @@ async def rest(source: str, cache: FreshCache, seconds: float) -> Rest:
 
 
 def measure(
-    source: str, tmp: Path, seconds: float, at_rest: Callable[[], None] | None = None
+    source: str, tmp: Path, seconds: float, window: Callable[[bool], None] | None = None
 ) -> Rest:
     """Start an idle cache on ``source`` in a fresh event loop and watch it ``seconds``
-    (``at_rest`` is called as the window starts: `benchmarks/idle.py --wakes`)."""
+    (``window(True)`` is called as the window opens, ``window(False)`` as it closes:
+    `benchmarks/idle.py --wakes`)."""
 
     async def main() -> Rest:
         async with idle_cache(source, tmp) as cache:
-            if at_rest is not None:
-                at_rest()
-            return await rest(source, cache, seconds)
+            if window is not None:
+                window(True)
+            try:
+                return await rest(source, cache, seconds)
+            finally:
+                if window is not None:
+                    window(False)
 
     return anyio.run(main)
