@@ -203,3 +203,21 @@ async def test_the_heartbeat_loads_its_script_again_after_the_store_forgot_it(
         finally:
             await admin.aclose()
         assert lead.describe()["fleet"]["leading"]
+
+
+def test_the_channels_keepalive_idle_time_has_its_macos_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """macOS has no ``TCP_KEEPIDLE``: the idle time before keepalive probes is
+    ``TCP_KEEPALIVE`` (0x10) there, set by number when Python does not name it."""
+    import socket
+    import sys
+
+    from freshcache._fleet._cluster import subscriber
+
+    monkeypatch.delattr(socket, "TCP_KEEPIDLE", raising=False)
+    monkeypatch.delattr(socket, "TCP_KEEPALIVE", raising=False)
+    monkeypatch.setattr(sys, "platform", "darwin")
+    client = subscriber(Fleet("redis://127.0.0.1:1/0", lease=4.0))
+    options = client.connection_pool.connection_kwargs["socket_keepalive_options"]
+    assert options[0x10] == 4
