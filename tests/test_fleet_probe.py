@@ -221,3 +221,30 @@ def test_the_channels_keepalive_idle_time_has_its_macos_name(
     client = subscriber(Fleet("redis://127.0.0.1:1/0", lease=4.0))
     options = client.connection_pool.connection_kwargs["socket_keepalive_options"]
     assert options[0x10] == 4
+
+
+async def test_a_beat_connection_the_store_dropped_is_opened_again_without_failing_closed(
+    valkey: Valkey,
+) -> None:
+    """The store drops the heartbeat's idle connection (``CLIENT KILL TYPE normal``: the
+    worker's command connections, not its subscription): the next beat finds it
+    closed before writing, connects again and lands, as redis-py's client would retry.
+    The channel still vouches for the worker: no loss, no re-proof."""
+    from redis.asyncio import Redis
+
+    server = ReferenceServer()
+    server.set(URI, "v1", ttl_ms=60_000)
+    async with _worker(server, valkey.url, [URI]) as lead:
+        fleet = lead._fleet
+        assert fleet is not None
+        await eventually(lambda: lead.describe()["fleet"]["leading"])
+        losses = fleet.counters.channel_losses
+        admin = Redis.from_url(valkey.url)
+        try:
+            await admin.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+            killed = anyio.current_time()
+            await eventually(lambda: fleet._answered_at > killed + LEASE, scaled(10.0))
+        finally:
+            await admin.aclose()
+        assert fleet.counters.channel_losses == losses
+        assert lead.describe()["fleet"]["leading"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import NoScriptError
+from redis.exceptions import ConnectionError, NoScriptError
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -66,7 +66,12 @@ class BeatLine:
         )
 
     async def send(self, command: bytes) -> None:
-        await self._connection.send_packed_command(command, check_health=False)
+        try:
+            await self._connection.send_packed_command(command, check_health=False)
+        except ConnectionError:
+            # Closed while idle (the store dropped it): nothing was sent, and redis-py
+            # dropped it too; once more on a new connection, as its client would retry.
+            await self._connection.send_packed_command(command, check_health=False)
 
     async def answer(
         self, uris: frozenset[str], px: int, now_ms: int, renew: str, lease_px: int
