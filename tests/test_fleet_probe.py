@@ -238,7 +238,7 @@ async def test_a_beat_connection_the_store_dropped_is_opened_again_without_faili
         fleet = lead._fleet
         assert fleet is not None
         await eventually(lambda: lead.describe()["fleet"]["leading"])
-        losses = fleet.counters.channel_losses
+        breaks = fleet.channel.breaks
         admin = Redis.from_url(valkey.url)
         try:
             await admin.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
@@ -246,5 +246,5 @@ async def test_a_beat_connection_the_store_dropped_is_opened_again_without_faili
             await eventually(lambda: fleet._answered_at > killed + LEASE, scaled(10.0))
         finally:
             await admin.aclose()
-        assert fleet.counters.channel_losses == losses
+        assert fleet.channel.breaks == breaks
         assert lead.describe()["fleet"]["leading"]

@@ -43,6 +43,7 @@ class BeatLine:
         self._tail = _bulk(worker)
         self._uris: frozenset[str] | None = None
         self._selection = b""
+        self._sent = b""
 
     def pack(self, uris: frozenset[str], px: int, now_ms: int, renew: str, lease_px: int) -> bytes:
         """`BEAT`'s call as bytes (`send` writes them)."""
@@ -66,12 +67,11 @@ class BeatLine:
         )
 
     async def send(self, command: bytes) -> None:
+        self._sent = command
         try:
             await self._connection.send_packed_command(command, check_health=False)
         except ConnectionError:
-            # Closed while idle (the store dropped it): nothing was sent, and redis-py
-            # dropped it too; once more on a new connection, as its client would retry.
-            await self._connection.send_packed_command(command, check_health=False)
+            await self._again()
 
     async def answer(
         self, uris: frozenset[str], px: int, now_ms: int, renew: str, lease_px: int
@@ -79,13 +79,24 @@ class BeatLine:
         """The answer to the call `send` wrote (the same arguments): the lease holder,
         whether ``renew`` was renewed, the registry's version (`SharedStore.beat`)."""
         try:
-            holder, renewed, version = await self._connection.read_response()
+            try:
+                holder, renewed, version = await self._connection.read_response()
+            except ConnectionError:
+                await self._again()
+                holder, renewed, version = await self._connection.read_response()
         except NoScriptError:
             # The store lost its scripts (a restart): redis-py's path loads it again.
             return await self._shared.beat(
                 self._worker, uris, px, now_ms, renew, lease_px, self._client
             )
         return (str(holder) or None), bool(int(renewed)), str(version)
+
+    async def _again(self) -> None:
+        """The connection was closed while idle (the store dropped it): redis-py dropped
+        it too; the beat once more on a new one, as redis-py's client retries. A beat
+        twice is one beat (it sets, it renews only its own holder's lease), and the
+        renewal still counts from when the first was sent."""
+        await self._connection.send_packed_command(self._sent, check_health=False)
 
     async def aclose(self) -> None:
         await self._connection.disconnect()
