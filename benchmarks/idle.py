@@ -15,18 +15,27 @@ leftovers do not weigh on the next.
 
 Prints a table with the load average and writes ``benchmarks/results/idle.json``. Not a
 pass/fail test (`tests/test_idle.py` counts the loop turns).
+
+``--wakes`` also says what woke each source's loop over the window: every callback the
+event loop ran, named (a task by the frames it went back to waiting in), how often a
+second and its mean thread CPU time (the profile behind the fleet worker's heartbeat
+figures in docs/fleet.md; the accounting costs a little itself).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import platform
 import subprocess
 import sys
 import tempfile
+import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -36,17 +45,74 @@ from tests.idle_support import SOURCES, measure  # noqa: E402
 TARGET_PERCENT = 1.0
 
 
-def one(source: str, seconds: float) -> dict[str, object]:
+def _callback_name(handle: asyncio.Handle) -> str:
+    callback: Any = handle._callback  # type: ignore[attr-defined]
+    task = getattr(callback, "__self__", None)
+    if isinstance(task, asyncio.Task):
+        frames: list[str] = []
+        awaited: Any = task.get_coro()
+        while awaited is not None:
+            frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "ag_frame", None)
+            if frame is not None:
+                frames.append(f"{frame.f_code.co_name}:{frame.f_lineno}")
+            awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "ag_await", None)
+        shown = frames if len(frames) <= 4 else [*frames[:2], "…", *frames[-2:]]
+        return "task waiting in " + " > ".join(shown)
+    return str(getattr(callback, "__qualname__", type(callback).__name__))
+
+
+class Wakes:
+    """Counts and times every callback the event loop runs (`--wakes`)."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.cpu: dict[str, float] = {}
+        self._run = asyncio.Handle._run
+
+    def window(self, opens: bool) -> None:
+        """Count from when the window opens to when it closes (not the shutdown)."""
+        if not opens:
+            asyncio.Handle._run = self._run  # type: ignore[method-assign]
+            return
+        wakes, run = self, self._run
+
+        def timed(handle: asyncio.Handle) -> None:
+            started = time.thread_time()
+            try:
+                run(handle)
+            finally:
+                name = _callback_name(handle)
+                wakes.counts[name] += 1
+                wakes.cpu[name] = wakes.cpu.get(name, 0.0) + time.thread_time() - started
+
+        asyncio.Handle._run = timed  # type: ignore[method-assign,assignment]
+
+    def top(self, seconds: float, n: int = 12) -> list[dict[str, object]]:
+        return [
+            {
+                "callback": name,
+                "per_s": round(count / seconds, 2),
+                "mean_cpu_us": round(1e6 * self.cpu[name] / count),
+            }
+            for name, count in self.counts.most_common(n)
+        ]
+
+
+def one(source: str, seconds: float, wakes: bool = False) -> dict[str, object]:
     """Measure ``source`` in this process (the subprocess side of `main`)."""
+    counted = Wakes() if wakes else None
     with tempfile.TemporaryDirectory() as tmp:
-        rest = measure(source, Path(tmp), seconds)
-    return {
+        rest = measure(source, Path(tmp), seconds, counted.window if counted else None)
+    row: dict[str, object] = {
         "source": source,
         "seconds": round(rest.seconds, 3),
         "cpu_percent": round(rest.cpu_percent, 3),
         "driver_turns_per_s": round(rest.driver_turns / rest.seconds, 2),
         "loop_turns_per_s": round(rest.loop_turns / rest.seconds, 2),
     }
+    if counted is not None:
+        row["wakes"] = counted.top(rest.seconds)
+    return row
 
 
 def cpu_model() -> str:
@@ -68,16 +134,18 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5.0, help="rest window per source")
     parser.add_argument("--sources", default=",".join(SOURCES))
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "idle.json")
+    parser.add_argument("--wakes", action="store_true", help="say what woke each loop")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # the subprocess side
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one(args.one, args.seconds)))
+        print(json.dumps(one(args.one, args.seconds, args.wakes)))
         return 0
     load_before = load_average()
     rows = []
     for source in args.sources.split(","):
         done = subprocess.run(
-            [sys.executable, __file__, "--one", source, "--seconds", str(args.seconds)],
+            [sys.executable, __file__, "--one", source, "--seconds", str(args.seconds)]
+            + (["--wakes"] if args.wakes else []),
             capture_output=True,
             text=True,
             check=False,
@@ -100,6 +168,8 @@ def main() -> int:
             f"{r['source']:<11} {r['cpu_percent']:>15.3f} {r['driver_turns_per_s']:>14.1f} "
             f"{r['loop_turns_per_s']:>12.1f}"
         )
+        for wake in r.get("wakes", []):
+            print(f"    {wake['per_s']:>7.2f}/s {wake['mean_cpu_us']:>6} µs  {wake['callback']}")
     report = {
         "benchmark": "idle",
         "machine": machine,

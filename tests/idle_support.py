@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import selectors
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,11 +167,21 @@ async def rest(source: str, cache: FreshCache, seconds: float) -> Rest:
     )
 
 
-def measure(source: str, tmp: Path, seconds: float) -> Rest:
-    """Start an idle cache on ``source`` in a fresh event loop and watch it ``seconds``."""
+def measure(
+    source: str, tmp: Path, seconds: float, window: Callable[[bool], None] | None = None
+) -> Rest:
+    """Start an idle cache on ``source`` in a fresh event loop and watch it ``seconds``
+    (``window(True)`` is called as the window opens, ``window(False)`` as it closes:
+    `benchmarks/idle.py --wakes`)."""
 
     async def main() -> Rest:
         async with idle_cache(source, tmp) as cache:
-            return await rest(source, cache, seconds)
+            if window is not None:
+                window(True)
+            try:
+                return await rest(source, cache, seconds)
+            finally:
+                if window is not None:
+                    window(False)
 
     return anyio.run(main)

@@ -54,6 +54,8 @@ class ChangeChannel:
         self._failed_closed = False
         """Failed closed since the last subscription: the next one, back on the store
         (after a failover, a moved slot, a store restart), re-proves through the fleet."""
+        self._probed: ChannelSubscription | None = None
+        """On one server, the live subscription the heartbeat probes (`probe`)."""
 
     async def run(self) -> None:
         """Stay subscribed; after a break, fail closed and subscribe again (backing off)."""
@@ -93,21 +95,50 @@ class ChangeChannel:
             log.debug("fleet worker %s on the channel at %d", worker.id, self.seq)
             # Sleep until a message comes (quiet at rest). On one server the wait is on
             # the socket alone (`_cluster.subscriber`: a closed or reset connection ends
-            # it at once, TCP keepalive finds a half-open one, the heartbeat a store
-            # that stops answering). On a cluster no longer than half a lease: each wait
-            # begins with redis-py's health check (a PING once the connection was quiet
-            # for `health_check_interval`).
+            # it at once, TCP keepalive finds a half-open one, the heartbeat's probe a
+            # path that stops answering: `probe`). On a cluster no longer than half a
+            # lease: each wait begins with redis-py's health check (a PING once the
+            # connection was quiet for `health_check_interval`).
             quiet_wait = None if blocking is not None else worker.config.lease / 2
+            self._probed = subscription if blocking is not None else None
             while True:
                 data = await subscription.next_message(quiet_wait)
                 if data is not None:
                     self.dispatch(json.loads(data))
         finally:
+            self._probed = None
             with anyio.CancelScope(shield=True), anyio.move_on_after(0.5):
                 try:
                     await subscription.aclose()
                 except Exception:  # the connection is gone already
                     log.debug("fleet channel close failed", exc_info=True)
+
+    async def probe(self) -> None:
+        """The heartbeat's end-to-end check of the subscription, on one server, where
+        its wait has no timeout: a ``PING`` on its connection at every beat, written right
+        after the beat's script. A TCP proxy that keeps our side open hides a dead store
+        side from TCP keepalive; the probe does not."""
+        subscription = self._probed
+        if subscription is not None:
+            try:
+                await subscription.probe()
+            except Exception as exc:
+                self._lost(subscription, f"the fleet channel broke: {exc!r}")
+
+    def judge_probe(self) -> None:
+        """The beat answered: the store answers now, so the probe sent a beat earlier
+        must have come back (in order, before anything the store wrote later). If not,
+        something between the store and this reader holds the channel: lost, fail
+        closed (the channel subscribes again and the fleet re-proves)."""
+        subscription = self._probed
+        if subscription is not None and subscription.answered < subscription.probes - 1:
+            self._lost(subscription, "the fleet channel did not answer its probe")
+
+    def _lost(self, subscription: ChannelSubscription, reason: str) -> None:
+        if subscription is self._probed and self.usable:
+            self._probed = None
+            self.worker.counters.channel_losses += 1
+            self.fail_closed(reason)
 
     def dispatch(self, message: dict[str, Any]) -> None:
         """Take in one channel message, in sequence order."""

@@ -27,6 +27,7 @@ epoch, so nothing stored before is served until it is re-proven.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
@@ -118,10 +119,12 @@ def subscriber(config: Fleet) -> Any:
     the socket with no timeout and no health-check ``PING`` (a quiet worker does not
     wake for it). A connection the store closes or resets ends the wait at once; one
     left half-open (a peer gone without a word) is found by TCP keepalive, in the
-    kernel, within about a lease and three seconds; a store that stops answering is
-    found by the worker's heartbeat (`FleetWorker`), which fails closed and cancels the
-    wait. ``None`` on a cluster: its shard subscription goes through the cluster client
-    (`ChannelSubscription` waits with a timeout there)."""
+    kernel, within about a lease and three seconds; a store that stops answering, or a
+    path that stops carrying the subscription's replies (a proxy in between), is found
+    by the worker's heartbeat and its probe (`FleetWorker`, `ChangeChannel.probe`),
+    which fail closed and cancel the wait. ``None`` on a cluster: its shard
+    subscription goes through the cluster client (`ChannelSubscription` waits with a
+    timeout there)."""
     if is_cluster(config.url):
         return None
     import socket
@@ -129,11 +132,14 @@ def subscriber(config: Fleet) -> Any:
     from redis.asyncio import Redis
 
     options: dict[int, int] = {}
-    for name, value in (
-        ("TCP_KEEPIDLE", max(1, round(config.lease))),
-        ("TCP_KEEPINTVL", 1),
-        ("TCP_KEEPCNT", 3),
-    ):
+    # macOS has no TCP_KEEPIDLE: its idle time is TCP_KEEPALIVE (0x10 in <netinet/tcp.h>,
+    # which not every Python build names).
+    idle = getattr(socket, "TCP_KEEPIDLE", None)
+    if idle is None and sys.platform == "darwin":
+        idle = getattr(socket, "TCP_KEEPALIVE", 0x10)
+    if idle is not None:
+        options[idle] = max(1, round(config.lease))
+    for name, value in (("TCP_KEEPINTVL", 1), ("TCP_KEEPCNT", 3)):
         if hasattr(socket, name):
             options[getattr(socket, name)] = value
     return Redis.from_url(
@@ -175,6 +181,10 @@ class ChannelSubscription:
         self.sharded = sharded
         self._channel = channel
         self._pubsub = client.pubsub()
+        self.probes = 0
+        """Probes sent on this subscription's connection (`probe`)."""
+        self.answered = 0
+        """The last probe it answered (answers come back in order)."""
         if sharded and hasattr(self._pubsub, "on_slots_changed"):
             # redis-py 8's `ClusterPubSub` moves shard subscriptions by itself after a
             # slots-cache refresh (`on_slots_changed` starts a background
@@ -210,9 +220,26 @@ class ChannelSubscription:
         kind = message["type"]
         if kind in ("message", "smessage"):
             return str(message["data"])
+        if kind == "pong" and str(message["data"]).isdigit():
+            self.answered = int(message["data"])
+            return None
         if self.sharded and kind in ("ssubscribe", "sunsubscribe"):
             raise ChannelMoved(f"the shard channel saw {kind} (its slot moved?)")
         return None
+
+    async def probe(self) -> None:
+        """Send the next ``PING`` on the subscription's own connection, without waiting:
+        its answer comes back in order with the channel's messages (`answered`), so it
+        proves the whole path from the store to this reader, whatever sits between."""
+        connection = self._pubsub.connection
+        if connection is None or not connection.is_connected:
+            # Never let the write reconnect (and silently subscribe again): a break.
+            raise ConnectionError("the fleet channel's connection is gone")
+        self.probes += 1
+        token = b"%d" % self.probes
+        await connection.send_packed_command(
+            b"*2\r\n$4\r\nPING\r\n$%d\r\n%s\r\n" % (len(token), token), check_health=False
+        )
 
     async def _get(self, timeout: float | None) -> dict[str, Any] | None:
         if self.sharded:

@@ -170,7 +170,10 @@ return s
 
 # KEYS: lease, live, the worker's selection, the live workers, the registry's version;
 # ARGV: the lease holder to renew ('' renews nothing), lease expiry (ms), the selection
-# (JSON), its expiry (ms), now (ms), the worker.
+# (JSON), its expiry (ms), now (ms), the worker. The version is never a value seen
+# before (the registering worker and the store's clock, not a counter): a version key
+# that expired (a day after the last new selection) or a store restored from an older
+# snapshot cannot hand back the version a listener already saw.
 BEAT = """
 local renewed = 0
 if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -179,8 +182,8 @@ if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) == ARGV[1] then
   renewed = 1
 end
 if redis.call('GET', KEYS[3]) ~= ARGV[3] then
-  redis.call('INCR', KEYS[5])
-  redis.call('PEXPIRE', KEYS[5], 86400000)
+  local t = redis.call('TIME')
+  redis.call('SET', KEYS[5], ARGV[6] .. ':' .. t[1] .. '.' .. t[2], 'PX', 86400000)
 end
 redis.call('SET', KEYS[3], ARGV[3], 'PX', ARGV[4])
 redis.call('ZADD', KEYS[4], tonumber(ARGV[5]) + tonumber(ARGV[4]), ARGV[6])
@@ -287,6 +290,7 @@ class Registry:
         now_ms: int,
         renew: str = "",
         lease_px: int = 0,
+        client: Redis | None = None,
     ) -> tuple[str | None, bool, str]:
         """A worker's heartbeat in one script (`BEAT`): register its selection, renew
         the lease if ``renew`` holds it, and read the lease holder and the registry's
@@ -294,16 +298,21 @@ class Registry:
         worker's only store round trip: the listener reads the union of the selections
         again only when the version moved."""
         holder, renewed, version = await self._beat(
-            keys=[
-                self.lease_key,
-                self.live_key,
-                self.selection_key(worker),
-                self.workers_key,
-                self.registry_key,
-            ],
+            keys=self.beat_keys(worker),
             args=[renew, lease_px, json.dumps(sorted(uris)), px, now_ms, worker],
+            client=client,
         )
         return (str(holder) or None), bool(int(renewed)), str(version)
+
+    def beat_keys(self, worker: str) -> list[str]:
+        """`BEAT`'s keys for ``worker`` (`beat`, and the heartbeat's `BeatLine`)."""
+        return [
+            self.lease_key,
+            self.live_key,
+            self.selection_key(worker),
+            self.workers_key,
+            self.registry_key,
+        ]
 
     async def unregister(self, worker: str) -> None:
         async with self.redis.pipeline(transaction=True) as pipe:

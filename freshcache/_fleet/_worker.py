@@ -17,10 +17,12 @@ flights and the stream driver stay as they are. It is made of parts with one job
 
 The worker itself beats: one script every third of the lease (or of the selection's
 expiry, if shorter) registers its selection, renews the lease while it leads, and
-reads the lease holder and the registry's version; a quiet worker does nothing else
-(its channel waits on the socket, no polling). It watches the store's health by those
-beats, and says goodbye on close. The hit path never sees any of
-this: each worker's engine keeps its own index, and channel messages drop rows from it.
+reads the lease holder and the registry's version, and on one server probes its
+channel (a ``PING`` on the subscription's connection: `ChangeChannel.probe`); a quiet
+worker does nothing else (its channel waits on the socket, no polling). It watches the
+store's health by those beats, and says goodbye on close. The hit path never sees any
+of this: each worker's engine keeps its own index, and channel messages drop rows from
+it.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from .._core import (
 from .._core._sharing import Standing
 from .._sources._source import Source, SourceWrapper
 from ..fleet import Fleet
+from ._beat import BeatLine
 from ._catalogs import SharedCatalogs
 from ._channel import ChangeChannel
 from ._cluster import connect, is_cluster, shard_channels, subscriber
@@ -89,6 +92,12 @@ class FleetWorker:
             cluster=self.cluster,
             sharded=shard_channels(self.redis),
         )
+        self.beat_line = (
+            BeatLine(self.channel_redis, self.shared, self.id)
+            if self.channel_redis is not None
+            else None
+        )
+        """On one server, the heartbeat's own connection (`_beat`)."""
         self.counters = FleetCounters()
         self.telemetry = FleetTelemetry(self.id, meter_provider)
         self.bound: Binding | None = None
@@ -180,6 +189,8 @@ class FleetWorker:
                     log.debug("fleet worker %s could not say goodbye: %r", self.id, exc)
             with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
                 await self.redis.aclose()
+                if self.beat_line is not None:
+                    await self.beat_line.aclose()
                 if self.channel_redis is not None:
                     await self.channel_redis.aclose()
 
@@ -237,10 +248,20 @@ class FleetWorker:
         px = int(self.config.selection_ttl * 1000)
         now_ms = int(time.time() * 1000)
         sent = anyio.current_time()
-        lease = self.lease
-        holder, renewed, version = await self.shared.beat(
-            self.id, self._selection(), px, now_ms, renew or "", lease.px
-        )
+        lease, channel = self.lease, self.channel
+        selection, renewing = self._selection(), renew or ""
+        line = self.beat_line
+        if line is None:  # a cluster: no probe (its subscription has a health check)
+            beat = self.shared.beat(self.id, selection, px, now_ms, renewing, lease.px)
+        else:
+            # One server: the beat on `BeatLine`'s own connection, the channel's probe
+            # right after it; `_heartbeat` bounds both.
+            command = line.pack(selection, px, now_ms, renewing, lease.px)
+            await line.send(command)
+            await channel.probe()
+            beat = line.answer(selection, px, now_ms, renewing, lease.px)
+        holder, renewed, version = await beat
+        channel.judge_probe()
         if renew is not None:
             lease.renewal_answered(renew, renewed, sent)
         lease.saw_holder(holder)
