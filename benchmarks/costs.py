@@ -582,8 +582,16 @@ class FleetCrew:
         from benchmarks.fleet import change
 
         self.version += 1
-        took, _ = change(self.trigger, self.crew, self.arrived, self.version)
+        took, _ = change(self.trigger, self.crew, self.arrived, self.version, read=False)
         return took
+
+    def read_all(self) -> None:
+        """Every worker reads until it hands out the current text again (after a sample:
+        a follower does not re-read a change it heard on the channel, its next read
+        does). Not part of a sample's time; its CPU is counted apart (``reads``)."""
+        from benchmarks.fleet import read_all
+
+        read_all(self.crew, self.arrived, f"v{self.version}")
 
     def channel(self) -> float:
         from benchmarks.fleet import URI as FLEET_URI
@@ -595,17 +603,13 @@ class FleetCrew:
         def away(w: Any, m: int) -> list[float]:
             return [x["at"] for x in w.seen[m:] if "state" in x and x["state"] != "fresh"]
 
-        def back(w: Any, m: int) -> bool:
-            last = w.last("state")
-            return bool(away(w, m)) and last is not None and last["state"] == "fresh"
-
         sent = time.time()
         self.loop.run_until_complete(
             self.store.invalidate([FLEET_URI], "costs", "updated", int(sent * 1000))
         )
         wait(
-            lambda: all(back(w, m) for w, m in zip(self.crew, marks, strict=True)),
-            f"every worker not fresh, then fresh at {text}",
+            lambda: all(away(w, m) for w, m in zip(self.crew, marks, strict=True)),
+            f"every worker not fresh at {text}",
             self.crew,
             self.arrived,
         )
@@ -647,7 +651,10 @@ def fleet_rows(workers: int, samples: int, rounds: int) -> dict[str, Any]:
     publishes it raw to the same subscribers (the floor of the end-to-end row: the
     server -> client hop it cannot avoid, nothing of freshcache's); ``end_to_end``, the
     server's ``resources/updated`` -> every fleet worker not fresh; ``channel``, an
-    invalidation on the fleet channel -> every worker not fresh."""
+    invalidation on the fleet channel -> every worker not fresh. After each fleet
+    sample every worker reads the resource until it is fresh again (a follower does not
+    re-read a change it heard on the channel: its next read does); that read's CPU is
+    ``read_cpu_ms_per_sample``, apart from the change's."""
     import subprocess
 
     from tests.valkey_support import Valkey
@@ -674,6 +681,12 @@ def fleet_rows(workers: int, samples: int, rounds: int) -> dict[str, Any]:
             "end_to_end": crew.end_to_end,
             "channel": crew.channel,
         }
+        # After a fleet sample every worker reads the resource again (the next sample
+        # needs it fresh): CPU counted apart from the change's (``reads``).
+        after: dict[str, Callable[[], None]] = {
+            "end_to_end": crew.read_all,
+            "channel": crew.read_all,
+        }
         groups = {
             "floor_subscribers": [p.pid for p in floor_subs.procs],
             "sse_relay": [relay.pid],
@@ -683,6 +696,11 @@ def fleet_rows(workers: int, samples: int, rounds: int) -> dict[str, Any]:
             "benchmark": [os.getpid()],
         }
         cpu = {k: dict.fromkeys(groups, 0.0) for k in kinds}
+        read_cpu = {k: dict.fromkeys(groups, 0.0) for k in after}
+
+        def used_now() -> dict[str, float]:
+            return {g: sum(map(cpu_seconds, pids)) for g, pids in groups.items()}
+
         per_round = max(1, samples // rounds)
         block = min(50, per_round)
         taken: dict[str, list[list[float]]] = {k: [] for k in kinds}
@@ -692,12 +710,19 @@ def fleet_rows(workers: int, samples: int, rounds: int) -> dict[str, Any]:
             order = list(kinds) if r % 2 == 0 else list(reversed(kinds))
             for _ in range(0, per_round, block):
                 for kind in order:
-                    used = {g: sum(map(cpu_seconds, pids)) for g, pids in groups.items()}
+                    used = used_now()
                     for _ in range(block):
                         taken[kind][-1].append(kinds[kind]())
+                        if kind in after:
+                            time.sleep(0.005)  # what the change set off lands first
+                            mid = used_now()
+                            after[kind]()
+                            for g, spent in used_now().items():
+                                read_cpu[kind][g] += spent - mid[g]
+                                cpu[kind][g] -= spent - mid[g]
                         time.sleep(0.005)  # the same pause after every kind of sample
-                    for g, pids in groups.items():
-                        cpu[kind][g] += sum(map(cpu_seconds, pids)) - used[g]
+                    for g, spent in used_now().items():
+                        cpu[kind][g] += spent - used[g]
     finally:
         if relay is not None:
             relay.kill()
@@ -735,6 +760,10 @@ def fleet_rows(workers: int, samples: int, rounds: int) -> dict[str, Any]:
         "cpu_ms_per_sample": {
             k: {g: round(used / max(1, sum(map(len, taken[k]))) * 1e3, 2) for g, used in v.items()}
             for k, v in cpu.items()
+        },
+        "read_cpu_ms_per_sample": {
+            k: {g: round(used / max(1, sum(map(len, taken[k]))) * 1e3, 2) for g, used in v.items()}
+            for k, v in read_cpu.items()
         },
     }
 

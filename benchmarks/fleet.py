@@ -146,32 +146,51 @@ def leaders(w: Worker, since: float) -> list[float]:
 
 
 def change(
-    trigger: Trigger, workers: list[Worker], arrived: queue.SimpleQueue[None], i: int
+    trigger: Trigger,
+    workers: list[Worker],
+    arrived: queue.SimpleQueue[None],
+    i: int,
+    *,
+    read: bool = True,
 ) -> tuple[float, float | None]:
     """One sample: ``v{i}`` set and notified; the seconds until every worker stopped
     handing out ``v{i-1}``, and the fan-out hop alone (the listener not fresh -> the
-    last worker not fresh; ``None`` without a known listener among several workers)."""
+    last worker not fresh; ``None`` without a known listener among several workers).
+    Then (``read``) every worker reads until it hands out ``v{i}`` (`read_all`)."""
     old, new = f"v{i - 1}", f"v{i}"
     mark = [len(w.seen) for w in workers]
     sent = time.time()
     trigger.set(new, notify=True)
+
+    def gone(w: Worker, m: int) -> list[dict[str, Any]]:
+        return [x for x in w.seen[m:] if "state" in x and x["text"] != old]
+
     wait(
-        lambda: all(text_of(w) == new for w in workers),
-        f"every worker at {new}",
+        lambda: all(gone(w, m) for w, m in zip(workers, mark, strict=True)),
+        f"every worker stopped handing out {old}",
         workers,
         arrived,
     )
-    firsts = []
-    for w, m in zip(workers, mark, strict=True):
-        gone = [x for x in w.seen[m:] if "state" in x and x["text"] != old]
-        firsts.append(gone[0]["at"] if gone else sent)
+    firsts = [gone(w, m)[0]["at"] for w, m in zip(workers, mark, strict=True)]
     listener = [
         at
         for w, at in zip(workers, firsts, strict=True)
         if (w.last("leading") or {}).get("leading")
     ]
     hop = max(firsts) - listener[0] if len(listener) == 1 and len(workers) > 1 else None
+    if read:
+        read_all(workers, arrived, new)
     return max(firsts) - sent, hop
+
+
+def read_all(workers: list[Worker], arrived: queue.SimpleQueue[None], text: str) -> None:
+    """Every worker not handing out ``text`` reads it (``read`` on its stdin) until it
+    does: a follower does not re-read what it heard on the fleet channel, its next
+    read does (the listener re-reads what its own stream heard, for the fleet)."""
+    for w in workers:
+        if text_of(w) != text:
+            w.tell("read")
+    wait(lambda: all(text_of(w) == text for w in workers), f"every worker at {text}", workers, arrived)
 
 
 def start_workers(

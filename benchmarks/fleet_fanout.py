@@ -7,8 +7,11 @@ beside the raw Valkey pub/sub floor measured in the same run (`costs.fleet_rows`
 Prints the pooled median / p99 of the four kinds of sample (the raw floor, the SSE
 floor: the same server's notification through a plain SSE client that publishes it raw,
 the fleet end to end, the fleet channel hop alone), each round's p99 ratio (the spread on
-a shared machine; the end-to-end row also against the SSE floor), the CPU each group of processes used per sample of each kind and the load
-average before and after; writes them to
+a shared machine; the end-to-end row also against the SSE floor), the CPU each group of
+processes used per sample of each kind (and, apart, the reads that make every worker
+fresh again after a fleet sample: a follower re-reads lazily, on its next read), the
+fleet workers' CPU per change against the raw subscribers' and the load average
+before and after; writes them to
 ``benchmarks/results/fleet_fanout.json`` under ``--label`` (other labels are kept).
 """
 
@@ -58,6 +61,16 @@ def main() -> None:
     print("CPU ms per sample, by group of processes (where the time goes on 2 cores):")
     for kind, used in rows["cpu_ms_per_sample"].items():
         print(f"  {kind:<11} " + ", ".join(f"{group} {ms:.2f}" for group, ms in used.items()))
+    print("CPU ms of the reads after each fleet sample (every worker fresh again), apart:")
+    for kind, used in rows["read_cpu_ms_per_sample"].items():
+        print(f"  {kind:<11} " + ", ".join(f"{group} {ms:.2f}" for group, ms in used.items()))
+    floor_cpu = rows["cpu_ms_per_sample"]["floor"]["floor_subscribers"]
+    for kind in ("channel", "end_to_end"):
+        workers_cpu = rows["cpu_ms_per_sample"][kind]["fleet_workers"]
+        print(
+            f"fleet workers' CPU per change ({kind}): {workers_cpu:.2f} ms, "
+            f"{workers_cpu / max(floor_cpu, 1e-9):.2f}x the raw subscribers' {floor_cpu:.2f} ms"
+        )
     report: dict[str, object] = {}
     if args.json.exists():
         report = json.loads(args.json.read_text())

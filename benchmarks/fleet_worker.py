@@ -2,7 +2,9 @@
 
 ``python fleet_worker.py MCP_URL URI [VALKEY_URL|-]``: prints one JSON line per
 change of what it would hand out (``state``, ``text``, wall time), ``leading`` when
-it holds the listener lease, and, when told on stdin: ``hits``, the cost of a hit;
+it holds the listener lease, and, when told on stdin: ``read``, one read of the URI (a
+follower does not re-read a change it heard on the fleet channel: the next read does);
+``hits``, the cost of a hit;
 ``cpu``, the CPU seconds this process used so far; ``profile``, a cProfile of the
 process so far written to ``$FLEET_WORKER_PROFILE.<pid>`` (when that is set);
 ``reset``, the profile starts again from now (to profile a window of samples alone).
@@ -38,6 +40,12 @@ async def main(mcp_url: str, uri: str, valkey: str) -> None:
 
         async def commands() -> None:
             async for line in stdin:
+                if line.strip() == "read":
+                    # Until it is fresh (a read may end not fresh: a deadline).
+                    for _ in range(50):
+                        if (await cache.read(uri)).state == "fresh":
+                            break
+                    report()
                 if line.strip() == "cpu":
                     say(cpu=time.process_time())
                 if line.strip() == "reset" and PROFILE is not None:

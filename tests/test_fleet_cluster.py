@@ -196,8 +196,7 @@ async def test_a_fleet_on_the_cluster_shares_reads_and_changes(cluster: LocalClu
         before = server.server_reads
         server.set(URI, "v2", notify=True, ttl_ms=60_000)
         await until(lambda: all(c.status(URI).text != "v1" for c in caches))
-        await until(lambda: all(c.status(URI).text == "v2" for c in caches))
-        for cache in caches:
+        for cache in caches:  # a follower reads what it heard when it is read
             assert (await cache.read(URI)).text == "v2"
         assert server.server_reads - before == 1  # one server read for the fleet
         # The change channel is a shard channel: every worker subscribed on the slot's

@@ -51,9 +51,30 @@ class Worker:
         m = self.last("state")
         return None if m is None or m["state"] != "fresh" else m["text"]
 
+    def tell(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
     @property
     def leading(self) -> bool:
         return bool((self.last("leading") or {}).get("leading"))
+
+
+def read_until(workers: list[Worker], text: str, timeout: float = 45.0) -> None:
+    """Every worker reads (``read`` on its stdin) until it hands out ``text``: a follower
+    re-reads a change it heard on the fleet channel when it is read, and one the change
+    has not reached yet still hands out the text before it (it is told again)."""
+    deadline = time.monotonic() + timeout
+    while not all(w.text == text for w in workers):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not every worker at {text} before the deadline")
+        for w in workers:
+            if w.text != text:
+                w.tell("read")
+        until = time.monotonic() + 0.2
+        while time.monotonic() < until and not all(w.text == text for w in workers):
+            time.sleep(0.01)
 
 
 def wait(check: Callable[[], bool], timeout: float = 45.0) -> None:
@@ -84,7 +105,7 @@ def test_four_worker_processes_survive_a_killed_listener_and_a_store_restart(
         wait(lambda: sum(w.leading for w in workers) == 1)
         before = sdk_server.reads(URI)
         sdk_server.control("set", uri=URI, text="v1", notify=True)
-        wait(lambda: all(w.text == "v1" for w in workers))
+        read_until(workers, "v1")
         assert sdk_server.reads(URI) - before == 1  # one server read for the whole fleet
 
         # The listener dies without a word; the resource changes meanwhile.
@@ -96,16 +117,16 @@ def test_four_worker_processes_survive_a_killed_listener_and_a_store_restart(
         # A takeover waits out the dead listener's lease, then re-listens and re-reads:
         # generous deadlines, for a loaded 2-core machine.
         wait(lambda: sum(w.leading for w in rest) == 1, timeout=60.0)
-        wait(lambda: all(w.text == "v2" for w in rest), timeout=60.0)
+        read_until(rest, "v2", timeout=60.0)
 
         # The store restarts (empty); the resource changes while it is down.
         marks = [len(w.seen) for w in rest]
         valkey.stop()
         sdk_server.control("set", uri=URI, text="v3", notify=True)
         valkey.start()
-        wait(lambda: all(w.text == "v3" for w in rest), timeout=45.0)
+        read_until(rest, "v3")
         sdk_server.control("set", uri=URI, text="v4", notify=True)
-        wait(lambda: all(w.text == "v4" for w in rest), timeout=45.0)
+        read_until(rest, "v4")
         for w, mark in zip(rest, marks, strict=True):
             # Every worker ends on the newest text, heard through the new listener.
             later = [m for m in w.seen[mark:] if m.get("state") == "fresh"]

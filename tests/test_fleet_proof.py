@@ -77,7 +77,9 @@ async def test_a_takeover_costs_one_server_read_fleet_wide(valkey) -> None:
             for c in caches
         )
         server.set(URI, "v3", notify=True, ttl_ms=60_000)
-        await until(lambda: all(c.status(URI).text == "v3" for c in caches))
+        await until(lambda: all(c.status(URI).text != "v1" for c in caches))
+        for cache in caches:  # a follower reads what it heard when it is read
+            assert (await cache.read(URI)).text == "v3"
         assert server.server_reads - before == 2
 
 

@@ -170,7 +170,8 @@ async def test_a_store_restarted_from_its_own_data_serves_no_old_text(
         finally:
             await admin.aclose()
         server.set(URI, "v2", notify=True, ttl_ms=60_000)
-        await eventually(lambda: all(c.status(URI).text == "v2" for c in caches))
+        # Every worker heard it (a follower reads it when it is read, just below).
+        await eventually(lambda: all(c.status(URI).text != "v1" for c in caches))
         changed = len(reads.results)  # every read from here on must be v2 or nothing
         for cache in caches:
             assert (await reads.read(cache)).text == "v2"
@@ -426,9 +427,11 @@ async def test_describe_and_the_metrics_tell_store_hits_from_server_reads(
                 server.set(URI, f"v{round + 2}", notify=True, ttl_ms=60_000)
                 await eventually(
                     lambda r=round: all(  # type: ignore[misc]
-                        c.status(URI).text == f"v{r + 2}" for c in caches
+                        c.status(URI).text != f"v{r + 1}" for c in caches
                     )
                 )
+                for cache in caches:  # a follower reads what it heard when it is read
+                    assert (await cache.read(URI)).text == f"v{round + 2}"
             await eventually(lambda: all(reads_done(c) for c in caches))
             counted = [c.describe()["counters"] for c in caches]
             sent = sum(c["server_reads"] for c in counted)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._core import CATALOG_KINDS, ResourceUpdated
+from .._core import CATALOG_KINDS, ReadResource, ResourceUpdated
 from ._cluster import ChannelSubscription
 from ._store import LIST_CHANGED
 
@@ -180,7 +180,14 @@ class ChangeChannel:
 
     def _apply_remote(self, uri: str, cause: str) -> None:
         """Another worker's invalidation of ``uri``: this worker's engine takes it in for
-        the publisher's ``cause`` (a re-proof stays one: `StateChange.reproof`)."""
+        the publisher's ``cause`` (a re-proof stays one: `StateChange.reproof`).
+
+        A change (``updated``, ``hint``) is taken in lazily: the URI stops being fresh
+        here, and the re-read the engine decides is not started. The publisher reads it
+        for the fleet; this worker's next read of it looks in the store (or reads the
+        server) within the caller's deadline, under the cache's single flight: a change
+        nobody here reads costs no store round trip. A re-proof (a new listener's
+        acknowledgment, a lost stream's fence: rare) is re-read at once, as before."""
         bound = self.worker.bound
         if bound is None:
             return
@@ -191,7 +198,10 @@ class ChangeChannel:
         try:
             # Without an acknowledged follower stream: untrusted, as an answer's hint.
             decisions = bound.engine.handle(ResourceUpdated(uri, subscription), cause)
-            bound.carry_out(decisions)
+            if decisions and cause == "resources/updated":
+                decisions = [d for d in decisions if d.__class__ is not ReadResource]
+            if decisions:
+                bound.carry_out(decisions)
         finally:
             self.applying_remote = False
 

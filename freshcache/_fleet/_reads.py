@@ -6,8 +6,9 @@ its text came from a server read sent after the URI's last fleet-wide invalidati
 single-flight lock of that generation and reads the server; the others wait for its
 fill, up to `Fleet.fill_lock`, then read the server themselves. A waiting worker looks
 again first after about as long as the fills it waited for lately took (`FillWait`),
-not every few milliseconds; and a re-read after another worker's invalidation (heard
-on the channel) looks first about when that worker's fill is due, since the publisher
+not every few milliseconds; and a read soon after another worker's invalidation (heard
+on the channel, which a follower does not re-read until it is read) looks first about
+when that worker's fill is due, since the publisher
 (the listener, or the worker that heard a hint) reads it for the fleet at once. With
 N workers a change cost ~3.5 store round trips per waiting worker, most of them while
 the change was still reaching the other workers: CPU taken from the fan-out. A fill
@@ -73,7 +74,8 @@ class SharedReads:
 
     def heard_remote(self, uri: str) -> None:
         """Another worker published an invalidation of ``uri``: it reads it for the
-        fleet, so this worker's re-read looks for its fill a little later."""
+        fleet, so this worker's next read of it looks for its fill a little later
+        (a follower does not re-read a change it heard until it is read)."""
         self._heard.pop(uri, None)
         # The loop's clock, as `anyio.current_time` reads it on asyncio (the fleet's
         # only backend), without its backend lookup: this runs for every channel message.

@@ -372,7 +372,8 @@ class FleetSource(SourceWrapper):
 
     def ask_pushed_bodies(self) -> bool:
         """No pushed bodies in a fleet: the channel carries invalidations only, and
-        every worker re-reads, fenced by the store (`Policy.pushed_bodies`)."""
+        every worker re-reads (a follower on its next read), fenced by the store
+        (`Policy.pushed_bodies`)."""
         return False
 
 
