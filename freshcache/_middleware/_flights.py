@@ -95,15 +95,28 @@ class _Flight:
             self._done.set()
 
 
-try:  # anyio's record of each asyncio task's innermost cancel scope (see `_Inline`)
-    from anyio._backends._asyncio import _task_states as _ANYIO_TASKS
-except ImportError:  # pragma: no cover - another anyio: every read then gets a task
-    _ANYIO_TASKS = None  # type: ignore[assignment]
+_ANYIO_TASKS: Any = None
+"""anyio's record of each asyncio task's innermost cancel scope (see `_Inline`), taken
+by `_anyio_tasks` at a cache's first read in a task: anyio loads its asyncio backend
+when the event loop first runs it, and importing freshcache does not (issue 38, item 3)."""
+
+
+def _anyio_tasks() -> bool:
+    """Whether anyio's task record can be read (`_ANYIO_TASKS`); looked up once."""
+    global _ANYIO_TASKS
+    if _ANYIO_TASKS is None:
+        try:
+            from anyio._backends._asyncio import _task_states
+        except ImportError:  # pragma: no cover - another anyio: every read then gets a task
+            _ANYIO_TASKS = False
+        else:
+            _ANYIO_TASKS = _task_states
+    return _ANYIO_TASKS is not False
 
 
 def _anyio_scope() -> object:
     """The current task's innermost anyio cancel scope (``None``: none yet)."""
-    state = _ANYIO_TASKS.get(asyncio.current_task())  # type: ignore[arg-type]
+    state = _ANYIO_TASKS.get(asyncio.current_task())
     return None if state is None else state.cancel_scope
 
 
@@ -153,7 +166,7 @@ class _Inline:
         flights._inline_runs.add(self)
         # anyio keeps one state per task while it lives: read its scope at each yield
         # from it (`_anyio_scope` asks again only if the task had none yet).
-        state = _ANYIO_TASKS.get(task)  # type: ignore[arg-type]
+        state = _ANYIO_TASKS.get(task)
         try:
             yield from self._drive(flights, None if state is None else state.cancel_scope, state)
         finally:
@@ -348,7 +361,7 @@ class ReadFlights:
         # Let notifications already queued land first: a burst of invalidations
         # then costs one read sent after the last of them, not one read each.
         await self._checkpoint()
-        if self._asyncio and _ANYIO_TASKS is not None:
+        if self._asyncio and _anyio_tasks():
             watched = _Watched(self._fly(uri, partition, flight, "read"))
             await watched
             self.inline = watched.bare
