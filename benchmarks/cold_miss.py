@@ -140,6 +140,7 @@ def counted(profile: cProfile.Profile, n: int) -> dict[str, float]:
     return {
         "calls": sum(v[1] for v in stats.values()) / n,
         "loop_callbacks": named("asyncio/events.py", "_run") / n,
+        "loop_turns": named("asyncio/base_events.py", "_run_once") / n,
         # (every task, asyncio's or anyio's, is made by the loop's `create_task`)
         "tasks": named("asyncio/base_events.py", "create_task") / n,
         "cancel_scopes": named("anyio/_backends/_asyncio.py", "__enter__") / n,
@@ -311,6 +312,11 @@ async def measure_wire(args: argparse.Namespace) -> dict[str, Any]:
         def store() -> MemoryStore:
             return MemoryStore(max_entries=n + 1000, max_bytes=1 << 40)
 
+        source, client = served.source()  # warm: what loads once per process loads here
+        async with FreshCache(source, listen=False, store=store(), read_timeout=600) as cache:
+            await cache.read(uris[-1])
+        if client is not None:
+            await client.aclose()
         for round_ in range(rounds):
             source, client = served.source()
             async with FreshCache(source, listen=False, store=store(), read_timeout=600) as cache:
@@ -322,6 +328,10 @@ async def measure_wire(args: argparse.Namespace) -> dict[str, Any]:
             seen["transport_us"].append(await transport_alone(source, uris) / n * 1e6)
             if client is not None:
                 seen["raw_us"].append(await raw_http(served, client, uris) / n * 1e6)
+            elif served.sent is None:  # the message `StdioSource` sends, as it makes it
+                params = source.protocol.read_rounds(uris[0]).params
+                message = source.protocol.request(0, "resources/read", params, track=False)
+                served.sent = ({}, json.loads(json.dumps(message.message)))
             await source.aclose()
             if client is not None:
                 await client.aclose()
