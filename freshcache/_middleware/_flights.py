@@ -358,7 +358,22 @@ class ReadFlights:
         self.tg.start_soon(_awaited, inline)
 
     def launch_now(self, uri: str, partition: Partition) -> _Flight:
-        """A caller's own read: sent at once, ahead of queued background reads."""
+        """A caller's own read: sent at once, ahead of queued background reads, in a task
+        of its own, because it must be able to outlive its caller.
+
+        When the caller's deadline passes the read goes on (it answers ``timeout`` and
+        the reply still lands in the cache), and every caller who joined the flight
+        waits for it whatever the first one does. A read that waits on a real
+        transport holds things bound to the task it runs in (an anyio cancel scope:
+        httpx's timeouts, the stdio source's and the SDK's deadlines; redis-py's
+        ``asyncio.timeout``), so it cannot be moved to a task once it has started, and
+        whether its caller will leave first is not known when it starts. Run in the
+        caller's task instead, it would have to be cut short and sent again when the
+        caller leaves: a second request exactly when the server is slow. Only a read
+        seen waiting on nothing but bare yields (an in-memory source) runs in the
+        caller's task (`fly_inline`, `_Inline`). The task costs two turns of the event
+        loop (its start, its waiter's wake-up) and about 200 Python calls more than the
+        transport's own exchange (docs/speed.md)."""
         assert self.tg is not None
         self._queued.pop((uri, partition), None)
         flight = self._flights[(uri, partition)] = _Flight()
