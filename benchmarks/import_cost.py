@@ -57,7 +57,11 @@ HEAVY = (
 
 def cpu_of(argv: list[str], env: dict[str, str]) -> float:
     process = subprocess.Popen(
-        [sys.executable, *argv], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [sys.executable, *argv],
+        env=env,
+        cwd=env["PYTHONPYCACHEPREFIX"],  # (not a checkout's: ``-c`` and ``-m`` import from it)
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
@@ -67,7 +71,11 @@ def cpu_of(argv: list[str], env: dict[str, str]) -> float:
 
 def modules_of(argv: list[str], env: dict[str, str]) -> list[str]:
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", *argv], env=env, capture_output=True, text=True
+        [sys.executable, "-X", "importtime", *argv],
+        env=env,
+        cwd=env["PYTHONPYCACHEPREFIX"],
+        capture_output=True,
+        text=True,
     )
     loaded = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
     return [name for name in HEAVY if name in loaded]
@@ -81,9 +89,9 @@ def measure(runs: int, bytecode: bool) -> dict[str, Any]:
             env["PYTHONPYCACHEPREFIX"] = caches
             for argv in ROWS.values():
                 cpu_of(argv, env)
-        else:
+        else:  # (an empty cache folder: nothing is written to it, nothing read from it)
             env["PYTHONDONTWRITEBYTECODE"] = "1"
-            env.pop("PYTHONPYCACHEPREFIX", None)
+            env["PYTHONPYCACHEPREFIX"] = caches
         seen: dict[str, list[float]] = {name: [] for name in ROWS}
         for _ in range(runs):
             for name, argv in ROWS.items():
