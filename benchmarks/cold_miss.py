@@ -29,7 +29,9 @@ the same rounds: **the transport alone** (``source.read_resource``) and **a raw
 exchange** (the transport's own floor: the same JSON-RPC ``resources/read`` that
 `HttpSource` sends, posted with the same ``httpx`` client and its body read; over stdio
 one line written to the server process and one line read back, with anyio's streams).
-The concurrent row reads ``--readers`` URIs at once against the same URIs one at a time.
+The concurrent row reads ``--readers`` URIs at once against the same URIs one at a time;
+its floor, ``transport_concurrent``, as many ``source.read_resource`` at once, each in a
+task of the benchmark's (against the transport alone, one at a time).
 
 Writes ``benchmarks/results/cold_miss.json`` with ``--json``.
 """
@@ -114,6 +116,17 @@ async def concurrent(cache: FreshCache, uris: list[str]) -> float:
     async with anyio.create_task_group() as tg:
         for uri in uris:
             tg.start_soon(cache.read, uri)
+    return time.process_time() - started
+
+
+async def transport_concurrent(source: Any, uris: list[str]) -> float:
+    """The transport's own floor for the concurrent row: as many reads at once, each in
+    a task, without the cache."""
+    gc.collect()
+    started = time.process_time()
+    async with anyio.create_task_group() as tg:
+        for uri in uris:
+            tg.start_soon(source.read_resource, uri, None)
     return time.process_time() - started
 
 
@@ -302,7 +315,15 @@ async def measure_wire(args: argparse.Namespace) -> dict[str, Any]:
     """The rows of the docstring over ``--wire`` (``http`` or ``stdio``)."""
     n, rounds = args.misses, args.rounds
     seen: dict[str, list[float]] = {
-        k: [] for k in ("miss_us", "transport_us", "raw_us", "concurrent_us", "alone_us")
+        k: []
+        for k in (
+            "miss_us",
+            "transport_us",
+            "raw_us",
+            "concurrent_us",
+            "alone_us",
+            "transport_concurrent_us",
+        )
     }
     row: dict[str, Any] = {"wire": args.wire, "misses": n}
     with _Served(args.wire, n) as served:
@@ -326,6 +347,8 @@ async def measure_wire(args: argparse.Namespace) -> dict[str, Any]:
             source, client = served.source()
             await source.start()
             seen["transport_us"].append(await transport_alone(source, uris) / n * 1e6)
+            spent = await transport_concurrent(source, uris[n - len(readers) :])
+            seen["transport_concurrent_us"].append(spent / len(readers) * 1e6)
             if client is not None:
                 seen["raw_us"].append(await raw_http(served, client, uris) / n * 1e6)
             elif served.sent is None:  # the message `StdioSource` sends, as it makes it
@@ -359,6 +382,9 @@ async def measure_wire(args: argparse.Namespace) -> dict[str, Any]:
         row["miss_vs_raw"] = round(row["miss_us"] / row["raw_us"], 2)
         row["transport_vs_raw"] = round(row["transport_us"] / row["raw_us"], 2)
         row["concurrent_vs_alone"] = round(row["concurrent_us"] / row["alone_us"], 2)
+        row["transport_concurrent_vs_alone"] = round(
+            row["transport_concurrent_us"] / row["transport_us"], 2
+        )
         # Counted, not timed.
         source, client = served.source()
         async with FreshCache(source, listen=False, store=store(), read_timeout=600) as cache:
