@@ -371,9 +371,10 @@ class ReadFlights:
         caller's task instead, it would have to be cut short and sent again when the
         caller leaves: a second request exactly when the server is slow. Only a read
         seen waiting on nothing but bare yields (an in-memory source) runs in the
-        caller's task (`fly_inline`, `_Inline`). The task costs two turns of the event
-        loop (its start, its waiter's wake-up) and about 200 Python calls more than the
-        transport's own exchange (docs/speed.md)."""
+        caller's task (`fly_inline`, `_Inline`). Such a miss costs two turns of the event
+        loop more than the transport's own exchange (the task's start, its waiter's
+        wake-up) and about 300 Python calls, some 180 of them the task's
+        (docs/speed.md)."""
         assert self.tg is not None
         self._queued.pop((uri, partition), None)
         flight = self._flights[(uri, partition)] = _Flight()
