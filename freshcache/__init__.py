@@ -30,6 +30,7 @@ fault switches, no I/O) live in `freshcache.testing`, which this package never i
 """
 
 import importlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 from . import _startup
@@ -37,42 +38,6 @@ from . import _startup
 if _startup.is_the_program():  # a Ctrl-C while the command line imports: one line, no traceback
     _startup.hold_ctrl_c()
 
-from ._core import (
-    AWAITING_FRESH_SOURCE,
-    DENIED,
-    FRESH,
-    NOT_FOUND,
-    STALE,
-    Catalog,
-    CatalogChange,
-    CatalogKind,
-    CatalogListChanged,
-    ChangesMissed,
-    Entry,
-    EntryKey,
-    FailureKind,
-    ListenAcknowledged,
-    ListenStarted,
-    ListenUnsupported,
-    ListReply,
-    Partition,
-    Policy,
-    Principal,
-    ReadReply,
-    ReadResult,
-    Remediation,
-    RequestFailed,
-    ResourceContents,
-    ResourceInfo,
-    ResourceListChanged,
-    ResourceUpdated,
-    Store,
-    StreamClosed,
-    StreamEvent,
-    StreamLost,
-    UntrustedMessage,
-)
-from ._core._backoff import BackoffSettings
 from ._errors import (
     ConfigurationError,
     FreshCacheError,
@@ -84,9 +49,44 @@ from ._errors import (
     TableError,
     UnsupportedVersionError,
 )
-from .fleet import Fleet  # imports no redis: attaching a fleet to a cache does
 
-if TYPE_CHECKING:  # loaded on first use (`__getattr__`): httpx, pydantic, the transports
+if TYPE_CHECKING:  # loaded on first use (`__getattr__`): the core, the cache, the transports
+    from ._core import (
+        AWAITING_FRESH_SOURCE,
+        DENIED,
+        FRESH,
+        NOT_FOUND,
+        STALE,
+        Catalog,
+        CatalogChange,
+        CatalogKind,
+        CatalogListChanged,
+        ChangesMissed,
+        Entry,
+        EntryKey,
+        FailureKind,
+        ListenAcknowledged,
+        ListenStarted,
+        ListenUnsupported,
+        ListReply,
+        Partition,
+        Policy,
+        Principal,
+        ReadReply,
+        ReadResult,
+        Remediation,
+        RequestFailed,
+        ResourceContents,
+        ResourceInfo,
+        ResourceListChanged,
+        ResourceUpdated,
+        Store,
+        StreamClosed,
+        StreamEvent,
+        StreamLost,
+        UntrustedMessage,
+    )
+    from ._core._backoff import BackoffSettings
     from ._middleware._cache import FreshCache, ListResult
     from ._middleware._context import ChangesDropped, Context, StateChange, StateChanges
     from ._middleware._passthrough import PromptResult
@@ -98,8 +98,44 @@ if TYPE_CHECKING:  # loaded on first use (`__getattr__`): httpx, pydantic, the t
     from ._sources._mcp_client import McpClientSource
     from ._sources._source import PROTOCOL_VERSION, ServerInfo, Source, SourceWrapper
     from ._sources._stdio import StdioSource
+    from .fleet import Fleet
 
 _ON_FIRST_USE = {
+    "AWAITING_FRESH_SOURCE": "._core",
+    "DENIED": "._core",
+    "FRESH": "._core",
+    "NOT_FOUND": "._core",
+    "STALE": "._core",
+    "Catalog": "._core",
+    "CatalogChange": "._core",
+    "CatalogKind": "._core",
+    "CatalogListChanged": "._core",
+    "ChangesMissed": "._core",
+    "Entry": "._core",
+    "EntryKey": "._core",
+    "FailureKind": "._core",
+    "ListenAcknowledged": "._core",
+    "ListenStarted": "._core",
+    "ListenUnsupported": "._core",
+    "ListReply": "._core",
+    "Partition": "._core",
+    "Policy": "._core",
+    "Principal": "._core",
+    "ReadReply": "._core",
+    "ReadResult": "._core",
+    "Remediation": "._core",
+    "RequestFailed": "._core",
+    "ResourceContents": "._core",
+    "ResourceInfo": "._core",
+    "ResourceListChanged": "._core",
+    "ResourceUpdated": "._core",
+    "Store": "._core",
+    "StreamClosed": "._core",
+    "StreamEvent": "._core",
+    "StreamLost": "._core",
+    "UntrustedMessage": "._core",
+    "BackoffSettings": "._core._backoff",
+    "Fleet": ".fleet",
     "Auth": "._sources._http",
     "FreshCache": "._middleware._cache",
     "ListResult": "._middleware._cache",
@@ -122,9 +158,10 @@ _ON_FIRST_USE = {
     "ClientIdentity": "._protocol._wire",
     "DenialRules": "._protocol._wire",
 }
-"""Public names whose modules load when first asked for: ``import freshcache`` stays
-light (the core, the errors, `Fleet`), and the first ``freshcache.FreshCache`` pays for
-the cache, the transports and the wire models."""
+"""Public names whose modules load when first asked for: ``import freshcache`` loads the
+errors alone (a command line's ``--help`` runs nothing else: issue 38, item 3), the
+first core name the sans-IO core, the first ``freshcache.FreshCache`` the cache, and a
+transport's class that transport (httpx, pydantic, an SDK)."""
 
 __version__ = "0.1.0"
 
@@ -208,10 +245,18 @@ def __getattr__(name: str) -> Any:
     module = _ON_FIRST_USE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    _from_freshcache(value)
-    globals()[name] = value
-    return value
+    importlib.import_module(module, __name__)
+    # Every public name whose module is loaded now is taken at once (so the classes a
+    # cache loaded say `freshcache.X` whichever of them was asked for first).
+    names = globals()
+    for other, where in _ON_FIRST_USE.items():
+        if other not in names:
+            loaded = sys.modules.get(__name__ + where)
+            if loaded is not None and hasattr(loaded, other):
+                value = getattr(loaded, other)
+                _from_freshcache(value)
+                names[other] = value
+    return names[name]
 
 
 def __dir__() -> list[str]:

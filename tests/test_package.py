@@ -157,6 +157,55 @@ def test_importing_freshcache_loads_only_the_core_until_a_transport_or_the_cache
     assert done.stdout.strip() == "[] [] freshcache"
 
 
+NOT_LOADED_BY_A_COMMAND_S_HELP = (
+    "freshcache._core",
+    "freshcache._middleware",
+    "freshcache._sources",
+    "freshcache._protocol",
+    "freshcache.acceptance",
+    "freshcache._proxy",
+    "freshcache.fleet",
+    "asyncio",
+    "anyio",
+    "httpx",
+    "pydantic",
+    "opentelemetry",
+    "mcp",
+    "dataclasses",
+)
+
+
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["acceptance", "--help"], ["proxy", "--help"], ["serve", "--help"]]
+)
+def test_a_command_s_help_imports_only_the_command_line(argv):
+    # `import freshcache` loads the errors alone (issue 38, item 3): a command loads
+    # the core, the cache and its transports when it runs, not to print its help.
+    code = (
+        "import runpy, sys; "
+        f"sys.argv = ['freshcache', *{argv!r}]\n"
+        "try:\n    runpy.run_module('freshcache', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        f"print([m for m in sys.modules if m.startswith({NOT_LOADED_BY_A_COMMAND_S_HELP!r})], "
+        "file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "usage: freshcache" in done.stdout
+    assert done.stderr.strip() == "[]"
+
+
+def test_importing_freshcache_loads_the_core_on_the_first_core_name():
+    code = (
+        "import sys, freshcache; "
+        "early = 'freshcache._core' in sys.modules; "
+        "freshcache.ReadResult; "
+        "late = 'freshcache._core' in sys.modules; "
+        "print(early, late, 'freshcache._middleware._cache' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False True False"
+
+
 NOT_LOADED_BY_THE_CACHE = (
     "httpx",
     "pydantic",

@@ -65,6 +65,16 @@ class Watchers(Protocol):
     def observe(self, result: ReadResult) -> None: ...
 
 
+def _event() -> anyio.Event | asyncio.Event:
+    """asyncio's own `Event` where asyncio runs (a dozen calls fewer to make, wait on and
+    set than anyio's, which wraps it), else anyio's."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # another event loop (anyio's trio backend)
+        return anyio.Event()
+    return asyncio.Event()
+
+
 @dataclass(slots=True)
 class _Flight:
     """One server read that every concurrent caller of the same URI shares."""
@@ -79,14 +89,14 @@ class _Flight:
     reread_wanted: str | None = None
     """The cause of a background read the engine decided on while this one flew."""
     finished: bool = False
-    _done: anyio.Event | None = None
+    _done: anyio.Event | asyncio.Event | None = None
     """Made by the first caller who waits: most background re-reads have none."""
 
     async def wait(self) -> None:
         """Until the flight's result is set."""
         if not self.finished:
             if self._done is None:
-                self._done = anyio.Event()
+                self._done = _event()
             await self._done.wait()
 
     def finish(self) -> None:
@@ -95,15 +105,28 @@ class _Flight:
             self._done.set()
 
 
-try:  # anyio's record of each asyncio task's innermost cancel scope (see `_Inline`)
-    from anyio._backends._asyncio import _task_states as _ANYIO_TASKS
-except ImportError:  # pragma: no cover - another anyio: every read then gets a task
-    _ANYIO_TASKS = None  # type: ignore[assignment]
+_ANYIO_TASKS: Any = None
+"""anyio's record of each asyncio task's innermost cancel scope (see `_Inline`), taken
+by `_anyio_tasks` at a cache's first read in a task: anyio loads its asyncio backend
+when the event loop first runs it, and importing freshcache does not (issue 38, item 3)."""
+
+
+def _anyio_tasks() -> bool:
+    """Whether anyio's task record can be read (`_ANYIO_TASKS`); looked up once."""
+    global _ANYIO_TASKS
+    if _ANYIO_TASKS is None:
+        try:
+            from anyio._backends._asyncio import _task_states
+        except ImportError:  # pragma: no cover - another anyio: every read then gets a task
+            _ANYIO_TASKS = False
+        else:
+            _ANYIO_TASKS = _task_states
+    return _ANYIO_TASKS is not False
 
 
 def _anyio_scope() -> object:
     """The current task's innermost anyio cancel scope (``None``: none yet)."""
-    state = _ANYIO_TASKS.get(asyncio.current_task())  # type: ignore[arg-type]
+    state = _ANYIO_TASKS.get(asyncio.current_task())
     return None if state is None else state.cancel_scope
 
 
@@ -153,7 +176,7 @@ class _Inline:
         flights._inline_runs.add(self)
         # anyio keeps one state per task while it lives: read its scope at each yield
         # from it (`_anyio_scope` asks again only if the task had none yet).
-        state = _ANYIO_TASKS.get(task)  # type: ignore[arg-type]
+        state = _ANYIO_TASKS.get(task)
         try:
             yield from self._drive(flights, None if state is None else state.cancel_scope, state)
         finally:
@@ -335,7 +358,23 @@ class ReadFlights:
         self.tg.start_soon(_awaited, inline)
 
     def launch_now(self, uri: str, partition: Partition) -> _Flight:
-        """A caller's own read: sent at once, ahead of queued background reads."""
+        """A caller's own read: sent at once, ahead of queued background reads, in a task
+        of its own, because it must be able to outlive its caller.
+
+        When the caller's deadline passes the read goes on (it answers ``timeout`` and
+        the reply still lands in the cache), and every caller who joined the flight
+        waits for it whatever the first one does. A read that waits on a real
+        transport holds things bound to the task it runs in (an anyio cancel scope:
+        httpx's timeouts, the stdio source's and the SDK's deadlines; redis-py's
+        ``asyncio.timeout``), so it cannot be moved to a task once it has started, and
+        whether its caller will leave first is not known when it starts. Run in the
+        caller's task instead, it would have to be cut short and sent again when the
+        caller leaves: a second request exactly when the server is slow. Only a read
+        seen waiting on nothing but bare yields (an in-memory source) runs in the
+        caller's task (`fly_inline`, `_Inline`). Such a miss costs two turns of the event
+        loop more than the transport's own exchange (the task's start, its waiter's
+        wake-up) and about 300 Python calls, some 180 of them the task's
+        (docs/speed.md)."""
         assert self.tg is not None
         self._queued.pop((uri, partition), None)
         flight = self._flights[(uri, partition)] = _Flight()
@@ -345,10 +384,10 @@ class ReadFlights:
         return flight
 
     async def _fly_soon(self, uri: str, partition: Partition, flight: _Flight) -> None:
-        # Let notifications already queued land first: a burst of invalidations
-        # then costs one read sent after the last of them, not one read each.
-        await self._checkpoint()
-        if self._asyncio and _ANYIO_TASKS is not None:
+        """A caller's read in a task of its own (`launch_now`). The task starts after
+        everything already queued on the event loop (a notification that landed meanwhile
+        is taken in before the read is sent): no turn of its own before it (issue 38)."""
+        if self.on_asyncio() and _anyio_tasks():
             watched = _Watched(self._fly(uri, partition, flight, "read"))
             await watched
             self.inline = watched.bare
