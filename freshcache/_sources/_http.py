@@ -495,7 +495,8 @@ class HttpSource(SpeaksClientProtocol):
                 ) as response:
                     kind = answer_kind(response.headers.get("content-type"))
                     if kind == "sse":
-                        resume = self._resume(client, headers, timeout)
+                        legacy = self.protocol.legacy is not None
+                        resume = _resumer(client, self.url, headers, timeout) if legacy else None
                         return await self._reader.sse_answer(response, request_id, hints, resume)
                     return await self._reader.plain_answer(response, request_id, kind)
         except TimeoutError:
@@ -515,22 +516,6 @@ class HttpSource(SpeaksClientProtocol):
             self.protocol.forget(request_id)  # answered, failed or abandoned
         # Anything after connecting may have reached the server.
         return failed if unsent else lost_answer(method, failed)
-
-    def _resume(
-        self, client: httpx.AsyncClient, headers: Mapping[str, str], timeout: httpx.Timeout
-    ) -> Resume | None:
-        """2025-11-25: how an answer's stream is resumed (its session's headers, GET,
-        ``Last-Event-ID``); 2026-07-28 streams are not resumable (``None``)."""
-        if self.protocol.legacy is None:
-            return None
-        again = {k: v for k, v in headers.items() if k.lower() not in ("content-type", "accept")}
-        again["Accept"] = "text/event-stream"
-
-        def resume(last_id: str) -> AbstractAsyncContextManager[httpx.Response]:
-            sent = {**again, "Last-Event-ID": last_id}
-            return client.stream("GET", self.url, headers=sent, timeout=timeout)
-
-        return resume
 
     # ------------------------------------------------------------------ plumbing
 
@@ -779,6 +764,21 @@ class _Reader:
                             "the listen stream ended without the listen result"
                             + (", in the middle of a frame" if cut else ""),
                         )
+
+
+def _resumer(
+    client: httpx.AsyncClient, url: str, headers: Mapping[str, str], timeout: httpx.Timeout
+) -> Resume:
+    """How a 2025-11-25 answer's stream is resumed: a GET with the request's session
+    headers and ``Last-Event-ID`` (2026-07-28 streams are not resumable)."""
+    again = {k: v for k, v in headers.items() if k.lower() not in ("content-type", "accept")}
+    again["Accept"] = "text/event-stream"
+
+    def resume(last_id: str) -> AbstractAsyncContextManager[httpx.Response]:
+        sent = {**again, "Last-Event-ID": last_id}
+        return client.stream("GET", url, headers=sent, timeout=timeout)
+
+    return resume
 
 
 def _json(message: Mapping[str, Any]) -> bytes:

@@ -66,7 +66,7 @@ import os
 import shlex
 import signal
 from collections import deque
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -702,9 +702,9 @@ class StdioSource(SpeaksClientProtocol):
         if conn.handshake is None:
             conn.handshake = anyio.Event()
             if conn.tg is not None:
-                conn.tg.start_soon(self._handshake, conn)
+                conn.tg.start_soon(_handshake, conn, self.protocol, self._exchange)
             else:
-                await self._handshake(conn)
+                await _handshake(conn, self.protocol, self._exchange)
         with anyio.move_on_after(limit):
             await conn.handshake.wait()
         outcome = conn.legacy_info
@@ -713,28 +713,6 @@ class StdioSource(SpeaksClientProtocol):
         if outcome is None:
             return _no_answer(conn, "initialize", limit)
         return outcome
-
-    async def _handshake(self, conn: _Connection) -> None:
-        done = conn.handshake
-        assert done is not None
-        params = self.protocol.initialize()
-        started = anyio.current_time()
-        answer = await self._exchange(
-            conn, "initialize", params, started + HANDSHAKE_TIMEOUT, HANDSHAKE_TIMEOUT
-        )
-        if isinstance(answer, RequestFailed):
-            conn.legacy_info = answer
-        else:
-            try:  # the protocol's outcome of initialize, the same as on HTTP
-                conn.legacy_info = self.protocol.initialize_answer(answer)
-            except ProtocolError as exc:
-                conn.legacy_info = exc
-            if isinstance(conn.legacy_info, ServerInfo):
-                with contextlib.suppress(_Gone):
-                    await conn.send(self.protocol.initialized_notification())
-        if isinstance(conn.legacy_info, RequestFailed):
-            conn.handshake = None  # the next request tries again
-        done.set()
 
     async def read_resource(self, uri: str, principal: Partition) -> ReadReply | RequestFailed:
         """One ``resources/read`` (``requestState`` rounds included). stdio has one
@@ -934,10 +912,8 @@ class StdioSource(SpeaksClientProtocol):
             ready = await self._initialize(conn, max(0.0, deadline - anyio.current_time()))
             if isinstance(ready, RequestFailed):
                 return ready
-        if not conn.healthy and not may_reissue(method):
-            # A process that has answered nothing yet may be one about to exit unread (a
-            # server that is down): a `ping` first, so a call it never read is reported
-            # unsent (`unreachable`), not `may_have_run`. Any answer, an error too, will do.
+        if not conn.healthy and not may_reissue(method):  # `_no_answer`: it may exit unread
+            # so a `ping` first (any answer will do): a call it never read is not lost.
             alive = await self._exchange(conn, "ping", {}, deadline, timeout)
             if isinstance(alive, RequestFailed):
                 return replace(alive, lost=False)  # the call itself was never written
@@ -1346,6 +1322,38 @@ class _Supervisor:
                     )
                 with anyio.move_on_after(self.settings.shutdown_timeout):
                     await process.wait()
+
+
+async def _handshake(
+    conn: _Connection,
+    protocol: ClientProtocol,
+    exchange: Callable[
+        [_Connection, str, dict[str, Any], float, float],
+        Awaitable[Response | ErrorResponse | RequestFailed],
+    ],
+) -> None:
+    """``initialize`` on ``conn`` (2025-11-25), bounded by `HANDSHAKE_TIMEOUT`: its
+    outcome in ``conn.legacy_info``, then ``conn.handshake`` set."""
+    done = conn.handshake
+    assert done is not None
+    params = protocol.initialize()
+    started = anyio.current_time()
+    answer = await exchange(
+        conn, "initialize", params, started + HANDSHAKE_TIMEOUT, HANDSHAKE_TIMEOUT
+    )
+    if isinstance(answer, RequestFailed):
+        conn.legacy_info = answer
+    else:
+        try:  # the protocol's outcome of initialize, the same as on HTTP
+            conn.legacy_info = protocol.initialize_answer(answer)
+        except ProtocolError as exc:
+            conn.legacy_info = exc
+        if isinstance(conn.legacy_info, ServerInfo):
+            with contextlib.suppress(_Gone):
+                await conn.send(protocol.initialized_notification())
+    if isinstance(conn.legacy_info, RequestFailed):
+        conn.handshake = None  # the next request tries again
+    done.set()
 
 
 def _no_answer(conn: _Connection, method: str, waited: float) -> RequestFailed:
