@@ -753,6 +753,15 @@ def discover_info(
             detail=f"server/discover: {outcome.kind}: {detail}",
             failure=outcome.kind,
         )
+    malformed = _malformed_discover(outcome)
+    if malformed is not None:
+        # Not a 2026 answer either: judged as any other unusable answer (no revision
+        # taken as spoken, listening not ruled out), never as a bare server.
+        return ServerInfo(
+            reachable=True,
+            detail=f"server/discover: server_error: malformed result: {malformed}",
+            failure="server_error",
+        )
     caps = outcome.get("capabilities")
     resources = caps.get("resources") if isinstance(caps, dict) else None
     res: dict[str, Any] = resources if isinstance(resources, dict) else {}
@@ -781,6 +790,19 @@ def discover_info(
         detail=detail,
         raw=dict(outcome),
     )
+
+
+def _malformed_discover(result: Mapping[str, Any]) -> str | None:
+    """What a ``server/discover`` result lacks of the two fields everything else is
+    judged by (``supportedVersions``: a list of strings; ``capabilities``: an object),
+    or ``None`` when it has both. ``{}`` is no discovery: it names no revision and no
+    capability, and taking it as "a server with nothing" would rule listening out."""
+    offered = result.get("supportedVersions")
+    if not isinstance(offered, list) or not all(isinstance(v, str) for v in offered):
+        return "supportedVersions is not a list of strings"
+    if not isinstance(result.get("capabilities"), dict):
+        return "capabilities is not an object"
+    return None
 
 
 def session_info(
