@@ -10,6 +10,8 @@ from a `FreshCache` per upstream, through freshcache's public API only.
 - ``tools/call``: the prefix mapped back, sent through `FreshCache.call_tool` (at most
   once); a tool no upstream has any more is an error naming the current tools, and
   every host is sent ``tools/list_changed``.
+- ``completion/complete``: passed through to the upstream owning the ``ref``
+  (`Completions`, never cached); ``completions`` offered only when some upstream does.
 - changes: each upstream cache's `FreshCache.changes` feed, judged by `Notices`, told
   through `Hosts`.
 - principals: a host's ``Authorization`` header (HTTP) is its own principal upstream
@@ -51,6 +53,7 @@ from .. import (
     StdioSource,
     __version__,
 )
+from ._complete import Completions
 from ._config import Upstream
 from ._hosts import Hosts
 from ._notices import Notices
@@ -166,6 +169,7 @@ class Proxy:
         ]
         self.notices = Notices()
         self.hosts = Hosts(self._reselect)
+        self.completions = Completions(self.links, self._owner, self._who, timeout)
         self._owners: dict[str, Link] = {}
         """URI -> the upstream that listed it (several upstreams only)."""
         self._read_uris: dict[str, None] = {}
@@ -216,6 +220,7 @@ class Proxy:
             "on_call_tool": self._call_tool,
             "on_list_prompts": self._list_prompts,
             "on_get_prompt": self._get_prompt,
+            "on_completion": self.completions.complete,
         }
         server = _ProxyServer(
             "freshcache-proxy",
@@ -224,6 +229,7 @@ class Proxy:
             **handlers,
         )
         server.middleware.append(self.hosts.middleware)
+        server.middleware.append(self.completions.middleware)
         return server
 
     # ------------------------------------------------------------------ changes
