@@ -137,3 +137,20 @@ async def test_no_completions_offered_when_no_upstream_offers_them(
         with pytest.raises(MCPError) as none:
             await _complete(h, _prompt("summary"), "topic", "x")
         assert none.value.error.code == -32601
+
+
+async def test_a_server_without_completions_is_sent_none() -> None:
+    """`FreshCache.complete` asks nothing of a server whose discovery declared no
+    ``completions`` (the reference server): `MethodNotFoundError`, no request sent."""
+    from freshcache import FreshCache, HttpSource, MethodNotFoundError
+    from freshcache.acceptance import ReferenceServer
+    from freshcache.acceptance._http_server import ReferenceHttpServer
+
+    async with (
+        ReferenceHttpServer(ReferenceServer()) as http,
+        FreshCache(HttpSource(http.url, timeout=scaled(10))) as cache,
+    ):
+        with pytest.raises(MethodNotFoundError, match="declares no completions"):
+            await cache.complete({"type": "ref/prompt", "name": "p"}, {"name": "a", "value": ""})
+    methods = [r.message.get("method") for r in http.requests if isinstance(r.message, dict)]
+    assert "server/discover" in methods and "completion/complete" not in methods
