@@ -341,6 +341,7 @@ def test_server_info_is_mapped_once_from_the_discover_result() -> None:
         {"supportedVersions": [PROTOCOL_VERSION], "capabilities": {}}
     )
     assert bare.listen is False and "no resources capability" in bare.detail
+    assert bare.failure is None
     down = ClientProtocol("test-server").server_info(RequestFailed("unreachable", "refused"))
     assert not down.reachable
     old = ClientProtocol("test-server").server_info(ErrorResponse(1, -32601, "Method not found"))

@@ -753,15 +753,6 @@ def discover_info(
             detail=f"server/discover: {outcome.kind}: {detail}",
             failure=outcome.kind,
         )
-    malformed = _malformed_discover(outcome)
-    if malformed is not None:
-        # Not a 2026 answer either: judged as any other unusable answer (no revision
-        # taken as spoken, listening not ruled out), never as a bare server.
-        return ServerInfo(
-            reachable=True,
-            detail=f"server/discover: server_error: malformed result: {malformed}",
-            failure="server_error",
-        )
     caps = outcome.get("capabilities")
     resources = caps.get("resources") if isinstance(caps, dict) else None
     res: dict[str, Any] = resources if isinstance(resources, dict) else {}
@@ -776,6 +767,14 @@ def discover_info(
         detail = "the server advertises no resources capability"
     else:
         detail = "" if listen else "the server advertises no resource subscriptions"
+    failure = None
+    if not isinstance(offered, list) or not isinstance(caps, dict):
+        # No discovery answer (``{}``: a 2025 server may answer any method it does not
+        # know so): said as a failure, not taken for a 2026 server offering nothing.
+        # Requests still go in 2026; the first one such a server refuses renegotiates,
+        # as for any server (a result is never a refusal: `_is_2025_refusal`).
+        failure = "server_error"
+        detail = "server/discover: malformed result (no supportedVersions or capabilities)"
     return ServerInfo(
         reachable=True,
         supported_versions=versions,
@@ -788,21 +787,9 @@ def discover_info(
         ttl_ms=outcome.get("ttlMs"),
         cache_scope=outcome.get("cacheScope"),
         detail=detail,
+        failure=failure,
         raw=dict(outcome),
     )
-
-
-def _malformed_discover(result: Mapping[str, Any]) -> str | None:
-    """What a ``server/discover`` result lacks of the two fields everything else is
-    judged by (``supportedVersions``: a list of strings; ``capabilities``: an object),
-    or ``None`` when it has both. ``{}`` is no discovery: it names no revision and no
-    capability, and taking it as "a server with nothing" would rule listening out."""
-    offered = result.get("supportedVersions")
-    if not isinstance(offered, list) or not all(isinstance(v, str) for v in offered):
-        return "supportedVersions is not a list of strings"
-    if not isinstance(result.get("capabilities"), dict):
-        return "capabilities is not an object"
-    return None
 
 
 def session_info(
