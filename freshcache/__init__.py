@@ -14,7 +14,8 @@ The surface, by who needs it:
   and `CatalogChange` items and `ChangesDropped` markers (from `FreshCache.changes`);
 - catalogs: `Catalog` (from `FreshCache.tools`, `prompts`, `resource_templates`,
   `catalog_status`) and its `CatalogKind`; `ToolCall` (from `FreshCache.call_tool`);
-  `PromptResult` (from `FreshCache.get_prompt`, passed through, never cached);
+  `PromptResult` (from `FreshCache.get_prompt`) and `CompletionResult` (from
+  `FreshCache.complete`), passed through, never cached;
 - reaching a server: `HttpSource` (its ``auth=`` an `Auth`), `StdioSource`,
   `McpClientSource`, `LoaderSource`;
 - writing a `Source`: the replies (`ReadReply`, `ListReply`, `RequestFailed`) and the
@@ -89,7 +90,7 @@ if TYPE_CHECKING:  # loaded on first use (`__getattr__`): the core, the cache, t
     from ._core._backoff import BackoffSettings
     from ._middleware._cache import FreshCache, ListResult
     from ._middleware._context import ChangesDropped, Context, StateChange, StateChanges
-    from ._middleware._passthrough import PromptResult
+    from ._middleware._passthrough import CompletionResult, PromptResult
     from ._middleware._store import MemoryStore
     from ._middleware._tools import ToolCall
     from ._protocol._wire import ClientIdentity, DenialRules
@@ -141,6 +142,7 @@ _ON_FIRST_USE = {
     "ListResult": "._middleware._cache",
     "ToolCall": "._middleware._tools",
     "PromptResult": "._middleware._passthrough",
+    "CompletionResult": "._middleware._passthrough",
     "ChangesDropped": "._middleware._context",
     "Context": "._middleware._context",
     "StateChange": "._middleware._context",
@@ -181,6 +183,7 @@ __all__ = [
     "ChangesDropped",
     "ChangesMissed",
     "ClientIdentity",
+    "CompletionResult",
     "ConfigurationError",
     "Context",
     "DenialRules",

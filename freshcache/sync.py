@@ -39,7 +39,7 @@ from ._core._hits import NO_HITS, row_result
 from ._errors import FreshCacheError
 from ._middleware._cache import FreshCache, ListResult
 from ._middleware._context import Context
-from ._middleware._passthrough import PromptResult
+from ._middleware._passthrough import CompletionResult, PromptResult
 from ._middleware._tools import Seen, ToolCall, check_continuation, check_tool_call
 from ._sources._source import ServerInfo, Source
 
@@ -256,6 +256,22 @@ class SyncFreshCache:
                 principal=principal,
                 request_state=request_state,
                 input_responses=input_responses,
+            )
+        )
+
+    def complete(
+        self,
+        ref: Mapping[str, Any],
+        argument: Mapping[str, Any],
+        context: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        principal: str | None = None,
+    ) -> CompletionResult:
+        """`FreshCache.complete`: ``completion/complete`` passed through, never cached."""
+        return self._run(
+            partial(
+                self._cache.complete, ref, argument, context, timeout=timeout, principal=principal
             )
         )
 

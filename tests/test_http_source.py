@@ -600,6 +600,24 @@ async def test_discovery_reports_capabilities_and_versions():
 
 
 @pytest.mark.wire
+@pytest.mark.parametrize(
+    "result",
+    [{}, {"capabilities": {}}, {"supportedVersions": ["2026-07-28"], "capabilities": 1}],
+    ids=["empty", "no-versions", "capabilities-not-an-object"],
+)
+async def test_a_discover_result_without_versions_or_capabilities_is_a_failure(result):
+    """HTTP 200 with a JSON-RPC result of ``{}`` is no discovery answer: an explicit
+    ``server_error`` (what `freshcache doctor` reports), not a server offering nothing.
+    (Requests still go in 2026: the official conformance suite's 2025-11-25 servers
+    answer ``{}`` so, and the first request they refuse renegotiates.)"""
+    script = Script().then("server/discover", rpc_result(result))
+    async with serving(reference(), hook=script) as (_http, make):
+        info = await make().start()
+    assert (info.reachable, info.failure) == (True, "server_error")
+    assert "malformed result" in info.detail and info.listen is False
+
+
+@pytest.mark.wire
 async def test_discovery_of_a_server_that_is_down_reports_it_and_does_not_raise():
     async with nowhere() as source:
         info = await source.start()

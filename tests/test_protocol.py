@@ -337,8 +337,11 @@ def test_server_info_is_mapped_once_from_the_discover_result() -> None:
     assert info.reachable and info.listen and info.subscribe and not info.list_changed
     assert (info.name, info.version, info.ttl_ms) == ("ref", "1", 1000)
     assert info.protocol_version == PROTOCOL_VERSION
-    bare = ClientProtocol("test-server").server_info({"capabilities": {}})
+    bare = ClientProtocol("test-server").server_info(
+        {"supportedVersions": [PROTOCOL_VERSION], "capabilities": {}}
+    )
     assert bare.listen is False and "no resources capability" in bare.detail
+    assert bare.failure is None
     down = ClientProtocol("test-server").server_info(RequestFailed("unreachable", "refused"))
     assert not down.reachable
     old = ClientProtocol("test-server").server_info(ErrorResponse(1, -32601, "Method not found"))

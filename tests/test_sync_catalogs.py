@@ -127,3 +127,12 @@ def test_sync_get_prompt_is_passed_through() -> None:
         pytest.raises(MethodNotFoundError, match="prompts/get"),
     ):
         cache.get_prompt("nothing-here", {"a": "b"})
+
+
+def test_sync_complete_is_passed_through() -> None:
+    # The reference server declares no completions: nothing is sent, said the same way.
+    with (
+        served() as (_, _portal, cache),
+        pytest.raises(MethodNotFoundError, match="declares no completions"),
+    ):
+        cache.complete({"type": "ref/prompt", "name": "p"}, {"name": "a", "value": ""})

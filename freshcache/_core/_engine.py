@@ -461,12 +461,13 @@ class FreshnessEngine:
         """`ListRules.current`."""
         return self.lists.current(kind, generation, closes_at)
 
-    def list_changed_elsewhere(self, name: str) -> list[Decision]:
+    def list_changed_elsewhere(self, name: str, cause: str = "list_changed") -> list[Decision]:
         """A list's change another worker of a fleet heard (``tools``, ``prompts``,
         ``resources``: templates change with it), on the fleet's channel: as a change
         hint here, but one the whole fleet knows of (its shared walks after it may
-        stand in for this worker's own)."""
-        return self.lists.changed_elsewhere(name)
+        stand in for this worker's own). ``cause``: a re-proof (`REPROOF_CAUSES`) when
+        the fleet's listener fenced the list off (a new stream, a lost one)."""
+        return self.lists.changed_elsewhere(name, cause)
 
     def begin_catalog(self, kind: CatalogKind, partition: Partition) -> CatalogWalk:
         """A walk of ``kind`` to run now (its tickets count as list requests)."""

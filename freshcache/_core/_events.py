@@ -77,7 +77,8 @@ class ListReply:
     items: tuple[Mapping[str, Any], ...] = ()
     """A catalog page's items (tools, prompts or templates), deeply frozen."""
     item_bytes: int = 0
-    """Rough size of `items`, for the store's byte bound."""
+    """Size of `items` (JSON bytes), for the store's byte bound; once the page is
+    stored, of its `resources` too, each with what its server listed (`ListPages`)."""
     hintless: bool = False
     """The revision has no caching hints (2025-11-25): see `ReadReply.hintless`."""
     excluded: tuple[tuple[str, str], ...] = ()

@@ -68,17 +68,17 @@ class ListRules:
         self.pages.invalidate()
         return [Relist(cause)] if self.selected or self.pages.asked else []
 
-    def changed_elsewhere(self, name: str) -> list[Decision]:
+    def changed_elsewhere(self, name: str, cause: str = "list_changed") -> list[Decision]:
         """`FreshnessEngine.list_changed_elsewhere`."""
         self.copies.counters.notifications += 1
         if name == "resources":
             return [
-                *self.resources_changed("list_changed"),
-                *self.invalidate("resource_templates", "list_changed", alone=False),
+                *self.resources_changed(cause),
+                *self.invalidate("resource_templates", cause, alone=False),
             ]
         for kind in CATALOG_KINDS:
             if kind == name:
-                return self.invalidate(kind, "list_changed", alone=False)
+                return self.invalidate(kind, cause, alone=False)
         return []  # a list this version does not know: nothing of it is held
 
     # ------------------------------------------------------------------ both

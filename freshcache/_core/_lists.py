@@ -20,7 +20,7 @@ from typing_extensions import assert_never
 
 from ._entries import PUBLIC, Entry, EntryKey, Partition, Store
 from ._events import ListReply, RequestFailed, ResourceInfo
-from ._frozen import frozen_mapping
+from ._frozen import canonical_json, frozen_mapping
 from ._model import AWAITING_FRESH_SOURCE, FRESH, Reason
 
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 LIST = "resources/list"
 _PAGE_OVERHEAD = 256  # rough bytes of bookkeeping per page beyond its items
+_RESOURCE_OVERHEAD = 64  # rough bytes of one `ResourceInfo` beyond its URI and item
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,13 +94,7 @@ class ListPages:
             case ListReply():
                 if ticket.generation != self.generation:
                     return None
-                if reply.items:
-                    # Frozen once per page from the server (a source may give plain
-                    # dicts), never on a walk over cached pages: every caller gets the
-                    # same items, none may change what the next gets (invariant 13).
-                    reply = replace(
-                        reply, items=tuple(frozen_mapping(item) or {} for item in reply.items)
-                    )
+                reply = _landed(reply)
                 scope = reply.cache_scope or "private"
                 part = (
                     PUBLIC if scope == "public" and self._policy.share_public else ticket.partition
@@ -133,9 +128,25 @@ class ListPages:
         self._keys.discard(key)
 
 
+def _landed(reply: ListReply) -> ListReply:
+    """A page from the server as it is stored: its items frozen (a source may give plain
+    dicts: every caller gets the same items, none may change what the next gets,
+    invariant 13) and its size counted (`ListReply.item_bytes`), both once here, never
+    on a walk over cached pages."""
+    items = tuple(frozen_mapping(item) or {} for item in reply.items)
+    size = reply.item_bytes if reply.item_bytes or not items else len(canonical_json(items))
+    if reply.resources:
+        size += sum(_RESOURCE_OVERHEAD + len(r.uri) for r in reply.resources) + len(
+            canonical_json([r.item for r in reply.resources if r.item is not None])
+        )
+    return replace(reply, items=items, item_bytes=size)
+
+
 def page_bytes(page: ListReply) -> int:
-    """A page's rough size: what the store counts it as, and a walk's byte bound."""
-    return _PAGE_OVERHEAD + page.item_bytes + sum(len(r.uri) + 64 for r in page.resources)
+    """A page's size: what the store counts it as, and a walk's byte bound. A stored
+    page's items, resources with all they carry (title, description, annotations,
+    icons, ``_meta``) among them, were counted when it landed (`_landed`)."""
+    return _PAGE_OVERHEAD + page.item_bytes
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ import anyio
 
 from .._core import CATALOG_KINDS, ReadResource, ResourceUpdated
 from ._cluster import ChannelSubscription
-from ._store import LIST_CHANGED
+from ._store import LIST_CHANGED, LIST_FENCES
 
 if TYPE_CHECKING:
     from ._parts import ChannelWorker
@@ -169,8 +169,8 @@ class ChangeChannel:
         if kind in ("denied", "allowed"):
             worker.heard_denial(message["u"], str(message["p"]), denied=kind == "denied")
             return
-        if kind == LIST_CHANGED:
-            self._apply_list_change(str(message["u"]))
+        if kind == LIST_CHANGED or kind in LIST_FENCES:
+            self._apply_list_change(str(message["u"]), LIST_FENCES.get(kind, "list_changed"))
             return
         self._apply_remote(message["u"], _CAUSES.get(kind, "resources/updated"))
         sent_at = message.get("t")
@@ -205,8 +205,9 @@ class ChangeChannel:
         finally:
             self.applying_remote = False
 
-    def _apply_list_change(self, name: str) -> None:
-        """A ``*/list_changed`` the listener heard (or a list it fenced off): this
+    def _apply_list_change(self, name: str, cause: str) -> None:
+        """A ``*/list_changed`` the listener heard (or a list it fenced off: ``cause``
+        a re-proof, so this worker's hosts are not told of a change nobody heard): this
         worker's engine decides what stops being fresh."""
         bound = self.worker.bound
         if bound is None:
@@ -214,7 +215,7 @@ class ChangeChannel:
         self.worker.counters.remote_invalidations += 1
         self.applying_remote = True
         try:
-            bound.carry_out(bound.engine.list_changed_elsewhere(name))
+            bound.carry_out(bound.engine.list_changed_elsewhere(name, cause))
         finally:
             self.applying_remote = False
 

@@ -247,7 +247,7 @@ class ListenerLease:
         # A catalog walk shared before this term covered it proves nothing after it:
         # fenced off (a new term starts with nothing covered: `try_lead`).
         if newly_catalogs:
-            await self.worker.publish_lists(catalog_lists(newly_catalogs))
+            await self.worker.publish_lists(catalog_lists(newly_catalogs), "list_acknowledged")
         await self.worker.shared.announce(self.worker.id, "live", payload, self.px)
 
     async def _fence_or_stop(self, covered: frozenset[str], reason: str) -> str | None:
@@ -283,7 +283,7 @@ class ListenerLease:
                 with anyio.fail_after(max(worker.config.op_timeout, worker.config.lease)):
                     await worker.reads.fence_lost(sorted(covered), term)
                     if catalogs:
-                        await worker.publish_lists(catalog_lists(catalogs))
+                        await worker.publish_lists(catalog_lists(catalogs), "list_lost")
                     payload = {"term": term, "reason": reason}
                     await worker.shared.announce(worker.id, "down", payload, self.px)
                 worker.telemetry.event("freshcache.fleet.fenced_late", reason=reason)
@@ -299,7 +299,7 @@ class ListenerLease:
         self._covered = set()
         await self.worker.reads.fence_lost(sorted(covered), self.term)
         if self._catalogs:
-            await self.worker.publish_lists(catalog_lists(self._catalogs))
+            await self.worker.publish_lists(catalog_lists(self._catalogs), "list_lost")
             self._catalogs = frozenset()
         await self._announce_down(reason)
 

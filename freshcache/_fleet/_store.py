@@ -203,6 +203,10 @@ _NAMES_KEPT = 4096
 
 LIST_CHANGED = "list_changed"
 """The channel message kind of a list's change; its ``u`` names the list."""
+LIST_FENCES = {"list_acknowledged": "acknowledged", "list_lost": "stream_lost"}
+"""The channel message kinds of a list the listener fenced off (its new stream's
+acknowledgment, its lost stream), by the engine's re-proof cause: the generation
+moves as for a change, but nobody heard of one (`CatalogChange.reproof`)."""
 
 LIST_NAMES = ("tools", "prompts", "resources")
 """The lists a ``list_changed`` message may name (templates change with ``resources``)."""
@@ -562,9 +566,12 @@ class SharedStore(Registry):
             args=[self.channel, origin, kind, sent_at_ms, _GENERATION_TTL_MS, *uris],
         )
 
-    async def lists_changed(self, names: list[str], origin: str, sent_at_ms: int) -> None:
-        """Bump and publish (message kind ``list_changed``) for every list of ``names``
-        (``tools``, ``prompts``, ``resources``): `INVALIDATE` under the lists' keys."""
+    async def lists_changed(
+        self, names: list[str], origin: str, sent_at_ms: int, kind: str = LIST_CHANGED
+    ) -> None:
+        """Bump and publish (message ``kind``: ``list_changed``, or a fence of
+        `LIST_FENCES`) for every list of ``names`` (``tools``, ``prompts``,
+        ``resources``): `INVALIDATE` under the lists' keys."""
         if not names:
             return
         keys = [self.seq_key]
@@ -573,7 +580,7 @@ class SharedStore(Registry):
             keys += [f"{base}:g", f"{base}:entries"]
         await self._invalidate(
             keys=keys,
-            args=[self.channel, origin, LIST_CHANGED, sent_at_ms, _GENERATION_TTL_MS, *names],
+            args=[self.channel, origin, kind, sent_at_ms, _GENERATION_TTL_MS, *names],
         )
 
     # ------------------------------------------------------------------ catalogs

@@ -66,7 +66,7 @@ from ._lease import ListenerLease
 from ._outbox import HintOutbox
 from ._parts import Binding, FleetCounters
 from ._reads import SharedReads
-from ._store import SharedStore
+from ._store import LIST_CHANGED, SharedStore
 from ._telemetry import FleetTelemetry
 
 log = logging.getLogger("freshcache.fleet")
@@ -298,10 +298,11 @@ class FleetWorker:
         self.counters.published += len(uris)
         self.store_answered()
 
-    async def publish_lists(self, names: list[str]) -> None:
-        """A list's change the listener heard (``tools``, ``prompts``, ``resources``):
-        every worker's copy of it stops being fresh."""
-        await self.shared.lists_changed(names, self.id, int(time.time() * 1000))
+    async def publish_lists(self, names: list[str], kind: str = LIST_CHANGED) -> None:
+        """A list's change the listener heard (``tools``, ``prompts``, ``resources``),
+        or its fence (``kind`` of `LIST_FENCES`): every worker's copy of it stops being
+        fresh."""
+        await self.shared.lists_changed(names, self.id, int(time.time() * 1000), kind)
         self.counters.published += len(names)
         self.store_answered()
 

@@ -1,11 +1,14 @@
-"""``FreshCache.get_prompt``: a request whose result is computed, passed through.
+"""``FreshCache.get_prompt`` and ``FreshCache.complete``: requests whose result is
+computed, passed through.
 
-A prompt is built from its arguments each time it is asked for (``prompts/get``):
-there is no text to keep fresh, so its answer is never cached, only passed through
-the source (`Source.forward`) under one deadline, with the change hints its answer
-carried heard on the way (invariant 9). Sending under a deadline is `send_once`, the
-same rule `FreshCache.call_tool` sends by; ``input_required`` (basic/patterns/mrtr)
-is `continuation`, read the same way for both.
+A prompt is built from its arguments each time it is asked for (``prompts/get``), and
+so are an argument's completions (``completion/complete``): there is no text to keep
+fresh, so their answers are never cached, only passed through the source
+(`Source.forward`) under one deadline, with the change hints an answer carried heard on
+the way (invariant 9): `Prompts._pass`, the one sender of both. Sending under a
+deadline is `send_once`, the same rule `FreshCache.call_tool` sends by;
+``input_required`` (basic/patterns/mrtr) is `continuation`, read the same way for
+prompts and tools.
 """
 
 from __future__ import annotations
@@ -18,19 +21,20 @@ import anyio
 
 from .._core import RequestFailed
 from .._core._frozen import frozen, frozen_mapping
-from .._errors import ConfigurationError, FreshCacheError
+from .._errors import ConfigurationError, FreshCacheError, MethodNotFoundError
 from .._protocol._reissue import may_reissue
-from .._protocol._tools import ToolReply, input_required, tool_call_params
+from .._protocol._tools import ToolReply, input_required, plain, tool_call_params
 from .._sources._source import cannot_forward
 from ._setup import checked_deadline
 
 if TYPE_CHECKING:
     from .._core import StreamEvent
-    from .._sources._source import Source
+    from .._sources._source import ServerInfo, Source
 
 T = TypeVar("T")
 
 PromptState = Literal["answered", "input_required", "denied", "not_found", "unavailable"]
+CompletionState = Literal["answered", "denied", "not_found", "unavailable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +61,34 @@ class PromptResult:
     @property
     def ok(self) -> bool:
         return self.state == "answered"
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionResult:
+    """What one `FreshCache.complete` came to.
+
+    ``answered``: the server's ``CompleteResult`` is in ``result`` (read-only: its
+    ``completion`` with ``values``). ``denied``: the server refused this principal.
+    ``not_found``: the server refused the params (``-32602``: no such prompt or
+    template, no such argument); ``detail`` is its message. ``unavailable``: no
+    result; ``reason`` says why (``unreachable``, ``timeout``, ``server_error``).
+    """
+
+    ref: Mapping[str, Any]
+    state: CompletionState
+    result: Mapping[str, Any] | None = None
+    reason: str | None = None
+    detail: str | None = field(default=None, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "answered"
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        """The completion values (none unless ``answered``)."""
+        completion = (self.result or {}).get("completion") or {}
+        return tuple(completion.get("values") or ())
 
 
 def continuation(result: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, str | None] | str:
@@ -112,10 +144,19 @@ class Prompts:
     source: Source
     principal: str | None
     read_timeout: float
+    server_info: ServerInfo | None
+    _discovered: anyio.Event
 
     if TYPE_CHECKING:
 
         def _feed_hints(self, hints: tuple[StreamEvent, ...]) -> None: ...
+
+    async def discovered(self) -> ServerInfo | None:
+        """`server_info` once the first discovery settled (waiting for it, as a read
+        does; bound it with a cancel scope), ``None`` when the server gave no answer:
+        whether to ask it for what it may not offer (`complete`)."""
+        await self._discovered.wait()
+        return self.server_info
 
     async def get_prompt(
         self,
@@ -140,19 +181,97 @@ class Prompts:
         params = tool_call_params(  # the same shape: name, arguments, a continuation's fields
             name, arguments, request_state=request_state, input_responses=input_responses
         )
+        outcome = await self._pass("prompts/get", repr(name), params, timeout, principal)
+        return _judged(name, outcome)
+
+    async def complete(
+        self,
+        ref: Mapping[str, Any],
+        argument: Mapping[str, Any],
+        context: Mapping[str, Any] | None = None,
+        *,
+        timeout: float | None = None,
+        principal: str | None = None,
+    ) -> CompletionResult:
+        """Completions of ``argument`` (``{"name", "value"}``) of the prompt or resource
+        template ``ref`` names (``{"type": "ref/prompt", "name"}`` or ``{"type":
+        "ref/resource", "uri"}``), ``context`` the arguments already given
+        (``{"arguments": {...}}``): ``completion/complete``, asked of the server now,
+        never cached (see the module docstring). ``timeout`` bounds it. A server that
+        declares no ``completions`` capability, or answers ``-32601``, raises
+        `MethodNotFoundError` (nothing is sent to one that declared none)."""
+        for what, value in (("ref", ref), ("argument", argument)):
+            if not isinstance(value, Mapping):
+                raise ConfigurationError(f"complete() takes {what} as a mapping, got {value!r}")
+        if context is not None and not isinstance(context, Mapping):
+            raise ConfigurationError(
+                f"complete() takes context as a mapping or None, got {context!r}"
+            )
+        budget = checked_deadline(timeout, self.read_timeout)
+        end = anyio.current_time() + budget
+        with anyio.move_on_after(budget):
+            await self.discovered()  # what the server declared decides whether to ask it
+        if not offers_completions(self.server_info):
+            raise MethodNotFoundError(
+                f"{self.source.identity} declares no completions capability: "
+                "completion/complete is not sent to it"
+            )
+        params: dict[str, Any] = {"ref": plain(ref), "argument": plain(argument)}
+        if context is not None:
+            params["context"] = plain(context)
+        label = str(ref.get("name") or ref.get("uri") or "")
+        left = max(end - anyio.current_time(), 1e-3)
+        outcome = await self._pass("completion/complete", repr(label), params, left, principal)
+        return _completed(ref, outcome)
+
+    async def _pass(
+        self,
+        method: str,
+        label: str,
+        params: Mapping[str, Any],
+        timeout: float | None,
+        principal: str | None,
+    ) -> ToolReply | RequestFailed:
+        """One request passed through the source (`Source.forward`) by one deadline
+        (`send_once`), the hints its answer carried heard: every pass-through's sender."""
         who = principal if principal is not None else self.principal
         forward = self.source.forward
         end = anyio.current_time() + checked_deadline(timeout, self.read_timeout)
 
         async def send() -> ToolReply | RequestFailed:
             if forward is None:
-                return cannot_forward(self.source, "prompts/get")
-            return await forward("prompts/get", params, who)
+                return cannot_forward(self.source, method)
+            return await forward(method, params, who)
 
-        outcome = await send_once("prompts/get", f"prompts/get {name!r}", send, end, self.source)
+        outcome = await send_once(method, f"{method} {label}", send, end, self.source)
         if outcome.hints:
             self._feed_hints(outcome.hints)
-        return _judged(name, outcome)
+        return outcome
+
+
+def offers_completions(info: ServerInfo | None) -> bool:
+    """Whether a server may be asked for completions: it declared the ``completions``
+    capability (``server/discover`` or ``initialize``), or what it declared is not known
+    (no discovery answer yet: its own ``-32601`` then says)."""
+    if info is None or not info.raw:
+        return True
+    capabilities = info.raw.get("capabilities")
+    return isinstance(capabilities, Mapping) and isinstance(
+        capabilities.get("completions"), Mapping
+    )
+
+
+def _completed(ref: Mapping[str, Any], outcome: ToolReply | RequestFailed) -> CompletionResult:
+    if isinstance(outcome, RequestFailed):
+        if outcome.kind in ("denied", "not_found"):
+            return CompletionResult(ref, outcome.kind, detail=outcome.detail)
+        return CompletionResult(ref, "unavailable", reason=outcome.kind, detail=outcome.detail)
+    completion = outcome.result.get("completion")
+    values = completion.get("values") if isinstance(completion, Mapping) else None
+    if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) for v in values):
+        detail = "completion/complete: an unusable result (no completion values)"
+        return CompletionResult(ref, "unavailable", reason="server_error", detail=detail)
+    return CompletionResult(ref, "answered", result=frozen(outcome.result))
 
 
 def _judged(name: str, outcome: ToolReply | RequestFailed) -> PromptResult:
@@ -177,10 +296,13 @@ def _judged(name: str, outcome: ToolReply | RequestFailed) -> PromptResult:
 
 
 __all__ = [
+    "CompletionResult",
+    "CompletionState",
     "PromptResult",
     "PromptState",
     "Prompts",
     "check_continuation",
     "continuation",
+    "offers_completions",
     "send_once",
 ]

@@ -767,6 +767,14 @@ def discover_info(
         detail = "the server advertises no resources capability"
     else:
         detail = "" if listen else "the server advertises no resource subscriptions"
+    failure = None
+    if not isinstance(offered, list) or not isinstance(caps, dict):
+        # No discovery answer (``{}``: a 2025 server may answer any method it does not
+        # know so): said as a failure, not taken for a 2026 server offering nothing.
+        # Requests still go in 2026; the first one such a server refuses renegotiates,
+        # as for any server (a result is never a refusal: `_is_2025_refusal`).
+        failure = "server_error"
+        detail = "server/discover: malformed result (no supportedVersions or capabilities)"
     return ServerInfo(
         reachable=True,
         supported_versions=versions,
@@ -779,6 +787,7 @@ def discover_info(
         ttl_ms=outcome.get("ttlMs"),
         cache_scope=outcome.get("cacheScope"),
         detail=detail,
+        failure=failure,
         raw=dict(outcome),
     )
 

@@ -10,13 +10,20 @@ each session it has seen, and what it subscribed to, until its connection closes
 What hosts subscribed to, counted over both, is what the upstream caches select
 (`Hosts.subscribed`): the URIs they keep covered by their own streams and re-read
 after a reconnect.
+
+The tools each host was last handed (`Hosts.remember_tools`) are what its calls are
+judged by (``seen=``): a 2025-11-25 connection keeps its own until it closes; a
+2026-07-28 request has no session, so those are kept per principal, the
+`TOOL_RECORDS` most recently used at most (a principal is a host's credentials, and
+credentials come and go: nothing says when one is gone for good).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from mcp.server.subscriptions import (
@@ -30,6 +37,13 @@ from mcp.server.subscriptions import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 log = logging.getLogger("freshcache.proxy")
+
+TOOL_RECORDS = 1024
+"""How many 2026-07-28 principals' tool lists the proxy remembers; the least recently
+used is dropped first. A principal whose record was dropped calls as a host that never
+listed does (`Hosts.tool_seen` is ``None``, so ``seen=None``: sent once, and after an
+"unknown tool" refusal never sent again, see `FreshCache.call_tool`). Principals that
+list the same tools share one record, so the bound is on principals, not on copies."""
 
 _LIST_EVENTS: dict[str, Any] = {
     "tools": ToolsListChanged,
@@ -63,7 +77,12 @@ class Hosts:
         self.subscribed: Counter[str] = Counter()
         """URI -> how many subscriptions (listen streams and 2025 sessions) name it."""
         self._changed = on_subscriptions
-        self._shown: dict[tuple[str, object], dict[str, Any]] = {}
+        self._by_connection: dict[int, Mapping[str, Any]] = {}
+        """A 2025-11-25 connection's tools, by the connection's id, until it closes."""
+        self._by_principal: dict[str | None, Mapping[str, Any]] = {}
+        """A 2026-07-28 principal's tools, least recently used first (`TOOL_RECORDS`)."""
+        self.tool_records = TOOL_RECORDS
+        self._last_tools: Mapping[str, Any] | None = None
 
     # ------------------------------------------------------------------ who is there
 
@@ -90,21 +109,49 @@ class Hosts:
             self.subscribed += Counter()  # drop the zeros
             self._changed()
 
-    def tools_shown(self, ctx: Any, principal: str | None) -> dict[str, Any]:
-        """The tools this host was last handed (``tools/list``), by the name it knows:
-        what it builds its calls from. A 2025-11-25 session keeps its own while its
+    def remember_tools(self, ctx: Any, principal: str | None, tools: Mapping[str, Any]) -> None:
+        """This host was handed ``tools`` (``tools/list``), by the name it knows: what it
+        builds its calls from now. A 2025-11-25 session keeps its own while its
         connection lasts; a 2026-07-28 request stands alone (no session), so those
-        hosts share one per principal (over stdio: the one host)."""
+        hosts share one per principal (over stdio: the one host), `TOOL_RECORDS` at most."""
+        record = self._shared(tools)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return self._shown.setdefault(("principal", principal), {})
+            records = self._by_principal
+            records.pop(principal, None)
+            records[principal] = record
+            while len(records) > self.tool_records:
+                del records[next(iter(records))]  # the least recently used
+            return
         connection = getattr(ctx.session, "_connection", None)
-        key = ("connection", id(connection if connection is not None else ctx.session))
-        shown = self._shown.get(key)
-        if shown is None:
-            shown = self._shown[key] = {}
-            if connection is not None:
-                connection.exit_stack.callback(self._shown.pop, key, None)
-        return shown
+        key = id(connection if connection is not None else ctx.session)
+        if key not in self._by_connection and connection is not None:
+            connection.exit_stack.callback(self._by_connection.pop, key, None)
+        self._by_connection[key] = record
+
+    def tool_seen(self, ctx: Any, principal: str | None, name: str) -> Any:
+        """The definition of tool ``name`` this host was last handed, or ``None``: it
+        never listed it, or its record was dropped (the same to `FreshCache.call_tool`)."""
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            record = self._by_principal.pop(principal, None)
+            if record is None:
+                return None
+            self._by_principal[principal] = record  # used now: the most recent
+        else:
+            connection = getattr(ctx.session, "_connection", None)
+            key = id(connection if connection is not None else ctx.session)
+            record = self._by_connection.get(key)
+            if record is None:
+                return None
+        return record.get(name)
+
+    def _shared(self, tools: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``tools`` as a read-only record, the very record of the last listing when it
+        is the same (hosts listing one catalog hold one copy of it)."""
+        last = self._last_tools
+        if last is not None and last == tools:
+            return last
+        self._last_tools = record = MappingProxyType(dict(tools))
+        return record
 
     # ------------------------------------------------------------------ subscriptions
 
@@ -169,4 +216,4 @@ async def _quietly(sending: Any) -> None:
         log.debug("a host could not be told: %r", exc)
 
 
-__all__ = ["Hosts"]
+__all__ = ["TOOL_RECORDS", "Hosts"]

@@ -10,6 +10,8 @@ from a `FreshCache` per upstream, through freshcache's public API only.
 - ``tools/call``: the prefix mapped back, sent through `FreshCache.call_tool` (at most
   once); a tool no upstream has any more is an error naming the current tools, and
   every host is sent ``tools/list_changed``.
+- ``completion/complete``: passed through to the upstream owning the ``ref``
+  (`Completions`, never cached); ``completions`` offered only when some upstream does.
 - changes: each upstream cache's `FreshCache.changes` feed, judged by `Notices`, told
   through `Hosts`.
 - principals: a host's ``Authorization`` header (HTTP) is its own principal upstream
@@ -51,6 +53,7 @@ from .. import (
     StdioSource,
     __version__,
 )
+from ._complete import Completions
 from ._config import Upstream
 from ._hosts import Hosts
 from ._notices import Notices
@@ -80,17 +83,30 @@ READ_URIS = 1024
 META_TOOLS = ("freshcache_list_tools", "freshcache_call_tool")
 
 
+PRINCIPALS = 4096
+"""How many hosts' credentials the proxy keeps (the most recently used): a principal's
+credentials are sent upstream only for its own requests (the proxy's background
+re-reads and re-lists are its own, without any host's), and every request of a host
+puts its credentials back first, so only a request outlived by this many others'
+could go without them (the upstream would refuse it: denied, never another's text)."""
+
+
 class Principals:
     """A host's credentials <-> the principal its reads are cached under upstream."""
 
     def __init__(self) -> None:
         self._headers: dict[str, str] = {}
+        """Principal -> credentials, least recently used first (`PRINCIPALS`)."""
 
     def of(self, authorization: str | None) -> str | None:
         if not authorization:
             return None
         principal = "host-" + hashlib.sha256(authorization.encode()).hexdigest()[:24]
-        self._headers[principal] = authorization
+        headers = self._headers
+        headers.pop(principal, None)
+        headers[principal] = authorization
+        if len(headers) > PRINCIPALS:
+            del headers[next(iter(headers))]
         return principal
 
     def headers(self, principal: str | None) -> Mapping[str, str]:
@@ -153,6 +169,7 @@ class Proxy:
         ]
         self.notices = Notices()
         self.hosts = Hosts(self._reselect)
+        self.completions = Completions(self.links, self._owner, self._who, timeout)
         self._owners: dict[str, Link] = {}
         """URI -> the upstream that listed it (several upstreams only)."""
         self._read_uris: dict[str, None] = {}
@@ -203,6 +220,7 @@ class Proxy:
             "on_call_tool": self._call_tool,
             "on_list_prompts": self._list_prompts,
             "on_get_prompt": self._get_prompt,
+            "on_completion": self.completions.complete,
         }
         server = _ProxyServer(
             "freshcache-proxy",
@@ -211,6 +229,7 @@ class Proxy:
             **handlers,
         )
         server.middleware.append(self.hosts.middleware)
+        server.middleware.append(self.completions.middleware)
         return server
 
     # ------------------------------------------------------------------ changes
@@ -372,9 +391,8 @@ class Proxy:
     async def _list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
         """``tools/list``: remembered as what this host builds its calls from now."""
         listed = await self._tools_now(ctx)
-        shown = self.hosts.tools_shown(ctx, self._who(ctx))
-        shown.clear()
-        shown.update((str(tool["name"]), tool) for tool in listed["tools"])
+        shown = {str(tool["name"]): tool for tool in listed["tools"]}
+        self.hosts.remember_tools(ctx, self._who(ctx), shown)
         return listed
 
     async def _tools_now(self, ctx: Any) -> dict[str, Any]:
@@ -458,8 +476,9 @@ class Proxy:
     def _seen(self, ctx: Any, name: str, upstream_name: str) -> dict[str, Any] | None:
         """The definition of ``name`` this host was last handed (``tools/list``), as its
         upstream lists it: what the host built the call's arguments from (``None``: it
-        never listed it, so a refused call is not sent again)."""
-        shown = self.hosts.tools_shown(ctx, self._who(ctx)).get(name)
+        never listed it, or its record was dropped (`TOOL_RECORDS`): a call refused as
+        an unknown tool is then not sent again)."""
+        shown = self.hosts.tool_seen(ctx, self._who(ctx), name)
         return None if shown is None else {**shown, "name": upstream_name}
 
     async def _unknown_tool(
