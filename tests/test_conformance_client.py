@@ -84,13 +84,7 @@ suite skips extension scenarios (``sep-2640-*`` skills, ``auth/client-credential
 ``auth/dpop*``, ``auth/wif-*``, ``auth/enterprise-*``) under ``--spec-version``; they are
 listed in docs/conformance.md."""
 
-XFAIL: dict[tuple[str, str], str] = {
-    ("2025-11-25", "sse-retry"): (
-        "needs the answer of a 2025-11-25 tools/call SSE stream closed before it to be "
-        "resumed (GET with Last-Event-ID after the stream's retry interval); freshcache "
-        "does not resume SSE streams (docs/design.md §6) and reports the lost answer"
-    ),
-}
+XFAIL: dict[tuple[str, str], str] = {}
 """Scenarios that apply and fail today, with what they need (strict: a pass fails)."""
 
 

@@ -602,19 +602,35 @@ async def test_discovery_reports_capabilities_and_versions():
 @pytest.mark.wire
 @pytest.mark.parametrize(
     "result",
-    [{}, {"capabilities": {}}, {"supportedVersions": ["2026-07-28"], "capabilities": 1}],
-    ids=["empty", "no-versions", "capabilities-not-an-object"],
+    [{"capabilities": {}}, {"supportedVersions": ["2026-07-28"], "capabilities": 1}],
+    ids=["no-versions", "capabilities-not-an-object"],
 )
 async def test_a_discover_result_without_versions_or_capabilities_is_a_failure(result):
-    """HTTP 200 with a JSON-RPC result of ``{}`` is no discovery answer: an explicit
-    ``server_error`` (what `freshcache doctor` reports), not a server offering nothing.
-    (Requests still go in 2026: the official conformance suite's 2025-11-25 servers
-    answer ``{}`` so, and the first request they refuse renegotiates.)"""
+    """HTTP 200 with a JSON-RPC result lacking a revision list or a capabilities object
+    is no usable discovery answer: an explicit ``server_error`` (what `freshcache
+    doctor` reports), not a server offering nothing."""
     script = Script().then("server/discover", rpc_result(result))
     async with serving(reference(), hook=script) as (_http, make):
         info = await make().start()
     assert (info.reachable, info.failure) == (True, "server_error")
     assert "malformed result" in info.detail and info.listen is False
+
+
+@pytest.mark.wire
+async def test_a_discover_answered_with_an_empty_result_falls_back_to_initialize():
+    """``{}`` names no revision and no capability: a 2025-11-25 server answering every
+    method it does not know so (the official conformance suite's servers do), not a
+    2026 server offering nothing. Negotiation falls back to ``initialize``."""
+    script = Script().then("server/discover", rpc_result({}))
+    async with serving(reference(), revision="2025-11-25", hook=script) as (http, make):
+        source = make()
+        info = await source.start()
+    assert info.reachable and info.failure is None, info
+    assert source.protocol_version == "2025-11-25"
+    assert any(
+        isinstance(r.message, dict) and r.message.get("method") == "initialize"
+        for r in http.requests
+    )
 
 
 @pytest.mark.wire

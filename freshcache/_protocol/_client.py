@@ -824,7 +824,8 @@ def _is_2025_refusal(outcome: object, *, status: int | None = None) -> bool:
     so negotiation falls back to ``initialize`` (DESIGN §6).
 
     Whatever a server answers that only a 2026 server says, or that says nothing
-    about the revision, is not a refusal: a result; ``-32022`` (another 2026
+    about the revision, is not a refusal: a result (but ``{}``, naming neither a
+    revision nor a capability, is a 2025 server's answer to any method); ``-32022`` (another 2026
     version: renegotiate) and ``-32020`` (headers and body disagree);
     ``-32603`` / HTTP 5xx (trouble, not a refusal); HTTP 401/403/407/408/425/429
     (`_REVISION_BLIND_STATUS`: credentials, denial, timeouts and rate limits come
@@ -837,7 +838,10 @@ def _is_2025_refusal(outcome: object, *, status: int | None = None) -> bool:
     if isinstance(outcome, ErrorResponse):
         return outcome.code not in _NOT_A_REFUSAL_CODES
     if isinstance(outcome, Response):
-        return False
+        # A result naming no revision and no capability (``{}``: some 2025 servers
+        # answer any method they do not know so) is no 2026 answer either.
+        result = outcome.result
+        return not ("supportedVersions" in result or "capabilities" in result)
     return status is not None and 400 <= status < 500
 
 
