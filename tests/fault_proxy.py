@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 
 import anyio
@@ -65,9 +65,17 @@ class CutToolCalls:
                 await client.send(data)
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(to_server)
-            tg.start_soon(to_client)
+            tg.start_soon(_until_reset, to_server, tg)
+            tg.start_soon(_until_reset, to_client, tg)
             tg.start_soon(_cancel_on, cut, tg)
+
+
+async def _until_reset(pump: Callable[[], Awaitable[None]], tg: anyio.abc.TaskGroup) -> None:
+    """``pump``; a side that resets its connection ends this connection, not the proxy."""
+    try:
+        await pump()
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        tg.cancel_scope.cancel()
 
 
 async def _cancel_on(event: anyio.Event, tg: anyio.abc.TaskGroup) -> None:

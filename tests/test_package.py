@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+import signal
 import subprocess
 import sys
 import typing
@@ -247,7 +248,15 @@ def test_importing_freshcache_as_a_library_leaves_ctrl_c_alone():
         "import signal, freshcache; from freshcache import FreshCache; "
         "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    # Python installs its Ctrl-C handler only where SIGINT is not ignored, and a shell
+    # starts background jobs with it ignored: the child starts with the default.
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     assert done.stdout.strip() == "True"
 
 
