@@ -25,8 +25,8 @@ STATUS_VARIABLE = "FRESHCACHE_PROXY_STATUS"
 
 
 def describe(proxy: Proxy) -> dict[str, Any]:
-    """Each upstream cache's reads due, re-list, stream state, selection, and what its
-    source has taken in (HTTP listen streams; a stdio process and its lines)."""
+    """Each upstream cache's reads due, re-list, stream state, selection, counters, and
+    what its source has taken in (HTTP listen streams; a stdio process and its lines)."""
     links: list[dict[str, Any]] = []
     for link in proxy.links:
         cache = link.cache
@@ -36,6 +36,7 @@ def describe(proxy: Proxy) -> dict[str, Any]:
             "relisting": cache.relisting,
             "stream": cache.stream_status,
             "selected": sorted(cache.selected),
+            "server_reads": cache.engine.counters.server_reads,
             "untrusted_messages": cache.engine.counters.untrusted_messages,
             "tracked_uris": cache.engine.tracked_uris,
         }

@@ -72,6 +72,21 @@ class ProxiedSession(McpSession):
             answer.update(state=data["state"], reason=data.get("reason"), detail=str(exc))
         return answer
 
+    async def read(self, uri: str, timeout: float | None, principal: str | None) -> dict[str, Any]:
+        """`McpSession.read`, with whether the proxy sent the server a read meanwhile
+        (what a state's ``server read`` means; the server cannot count a read it
+        never got, such as one sent while it is down)."""
+        before = await self._server_reads()
+        answer = await super().read(uri, timeout, principal)
+        after = await self._server_reads()
+        if before is not None and after is not None:
+            answer["server_read"] = after > before
+        return answer
+
+    async def _server_reads(self) -> int | None:
+        status = await self._proxy_status()
+        return None if status is None else int(status["links"][0]["server_reads"])
+
     async def _proxy_status(self) -> dict[str, Any] | None:
         """The proxy's `describe` (``None``: its socket is not up, or no longer)."""
         try:
