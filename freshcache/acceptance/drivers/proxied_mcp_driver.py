@@ -155,12 +155,13 @@ class ProxiedMcpDriver(McpDriver):
         said = super().hello()
         return hello_answer(
             f"{said['client']} through freshcache proxy",
-            ops=[*said["ops"][4:], "look", "inspect"],
-            policies=said["policies"],
+            # No ``advance``, store bound or policy: the SDK's clock, store and sharing
+            # no longer decide anything (the proxy answers with ``ttlMs`` 0), and the
+            # proxy's own run on real time with their defaults.
+            ops=["catalog", "look", "inspect"],
             # The server sees the proxy's listen (for what the client subscribed to and
             # what it read), not the client's: `look` waits for it, not the harness.
             listens=False,
-            store_entries=said["store_entries"],
             revisions=said["revisions"],
         )
 
