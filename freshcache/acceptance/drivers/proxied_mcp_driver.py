@@ -169,7 +169,12 @@ class ProxiedMcpDriver(McpDriver):
     async def connect(self, spec: dict[str, Any]) -> AsyncIterator[McpSession]:
         folder = tempfile.mkdtemp(prefix="fc-proxied-")
         status = os.path.join(folder, "status.sock")
-        proxied = {**spec, "transport": "stdio", "command": proxy_command(spec, status)}
+        # The client waits past the proxy's own deadline, so that the proxy's answer
+        # (``awaiting_fresh_source``/``timeout``) reaches it, not the SDK's timeout.
+        timeouts = dict(spec.get("timeouts", {}))
+        timeouts["read"] = 2 * float(timeouts.get("read", 2.0)) + 1.0
+        command = proxy_command(spec, status)
+        proxied = {**spec, "transport": "stdio", "command": command, "timeouts": timeouts}
         try:
             async with super().connect(proxied) as session:
                 assert isinstance(session, ProxiedSession)
