@@ -59,6 +59,11 @@ def proxy_command(spec: dict[str, Any], status: str | None = None) -> list[str]:
     return [*(["env", *env] if env else []), *proxy, *upstream]
 
 
+def _steady(link: dict[str, Any]) -> bool:
+    """Whether the proxy's stream to the server is where it stays (open, or none)."""
+    return link["stream"] in ("live", "unsupported", "disabled")
+
+
 class ProxiedSession(McpSession):
     status_path = ""
     """The proxy's status socket (set by `ProxiedMcpDriver.connect`)."""
@@ -125,8 +130,13 @@ class ProxiedSession(McpSession):
             stats = SimpleNamespace(**link["stdio"])
             source = SimpleNamespace(stats=lambda: stats)
             busy = FreshcacheSession._stdio_busy(source, server)  # type: ignore[arg-type]
+            # No server process runs, and the server is not down: the proxy starts the
+            # next one when it listens again (within its reconnect backoff).
+            restarting = "pid" not in server and server.get("down") is False
+            if busy is None and restarting and link["selected"] and not _steady(link):
+                busy = "no server process: the proxy has not started the next one yet"
         if busy is None and server.get("wants_stream") and link["selected"]:
-            if link["stream"] not in ("live", "unsupported", "disabled"):
+            if not _steady(link):
                 busy = f"the proxy's stream is {link['stream']}"
             elif "streams" in link and not any(
                 s["uris"] == link["selected"] and s["acknowledged"]
