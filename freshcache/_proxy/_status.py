@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 from typing import Any
 
 import anyio
@@ -63,8 +64,9 @@ def describe(proxy: Proxy) -> dict[str, Any]:
 
 async def serve_status(proxy: Proxy, path: str) -> None:
     """Answer connections to the Unix socket ``path`` with `describe` until cancelled."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
+    with contextlib.suppress(OSError):
+        if stat.S_ISSOCK(os.stat(path).st_mode):
+            os.unlink(path)  # a socket left by an earlier run; never another file
     listener = await anyio.create_unix_listener(path)
 
     async def answer(stream: Any) -> None:
