@@ -656,7 +656,7 @@ class ClientStdioWorld(ClientWorld):
         state = self._state
         gone = sorted(self._gone)
         if state is None:
-            return {"reads_held": 0, "wants_stream": False, "gone_pids": gone}
+            return {"reads_held": 0, "wants_stream": False, "gone_pids": gone, "down": self.down}
         return {
             "gone_pids": gone,
             "reads_held": int(state["reads_in_flight"]),

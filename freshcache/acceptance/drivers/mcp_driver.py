@@ -46,13 +46,20 @@ class McpSession(OnVirtualClock):
         self.client, self.clock, self.tg, self.transport = client, clock, tg, transport
         self._listening: anyio.CancelScope | None = None
         self._cut_off = anyio.Event()
+        self.selection: tuple[str, ...] | None = None
+        """The URIs of the last ``select``; `listening_for` once its listen is open."""
+        self.listening_for: tuple[str, ...] | None = None
+
+    def failed(self, exc: Exception) -> dict[str, Any]:
+        """What the app gets instead of an answer: the error."""
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
     async def read(self, uri: str, timeout: float | None, principal: str | None) -> dict[str, Any]:
         try:
             with anyio.fail_after(timeout) if timeout is not None else contextlib.nullcontext():
                 return {"text": text_of(await self.client.read_resource(uri))}
         except Exception as exc:  # what the app would get instead of text
-            return {"error": f"{type(exc).__name__}: {exc}"}
+            return self.failed(exc)
 
     async def list_resources(self) -> dict[str, Any]:
         uris: list[str] = []
@@ -65,7 +72,7 @@ class McpSession(OnVirtualClock):
                 if not cursor:
                     break
         except Exception as exc:
-            return {"error": f"{type(exc).__name__}: {exc}"}
+            return self.failed(exc)
         return {"uris": uris}
 
     async def catalog(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -89,13 +96,14 @@ class McpSession(OnVirtualClock):
                 if not cursor:
                     break
         except Exception as exc:
-            return {"error": f"{type(exc).__name__}: {exc}"}
+            return self.failed(exc)
         return {"names": names}
 
     async def select(self, uris: list[str]) -> None:
         if self._listening is not None:
             self._listening.cancel()
         self._listening = anyio.CancelScope()
+        self.selection = tuple(uris)
         self.tg.start_soon(self._listen, uris, self._listening)
 
     async def _listen(self, uris: list[str], scope: anyio.CancelScope) -> None:
@@ -113,6 +121,7 @@ class McpSession(OnVirtualClock):
                         tools_list_changed=True,
                         prompts_list_changed=True,
                     ) as subscription:
+                        self.listening_for = tuple(uris)
                         async for _ in subscription:
                             pass  # the SDK's cache has evicted before the event is handed over
                 except MCPError as exc:
@@ -126,6 +135,7 @@ class McpSession(OnVirtualClock):
                         return
                 except Exception:  # lost, refused, or the server is away: listen again
                     pass
+                self.listening_for = None
                 await anyio.sleep(0.05)
 
     async def cut_off(self) -> str:
@@ -142,6 +152,8 @@ class McpSession(OnVirtualClock):
 
 
 class McpDriver:
+    session_class = McpSession
+
     def hello(self) -> dict[str, Any]:
         version = importlib.metadata.version("mcp")
         return hello(
@@ -174,7 +186,7 @@ class McpDriver:
         request_timeout = spec.get("timeouts", {}).get("read", 2.0)
         client = Client(server, cache=cache, read_timeout_seconds=request_timeout)
         async with client, anyio.create_task_group() as tg:
-            session = McpSession(client, clock, tg, spec["transport"])
+            session = self.session_class(client, clock, tg, spec["transport"])
             await session.select(list(spec.get("select", [])))
             yield session
             tg.cancel_scope.cancel()
