@@ -19,10 +19,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import re
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -75,6 +77,25 @@ def play(name: str, wires: list[str] | None = None) -> dict[str, object]:
     return report
 
 
+def machine() -> str:
+    """The CPU and core count the run was played on, and the Node.js version."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        node = subprocess.run(
+            ["node", "--version"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+    except OSError:
+        node = ""
+    return f"{os.cpu_count()} cores, {cpu}" + (f", Node {node}" if node else "")
+
+
 def verdict(case: dict[str, object]) -> str:
     if case["skipped"]:
         return "skip"
@@ -86,7 +107,15 @@ def verdict(case: dict[str, object]) -> str:
 def collect(names: list[str], wires: list[str] | None = None) -> dict[str, Any]:
     """Play every driver in ``names`` (on ``wires``, default all): the clients, the
     columns, each row's verdicts."""
-    reports = {name: play(name, wires) for name in names}
+    reports: dict[str, dict[str, Any]] = {}
+    runs: dict[str, dict[str, object]] = {}
+    for name in names:
+        began, load = time.monotonic(), os.getloadavg()[0]
+        reports[name] = play(name, wires)
+        runs[name] = {
+            "seconds": round(time.monotonic() - began),
+            "load": [round(load, 1), round(os.getloadavg()[0], 1)],
+        }
     rows: dict[str, dict[str, str]] = {}
     why: dict[str, dict[str, str]] = {}
     classes: dict[str, dict[str, str]] = {}
@@ -97,7 +126,7 @@ def collect(names: list[str], wires: list[str] | None = None) -> dict[str, Any]:
             clients[name] = f"not run: {report['unavailable']}"
             continue
         clients[name] = str(report.get("client_version") or report.get("client"))
-        for case in report["cases"]:  # type: ignore[union-attr]
+        for case in report["cases"]:
             wire = case["wire"].split(":")[0]
             column = f"{name} {wire}"
             if column not in columns:
@@ -112,6 +141,8 @@ def collect(names: list[str], wires: list[str] | None = None) -> dict[str, Any]:
     return {
         "date": today,
         "python": platform.python_version(),
+        "machine": machine(),
+        "runs": runs,
         "clients": clients,
         "columns": columns,
         "rows": rows,
@@ -225,6 +256,20 @@ def played_columns(data: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
     return columns, clients
 
 
+def played_on(data: dict[str, Any]) -> list[str]:
+    """The lines saying where and how long each client played (with the load average
+    before and after), when the data says it."""
+    runs = data.get("runs") or {}
+    if not runs:
+        return []
+    each = ", ".join(
+        f"{name} {run['seconds'] // 60} min {run['seconds'] % 60} s "
+        f"(load {run['load'][0]} at start, {run['load'][1]} at end)"
+        for name, run in runs.items()
+    )
+    return [f"Played on {data.get('machine', 'this machine')}, one client at a time: {each}.", ""]
+
+
 def write(data: dict[str, Any]) -> list[str]:
     """``matrix.json`` and ``matrix.md`` from the collected data; the markdown lines."""
     rows = data["rows"]
@@ -261,6 +306,7 @@ def write(data: dict[str, Any]) -> list[str]:
         "",
         *(f"- `{name}`: {what}" for name, what in clients.items()),
         "",
+        *played_on(data),
         "| client wire | pass | old text | unproven | strictness | no state | extra reads "
         "| not playable | not played |",
         "|---|---|---|---|---|---|---|---|---|",
