@@ -12,6 +12,8 @@ a client's rows can be played (it gets no column). One run; nothing is timed.
     python benchmarks/matrix.py [--only NAME ...]   # --only: the others kept from matrix.json
     python benchmarks/matrix.py --only mcp --wire http-2025   # only those columns again
     python benchmarks/matrix.py --again      # matrix.md again from matrix.json
+    python benchmarks/matrix.py --out /tmp/again    # a rerun, written elsewhere
+    python benchmarks/matrix.py --compare /tmp/again/matrix.json   # cells that differ
 """
 
 from __future__ import annotations
@@ -270,8 +272,9 @@ def played_on(data: dict[str, Any]) -> list[str]:
     return [f"Played on {data.get('machine', 'this machine')}, one client at a time: {each}.", ""]
 
 
-def write(data: dict[str, Any]) -> list[str]:
-    """``matrix.json`` and ``matrix.md`` from the collected data; the markdown lines."""
+def write(data: dict[str, Any], out: Path = RESULTS) -> list[str]:
+    """``matrix.json`` and ``matrix.md`` (in ``out``) from the collected data; the
+    markdown lines."""
     rows = data["rows"]
     columns, clients = played_columns(data)
     classes = classified(data)
@@ -282,9 +285,9 @@ def write(data: dict[str, Any]) -> list[str]:
         }
         for col in columns
     }
-    RESULTS.mkdir(exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     body = {**data, "classes": classes, "summary": summary}
-    (RESULTS / "matrix.json").write_text(json.dumps(body, indent=2) + "\n")
+    (out / "matrix.json").write_text(json.dumps(body, indent=2) + "\n")
     lines = [
         f"# Acceptance rows x clients ({data['date']}, Python {data['python']})",
         "",
@@ -324,7 +327,27 @@ def write(data: dict[str, Any]) -> list[str]:
             for row in rows
         ),
     ]
-    (RESULTS / "matrix.md").write_text("\n".join(lines) + "\n")
+    (out / "matrix.md").write_text("\n".join(lines) + "\n")
+    return lines
+
+
+def differences(one: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """Each cell (verdict and class) on which two matrices differ, with both runs' why."""
+
+    def cell(data: dict[str, Any], row: str, column: str) -> str:
+        value = data["rows"].get(row, {}).get(column, "skip")
+        kind = data.get("classes", {}).get(row, {}).get(column)
+        return MARK[value] + (f" ({kind})" if kind else "")
+
+    lines = []
+    columns = list(dict.fromkeys([*one["columns"], *other["columns"]]))
+    for row in dict.fromkeys([*one["rows"], *other["rows"]]):
+        for column in columns:
+            a, b = cell(one, row, column), cell(other, row, column)
+            if a != b:
+                lines.append(f"{row} | {column}: {a} / {b}")
+                for data in (one, other):
+                    lines.append(f"    {data['why'].get(row, {}).get(column, '')}")
     return lines
 
 
@@ -340,7 +363,26 @@ def main() -> None:
     parser.add_argument(
         "--again", action="store_true", help="write matrix.md again from matrix.json, no play"
     )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=RESULTS,
+        help="the folder to write matrix.md and matrix.json to (default: benchmarks/results)",
+    )
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        metavar="MATRIX_JSON",
+        help="no play: list each cell on which that matrix.json and the one in --out differ",
+    )
     args = parser.parse_args()
+    if args.compare:
+        found = differences(
+            json.loads((args.out / "matrix.json").read_text()),
+            json.loads(args.compare.read_text()),
+        )
+        print("\n".join(found) or "every cell the same")
+        sys.exit(1 if found else 0)
     if args.again:
         data = json.loads((RESULTS / "matrix.json").read_text())
     elif args.only and (RESULTS / "matrix.json").exists():
@@ -348,7 +390,7 @@ def main() -> None:
         data = merged(old, collect(args.only, args.wire), args.wire)
     else:
         data = collect(args.only or list(SHIPPED))
-    lines = write(data)
+    lines = write(data, args.out)
     table = next(i for i, line in enumerate(lines) if line.startswith("| row |"))
     print("\n".join(lines[:table]))
 
