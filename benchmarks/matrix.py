@@ -10,6 +10,7 @@ package or Node missing) is listed with the reason, and so is a wire on which no
 a client's rows can be played (it gets no column). One run; nothing is timed.
 
     python benchmarks/matrix.py [--only NAME ...]   # --only: the others kept from matrix.json
+                                                    # (the one in --out), played in that order
     python benchmarks/matrix.py --only mcp --wire http-2025   # only those columns again
     python benchmarks/matrix.py --again      # matrix.md again from matrix.json
     python benchmarks/matrix.py --out /tmp/again    # a rerun, written elsewhere
@@ -233,6 +234,7 @@ def merged(
     columns.sort(key=lambda c: order.get(c.split(" ", 1)[0], len(order)))
     return {
         **new,
+        "runs": {**(old.get("runs") or {}), **(new.get("runs") or {})},
         "clients": clients,
         "columns": columns,
         "rows": rows,
@@ -384,9 +386,9 @@ def main() -> None:
         print("\n".join(found) or "every cell the same")
         sys.exit(1 if found else 0)
     if args.again:
-        data = json.loads((RESULTS / "matrix.json").read_text())
-    elif args.only and (RESULTS / "matrix.json").exists():
-        old = json.loads((RESULTS / "matrix.json").read_text())
+        data = json.loads((args.out / "matrix.json").read_text())
+    elif args.only and (args.out / "matrix.json").exists():
+        old = json.loads((args.out / "matrix.json").read_text())
         data = merged(old, collect(args.only, args.wire), args.wire)
     else:
         data = collect(args.only or list(SHIPPED))
