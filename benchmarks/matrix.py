@@ -217,7 +217,9 @@ def merged(
                     if allowed is None or column in allowed:
                         into.setdefault(row, {})[column] = value
     clients = {
-        name: what if name in again or "(played " in what else f"{what} (played {old['date']})"
+        name: what
+        if name in again or "(played " in what or old["date"] == new["date"]
+        else f"{what} (played {old['date']})"
         for name, what in {**old["clients"], **new["clients"]}.items()
     }
     if wires is not None:
