@@ -10,8 +10,11 @@ package or Node missing) is listed with the reason, and so is a wire on which no
 a client's rows can be played (it gets no column). One run; nothing is timed.
 
     python benchmarks/matrix.py [--only NAME ...]   # --only: the others kept from matrix.json
+                                                    # (the one in --out), played in that order
     python benchmarks/matrix.py --only mcp --wire http-2025   # only those columns again
     python benchmarks/matrix.py --again      # matrix.md again from matrix.json
+    python benchmarks/matrix.py --out /tmp/again    # a rerun, written elsewhere
+    python benchmarks/matrix.py --compare /tmp/again/matrix.json   # cells that differ
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import re
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -75,6 +80,25 @@ def play(name: str, wires: list[str] | None = None) -> dict[str, object]:
     return report
 
 
+def machine() -> str:
+    """The CPU and core count the run was played on, and the Node.js version."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        node = subprocess.run(
+            ["node", "--version"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+    except OSError:
+        node = ""
+    return f"{os.cpu_count()} cores, {cpu}" + (f", Node {node}" if node else "")
+
+
 def verdict(case: dict[str, object]) -> str:
     if case["skipped"]:
         return "skip"
@@ -86,7 +110,15 @@ def verdict(case: dict[str, object]) -> str:
 def collect(names: list[str], wires: list[str] | None = None) -> dict[str, Any]:
     """Play every driver in ``names`` (on ``wires``, default all): the clients, the
     columns, each row's verdicts."""
-    reports = {name: play(name, wires) for name in names}
+    reports: dict[str, dict[str, Any]] = {}
+    runs: dict[str, dict[str, object]] = {}
+    for name in names:
+        began, load = time.monotonic(), os.getloadavg()[0]
+        reports[name] = play(name, wires)
+        runs[name] = {
+            "seconds": round(time.monotonic() - began),
+            "load": [round(load, 1), round(os.getloadavg()[0], 1)],
+        }
     rows: dict[str, dict[str, str]] = {}
     why: dict[str, dict[str, str]] = {}
     classes: dict[str, dict[str, str]] = {}
@@ -97,7 +129,7 @@ def collect(names: list[str], wires: list[str] | None = None) -> dict[str, Any]:
             clients[name] = f"not run: {report['unavailable']}"
             continue
         clients[name] = str(report.get("client_version") or report.get("client"))
-        for case in report["cases"]:  # type: ignore[union-attr]
+        for case in report["cases"]:
             wire = case["wire"].split(":")[0]
             column = f"{name} {wire}"
             if column not in columns:
@@ -112,6 +144,8 @@ def collect(names: list[str], wires: list[str] | None = None) -> dict[str, Any]:
     return {
         "date": today,
         "python": platform.python_version(),
+        "machine": machine(),
+        "runs": runs,
         "clients": clients,
         "columns": columns,
         "rows": rows,
@@ -183,7 +217,9 @@ def merged(
                     if allowed is None or column in allowed:
                         into.setdefault(row, {})[column] = value
     clients = {
-        name: what if name in again or "(played " in what else f"{what} (played {old['date']})"
+        name: what
+        if name in again or "(played " in what or old["date"] == new["date"]
+        else f"{what} (played {old['date']})"
         for name, what in {**old["clients"], **new["clients"]}.items()
     }
     if wires is not None:
@@ -200,6 +236,7 @@ def merged(
     columns.sort(key=lambda c: order.get(c.split(" ", 1)[0], len(order)))
     return {
         **new,
+        "runs": {**(old.get("runs") or {}), **(new.get("runs") or {})},
         "clients": clients,
         "columns": columns,
         "rows": rows,
@@ -225,8 +262,23 @@ def played_columns(data: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
     return columns, clients
 
 
-def write(data: dict[str, Any]) -> list[str]:
-    """``matrix.json`` and ``matrix.md`` from the collected data; the markdown lines."""
+def played_on(data: dict[str, Any]) -> list[str]:
+    """The lines saying where and how long each client played (with the load average
+    before and after), when the data says it."""
+    runs = data.get("runs") or {}
+    if not runs:
+        return []
+    each = ", ".join(
+        f"{name} {run['seconds'] // 60} min {run['seconds'] % 60} s "
+        f"(load {run['load'][0]} at start, {run['load'][1]} at end)"
+        for name, run in runs.items()
+    )
+    return [f"Played on {data.get('machine', 'this machine')}, each client (its last play) {each}.", ""]
+
+
+def write(data: dict[str, Any], out: Path = RESULTS) -> list[str]:
+    """``matrix.json`` and ``matrix.md`` (in ``out``) from the collected data; the
+    markdown lines."""
     rows = data["rows"]
     columns, clients = played_columns(data)
     classes = classified(data)
@@ -237,9 +289,9 @@ def write(data: dict[str, Any]) -> list[str]:
         }
         for col in columns
     }
-    RESULTS.mkdir(exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     body = {**data, "classes": classes, "summary": summary}
-    (RESULTS / "matrix.json").write_text(json.dumps(body, indent=2) + "\n")
+    (out / "matrix.json").write_text(json.dumps(body, indent=2) + "\n")
     lines = [
         f"# Acceptance rows x clients ({data['date']}, Python {data['python']})",
         "",
@@ -261,6 +313,7 @@ def write(data: dict[str, Any]) -> list[str]:
         "",
         *(f"- `{name}`: {what}" for name, what in clients.items()),
         "",
+        *played_on(data),
         "| client wire | pass | old text | unproven | strictness | no state | extra reads "
         "| not playable | not played |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -278,7 +331,27 @@ def write(data: dict[str, Any]) -> list[str]:
             for row in rows
         ),
     ]
-    (RESULTS / "matrix.md").write_text("\n".join(lines) + "\n")
+    (out / "matrix.md").write_text("\n".join(lines) + "\n")
+    return lines
+
+
+def differences(one: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """Each cell (verdict and class) on which two matrices differ, with both runs' why."""
+
+    def cell(data: dict[str, Any], row: str, column: str) -> str:
+        value = data["rows"].get(row, {}).get(column, "skip")
+        kind = data.get("classes", {}).get(row, {}).get(column)
+        return MARK[value] + (f" ({kind})" if kind else "")
+
+    lines = []
+    columns = list(dict.fromkeys([*one["columns"], *other["columns"]]))
+    for row in dict.fromkeys([*one["rows"], *other["rows"]]):
+        for column in columns:
+            a, b = cell(one, row, column), cell(other, row, column)
+            if a != b:
+                lines.append(f"{row} | {column}: {a} / {b}")
+                for data in (one, other):
+                    lines.append(f"    {data['why'].get(row, {}).get(column, '')}")
     return lines
 
 
@@ -294,15 +367,34 @@ def main() -> None:
     parser.add_argument(
         "--again", action="store_true", help="write matrix.md again from matrix.json, no play"
     )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=RESULTS,
+        help="the folder to write matrix.md and matrix.json to (default: benchmarks/results)",
+    )
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        metavar="MATRIX_JSON",
+        help="no play: list each cell on which that matrix.json and the one in --out differ",
+    )
     args = parser.parse_args()
+    if args.compare:
+        found = differences(
+            json.loads((args.out / "matrix.json").read_text()),
+            json.loads(args.compare.read_text()),
+        )
+        print("\n".join(found) or "every cell the same")
+        sys.exit(1 if found else 0)
     if args.again:
-        data = json.loads((RESULTS / "matrix.json").read_text())
-    elif args.only and (RESULTS / "matrix.json").exists():
-        old = json.loads((RESULTS / "matrix.json").read_text())
+        data = json.loads((args.out / "matrix.json").read_text())
+    elif args.only and (args.out / "matrix.json").exists():
+        old = json.loads((args.out / "matrix.json").read_text())
         data = merged(old, collect(args.only, args.wire), args.wire)
     else:
         data = collect(args.only or list(SHIPPED))
-    lines = write(data)
+    lines = write(data, args.out)
     table = next(i for i, line in enumerate(lines) if line.startswith("| row |"))
     print("\n".join(lines[:table]))
 

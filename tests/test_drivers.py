@@ -89,6 +89,22 @@ def test_a_driver_command_of_ones_own_is_played_the_same_way():
     assert [c["passed"] for c in report["cases"]] == [True, True]
 
 
+def test_a_denial_of_another_principal_is_not_played_through_a_driver_on_stdio():
+    # A stdio process serves one authorization context: "server denies X to bob" is not
+    # sent, so the row cannot be played there, through a driver as on the stdio wire
+    # (before: played, and freshcache failed it, "state is fresh, expected denied").
+    rows = ("denied-principal-gets-no-public-copy", "denied-principal-own-read-ends-it")
+    command = " ".join(command_for("freshcache"))
+    verdicts = {
+        (wire, c["id"]): c
+        for wire in ("stdio", "http")
+        for c in played("--client-cmd", command, "--wire", wire, *only(*rows))["cases"]
+    }
+    for row in rows:
+        assert "one authorization context" in verdicts["stdio", row]["skipped"]
+        assert verdicts["http", row]["passed"], verdicts["http", row]
+
+
 def test_junit_with_a_client_has_one_testsuite_per_client_wire(tmp_path):
     junit = tmp_path / "client.xml"
     done = acceptance(

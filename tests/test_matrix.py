@@ -83,6 +83,24 @@ def test_an_older_matrix_json_without_columns_is_merged_by_its_summary():
     assert matrix.merged(old, new)["columns"] == ["freshcache http", "mcp http"]
 
 
+def test_two_runs_are_compared_cell_by_cell_verdict_and_class():
+    one = report("2026-12-07", {"mcp": "mcp 2.3.0"}, {"seed-1": {"mcp http": "fail"}})
+    other = report(
+        "2026-12-07", {"mcp": "mcp 2.3.0"}, {"seed-1": {"mcp http": "fail"}, "seed-2": {}}
+    )
+    one["classes"] = {"seed-1": {"mcp http": "old text"}}
+    other["classes"] = {"seed-1": {"mcp http": "extra reads"}}
+
+    assert matrix.differences(one, one) == []
+    assert matrix.differences(one, other) == [
+        "seed-1 | mcp http: FAIL (old text) / FAIL (extra reads)",
+        "    why fail",
+        "    why fail",
+    ]
+    other["rows"]["seed-2"] = {"mcp http": "unplayed"}
+    assert "seed-2 | mcp http: - / n/p" in matrix.differences(one, other)
+
+
 def test_the_committed_matrix_is_drawn_from_its_json():
     data = json.loads((RESULTS / "matrix.json").read_text())
     columns, _ = matrix.played_columns(data)

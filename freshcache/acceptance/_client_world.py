@@ -167,6 +167,10 @@ class ClientWorld(World):
         if self.revision not in self.hello.revisions:
             return f"the client's driver names no MCP {self.revision} among its revisions"
         reason = client_unplayable(case, self.hello, self.transport)
+        if reason is None and self.transport == "stdio":
+            from ._stdio_world import one_authorization_context
+
+            reason = one_authorization_context(case)
         if reason is None and self.revision != "2026-07-28":
             return unplayable_on_2025(case)
         return reason

@@ -60,6 +60,25 @@ from ._steps import NextRead, Notify, ServerChange, ServerSets
 ServerStep = ServerSets | Notify | NextRead | ServerChange
 
 
+
+def one_authorization_context(case: Case) -> str | None:
+    """Why ``case`` cannot be played over stdio, a driver's too (``None``: it can): it
+    denies another principal than the one the process serves and checks the denial."""
+    others = {
+        step.principal
+        for step in case.row.steps
+        if isinstance(step, ServerChange)
+        and step.what in ("deny", "allow")
+        and step.principal is not None
+    }
+    lifted = any(isinstance(s, ServerChange) and s.what == "allow" for s in case.row.steps)
+    if others and (lifted or any(e.state == "denied" for e in case.row.expect)):
+        return (
+            f"a stdio process has one authorization context: {', '.join(sorted(others))} "
+            "cannot be denied while another principal is served"
+        )
+    return None
+
 class StdioStats(Protocol):
     """What a world reads of `StdioSource.stats()`."""
 
@@ -199,20 +218,7 @@ class StdioProcessWorld(World):
                 "held unsubscribe never lets it (the ledger's rule is the same code as on "
                 "HTTP; tests/test_one_judge.py plays it over stdio)"
             )
-        others = {
-            step.principal
-            for step in case.row.steps
-            if isinstance(step, ServerChange)
-            and step.what in ("deny", "allow")
-            and step.principal is not None
-        }
-        lifted = any(isinstance(s, ServerChange) and s.what == "allow" for s in case.row.steps)
-        if others and (lifted or any(e.state == "denied" for e in case.row.expect)):
-            return (
-                f"a stdio process has one authorization context: {', '.join(sorted(others))} "
-                "cannot be denied while another principal is served"
-            )
-        return None
+        return one_authorization_context(case)
 
     # ------------------------------------------------------------------ life
 
