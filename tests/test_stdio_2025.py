@@ -9,6 +9,7 @@ and a restarted process initialized and subscribed again.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -108,3 +109,29 @@ async def test_a_restarted_process_is_initialized_and_subscribed_again(tmp_path)
     assert seen[:2] == ["initialize", "notifications/initialized"]
     assert "resources/subscribe" in seen
     assert (result.state, result.text) == ("fresh", text_for(U, "v2"))
+
+
+ANSWERS_EMPTY = """
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    result = {}
+    if message["method"] == "initialize":
+        result = {"protocolVersion": "2025-11-25", "capabilities": {},
+                  "serverInfo": {"name": "answers-empty", "version": "1"}}
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"""
+
+
+async def test_a_discover_answered_with_an_empty_result_falls_back_to_initialize() -> None:
+    """``{}`` from ``server/discover`` names no revision: a 2025 server answering every
+    method it does not know so. Before: an `AssertionError` out of `start`."""
+    source = StdioSource([sys.executable, "-c", ANSWERS_EMPTY], timeout=10.0)
+    try:
+        info = await source.start()
+    finally:
+        await source.aclose()
+    assert info.reachable and info.name == "answers-empty", info
+    assert source.protocol_version == "2025-11-25"

@@ -769,10 +769,9 @@ def discover_info(
         detail = "" if listen else "the server advertises no resource subscriptions"
     failure = None
     if not isinstance(offered, list) or not isinstance(caps, dict):
-        # No discovery answer (``{}``: a 2025 server may answer any method it does not
-        # know so): said as a failure, not taken for a 2026 server offering nothing.
-        # Requests still go in 2026; the first one such a server refuses renegotiates,
-        # as for any server (a result is never a refusal: `_is_2025_refusal`).
+        # Half a discovery answer (one of the two, or either malformed): said as a
+        # failure, not taken for a 2026 server offering nothing. (``{}``, naming
+        # neither, never gets here: `_is_2025_refusal` falls back to ``initialize``.)
         failure = "server_error"
         detail = "server/discover: malformed result (no supportedVersions or capabilities)"
     return ServerInfo(

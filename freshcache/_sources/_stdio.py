@@ -675,8 +675,13 @@ class StdioSource(SpeaksClientProtocol):
                 return self.protocol.server_info(
                     answer.result if isinstance(answer, Response) else answer
                 )
-            assert isinstance(answer, ErrorResponse)
-            # 2025-11-25: initialize on this process (and on every restarted one: `_call`).
+            # 2025-11-25 (an error, or a result naming no revision): initialize on this
+            # process (and on every restarted one: `_call`).
+            declined = (
+                f"{answer.message} ({answer.code})"
+                if isinstance(answer, ErrorResponse)
+                else f"result {getattr(answer, 'result', answer)!r}"
+            )
             self.protocol.initialize()
             conn = await self._process.connection(self.timeout, wait_for_restart=False)
             if conn is None:
@@ -685,7 +690,7 @@ class StdioSource(SpeaksClientProtocol):
             if isinstance(ready, RequestFailed):
                 return ServerInfo(
                     reachable=ready.kind not in ("unreachable", "timeout"),
-                    detail=f"server/discover declined ({answer.message} ({answer.code})); "
+                    detail=f"server/discover declined ({declined}); "
                     f"initialize: {ready.kind}: {ready.detail}",
                 )
             return ready
