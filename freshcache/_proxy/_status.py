@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import stat
 from typing import Any
@@ -21,6 +22,8 @@ import anyio
 
 from .. import HttpSource, StdioSource
 from ._server import Proxy
+
+log = logging.getLogger("freshcache.proxy")
 
 STATUS_VARIABLE = "FRESHCACHE_PROXY_STATUS"
 
@@ -63,19 +66,34 @@ def describe(proxy: Proxy) -> dict[str, Any]:
 
 
 async def serve_status(proxy: Proxy, path: str) -> None:
-    """Answer connections to the Unix socket ``path`` with `describe` until cancelled."""
+    """Answer connections to the Unix socket ``path`` with `describe` until cancelled.
+
+    Opt-in test equipment: a path it cannot bind is logged and the proxy goes on; at exit
+    it removes only the socket it bound (not one another proxy bound there since)."""
     with contextlib.suppress(OSError):
         if stat.S_ISSOCK(os.stat(path).st_mode):
             os.unlink(path)  # a socket left by an earlier run; never another file
-    listener = await anyio.create_unix_listener(path)
+    try:
+        listener = await anyio.create_unix_listener(path)
+        bound = os.stat(path).st_ino
+    except OSError as exc:
+        log.warning("%s=%s: no status socket (%s)", STATUS_VARIABLE, path, exc)
+        return
 
     async def answer(stream: Any) -> None:
         async with stream:
+            try:
+                line = json.dumps(describe(proxy)).encode() + b"\n"
+            except Exception:  # a status that cannot be told is no reason to stop the proxy
+                log.exception("the proxy's status could not be described")
+                return
             with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                await stream.send(json.dumps(describe(proxy)).encode() + b"\n")
+                await stream.send(line)
 
     try:
-        await listener.serve(answer)
+        async with listener:
+            await listener.serve(answer)
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_ino == bound:
+                os.unlink(path)
