@@ -246,6 +246,8 @@ def _from_freshcache(value: object) -> None:
 
 def __getattr__(name: str) -> Any:
     module = _ON_FIRST_USE.get(name)
+    if module is None and name == "fleet":  # `freshcache.fleet` was loaded by the import
+        return importlib.import_module(".fleet", __name__)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     importlib.import_module(module, __name__)
