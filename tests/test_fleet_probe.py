@@ -248,3 +248,41 @@ async def test_a_beat_connection_the_store_dropped_is_opened_again_without_faili
             await admin.aclose()
         assert fleet.channel.breaks == breaks
         assert lead.describe()["fleet"]["leading"]
+
+
+async def test_a_channel_reader_behind_a_backlog_is_not_declared_lost(
+    valkey: Valkey, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big fan-out puts the channel's reader several beats behind: the pong of a
+    probe waits behind the messages while the next beats' answers come back on their
+    own connection. The reader still reads (progress), so the channel is not lost: no
+    failing closed, no re-proof. Before, the beat after next judged the pong missing
+    and failed closed at the worst moment."""
+    from freshcache._fleet._cluster import ChannelSubscription
+
+    slow = ChannelSubscription.next_message
+
+    async def slow_reader(self: ChannelSubscription, timeout: float | None) -> str | None:
+        data = await slow(self, timeout)
+        if data is not None and "burst" in data:  # (cjson escapes "/")
+            await anyio.sleep(0.03)  # a reader busy with each message of the fan-out
+        return data
+
+    monkeypatch.setattr(ChannelSubscription, "next_message", slow_reader)
+    server = ReferenceServer()
+    server.set(URI, "v1", ttl_ms=60_000)
+    async with _worker(server, valkey.url, [URI]) as lead:
+        fleet = lead._fleet
+        assert fleet is not None
+        await eventually(lambda: lead.describe()["fleet"]["leading"])
+        breaks, losses = fleet.channel.breaks, fleet.counters.channel_losses
+        # About 3 s of reading (six beats) behind at the end of the burst.
+        await fleet.publish([f"doc://burst/{i}" for i in range(100)], "hint")
+        last = await fleet.shared.sequence()
+        await eventually(lambda: fleet.channel.seq >= last, scaled(20.0))
+        # And one beat more, judged after the backlog.
+        answered = anyio.current_time()
+        await eventually(lambda: fleet._answered_at > answered, scaled(5.0))
+        assert fleet.channel.breaks == breaks
+        assert fleet.counters.channel_losses == losses
+        assert lead.describe()["fleet"]["store"] == "up"

@@ -127,11 +127,13 @@ class ChangeChannel:
 
     def judge_probe(self) -> None:
         """The beat answered: the store answers now, so the probe sent a beat earlier
-        must have come back (in order, before anything the store wrote later). If not,
-        something between the store and this reader holds the channel: lost, fail
-        closed (the channel subscribes again and the fleet re-proves)."""
+        must have come back (in order, before anything the store wrote later), or at
+        least something must have come on the channel since it was sent (a reader
+        behind a backlog reaches its pong late: `ChannelSubscription.stalled`). If
+        nothing did, something between the store and this reader holds the channel:
+        lost, fail closed (the channel subscribes again and the fleet re-proves)."""
         subscription = self._probed
-        if subscription is not None and subscription.answered < subscription.probes - 1:
+        if subscription is not None and subscription.stalled():
             self._lost(subscription, "the fleet channel did not answer its probe")
 
     def _lost(self, subscription: ChannelSubscription, reason: str) -> None:
