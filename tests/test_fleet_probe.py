@@ -286,3 +286,44 @@ async def test_a_channel_reader_behind_a_backlog_is_not_declared_lost(
         assert fleet.channel.breaks == breaks
         assert fleet.counters.channel_losses == losses
         assert lead.describe()["fleet"]["store"] == "up"
+
+
+async def test_a_beat_cancelled_before_its_answer_leaves_no_reply_for_the_next(
+    valkey: Valkey,
+) -> None:
+    """The heartbeat's bound cancels a beat after it was written and before its answer
+    was read (here: in the channel's probe). The answer must not be left on the beat's
+    connection: the next command there would read it as its own, and every later beat
+    the one before's. Before, the line stayed connected with that reply unread."""
+    from freshcache._fleet._worker import FleetWorker
+
+    worker = FleetWorker(_fleet(valkey.url), "probe-server")
+    line = worker.beat_line
+    assert line is not None
+    try:
+        await worker._beat(None)  # loads the script; the line is connected
+        held = anyio.Event()
+
+        async def hang() -> None:
+            held.set()
+            await anyio.sleep_forever()
+
+        worker.channel.probe = hang  # type: ignore[method-assign]
+        with anyio.move_on_after(scaled(5.0)) as cancelled:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(worker._beat, None)
+                await held.wait()
+                tg.cancel_scope.cancel()
+        assert not cancelled.cancelled_caught
+        del worker.channel.probe
+        await worker._beat(None)
+        # The next command on the line reads its own answer.
+        connection = line._connection
+        await connection.send_command("ECHO", "mine")
+        assert await connection.read_response() == "mine"
+    finally:
+        worker.outbox.close()
+        await worker.redis.aclose()
+        await line.aclose()
+        if worker.channel_redis is not None:
+            await worker.channel_redis.aclose()

@@ -252,15 +252,26 @@ class FleetWorker:
         selection, renewing = self._selection(), renew or ""
         line = self.beat_line
         if line is None:  # a cluster: no probe (its subscription has a health check)
-            beat = self.shared.beat(self.id, selection, px, now_ms, renewing, lease.px)
+            holder, renewed, version = await self.shared.beat(
+                self.id, selection, px, now_ms, renewing, lease.px
+            )
         else:
             # One server: the beat on `BeatLine`'s own connection, the channel's probe
             # right after it; `_heartbeat` bounds both.
             command = line.pack(selection, px, now_ms, renewing, lease.px)
-            await line.send(command)
-            await channel.probe()
-            beat = line.answer(selection, px, now_ms, renewing, lease.px)
-        holder, renewed, version = await beat
+            answered = False
+            try:
+                await line.send(command)
+                await channel.probe()
+                holder, renewed, version = await line.answer(
+                    selection, px, now_ms, renewing, lease.px
+                )
+                answered = True
+            finally:
+                if not answered:
+                    # Cancelled (or failed) before its answer was read: that answer
+                    # would be the next beat's. Drop the line; the next beat connects.
+                    await line.drop()
         channel.judge_probe()
         if renew is not None:
             lease.renewal_answered(renew, renewed, sent)
