@@ -327,3 +327,31 @@ async def test_a_beat_cancelled_before_its_answer_leaves_no_reply_for_the_next(
         await line.aclose()
         if worker.channel_redis is not None:
             await worker.channel_redis.aclose()
+
+
+async def test_a_worker_whose_store_client_fails_to_close_still_closes_its_other_lines(
+    valkey: Valkey,
+) -> None:
+    """Closing a worker closes its store client, its heartbeat's line and its channel's
+    client each on its own: one close that fails does not leave the others' sockets
+    open. Before, a failing first close skipped the other two."""
+    server = ReferenceServer()
+    server.set(URI, "v1", ttl_ms=60_000)
+    async with _worker(server, valkey.url, [URI]) as lead:
+        fleet = lead._fleet
+        assert fleet is not None and fleet.beat_line is not None
+        assert fleet.channel_redis is not None
+        line, channel_pool = fleet.beat_line._connection, fleet.channel_redis.connection_pool
+        await eventually(lambda: line.is_connected and fleet.usable)
+        close = fleet.redis.aclose
+
+        async def broken() -> None:
+            raise ConnectionError("the close failed")
+
+        fleet.redis.aclose = broken  # type: ignore[method-assign]
+    try:
+        assert not line.is_connected
+        opened = [*channel_pool._available_connections, *channel_pool._in_use_connections]
+        assert not [c for c in opened if c.is_connected]
+    finally:
+        await close()

@@ -187,12 +187,18 @@ class FleetWorker:
                     await self.shared.unregister(self.id)
                 except Exception as exc:
                     log.debug("fleet worker %s could not say goodbye: %r", self.id, exc)
-            with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
-                await self.redis.aclose()
-                if self.beat_line is not None:
-                    await self.beat_line.aclose()
-                if self.channel_redis is not None:
-                    await self.channel_redis.aclose()
+            # Each on its own: one that fails or hangs does not leave the others open.
+            closes = [self.redis.aclose]
+            if self.beat_line is not None:
+                closes.append(self.beat_line.aclose)
+            if self.channel_redis is not None:
+                closes.append(self.channel_redis.aclose)
+            for close in closes:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
+                    try:
+                        await close()
+                    except Exception as exc:
+                        log.debug("fleet worker %s could not close: %r", self.id, exc)
 
     def describe(self) -> dict[str, Any]:
         return {
