@@ -188,7 +188,7 @@ class FleetWorker:
                 except Exception as exc:
                     log.debug("fleet worker %s could not say goodbye: %r", self.id, exc)
             # Each on its own: one that fails or hangs does not leave the others open.
-            closes = [self.redis.aclose]
+            closes: list[Callable[[], Awaitable[None]]] = [self.redis.aclose]
             if self.beat_line is not None:
                 closes.append(self.beat_line.aclose)
             if self.channel_redis is not None:
