@@ -319,6 +319,37 @@ async def test_a_gap_in_the_sequence_drops_the_local_index(valkey: Valkey) -> No
         assert (await follower.read(URI)).text == "v1"
 
 
+async def test_a_message_of_an_unknown_kind_fails_closed_and_re_proves(valkey: Valkey) -> None:
+    """A channel message of a kind this version does not know (a newer worker's, in a
+    fleet not upgraded together) is not taken for a resource's change: what it meant
+    is missed, as in a gap. The follower stops serving as fresh what it covered and
+    proves it again. Before, it took the message's subject ("tools") for a URI and
+    kept serving its copy of the URI as fresh."""
+    from redis.asyncio import Redis
+
+    server = Counting()
+    server.set(URI, "v1", ttl_ms=60_000)
+    async with workers(server, valkey.url, 2) as caches:
+        await eventually(lambda: all(c.status(URI).state == FRESH for c in caches))
+        follower = next(c for c in caches if not c.describe()["fleet"]["leading"])
+        fleet = follower._fleet
+        assert fleet is not None
+        breaks = fleet.channel.breaks
+        redis = Redis.from_url(valkey.url, decode_responses=True)
+        try:
+            seq = await redis.incr(fleet.shared.seq_key)  # in sequence: no gap
+            future = json.dumps({"s": seq, "k": "list_renamed", "o": "nobody", "u": "tools"})
+            await redis.publish(fleet.shared.channel, future)
+        finally:
+            await redis.aclose()
+        await eventually(lambda: fleet.channel.breaks > breaks)
+        assert fleet.counters.gaps == 0
+        assert follower.status(URI).state != FRESH  # failed closed at once
+        await eventually(lambda: follower.stream_status == "live")
+        await eventually(lambda: follower.status(URI).state == FRESH)
+        assert (await follower.read(URI)).text == "v1"
+
+
 async def test_fan_out_latency_and_lease_changes_are_metrics(valkey: Valkey) -> None:
     recorder = Recorder.make()
     server = Counting()

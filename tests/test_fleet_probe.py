@@ -248,3 +248,110 @@ async def test_a_beat_connection_the_store_dropped_is_opened_again_without_faili
             await admin.aclose()
         assert fleet.channel.breaks == breaks
         assert lead.describe()["fleet"]["leading"]
+
+
+async def test_a_channel_reader_behind_a_backlog_is_not_declared_lost(
+    valkey: Valkey, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A big fan-out puts the channel's reader several beats behind: the pong of a
+    probe waits behind the messages while the next beats' answers come back on their
+    own connection. The reader still reads (progress), so the channel is not lost: no
+    failing closed, no re-proof. Before, the beat after next judged the pong missing
+    and failed closed at the worst moment."""
+    from freshcache._fleet._cluster import ChannelSubscription
+
+    slow = ChannelSubscription.next_message
+
+    async def slow_reader(self: ChannelSubscription, timeout: float | None) -> str | None:
+        data = await slow(self, timeout)
+        if data is not None and "burst" in data:  # (cjson escapes "/")
+            await anyio.sleep(0.03)  # a reader busy with each message of the fan-out
+        return data
+
+    monkeypatch.setattr(ChannelSubscription, "next_message", slow_reader)
+    server = ReferenceServer()
+    server.set(URI, "v1", ttl_ms=60_000)
+    async with _worker(server, valkey.url, [URI]) as lead:
+        fleet = lead._fleet
+        assert fleet is not None
+        await eventually(lambda: lead.describe()["fleet"]["leading"])
+        breaks, losses = fleet.channel.breaks, fleet.counters.channel_losses
+        # About 3 s of reading (six beats) behind at the end of the burst.
+        await fleet.publish([f"doc://burst/{i}" for i in range(100)], "hint")
+        last = await fleet.shared.sequence()
+        await eventually(lambda: fleet.channel.seq >= last, scaled(20.0))
+        # And one beat more, judged after the backlog.
+        answered = anyio.current_time()
+        await eventually(lambda: fleet._answered_at > answered, scaled(5.0))
+        assert fleet.channel.breaks == breaks
+        assert fleet.counters.channel_losses == losses
+        assert lead.describe()["fleet"]["store"] == "up"
+
+
+async def test_a_beat_cancelled_before_its_answer_leaves_no_reply_for_the_next(
+    valkey: Valkey,
+) -> None:
+    """The heartbeat's bound cancels a beat after it was written and before its answer
+    was read (here: in the channel's probe). The answer must not be left on the beat's
+    connection: the next command there would read it as its own, and every later beat
+    the one before's. Before, the line stayed connected with that reply unread."""
+    from freshcache._fleet._worker import FleetWorker
+
+    worker = FleetWorker(_fleet(valkey.url), "probe-server")
+    line = worker.beat_line
+    assert line is not None
+    try:
+        await worker._beat(None)  # loads the script; the line is connected
+        held = anyio.Event()
+
+        async def hang() -> None:
+            held.set()
+            await anyio.sleep_forever()
+
+        worker.channel.probe = hang  # type: ignore[method-assign]
+        with anyio.move_on_after(scaled(5.0)) as cancelled:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(worker._beat, None)
+                await held.wait()
+                tg.cancel_scope.cancel()
+        assert not cancelled.cancelled_caught
+        del worker.channel.probe
+        await worker._beat(None)
+        # The next command on the line reads its own answer.
+        connection = line._connection
+        await connection.send_command("ECHO", "mine")
+        assert await connection.read_response() == "mine"
+    finally:
+        worker.outbox.close()
+        await worker.redis.aclose()
+        await line.aclose()
+        if worker.channel_redis is not None:
+            await worker.channel_redis.aclose()
+
+
+async def test_a_worker_whose_store_client_fails_to_close_still_closes_its_other_lines(
+    valkey: Valkey,
+) -> None:
+    """Closing a worker closes its store client, its heartbeat's line and its channel's
+    client each on its own: one close that fails does not leave the others' sockets
+    open. Before, a failing first close skipped the other two."""
+    server = ReferenceServer()
+    server.set(URI, "v1", ttl_ms=60_000)
+    async with _worker(server, valkey.url, [URI]) as lead:
+        fleet = lead._fleet
+        assert fleet is not None and fleet.beat_line is not None
+        assert fleet.channel_redis is not None
+        line, channel_pool = fleet.beat_line._connection, fleet.channel_redis.connection_pool
+        await eventually(lambda: line.is_connected and fleet.usable)
+        close = fleet.redis.aclose
+
+        async def broken() -> None:
+            raise ConnectionError("the close failed")
+
+        fleet.redis.aclose = broken  # type: ignore[method-assign]
+    try:
+        assert not line.is_connected
+        opened = [*channel_pool._available_connections, *channel_pool._in_use_connections]
+        assert not [c for c in opened if c.is_connected]
+    finally:
+        await close()

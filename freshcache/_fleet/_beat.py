@@ -14,14 +14,18 @@ selection's JSON is packed again only when the selection changed.
 from __future__ import annotations
 
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from redis.exceptions import ConnectionError, NoScriptError
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
     from ._store import SharedStore
+
+log = logging.getLogger("freshcache.fleet")
 
 
 def _bulk(value: str) -> bytes:
@@ -97,6 +101,15 @@ class BeatLine:
         twice is one beat (it sets, it renews only its own holder's lease), and the
         renewal still counts from when the first was sent."""
         await self._connection.send_packed_command(self._sent, check_health=False)
+
+    async def drop(self) -> None:
+        """Close the connection, shielded and bounded: a call whose answer was not read
+        leaves it unread, and the next call would read it (the next `send` connects)."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(0.5):
+            try:
+                await self._connection.disconnect(nowait=True)
+            except Exception:  # closed either way
+                log.debug("fleet beat line close failed", exc_info=True)
 
     async def aclose(self) -> None:
         await self._connection.disconnect()

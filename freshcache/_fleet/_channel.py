@@ -6,8 +6,9 @@ sequence number. `ChangeChannel` subscribes
 first and reads the sequence baseline second (so nothing falls between them), then
 applies each message: another worker's invalidation drops this worker's local copy
 (a ``list_changed`` its catalog of that kind), an announcement goes to its follower
-streams. A broken subscription or a skipped
-sequence number means a message may have been missed: the worker *fails closed*
+streams. A broken subscription, a skipped
+sequence number or a message of a kind it does not know (a newer worker's) means a
+message may have been missed: the worker *fails closed*
 (drops its whole local index, loses coverage) and proves freshness again through the
 shared generation or a server read.
 """
@@ -34,6 +35,11 @@ _CAUSES = {"acknowledged": "acknowledged", "lost": "stream_lost"}
 """The engine's invalidation cause of a channel message kind that is a re-proof (the
 listener's acknowledgment of a new stream, a lost stream's fence); any other kind
 (``updated``, ``hint``) is a change heard: ``resources/updated``."""
+
+_KINDS = frozenset(
+    {"live", "down", "denied", "allowed", "updated", "hint", LIST_CHANGED, *LIST_FENCES, *_CAUSES}
+)
+"""Every channel message kind this version knows; any other fails closed (`dispatch`)."""
 
 
 class ChangeChannel:
@@ -127,11 +133,13 @@ class ChangeChannel:
 
     def judge_probe(self) -> None:
         """The beat answered: the store answers now, so the probe sent a beat earlier
-        must have come back (in order, before anything the store wrote later). If not,
-        something between the store and this reader holds the channel: lost, fail
-        closed (the channel subscribes again and the fleet re-proves)."""
+        must have come back (in order, before anything the store wrote later), or at
+        least something must have come on the channel since it was sent (a reader
+        behind a backlog reaches its pong late: `ChannelSubscription.stalled`). If
+        nothing did, something between the store and this reader holds the channel:
+        lost, fail closed (the channel subscribes again and the fleet re-proves)."""
         subscription = self._probed
-        if subscription is not None and subscription.answered < subscription.probes - 1:
+        if subscription is not None and subscription.stalled():
             self._lost(subscription, "the fleet channel did not answer its probe")
 
     def _lost(self, subscription: ChannelSubscription, reason: str) -> None:
@@ -155,6 +163,12 @@ class ChangeChannel:
             # the message itself is still applied below
         self.seq = seq
         kind = message["k"]
+        if kind not in _KINDS:
+            # A newer worker's kind (a mixed-version fleet): what it meant is missed, as
+            # in a gap. Fail closed, prove it again through the fleet.
+            self.fail_closed(f"a fleet message of an unknown kind {kind!r}")
+            worker.reads.expect_proof()
+            return
         if kind == "live":
             # Only a signed announcement acknowledges anyone (a store writer can publish).
             live = worker.shared.sealed(json.loads(message["p"]))

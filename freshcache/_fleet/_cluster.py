@@ -185,6 +185,10 @@ class ChannelSubscription:
         """Probes sent on this subscription's connection (`probe`)."""
         self.answered = 0
         """The last probe it answered (answers come back in order)."""
+        self.heard = 0
+        """Replies read on its connection so far (messages, pongs, anything)."""
+        self._marks = (0, 0)
+        """`heard` when the probe before the last one, and the last one, was sent."""
         if sharded and hasattr(self._pubsub, "on_slots_changed"):
             # redis-py 8's `ClusterPubSub` moves shard subscriptions by itself after a
             # slots-cache refresh (`on_slots_changed` starts a background
@@ -236,17 +240,27 @@ class ChannelSubscription:
             # Never let the write reconnect (and silently subscribe again): a break.
             raise ConnectionError("the fleet channel's connection is gone")
         self.probes += 1
+        self._marks = (self._marks[1], self.heard)
         token = b"%d" % self.probes
         await connection.send_packed_command(
             b"*2\r\n$4\r\nPING\r\n$%d\r\n%s\r\n" % (len(token), token), check_health=False
         )
+
+    def stalled(self) -> bool:
+        """The probe before the last one is unanswered and nothing at all came on the
+        connection since it was sent. A reader behind a backlog (a big fan-out) still
+        reads: progress, even while its pong waits behind the messages."""
+        return self.answered < self.probes - 1 and self.heard == self._marks[0]
 
     async def _get(self, timeout: float | None) -> dict[str, Any] | None:
         if self.sharded:
             got = await self._pubsub.get_sharded_message(timeout=timeout)
         else:
             got = await self._pubsub.get_message(timeout=timeout)
-        return None if got is None else dict(got)
+        if got is None:
+            return None
+        self.heard += 1
+        return dict(got)
 
     async def aclose(self) -> None:
         await self._pubsub.aclose()

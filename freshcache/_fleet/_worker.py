@@ -187,12 +187,18 @@ class FleetWorker:
                     await self.shared.unregister(self.id)
                 except Exception as exc:
                     log.debug("fleet worker %s could not say goodbye: %r", self.id, exc)
-            with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
-                await self.redis.aclose()
-                if self.beat_line is not None:
-                    await self.beat_line.aclose()
-                if self.channel_redis is not None:
-                    await self.channel_redis.aclose()
+            # Each on its own: one that fails or hangs does not leave the others open.
+            closes: list[Callable[[], Awaitable[None]]] = [self.redis.aclose]
+            if self.beat_line is not None:
+                closes.append(self.beat_line.aclose)
+            if self.channel_redis is not None:
+                closes.append(self.channel_redis.aclose)
+            for close in closes:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
+                    try:
+                        await close()
+                    except Exception as exc:
+                        log.debug("fleet worker %s could not close: %r", self.id, exc)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -252,15 +258,26 @@ class FleetWorker:
         selection, renewing = self._selection(), renew or ""
         line = self.beat_line
         if line is None:  # a cluster: no probe (its subscription has a health check)
-            beat = self.shared.beat(self.id, selection, px, now_ms, renewing, lease.px)
+            holder, renewed, version = await self.shared.beat(
+                self.id, selection, px, now_ms, renewing, lease.px
+            )
         else:
             # One server: the beat on `BeatLine`'s own connection, the channel's probe
             # right after it; `_heartbeat` bounds both.
             command = line.pack(selection, px, now_ms, renewing, lease.px)
-            await line.send(command)
-            await channel.probe()
-            beat = line.answer(selection, px, now_ms, renewing, lease.px)
-        holder, renewed, version = await beat
+            answered = False
+            try:
+                await line.send(command)
+                await channel.probe()
+                holder, renewed, version = await line.answer(
+                    selection, px, now_ms, renewing, lease.px
+                )
+                answered = True
+            finally:
+                if not answered:
+                    # Cancelled (or failed) before its answer was read: that answer
+                    # would be the next beat's. Drop the line; the next beat connects.
+                    await line.drop()
         channel.judge_probe()
         if renew is not None:
             lease.renewal_answered(renew, renewed, sent)
