@@ -278,6 +278,26 @@ class FleetWorld(World):
     # ------------------------------------------------------------------ settling
 
     async def _look(self) -> str | None:
+        """What the fleet has not taken in yet. Every check of the workers is made at
+        one moment, after the store's sequence came back and before it is read again
+        (`_moment`): a worker may take in a change while the store answers (a re-list
+        launched then, its message relayed and its re-list running), and a check made
+        before that answer would not see it."""
+        if self.store_away:
+            return self._moment(None)
+        fleets = [self._fleet_of(c) for c in self.live_workers()]
+        try:
+            seq = int(await self._admin.get(fleets[0].shared.seq_key) or 0)
+            busy = self._moment(seq)
+            if busy is None and int(await self._admin.get(fleets[0].shared.seq_key) or 0) != seq:
+                return "the fleet published a message while settle looked"
+        except Exception as exc:  # the store itself is unreachable: nothing settles
+            return f"the store does not answer: {exc!r}"
+        return busy
+
+    def _moment(self, seq: int | None) -> str | None:
+        """`_look`'s checks, with no await among them (``seq``: the store's sequence,
+        ``None`` while the store is away)."""
         live = self.live_workers()
         held = self.server.reads_in_flight
         for n, cache in enumerate(live, 1):
@@ -287,14 +307,10 @@ class FleetWorld(World):
             if cache.relisting:
                 return f"worker {n}: a re-list is under way"
         fleets = [self._fleet_of(c) for c in live]
-        if self.store_away:
+        if seq is None:
             if any(f.usable for f in fleets):
                 return "a worker has not noticed that the store is away"
             return None
-        try:
-            seq = int(await self._admin.get(fleets[0].shared.seq_key) or 0)
-        except Exception as exc:  # the store itself is unreachable: nothing settles
-            return f"the store does not answer: {exc!r}"
         for n, fleet in enumerate(fleets, 1):
             if not fleet.usable:
                 return f"worker {n} is not on the fleet channel yet"
