@@ -10,12 +10,17 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
+from freshcache import SourceWrapper
 from freshcache.acceptance import EngineWorld, FleetWorld, is_fleet_row, load_cases, play
 from freshcache.acceptance._core_world import play_core
-from freshcache.acceptance._runner import FLEET_ROW, is_catalog_row
+from freshcache.acceptance._runner import FLEET_ROW, Setup, is_catalog_row
+from freshcache.acceptance._steps import ServerChange
+from tests.polling import until
 from tests.valkey_support import Valkey
 
 TABLES = Path(__file__).resolve().parents[1] / "acceptance_tables"
@@ -109,6 +114,77 @@ async def test_the_fleet_timeline_names_the_worker_of_each_line(valkey: Valkey) 
     assert "worker 2: cache: selected is awaiting_fresh_source (invalidated)" in events, events
     unnamed = [e for e in events if not e.startswith(("step: ", "result: ", "worker "))]
     assert unnamed == [], events
+
+
+class _HeldLists(SourceWrapper):
+    """A source whose catalog pages come only while ``world.lists_open`` is set."""
+
+    def __init__(self, inner: Any, world: _SlowStoreWorld) -> None:
+        super().__init__(inner)
+        self.world = world
+
+    async def list_catalog(self, kind: Any, cursor: str | None, principal: Any) -> Any:
+        await self.world.lists_open.wait()
+        return await super().list_catalog(kind, cursor, principal)
+
+
+class _SlowStoreWorld(FleetWorld):
+    """A fleet world whose re-lists can be held under way (`_HeldLists`)."""
+
+    lists_open: anyio.Event
+
+    def make_cache(self, source: Any, setup: Setup, **options: Any) -> Any:
+        return super().make_cache(_HeldLists(source, self), setup, **options)
+
+
+@pytest.mark.anyio
+async def test_settle_sees_a_relist_launched_while_the_store_answers(valkey: Valkey) -> None:
+    """The race of catalog-only-cache-hears-change on a loaded machine: settle's look
+    checked the workers' re-lists, then waited for the store's sequence; meanwhile the
+    listener took in the change and launched its re-list, so the look found the fleet
+    settled and the row's next ``tools`` joined that walk (a server read)."""
+    case = next(c for c in ALL if c.id == "catalog-only-cache-hears-change")
+    change = next(s for s in case.row.steps if isinstance(s, ServerChange))
+    world = _SlowStoreWorld(valkey.url)
+    world.lists_open = anyio.Event()
+    world.lists_open.set()
+    await world.start(Setup.for_row(case.row.steps))
+    try:
+        cache = world.cache
+        await cache.tools()
+        await world.settle()
+        assert world.last_busy is None, world.last_busy
+        world.lists_open = anyio.Event()  # the change's re-list stays under way
+        admin, real_get = world._admin, world._admin.get
+        fleets = [world._fleet_of(c) for c in world.workers]
+
+        async def caught_up() -> bool:
+            seq = int(await real_get(fleets[0].shared.seq_key) or 0)
+            idle = not any(f.lease.relaying for f in fleets)
+            return idle and all(f.channel.seq >= seq for f in fleets)
+
+        async def get_while_the_change_lands(key: str) -> Any:
+            # The store answers once the change was heard, published, taken in by
+            # every worker and its re-list launched: all else is settled.
+            admin.get = real_get
+            await world.act(change)
+            await until(lambda: cache.relisting)
+            deadline = anyio.current_time() + 10
+            while not await caught_up() and anyio.current_time() < deadline:
+                await anyio.sleep(0.005)
+            return await real_get(key)
+
+        admin.get = get_while_the_change_lands
+        busy = await world._look()
+        assert busy is not None and "re-list" in busy, busy
+        world.lists_open.set()
+        await world.settle()
+        assert world.last_busy is None, world.last_busy
+        last = await cache.tools()
+        assert (last.state, last.server_read) == ("fresh", False), last
+    finally:
+        world.lists_open.set()
+        await world.stop()
 
 
 @pytest.mark.anyio

