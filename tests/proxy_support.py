@@ -139,6 +139,27 @@ async def host(
             yield holder[0]
 
 
+@asynccontextmanager
+async def fleet_replicas_subscribed(
+    upstream: str, fleet_url: str, tmp: Path, uri: str
+) -> AsyncIterator[tuple[Host, Host]]:
+    """Two hosts, each in front of its own proxy replica on one fleet (stdio on
+    2026-07-28, HTTP on 2025-11-25); each has read ``uri``, listed the tools and
+    subscribed to ``uri``. Their subscriptions end when the block does."""
+    fleet = ["--fleet", fleet_url]
+    async with (
+        host([upstream], "2026-07-28", "stdio", tmp, *fleet) as one,
+        host([upstream], "2025-11-25", "http", tmp, *fleet) as two,
+        anyio.create_task_group() as tg,
+    ):
+        for h in (one, two):
+            assert "v1" in (await h.client.read_resource(uri)).contents[0].text
+            await h.client.list_tools()
+            await h.subscribe(tg, uri)
+        yield one, two
+        tg.cancel_scope.cancel()
+
+
 def replace_text(path: Path, text: str) -> None:
     """Change a served file at once, as an editor saving it does: a look at the folder
     (``freshcache serve --poll``) sees the old text or the new, never the file

@@ -29,7 +29,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.conftest import FIXTURES, SdkServer, free_port, stop_process
 from tests.polling import scaled, until
-from tests.proxy_support import host, replace_text
+from tests.proxy_support import fleet_replicas_subscribed, host, replace_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]
 U = "guide://shipping/approval"
@@ -263,17 +263,7 @@ async def test_two_replicas_tell_nothing_at_the_listeners_new_stream(
     its host "updated" for it. The tool list's change after it is the barrier: each
     replica hears of it after the new stream's acknowledgment (the fleet channel is in
     order) and tells its hosts in order, so a notice for the re-proof comes first."""
-    fleet = ["--fleet", valkey.url]
-    async with (
-        host([sdk_server.url], "2026-07-28", "stdio", tmp_path, *fleet) as one,
-        host([sdk_server.url], "2025-11-25", "http", tmp_path, *fleet) as two,
-        anyio.create_task_group() as tg,
-    ):
-        hosts = (one, two)
-        for h in hosts:
-            assert "v1" in (await h.client.read_resource(U)).contents[0].text
-            await h.client.list_tools()
-            await h.subscribe(tg, U)
+    async with fleet_replicas_subscribed(sdk_server.url, valkey.url, tmp_path, U) as hosts:
         marks = [h.mark() for h in hosts]
         sdk_server.control("set", uri=U, text="Shipping approval v2")
         for h, since in zip(hosts, marks, strict=True):
@@ -290,4 +280,3 @@ async def test_two_replicas_tell_nothing_at_the_listeners_new_stream(
             heard = h.heard[since:]
             assert f"updated {U}" not in heard[: heard.index("tools")], heard
             assert (await h.client.read_resource(U)).contents[0].text == "Shipping approval v2"
-        tg.cancel_scope.cancel()

@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import SdkServer
 from tests.polling import scaled, until
-from tests.proxy_support import Host, host
+from tests.proxy_support import Host, fleet_replicas_subscribed, host
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]
 U = "guide://shipping/approval"
@@ -69,20 +69,9 @@ async def test_a_stream_lost_and_back_with_the_same_tools_tells_no_list_change(
 async def test_two_replicas_tell_no_list_change_for_the_listeners_new_stream(
     sdk_server: SdkServer, valkey: Any, tmp_path: Path
 ) -> None:
-    fleet = ["--fleet", valkey.url]
-    async with (
-        host([sdk_server.url], "2026-07-28", "stdio", tmp_path, *fleet) as one,
-        host([sdk_server.url], "2025-11-25", "http", tmp_path, *fleet) as two,
-        anyio.create_task_group() as tg,
-    ):
-        hosts = (one, two)
-        for h in hosts:
-            assert "v1" in (await h.client.read_resource(U)).contents[0].text
-            await h.client.list_tools()
-            await h.subscribe(tg, U)
+    async with fleet_replicas_subscribed(sdk_server.url, valkey.url, tmp_path, U) as hosts:
         marks = await _stream_lost_and_back(sdk_server, hosts)
         await _barrier(sdk_server, hosts, marks)
         for h, since in zip(hosts, marks, strict=True):
             heard = h.heard[since:]
             assert heard.count("tools") == 1, heard
-        tg.cancel_scope.cancel()
