@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -92,11 +93,43 @@ MCP_SCHEMA = Path(__file__).parent / "data" / "mcp-2026-07-28" / "schema.json"
 """The MCP 2026-07-28 JSON schema, vendored from upstream (see tests/data/README.md)."""
 
 
+def _ports() -> Iterator[int]:
+    """This process's ports, endlessly: a block below the kernel's range for outgoing
+    connections' own ports (``ip_local_port_range``), one block per pytest-xdist worker,
+    from a random start (a run right after another does not meet its ports closing)."""
+    try:
+        ceiling = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ceiling = 49152  # IANA's dynamic range: macOS's, Windows'
+    workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    span = (ceiling - 10_000) // workers
+    if span < 64:
+        while True:
+            yield 0  # no room below the range: the kernel's choice
+    low = 10_000 + (worker % workers) * span
+    offset = random.randrange(span)
+    while True:
+        for step in range(span):
+            yield low + (offset + step) % span
+
+
+_PORTS = _ports()
+
+
 def free_port() -> int:
-    """A free TCP port on 127.0.0.1 (the server binds it right after)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A free TCP port on 127.0.0.1, for a server to bind right after. Not one the kernel
+    hands out for port 0: between this check and the server's bind it could hand the same
+    one to another worker's server, or to an outgoing connection as its own port (a
+    ``python -m http.server`` once exited so in CI, "did not start")."""
+    for port in _PORTS:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(sock.getsockname()[1])
+    raise AssertionError("unreachable: the ports never end")
 
 
 @dataclass

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 
 from tests.conftest import free_port
-from tests.polling import until_sync
+from tests.polling import scaled, until_sync
 
 URL_LINE = re.compile(r"freshcache serve: (http://127\.0\.0\.1:\d+/mcp) ")
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -108,6 +108,7 @@ class WebServer:
 
 
 def start_web_server(folder: Path, timeout: float = 30.0) -> WebServer:
+    timeout = scaled(timeout)
     (folder / "index.html").write_text("<!DOCTYPE html><html><body>a web page</body></html>")
     port = free_port()
     process = subprocess.Popen(
