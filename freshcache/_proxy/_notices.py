@@ -8,15 +8,20 @@ resource URI, a catalog) it remembers what hosts were last given or told:
   host's next request joins the proxy's re-read and gets the new text or an error;
 - a lost stream (``stream_lost``) is not a change yet: the cache re-reads after the
   reconnect, and the outcome decides: the same version is quiet, another version is
-  told; still not fresh a while later (the proxy's timeout: `unproven`) is told too.
-  So an outage the host never saw is told exactly when it changed something or left
-  it unproven;
+  told; no fresh outcome at all a while later (the proxy's timeout: `unproven`) is told
+  too. A fresh outcome that has since expired (its ``ttlMs`` passed) was a proof all
+  the same. So an outage the host never saw is told exactly when it changed something
+  or left it unproven;
 - an acknowledgment's re-read (``invalidated`` caused by ``acknowledged``: a new
   stream re-proves what was read before it) is not a change either: nothing was heard
   to change, so the outcome decides as after a lost stream. Telling hosts at the ack
   would tell them of a change that never happened, and a host reading then would get
   the text it already had;
-- a host whose last answer was an error is told when the thing is fresh again.
+- a host whose last answer was an error is told when the thing is fresh again;
+- told once is enough until a host is handed the thing again: one change can reach the
+  proxy twice (a re-read that already got the new version, then the notice of it; a
+  fleet's listener's notice after this replica's own), and a host that has not asked
+  since the first telling holds nothing the second could make old.
 - a consumer that fell behind (`ChangesDropped`) tells everything (`everything`).
 
 What hosts never held is not told (nothing of theirs can be old).
@@ -24,7 +29,7 @@ What hosts never held is not told (nothing of theirs can be old).
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 _TOLD = ("told", None)
 """Hosts were told of a change: whatever settles next is what their next request gets."""
@@ -39,10 +44,15 @@ class Notices:
 
     def __init__(self) -> None:
         self._held: dict[Hashable, tuple[str, str | None]] = {}
+        self._unasked: set[Hashable] = set()
+        """Keys hosts were told of and handed nothing of since: not told again."""
+        self._proving: set[Hashable] = set()
+        """Keys whose stream was lost and that have had no fresh outcome since."""
 
     def given(self, key: Hashable, version: str | None, state: str = "fresh") -> None:
         """A host was handed ``version`` of ``key`` (or, not fresh, an error naming ``state``)."""
         self._held[key] = (state, version)
+        self._unasked.discard(key)
 
     def watch(self, key: Hashable) -> None:
         """A host subscribed to ``key``: it wants to hear of changes, read or not."""
@@ -64,9 +74,13 @@ class Notices:
             return False  # no host holds anything of it
         if reason == "invalidated" and not reproof:
             self._held[key] = _TOLD
-            return True
+            return self._told(key)
         if reason in _REPROOF or reproof:
+            if reason == "stream_lost":
+                self._proving.add(key)
             return False  # not a change: the re-read (after the reconnect) decides
+        if state == "fresh":
+            self._proving.discard(key)  # re-proven (told below if it differs)
         now = (state, version)
         if held == _TOLD:
             self._held[key] = now  # told already: the next request gets this
@@ -74,25 +88,44 @@ class Notices:
         if now == held:
             return False
         self._held[key] = now
+        return self._told(key)
+
+    def _told(self, key: Hashable) -> bool:
+        """Hosts are told of ``key`` now, unless told already and not asked since."""
+        if key in self._unasked:
+            return False
+        self._unasked.add(key)
         return True
 
     def unproven(self, key: Hashable) -> bool:
-        """A lost stream was not followed by a fresh re-read in time: tell hosts, once."""
+        """The proxy's timeout after a lost stream: whether hosts must be told now (no
+        fresh outcome since the loss, and they hold a fresh copy); at most once."""
+        if key not in self._proving:
+            return False
+        self._proving.discard(key)
         held = self._held.get(key)
         if held is None or held == _TOLD or held[0] != "fresh":
             return False
         self._held[key] = _TOLD
-        return True
+        return self._told(key)
 
     def everything(self) -> list[Hashable]:
         """Every key hosts hold, now all marked told (a feed fell behind)."""
         keys = list(self._held)
         for key in keys:
             self._held[key] = _TOLD
+        self._unasked.update(keys)
         return keys
+
+    def retain(self, keep: Callable[[Hashable], bool]) -> None:
+        """Forget every key ``keep`` rejects (what no host can be told of any more)."""
+        for key in [key for key in self._held if not keep(key)]:
+            self.forget(key)
 
     def forget(self, key: Hashable) -> None:
         self._held.pop(key, None)
+        self._unasked.discard(key)
+        self._proving.discard(key)
 
 
 __all__ = ["Notices"]

@@ -250,15 +250,13 @@ class Proxy:
                 ):
                     await self._tell(key)
                 elif change.reason == "stream_lost":
-                    self._tg.start_soon(self._prove_later, link, key)
+                    self._tg.start_soon(self._prove_later, key)
 
-    async def _prove_later(self, link: Link, key: tuple[str, str, str]) -> None:
-        """After a stream loss, give the re-read the proxy's timeout; what is still not
-        fresh then cannot be proven, and its hosts are told."""
+    async def _prove_later(self, key: tuple[str, str, str]) -> None:
+        """After a stream loss, give the re-read the proxy's timeout; what had no fresh
+        outcome by then cannot be proven, and its hosts are told (`Notices.unproven`)."""
         await anyio.sleep(self.timeout)
-        kind, _, name = key
-        state = link.cache.status(name) if kind == "uri" else link.cache.catalog_status(name)
-        if state.state != FRESH and self.notices.unproven(key):
+        if self.notices.unproven(key):
             await self._tell(key)
 
     async def _tell(self, key: tuple[str, str, str]) -> None:
@@ -279,7 +277,9 @@ class Proxy:
             await self.hosts.list_changed(kind)
 
     def _reselect(self) -> None:
-        """Hosts' subscriptions changed: each upstream selects the URIs it serves."""
+        """Hosts' subscriptions, or the URIs read lately, changed: each upstream selects
+        the URIs it serves, and what no host subscribed to or read lately is forgotten
+        (only subscribers are told of a resource's change; a read gets it fresh)."""
         wanted: dict[str, list[str]] = {link.name: [] for link in self.links}
         for uri in self.hosts.subscribed:
             for link in self._candidates(uri):
@@ -291,6 +291,8 @@ class Proxy:
                     wanted[link.name].append(uri)
         for link in self.links:
             link.cache.select(wanted[link.name])
+        kept = {("uri", name, uri) for name, uris in wanted.items() for uri in uris}
+        self.notices.retain(lambda key: key in kept or not _is_uri_key(key))
 
     # ------------------------------------------------------------------ resources
 
@@ -640,6 +642,10 @@ def thawed(value: Any) -> Any:
     if isinstance(value, (tuple, list)):
         return [thawed(v) for v in value]
     return value
+
+
+def _is_uri_key(key: object) -> bool:
+    return isinstance(key, tuple) and key[0] == "uri"
 
 
 def _text_result(text: str) -> dict[str, Any]:
