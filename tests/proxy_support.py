@@ -9,11 +9,14 @@ them: 2025-11-25 on its session (``resources/subscribe``, the session's own
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -37,9 +40,11 @@ def proxy_command(*args: str) -> list[str]:
 class Host:
     """One connected host and what it heard."""
 
-    def __init__(self, client: Any, revision: str) -> None:
+    def __init__(self, client: Any, revision: str, status: Path | None = None) -> None:
         self.client = client
         self.revision = revision
+        self.status_path = status
+        """The proxy's status socket (``FRESHCACHE_PROXY_STATUS``), when it serves one."""
         self.heard: list[str] = []
         """``updated URI`` and ``tools``/``prompts``/``resources`` (a list changed)."""
 
@@ -90,6 +95,14 @@ class Host:
         with anyio.fail_after(scaled(20)):
             await acknowledged.wait()
 
+    async def proxy_status(self) -> dict[str, Any]:
+        """The proxy's one upstream, as its status socket describes it now."""
+        assert self.status_path is not None, "a host started without status=..."
+        async with await anyio.connect_unix(str(self.status_path)) as stream:
+            data = b"".join([chunk async for chunk in stream])
+        (link,) = json.loads(data)["links"]
+        return dict(link)
+
     def mark(self) -> int:
         """Where the notifications heard from now on start (`heard_of`'s ``since``)."""
         return len(self.heard)
@@ -108,9 +121,11 @@ async def host(
     tmp: Path,
     *extra: str,
     client_options: dict[str, Any] | None = None,
+    status: Path | None = None,
 ) -> AsyncIterator[Host]:
     """A host connected to ``freshcache proxy UPSTREAM EXTRA...`` (``client_options``:
-    more of `mcp.Client`'s, an ``elicitation_callback`` say)."""
+    more of `mcp.Client`'s, an ``elicitation_callback`` say; ``status``: the Unix
+    socket the proxy describes its upstream cache on, `Host.proxy_status`)."""
     from mcp import Client, StdioServerParameters
 
     holder: list[Host] = []
@@ -125,17 +140,21 @@ async def host(
         "message_handler": on_message,
         **(client_options or {}),
     }
+    from freshcache._proxy._status import STATUS_VARIABLE
+
+    env = ENV if status is None else {**ENV, STATUS_VARIABLE: str(status)}
     if transport == "stdio":
         target: Any = StdioServerParameters(
-            command=sys.executable, args=proxy_command(*extra, *upstream)[1:], env=ENV
+            command=sys.executable, args=proxy_command(*extra, *upstream)[1:], env=env
         )
         async with Client(target, **options) as client:
-            holder.append(Host(client, revision))
+            holder.append(Host(client, revision, status))
             yield holder[0]
         return
-    with running_proxy(tmp, "--http", "127.0.0.1:0", *extra, *upstream) as (_, url):
+    proxy = running_proxy(tmp, "--http", "127.0.0.1:0", *extra, *upstream, env=env)
+    with proxy as (_, url):
         async with Client(url, **options) as client:
-            holder.append(Host(client, revision))
+            holder.append(Host(client, revision, status))
             yield holder[0]
 
 
@@ -147,17 +166,21 @@ async def fleet_replicas_subscribed(
     2026-07-28, HTTP on 2025-11-25); each has read ``uri``, listed the tools and
     subscribed to ``uri``. Their subscriptions end when the block does."""
     fleet = ["--fleet", fleet_url]
-    async with (
-        host([upstream], "2026-07-28", "stdio", tmp, *fleet) as one,
-        host([upstream], "2025-11-25", "http", tmp, *fleet) as two,
-        anyio.create_task_group() as tg,
-    ):
-        for h in (one, two):
-            assert "v1" in (await h.client.read_resource(uri)).contents[0].text
-            await h.client.list_tools()
-            await h.subscribe(tg, uri)
-        yield one, two
-        tg.cancel_scope.cancel()
+    sockets = Path(tempfile.mkdtemp(prefix="fc-status-"))  # a Unix socket's path is short
+    try:
+        async with (
+            host([upstream], "2026-07-28", "stdio", tmp, *fleet, status=sockets / "one") as one,
+            host([upstream], "2025-11-25", "http", tmp, *fleet, status=sockets / "two") as two,
+            anyio.create_task_group() as tg,
+        ):
+            for h in (one, two):
+                assert "v1" in (await h.client.read_resource(uri)).contents[0].text
+                await h.client.list_tools()
+                await h.subscribe(tg, uri)
+            yield one, two
+            tg.cancel_scope.cancel()
+    finally:
+        shutil.rmtree(sockets, ignore_errors=True)
 
 
 def replace_text(path: Path, text: str) -> None:
@@ -173,9 +196,10 @@ def replace_text(path: Path, text: str) -> None:
 class running_proxy:
     """``freshcache proxy ARGS`` as a subprocess; with ``--http``, waits for its URL."""
 
-    def __init__(self, tmp: Path, *args: str) -> None:
+    def __init__(self, tmp: Path, *args: str, env: dict[str, str] = ENV) -> None:
         self.err = tmp / f"proxy-{os.getpid()}-{id(self)}.err"
         self.args = args
+        self.env = env
 
     def __enter__(self) -> tuple[subprocess.Popen[bytes], str | None]:
         with self.err.open("wb") as stderr:
@@ -184,7 +208,7 @@ class running_proxy:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
-                env=ENV,
+                env=self.env,
             )
         url = None
         if "--http" in self.args:

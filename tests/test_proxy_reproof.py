@@ -11,14 +11,19 @@ host hears the resource's change every notice the re-proof could have caused is 
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
+from freshcache.acceptance._settle import settle
 from tests.conftest import SdkServer
-from tests.polling import scaled, until
+from tests.polling import scaled
 from tests.proxy_support import Host, fleet_replicas_subscribed, host
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]
@@ -26,13 +31,40 @@ U = "guide://shipping/approval"
 
 
 async def _stream_lost_and_back(sdk_server: SdkServer, hosts: tuple[Host, ...]) -> list[int]:
-    """Every host has the tool list and U; the upstream drops its listen streams and the
-    proxy listens again (its acknowledgment re-reads U). Returns the marks from before."""
+    """Every host has the tool list and U; the upstream drops its listen streams, each
+    proxy is acknowledged on a new stream (a follower replica: by the listener's) and
+    has re-proven what that acknowledgment fenced: U re-read, the tools re-listed.
+    Returns the marks from before.
+
+    The barrier's change waits for all of it: a change made while a replica's re-list
+    is still under way is a change its re-list may see first, and told for it."""
     marks = [h.mark() for h in hosts]
-    reads = sdk_server.reads(U)
+    acknowledged = [(await h.proxy_status())["acknowledgments"] for h in hosts]
     sdk_server.control("drop_listeners")
-    await until(lambda: sdk_server.reads(U) > reads, scaled(30))
+    for h, before in zip(hosts, acknowledged, strict=True):
+        busy = await settle(partial(_busy, h, before), limit=scaled(30), pause=0.01)
+        assert busy is None, busy
     return marks
+
+
+async def _busy(h: Host, acknowledged: int) -> str | None:
+    """What of the re-proof is not over: the proxy's upstream stream acknowledged since
+    (its count past ``acknowledged``) and live, no read due and no re-list under way
+    (an acknowledgment's fences, and so their re-reads and re-lists, come before it)."""
+    link = await h.proxy_status()
+    if link["acknowledgments"] <= acknowledged or link["stream"] != "live":
+        return f"no new acknowledged stream yet ({link['stream']})"
+    if link["due"] or link["relisting"]:
+        return f"{link['due']} reads due, re-listing: {link['relisting']}"
+    return None
+
+
+@pytest.fixture
+def status_socket() -> Iterator[Path]:
+    """A path for a proxy's status socket (a Unix socket's path must be short)."""
+    folder = Path(tempfile.mkdtemp(prefix="fc-status-"))
+    yield folder / "status"
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 async def _barrier(sdk_server: SdkServer, hosts: tuple[Host, ...], marks: list[int]) -> None:
@@ -50,10 +82,10 @@ async def _barrier(sdk_server: SdkServer, hosts: tuple[Host, ...], marks: list[i
     ("revision", "transport"), [("2026-07-28", "stdio"), ("2025-11-25", "http")]
 )
 async def test_a_stream_lost_and_back_with_the_same_tools_tells_no_list_change(
-    sdk_server: SdkServer, tmp_path: Path, revision: str, transport: str
+    sdk_server: SdkServer, tmp_path: Path, status_socket: Path, revision: str, transport: str
 ) -> None:
     async with (
-        host([sdk_server.url], revision, transport, tmp_path) as h,
+        host([sdk_server.url], revision, transport, tmp_path, status=status_socket) as h,
         anyio.create_task_group() as tg,
     ):
         assert "v1" in (await h.client.read_resource(U)).contents[0].text

@@ -43,6 +43,7 @@ def describe(proxy: Proxy) -> dict[str, Any]:
             "server_reads": cache.engine.counters.server_reads,
             "untrusted_messages": cache.engine.counters.untrusted_messages,
             "tracked_uris": cache.engine.tracked_uris,
+            "acknowledgments": cache.engine.counters.acknowledgments,
         }
         source = cache.source
         if isinstance(source, HttpSource):
