@@ -363,9 +363,7 @@ async def measure_wire(args: argparse.Namespace) -> dict[str, Any]:
             source, client = served.source()
             async with FreshCache(source, listen=False, store=store(), read_timeout=600) as cache:
                 await cache.read(uris[-1])
-                seen["concurrent_us"].append(
-                    await concurrent(cache, readers) / len(readers) * 1e6
-                )
+                seen["concurrent_us"].append(await concurrent(cache, readers) / len(readers) * 1e6)
             if client is not None:
                 await client.aclose()
             source, client = served.source()
@@ -374,9 +372,7 @@ async def measure_wire(args: argparse.Namespace) -> dict[str, Any]:
                 seen["alone_us"].append(await misses(cache, readers) / len(readers) * 1e6)
             if client is not None:
                 await client.aclose()
-            print(
-                f"round {round_ + 1}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in seen.items())
-            )
+            print(f"round {round_ + 1}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in seen.items()))
         row.update({k: round(statistics.median(v), 1) for k, v in seen.items()})
         row["miss_vs_transport"] = round(row["miss_us"] / row["transport_us"], 2)
         row["miss_vs_raw"] = round(row["miss_us"] / row["raw_us"], 2)

@@ -260,8 +260,7 @@ def bytes_per_entry(entries: int) -> dict[str, float]:
     ):
         if name == "beyond_reply":
             replies[:] = [
-                ReadReply((ResourceContents(uri, text=text),), ttl_ms=HOUR_MS)
-                for uri, text in data
+                ReadReply((ResourceContents(uri, text=text),), ttl_ms=HOUR_MS) for uri, text in data
             ]
         gc.collect()
         objects = len(gc.get_objects())

@@ -190,7 +190,12 @@ def read_all(workers: list[Worker], arrived: queue.SimpleQueue[None], text: str)
     for w in workers:
         if text_of(w) != text:
             w.tell("read")
-    wait(lambda: all(text_of(w) == text for w in workers), f"every worker at {text}", workers, arrived)
+    wait(
+        lambda: all(text_of(w) == text for w in workers),
+        f"every worker at {text}",
+        workers,
+        arrived,
+    )
 
 
 def start_workers(

@@ -104,7 +104,9 @@ def main() -> int:
     parser.add_argument("--changes", type=int, default=3)
     parser.add_argument("--calls", type=int, default=5, help="tools() calls per worker per change")
     parser.add_argument(
-        "--private", action="store_true", help="a private tool list (never shared: one walk per worker)"
+        "--private",
+        action="store_true",
+        help="a private tool list (never shared: one walk per worker)",
     )
     args = parser.parse_args()
     load = os.getloadavg()

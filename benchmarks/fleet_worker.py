@@ -86,14 +86,22 @@ async def main(mcp_url: str, uri: str, valkey: str) -> None:
             passed = getattr(change, "new_state", "fresh")
             if passed != "fresh" and last is not None and last[0] == "fresh":
                 last = (passed, None)
-                say(state=passed, text=None, at=time.time(),
-                    reads=cache.engine.counters.server_reads)
+                say(
+                    state=passed,
+                    text=None,
+                    at=time.time(),
+                    reads=cache.engine.counters.server_reads,
+                )
             status = cache.status(uri)
             now = (status.state, status.text)
             if now != last:
                 last = now
-                say(state=status.state, text=status.text, at=time.time(),
-                    reads=cache.engine.counters.server_reads)
+                say(
+                    state=status.state,
+                    text=status.text,
+                    at=time.time(),
+                    reads=cache.engine.counters.server_reads,
+                )
             watch()
 
         # The lease's moves are told, not polled: the worker's lease part calls these
@@ -119,6 +127,7 @@ async def main(mcp_url: str, uri: str, valkey: str) -> None:
                 report()
                 async for change in changes:
                     report(change)
+
 
 PROFILE = cProfile.Profile(time.process_time) if os.environ.get("FLEET_WORKER_PROFILE") else None
 

@@ -273,7 +273,10 @@ def played_on(data: dict[str, Any]) -> list[str]:
         f"(load {run['load'][0]} at start, {run['load'][1]} at end)"
         for name, run in runs.items()
     )
-    return [f"Played on {data.get('machine', 'this machine')}, each client (its last play) {each}.", ""]
+    return [
+        f"Played on {data.get('machine', 'this machine')}, each client (its last play) {each}.",
+        "",
+    ]
 
 
 def write(data: dict[str, Any], out: Path = RESULTS) -> list[str]:

@@ -58,7 +58,9 @@ def test_a_private_page_a_cached_page_or_no_coverage_is_never_offered():
     engine.invalidate_catalog("tools")  # the caller's word: walk again, its page cached
     # Heard alone: nothing is offered until the fleet was told (as `SharedCatalogs` does).
     assert engine.catalog_to_share(engine.begin_catalog("tools", None)) is None
-    engine.catalog_published("tools", engine.catalog_heard_alone(engine.begin_catalog("tools", None)))
+    engine.catalog_published(
+        "tools", engine.catalog_heard_alone(engine.begin_catalog("tools", None))
+    )
     _, share = shared_walk(engine, pages)
     assert share is not None  # every page asked again: a page invalidated is not cached
     engine, _ = make(SHARED)  # uncovered: listed before each use, nothing shared

@@ -51,7 +51,10 @@ def run_cli(*args: str, timeout: float = 90.0) -> subprocess.CompletedProcess[st
 def run_cli_process(*args: str, timeout: float = 90.0) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "freshcache._cli", *args],
-        capture_output=True, text=True, timeout=timeout, check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
 
 
@@ -68,7 +71,10 @@ def run_main_here(argv: list[str]) -> subprocess.CompletedProcess[str]:
                 status = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
     except Exception:
         return subprocess.CompletedProcess(
-            argv, 70, out.getvalue(), err.getvalue() + "Traceback (escaped main)\n" + traceback.format_exc()
+            argv,
+            70,
+            out.getvalue(),
+            err.getvalue() + "Traceback (escaped main)\n" + traceback.format_exc(),
         )
     return subprocess.CompletedProcess(argv, status, out.getvalue(), err.getvalue())
 
@@ -128,11 +134,25 @@ def test_watch_prints_a_line_per_change(sdk_server):
         (["read", "http://127.0.0.1:1/mcp"], "read takes one URI"),
         (["watch", "http://127.0.0.1:1/mcp"], "at least one URI"),
         (["doctor", "--"], "give the command"),
-        (["read", "u", "--", "no-such-server-command"], "'no-such-server-command' is not a command found on PATH"),
-        (["watch", "u", "--", "./no/such/server"], "'./no/such/server' is not a command found on PATH"),
+        (
+            ["read", "u", "--", "no-such-server-command"],
+            "'no-such-server-command' is not a command found on PATH",
+        ),
+        (
+            ["watch", "u", "--", "./no/such/server"],
+            "'./no/such/server' is not a command found on PATH",
+        ),
         (["doctor", "--", "no-such-server-command"], "not a command found on PATH"),
     ],
-    ids=["bad-url", "read-without-uri", "watch-without-uri", "empty-command", "read-no-such-command", "watch-no-such-file", "doctor-no-such-command"],
+    ids=[
+        "bad-url",
+        "read-without-uri",
+        "watch-without-uri",
+        "empty-command",
+        "read-no-such-command",
+        "watch-no-such-file",
+        "doctor-no-such-command",
+    ],
 )
 def test_user_mistakes_give_a_message_and_exit_2(argv, message, capsys):
     assert main(argv) == 2
@@ -182,7 +202,7 @@ def web(tmp_path: Path) -> Iterator[WebServer]:
 def python_writes(path: Path, text: str | None) -> str:
     """A --trigger command: write ``text`` to ``path`` (``None``: delete it)."""
     action = "p.unlink()" if text is None else f"p.write_text({text!r})"
-    return f"{sys.executable} -c \"import pathlib; p = pathlib.Path({str(path)!r}); {action}\""
+    return f'{sys.executable} -c "import pathlib; p = pathlib.Path({str(path)!r}); {action}"'
 
 
 def test_serve_without_a_folder_serves_the_seed_and_stops_cleanly_on_ctrl_c(tmp_path):
@@ -218,9 +238,7 @@ def test_serve_notifies_an_edit_a_new_file_and_a_deleted_file(tmp_path, folder, 
     policy = folder / "policy.md"
     uri = policy.resolve().as_uri()
     try:
-        edit = run_cli(
-            "doctor", server.url, "--uri", uri, "--trigger", python_writes(policy, "v2")
-        )
+        edit = run_cli("doctor", server.url, "--uri", uri, "--trigger", python_writes(policy, "v2"))
         assert edit.returncode == 0, edit.stdout + edit.stderr
         assert f"update      {uri} arrived" in edit.stdout
         assert "after the trigger started" in edit.stdout
@@ -314,7 +332,10 @@ def serve_stdio(*args: str) -> list[str]:
 def test_serve_mistakes_are_one_line_and_exit_2(tmp_path):
     missing = run_cli("serve", str(tmp_path / "nope"))
     assert missing.returncode == 2
-    assert missing.stderr.strip() == f"freshcache: {tmp_path / 'nope'} does not exist: give a folder whose files to serve"
+    assert (
+        missing.stderr.strip()
+        == f"freshcache: {tmp_path / 'nope'} does not exist: give a folder whose files to serve"
+    )
     server = start_serve(tmp_path)
     try:
         port = server.url.split(":")[2].split("/")[0]
@@ -380,7 +401,15 @@ def test_read_of_a_web_server_shows_no_page_and_exits_1(web):
 
 
 def test_watch_exits_1_when_the_server_never_answered(web):
-    unreachable = run_cli("watch", f"http://127.0.0.1:{free_port()}/mcp", APPROVAL, "--duration", "1", "--timeout", "1")
+    unreachable = run_cli(
+        "watch",
+        f"http://127.0.0.1:{free_port()}/mcp",
+        APPROVAL,
+        "--duration",
+        "1",
+        "--timeout",
+        "1",
+    )
     assert unreachable.returncode == 1
     assert "never answered" in unreachable.stderr
     not_mcp = run_cli("watch", web.url, APPROVAL, "--duration", "1", "--timeout", "1")
@@ -394,8 +423,14 @@ def test_watch_exits_1_when_the_server_never_answered(web):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["watch", "http://127.0.0.1:1/mcp", "u", "--interval", "-1"], "argument --interval: '-1' must be a number of seconds above 0"),
-        (["watch", "http://127.0.0.1:1/mcp", "u", "--interval", "0"], "argument --interval: '0' must be a number of seconds above 0"),
+        (
+            ["watch", "http://127.0.0.1:1/mcp", "u", "--interval", "-1"],
+            "argument --interval: '-1' must be a number of seconds above 0",
+        ),
+        (
+            ["watch", "http://127.0.0.1:1/mcp", "u", "--interval", "0"],
+            "argument --interval: '0' must be a number of seconds above 0",
+        ),
         (["watch", "http://127.0.0.1:1/mcp", "u", "--interval", "nan"], "must be a finite number"),
         (["watch", "http://127.0.0.1:1/mcp", "u", "--duration", "-2"], "argument --duration"),
         (["read", "http://127.0.0.1:1/mcp", "u", "--timeout", "abc"], "'abc' is not a number"),
@@ -405,7 +440,18 @@ def test_watch_exits_1_when_the_server_never_answered(web):
         (["acceptance", "--wire", "nowhere"], "invalid choice"),
         (["nosuch"], "invalid choice"),
     ],
-    ids=["interval-negative", "interval-zero", "interval-nan", "duration-negative", "timeout-text", "doctor-timeout-zero", "port-range", "port-and-stdio", "wire", "command"],
+    ids=[
+        "interval-negative",
+        "interval-zero",
+        "interval-nan",
+        "duration-negative",
+        "timeout-text",
+        "doctor-timeout-zero",
+        "port-range",
+        "port-and-stdio",
+        "wire",
+        "command",
+    ],
 )
 def test_argument_errors_are_one_line_after_the_usage_and_exit_2(argv, message):
     done = run_cli(*argv)
@@ -425,7 +471,9 @@ def test_a_wrong_endpoint_path_is_one_line_and_exit_2_never_a_traceback(command,
     done = run_cli(*argv, *(["--duration", "2"] if command == "watch" else []))
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and "ExceptionGroup" not in done.stderr
-    said = [line for line in (done.stdout + done.stderr).splitlines() if "nothing answers MCP" in line]
+    said = [
+        line for line in (done.stdout + done.stderr).splitlines() if "nothing answers MCP" in line
+    ]
     assert len(said) == 1, done.stdout + done.stderr  # said once, not logged and then said
     if command != "doctor":  # doctor reports on stdout; read and watch end with one line
         assert done.stderr.splitlines() == said
@@ -456,7 +504,9 @@ def test_a_reader_that_stops_early_ends_the_command_quietly_with_141():
 # ------------------------------------------------------------------ serve DIR, hardened
 
 
-def test_serve_never_serves_outside_its_folder_and_a_fifo_never_freezes_the_watcher(tmp_path, folder):
+def test_serve_never_serves_outside_its_folder_and_a_fifo_never_freezes_the_watcher(
+    tmp_path, folder
+):
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text("the secret")
@@ -477,7 +527,9 @@ def test_serve_never_serves_outside_its_folder_and_a_fifo_never_freezes_the_watc
         assert leak.returncode == 1 and leak.stdout == "", leak.stdout
         assert "not_found" in leak.stderr
         for name in ("leak.txt", "host", "pipe"):
-            assert server.output().count(f"skipped {folder.resolve() / name}: ") == 1, server.output()
+            assert server.output().count(f"skipped {folder.resolve() / name}: ") == 1, (
+                server.output()
+            )
         assert "outside" in server.output() and "not a regular file (a FIFO)" in server.output()
 
         os.mkfifo(folder / "later")  # while serving: the watcher must go on
@@ -673,7 +725,10 @@ def test_the_installed_programs_print_no_traceback_for_bad_input(served):
 
 
 def test_an_out_of_range_port_is_a_usage_error_in_one_line():
-    for command in (["read", "http://127.0.0.1:99999/mcp", APPROVAL], ["doctor", "http://127.0.0.1:99999/mcp"]):
+    for command in (
+        ["read", "http://127.0.0.1:99999/mcp", APPROVAL],
+        ["doctor", "http://127.0.0.1:99999/mcp"],
+    ):
         done = run_cli(*command)
         assert done.returncode == 2, done.stdout + done.stderr
         assert done.stderr.splitlines() == [
@@ -720,7 +775,9 @@ def test_ctrl_c_during_start_up_is_one_line_and_exit_130(tmp_path):
         url = f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
         process = subprocess.Popen(
             [sys.executable, "-m", "freshcache._cli", "doctor", url, "--timeout", "300"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         try:
             listener.settimeout(60)
@@ -741,7 +798,9 @@ def test_ctrl_c_during_start_up_is_one_line_and_exit_130(tmp_path):
 def test_the_doctor_trigger_example_in_the_docs_writes_what_it_says(tmp_path):
     # Before: "$800" in double quotes was bash's $8 and "00": "Orders over 00 ...".
     docs = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
-    (line,) = [ln for ln in docs.splitlines() if ln.startswith("$ freshcache doctor") and "--trigger" in ln]
+    (line,) = [
+        ln for ln in docs.splitlines() if ln.startswith("$ freshcache doctor") and "--trigger" in ln
+    ]
     trigger = line.split("--trigger ", 1)[1]
     (tmp_path / "notes").mkdir()
     # bash reads the line as the reader types it; doctor runs the trigger with a shell.
@@ -792,7 +851,9 @@ def test_watch_stopped_by_ctrl_c_exits_130_like_every_command(served, folder):
     with out.open("wb") as sink:
         process = subprocess.Popen(
             [sys.executable, "-m", "freshcache._cli", "watch", served.url, uri],
-            stdout=sink, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            stdout=sink,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     try:
         until_sync(lambda: f"{uri}: fresh" in out.read_text(), 60.0)
@@ -815,8 +876,19 @@ def test_watch_prints_a_change_as_the_cache_hears_it_not_at_its_next_look(served
     out = folder.parent / "watch.out"
     with out.open("wb") as sink:
         process = subprocess.Popen(
-            [sys.executable, "-m", "freshcache._cli", "watch", served.url, uri, "--interval", "120"],
-            stdout=sink, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            [
+                sys.executable,
+                "-m",
+                "freshcache._cli",
+                "watch",
+                served.url,
+                uri,
+                "--interval",
+                "120",
+            ],
+            stdout=sink,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     try:
         until_sync(lambda: "-- stream live" in out.read_text(), 60.0)
@@ -825,7 +897,9 @@ def test_watch_prints_a_change_as_the_cache_hears_it_not_at_its_next_look(served
         policy.write_text("# Policy\nOrders over $800 need a manager.\n")
         fresh = lambda: [ln for ln in out.read_text().splitlines() if f"{uri}: fresh" in ln]  # noqa: E731
         until_sync(lambda: len(fresh()) == 2, 30.0)
-        assert fresh()[1].split(": fresh ")[1].split()[0] != first[0].split(": fresh ")[1].split()[0]
+        assert (
+            fresh()[1].split(": fresh ")[1].split()[0] != first[0].split(": fresh ")[1].split()[0]
+        )
     finally:
         process.send_signal(signal.SIGINT)
         try:
@@ -855,7 +929,11 @@ def _driver(tmp_path: Path, after_hello: str) -> str:
 def test_a_driver_that_exits_gets_a_verdict_per_case_and_the_run_its_summary(tmp_path):
     ids = ["seed-2", "seed-4", "seed-5", "seed-6", "seed-9"]
     done = run_cli(
-        "acceptance", "--client-cmd", _driver(tmp_path, "sys.exit(3)"), "--wire", "http",
+        "acceptance",
+        "--client-cmd",
+        _driver(tmp_path, "sys.exit(3)"),
+        "--wire",
+        "http",
         *[arg for row in ids for arg in ("--only", row)],
     )
     assert done.returncode == 1, done.stdout + done.stderr
@@ -892,8 +970,17 @@ def test_a_driver_that_does_not_close_a_row_is_restarted_and_later_rows_play(tmp
         "    print(json.dumps({'id': m['id'], **a}), flush=True)\n"
     )
     done = run_cli(
-        "acceptance", "--client-cmd", f"{sys.executable} {script}", "--wire", "http",
-        "--only", "seed-4", "--only", "seed-6", "--json", timeout=300,
+        "acceptance",
+        "--client-cmd",
+        f"{sys.executable} {script}",
+        "--wire",
+        "http",
+        "--only",
+        "seed-4",
+        "--only",
+        "seed-6",
+        "--json",
+        timeout=300,
     )
     report = json.loads(done.stdout)
     first, second = report["cases"]
@@ -908,8 +995,16 @@ def test_a_driver_that_hangs_is_stopped_and_the_case_says_so(tmp_path):
     # --timeout 1: the case's own deadline (1 s per step, plus 2 s) cuts the wait on
     # 'open' (the default, 10 s per step, would be sat out the same way for 50 s).
     done = run_cli(
-        "acceptance", "--client-cmd", _driver(tmp_path, "time.sleep(3600)"), "--wire", "http",
-        "--only", "seed-2", "--timeout", "1", timeout=300,
+        "acceptance",
+        "--client-cmd",
+        _driver(tmp_path, "time.sleep(3600)"),
+        "--wire",
+        "http",
+        "--only",
+        "seed-2",
+        "--timeout",
+        "1",
+        timeout=300,
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "the driver gave no answer to 'open' within" in done.stdout
@@ -918,8 +1013,16 @@ def test_a_driver_that_hangs_is_stopped_and_the_case_says_so(tmp_path):
 
 def test_the_json_report_gives_each_failure_its_class(tmp_path):
     done = run_cli(
-        "acceptance", "--client-cmd", _driver(tmp_path, "sys.exit(3)"), "--wire", "http",
-        "--only", "seed-2", "--only", "seed-4", "--json",
+        "acceptance",
+        "--client-cmd",
+        _driver(tmp_path, "sys.exit(3)"),
+        "--wire",
+        "http",
+        "--only",
+        "seed-2",
+        "--only",
+        "seed-4",
+        "--json",
     )
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)

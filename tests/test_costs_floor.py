@@ -29,7 +29,9 @@ from freshcache._core._slots import filled_by_slots
 
 def stored(engine: FreshnessEngine, uri: str, text: str) -> ReadResult:
     ticket = engine.begin_read(uri, None)
-    result = engine.finish_read(ticket, ReadReply((ResourceContents(uri, text=text),), ttl_ms=60_000))
+    result = engine.finish_read(
+        ticket, ReadReply((ResourceContents(uri, text=text),), ttl_ms=60_000)
+    )
     assert result is not None and result.state == "fresh"
     return result
 

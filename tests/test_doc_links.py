@@ -85,7 +85,9 @@ def test_every_relative_link_resolves(page: Path):
         path, _, anchor = target.partition("#")
         where = (page.parent / path).resolve() if path else page
         if not where.exists():
-            broken.append(f"{target}: no {where.relative_to(ROOT) if where.is_relative_to(ROOT) else where}")
+            broken.append(
+                f"{target}: no {where.relative_to(ROOT) if where.is_relative_to(ROOT) else where}"
+            )
         elif anchor and where.suffix == ".md" and anchor not in anchors(where):
             broken.append(f"{target}: no heading with that anchor in {where.name}")
     assert broken == []

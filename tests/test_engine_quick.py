@@ -198,7 +198,9 @@ def reply_for(
     return reply
 
 
-@settings(max_examples=3000 if LONG else 250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=3000 if LONG else 250, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(
     st.lists(ops, min_size=8, max_size=60),
     st.booleans(),
@@ -213,19 +215,46 @@ def reply_for(
 # The cases a random search meets seldom: an own read ending a denial, a read ending a
 # failure at the same generation, a private read replacing the shared public copy.
 @example(
-    [("reread", "u://a", None, "denied", None, "new"), ("reread", "u://a", None, "ok", 10_000, "new")]
+    [
+        ("reread", "u://a", None, "denied", None, "new"),
+        ("reread", "u://a", None, "ok", 10_000, "new"),
+    ]
     * 4,
-    False, False, False, False, None, 10_000, 64 * 1024 * 1024,
+    False,
+    False,
+    False,
+    False,
+    None,
+    10_000,
+    64 * 1024 * 1024,
 )
 @example(
-    [("reread", "u://b", "alice", "timeout", None, "new"), ("reread", "u://b", "alice", "ok", 0, "same")]
+    [
+        ("reread", "u://b", "alice", "timeout", None, "new"),
+        ("reread", "u://b", "alice", "ok", 0, "same"),
+    ]
     * 4,
-    True, False, False, False, "alice", 3, 64 * 1024 * 1024,
+    True,
+    False,
+    False,
+    False,
+    "alice",
+    3,
+    64 * 1024 * 1024,
 )
 @example(
-    [("reread", "u://a", None, "public", 10_000, "new"), ("reread", "u://a", None, "ok", 10_000, "same")]
+    [
+        ("reread", "u://a", None, "public", 10_000, "new"),
+        ("reread", "u://a", None, "ok", 10_000, "same"),
+    ]
     * 4,
-    False, True, True, False, None, 10_000, 64 * 1024 * 1024,
+    False,
+    True,
+    True,
+    False,
+    None,
+    10_000,
+    64 * 1024 * 1024,
 )
 @example(
     [
@@ -236,10 +265,22 @@ def reply_for(
         ("notify", "u://a", "trusted"),
         ("reread", "u://a", None, "ok", 10_000, "same"),
     ],
-    False, False, False, False, None, 10_000, 64 * 1024 * 1024,
+    False,
+    False,
+    False,
+    False,
+    None,
+    10_000,
+    64 * 1024 * 1024,
 )
 def test_the_quick_path_does_what_the_general_rules_do(
-    steps, subscription_backed, ttl_uncovered, share_public, pushed_bodies, principal, entries,
+    steps,
+    subscription_backed,
+    ttl_uncovered,
+    share_public,
+    pushed_bodies,
+    principal,
+    entries,
     max_bytes,
 ):
     clock = Clock()
@@ -302,7 +343,9 @@ def test_the_quick_path_does_what_the_general_rules_do(
                         engine.handle(ListenStarted(f"s{sub + 1}", frozenset(uris), True))
                     )
                 case ("ack", uris):
-                    answers.append(engine.handle(ListenAcknowledged(f"s{sub}", frozenset(uris), True)))
+                    answers.append(
+                        engine.handle(ListenAcknowledged(f"s{sub}", frozenset(uris), True))
+                    )
                 case ("lose",):
                     answers.append(engine.handle(StreamLost(f"s{sub}")))
                 case ("missed",):
@@ -352,7 +395,9 @@ def test_the_quick_path_is_taken_for_a_plain_reread() -> None:
             result = engine.finish_read(ticket, reply)
             assert result is not None and result.state == "fresh" and result.server_read
             assert engine.lookup("u://a", None) is not None
-            assert engine.handle(ResourceUpdated("u://a", "s1")) == [read.__class__("u://a", None, "resources/updated")]  # type: ignore[call-arg]
+            assert engine.handle(ResourceUpdated("u://a", "s1")) == [
+                read.__class__("u://a", None, "resources/updated")
+            ]  # type: ignore[call-arg]
             assert engine.lookup("u://a", None) is None
     finally:
         engine_module.fresh_results = quick_results  # type: ignore[assignment]

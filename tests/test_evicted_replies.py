@@ -119,4 +119,3 @@ async def test_a_read_whose_record_keeps_going_is_not_a_spin_against_the_server(
     assert result.state == "awaiting_fresh_source"
     assert result.reason != "timeout"
     assert server.server_reads <= bound, f"{server.server_reads} server reads"
-

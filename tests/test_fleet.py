@@ -98,9 +98,7 @@ async def workers(
 
 
 @asynccontextmanager
-async def a_follower(
-    valkey: Valkey, lease: float = 0.6
-) -> AsyncIterator[tuple[FreshCache, Any]]:
+async def a_follower(valkey: Valkey, lease: float = 0.6) -> AsyncIterator[tuple[FreshCache, Any]]:
     """Two workers on ``valkey`` over a reference server holding ``URI`` at v1: the one
     that does not lead, and its fleet parts. A test that needs the leader to stay put
     passes a longer ``lease``: with 0.6 s, a loop starved for a few hundred ms on a

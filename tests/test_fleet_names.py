@@ -17,6 +17,7 @@ from tests.test_fleet import URI, Counting, workers
 
 pytestmark = pytest.mark.anyio
 
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"  # redis-py's client is asyncio only

@@ -30,7 +30,10 @@ class Worker:
     def __init__(self, mcp: str, valkey: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, str(WORKER), mcp, URI, valkey],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
         self._lines: queue.Queue[dict[str, Any]] = queue.Queue()
         self.seen: list[dict[str, Any]] = []

@@ -46,7 +46,9 @@ async def test_a_gap_every_worker_saw_costs_one_server_read_fleet_wide(valkey) -
             await fleet.shared.invalidate([URI], "nobody", "updated", 0)
         finally:
             await redis.aclose()
-        await until(lambda: all(c._fleet is not None and c._fleet.counters.gaps == 1 for c in caches))
+        await until(
+            lambda: all(c._fleet is not None and c._fleet.counters.gaps == 1 for c in caches)
+        )
         assert all(c.status(URI).text != "v1" for c in caches)  # failed closed at once
         await until(lambda: all(c.stream_status == "live" for c in caches))
         for cache in caches:
@@ -81,8 +83,6 @@ async def test_a_takeover_costs_one_server_read_fleet_wide(valkey) -> None:
         for cache in caches:  # a follower reads what it heard when it is read
             assert (await cache.read(URI)).text == "v3"
         assert server.server_reads - before == 2
-
-
 
 
 async def test_a_takeover_seen_while_waiting_extends_the_proof_window_once() -> None:

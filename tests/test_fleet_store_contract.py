@@ -84,17 +84,23 @@ async def test_a_fill_releases_its_fillers_lock_written_or_fenced_off(redis: Any
     fence = await peek(store, "w1")
     assert fence.locked and await store.lock_held(URI, None, fence)
     # Another worker's name releases nothing; the filler's goes with its fill.
-    assert await store.fill(URI, None, fence, reply("a"), public=False, expiry_ms=60_000, release="w2")
+    assert await store.fill(
+        URI, None, fence, reply("a"), public=False, expiry_ms=60_000, release="w2"
+    )
     assert await store.lock_held(URI, None, fence)
     await store.invalidate([URI], "w3", "updated", 0)
     fresh = await peek(store, "w1")
     assert fresh.locked
-    assert await store.fill(URI, None, fresh, reply("b"), public=False, expiry_ms=60_000, release="w1")
+    assert await store.fill(
+        URI, None, fresh, reply("b"), public=False, expiry_ms=60_000, release="w1"
+    )
     assert not await store.lock_held(URI, None, fresh)
     # Fenced off (a change while it read): nothing written, the lock released all the same.
     after = await peek(store, "w1")
     await store.invalidate([URI], "w3", "updated", 0)
-    assert not await store.fill(URI, None, after, reply("c"), public=False, expiry_ms=60_000, release="w1")
+    assert not await store.fill(
+        URI, None, after, reply("c"), public=False, expiry_ms=60_000, release="w1"
+    )
     assert not await store.lock_held(URI, None, after)
 
 

@@ -136,6 +136,7 @@ TEMPLATES = frozenset({"resource_templates"})
 ALL_CATALOGS = frozenset({"tools", "prompts", "resource_templates"})
 """What the reference server's ack covers (it grants every list change asked for)."""
 
+
 def reference() -> ReferenceServer:
     server = ReferenceServer()
     server.set(U, "v1")

@@ -70,7 +70,9 @@ def test_replaying_some_wires_of_a_client_keeps_its_other_wires():
         "seed-2": {"mcp http": "pass"},
     }
     assert data["columns"] == ["mcp http", "mcp http-2025"]
-    assert data["clients"]["mcp"] == "mcp 2.3.0 (http-2025 played 2026-12-01; http played 2026-10-01)"
+    assert (
+        data["clients"]["mcp"] == "mcp 2.3.0 (http-2025 played 2026-12-01; http played 2026-10-01)"
+    )
 
 
 def test_an_older_matrix_json_without_columns_is_merged_by_its_summary():
@@ -138,7 +140,12 @@ def test_newer_text_than_the_row_expects_is_a_cost_never_old_text():
     ("failures", "observed", "malformed", "verdict"),
     [
         (["cited v1, expected fresh v2"], "cited v1", False, "old text"),
-        (["cited v2, expected fresh v1", "server_read is True, expected False"], "cited v2", False, "extra reads"),
+        (
+            ["cited v2, expected fresh v1", "server_read is True, expected False"],
+            "cited v2",
+            False,
+            "extra reads",
+        ),
         (["cited v1 where the row expects denied"], "cited v1", False, "old text"),
         (["cited v1 as current, expected stale v1"], "cited v1", False, "old text"),
         (["state is fresh, expected awaiting_fresh_source"], "fresh v1", False, "old text"),
@@ -149,14 +156,21 @@ def test_newer_text_than_the_row_expects_is_a_cost_never_old_text():
         (["server_read is False, expected True"], "withheld (down)", False, "no state"),
         (
             ["server_read is True, expected False", "the server answered 1 reads, expected 2"],
-            "cited v2", False, "extra reads",
+            "cited v2",
+            False,
+            "extra reads",
         ),
         (["the server answered 3 reads, expected 1"], "cited v1", False, "extra reads"),
         (["the server answered 2 reads, expected at most 1"], "cited v1", False, "extra reads"),
         (["cited v1 where the row expects awaiting_fresh_source"], "cited v1", True, "strictness"),
         (["0 untrusted messages counted, expected at least 1"], "fresh v1", False, "strictness"),
         (["withheld, expected fresh v2"], "withheld (error)", False, "no state"),
-        (["state is awaiting_fresh_source, expected fresh"], "awaiting_fresh_source", False, "no state"),
+        (
+            ["state is awaiting_fresh_source, expected fresh"],
+            "awaiting_fresh_source",
+            False,
+            "no state",
+        ),
         (["reason is timeout, expected unreachable"], "awaiting_fresh_source", False, "no state"),
         (["crashed: DriverError: boom"], "-", False, "no state"),
         (["the driver gave no answer to 'open' within 40 s"], "-", False, "no state"),
@@ -165,19 +179,41 @@ def test_newer_text_than_the_row_expects_is_a_cost_never_old_text():
         (["the engine tracks 9 URIs, expected at most 4"], "fresh v1", False, "extra reads"),
         (
             ["the server answered 3 reads, expected 1", "cited v1, expected fresh v2"],
-            "cited v1", False, "old text",
+            "cited v1",
+            False,
+            "old text",
         ),
     ],
     ids=[
-        "older-text", "newer-text", "text-where-denied", "stale-as-current", "fresh-where-awaiting",
-        "state-older-text", "state-newer-text", "fewer-reads", "no-read-with-text",
-        "no-read-no-text", "own-read-after-every-change", "more-reads", "at-most",
-        "malformed-accepted", "untrusted-not-counted", "withheld-where-fresh", "wrong-state",
-        "wrong-reason", "crash", "driver-hang", "case-timeout", "old-list", "bookkeeping",
+        "older-text",
+        "newer-text",
+        "text-where-denied",
+        "stale-as-current",
+        "fresh-where-awaiting",
+        "state-older-text",
+        "state-newer-text",
+        "fewer-reads",
+        "no-read-with-text",
+        "no-read-no-text",
+        "own-read-after-every-change",
+        "more-reads",
+        "at-most",
+        "malformed-accepted",
+        "untrusted-not-counted",
+        "withheld-where-fresh",
+        "wrong-state",
+        "wrong-reason",
+        "crash",
+        "driver-hang",
+        "case-timeout",
+        "old-list",
+        "bookkeeping",
         "worst-wins",
     ],
 )
-def test_each_failure_is_classed_as_a_broken_promise_or_a_cost(failures, observed, malformed, verdict):
+def test_each_failure_is_classed_as_a_broken_promise_or_a_cost(
+    failures, observed, malformed, verdict
+):
     got = classify(failures, malformed_answer=malformed, handed_text=hands_out_text(observed))
     assert got == verdict
 

@@ -255,7 +255,9 @@ def _stdio_children() -> set[int]:
     return found
 
 
-STDIO = StdioServerParameters(command=sys.executable, args=[str(FIXTURES / "sdk_server.py"), "stdio"])
+STDIO = StdioServerParameters(
+    command=sys.executable, args=[str(FIXTURES / "sdk_server.py"), "stdio"]
+)
 
 
 @pytest.mark.wire
@@ -377,7 +379,9 @@ def _inproc_server() -> tuple[Server, dict[str, Any]]:
         return types.ListResourcesResult(resources=[types.Resource(uri=URI, name="approval")])
 
     server = Server(
-        "inproc", on_read_resource=read, on_list_resources=listing,
+        "inproc",
+        on_read_resource=read,
+        on_list_resources=listing,
         on_subscriptions_listen=ListenHandler(bus),
     )
     state["bus"] = bus
@@ -415,7 +419,9 @@ async def test_listen_events_map_onto_the_source_contract_in_process():
         await stream.aclose()
     sid = started.subscription_id
     # No tools/list handler: tools are not declared, so the ack covers templates only.
-    assert acked == ListenAcknowledged(sid, frozenset({URI}), True, frozenset({"resource_templates"}))
+    assert acked == ListenAcknowledged(
+        sid, frozenset({URI}), True, frozenset({"resource_templates"})
+    )
     assert updated == ResourceUpdated(URI, sid)
     assert listed == ResourceListChanged(sid)
     assert tools == CatalogListChanged("tools", sid)
@@ -438,16 +444,30 @@ async def test_listen_events_map_onto_the_source_contract_in_process():
         (MCPError(-32001, "Request 'resources/read' timed out"), "timeout"),
         (TimeoutError(), "timeout"),
         (ConnectionRefusedError("refused"), "unreachable"),
-        (ExceptionGroup("tg", [ExceptionGroup("inner", [ConnectionResetError("reset")])]), "unreachable"),
+        (
+            ExceptionGroup("tg", [ExceptionGroup("inner", [ConnectionResetError("reset")])]),
+            "unreachable",
+        ),
         (ExceptionGroup("tg", [MCPError(-32602, "gone")]), "not_found"),
         (RuntimeError("Client must be used within an async context manager"), "unreachable"),
         (ValueError("something odd"), "server_error"),
     ],
     ids=[
-        "invalid-params-is-not-found", "legacy-not-found", "forbidden-code-is-denied",
-        "denial-words-are-denied", "internal-error", "plain-http-403-loses-its-status",
-        "connection-closed", "sse-ended", "sdk-timeout", "timeout-error", "connection-refused",
-        "nested-exception-group", "group-of-mcp-error", "client-not-open", "anything-else",
+        "invalid-params-is-not-found",
+        "legacy-not-found",
+        "forbidden-code-is-denied",
+        "denial-words-are-denied",
+        "internal-error",
+        "plain-http-403-loses-its-status",
+        "connection-closed",
+        "sse-ended",
+        "sdk-timeout",
+        "timeout-error",
+        "connection-refused",
+        "nested-exception-group",
+        "group-of-mcp-error",
+        "client-not-open",
+        "anything-else",
     ],
 )
 def test_sdk_errors_map_to_failure_kinds(error, kind):

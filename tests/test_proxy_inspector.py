@@ -62,8 +62,15 @@ def _cli(inspector: Path, tmp: Path, *args: str) -> dict[str, object]:
     done = subprocess.run(
         # Its own 15 s connect budget, stretched by the load: the proxy and its upstream
         # are two interpreters starting.
-        [str(inspector), "--cli", "--connect-timeout", str(int(scaled(15) * 1000)),
-         "-e", f"PYTHONPATH={ROOT}", *args],
+        [
+            str(inspector),
+            "--cli",
+            "--connect-timeout",
+            str(int(scaled(15) * 1000)),
+            "-e",
+            f"PYTHONPATH={ROOT}",
+            *args,
+        ],
         capture_output=True,
         text=True,
         timeout=scaled(90),

@@ -168,4 +168,3 @@ def test_the_typescript_client_reads_hears_and_calls_once(
         if proxy is not None:
             proxy.__exit__(None, None, None)
     assert calls.read_text().splitlines() == ["tick"]  # sent upstream once
-

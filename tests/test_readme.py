@@ -103,17 +103,22 @@ EXPECT = {
     "Ten lines #1": [V1],
     "Command line #1": [V1, "advice      none", "guide://shipping/returns: fresh"],
     "docs/cli.md: Serving your own files #1": [
-        "freshcache serve: updated file://", "/notes/approval.md: fresh"
+        "freshcache serve: updated file://",
+        "/notes/approval.md: fresh",
     ],
     "docs/catalogs.md: Catalogs: tools, prompts and templates #1": ["('search',)"],
     "docs/sources.md: Wrapping a source #1": ["server read: guide://shipping/approval", V1],
-    "docs/sources.md: Test doubles for your own tests #1": ["awaiting_fresh_source server_error", "v2"],
+    "docs/sources.md: Test doubles for your own tests #1": [
+        "awaiting_fresh_source server_error",
+        "v2",
+    ],
     "docs/freshness.md: Pushed bodies and structured denials #1": ["fresh"],
     "docs/tracing.md: Tracing and metrics #2": ["fresh"],
     f"{FRAMEWORKS}The official MCP client #1": [f"fresh {V1}"],
     f"{FRAMEWORKS}The official MCP client #2": [f"fresh {V1}"],
     f"{FRAMEWORKS}Your own loader #1": [
-        "Orders over $500 need a manager.", "Orders over $800 need a manager."
+        "Orders over $500 need a manager.",
+        "Orders over $800 need a manager.",
     ],
     f"{FRAMEWORKS}Your own loader #2": ["('search',)", "('search', 'lookup')"],
     f"{FRAMEWORKS}Without async #1": [f"fresh {V1}"],
@@ -190,7 +195,11 @@ def test_the_block_runs_as_written(key, served, collector, tmp_path):
         code = block.code.replace("http://127.0.0.1:8000/mcp", served.url)
         done = subprocess.run(
             [sys.executable, "-c", code],
-            capture_output=True, text=True, timeout=180, check=False, cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+            cwd=tmp_path,
             env=env(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint),
         )
         if "OTLPSpanExporter" in code:
@@ -199,7 +208,12 @@ def test_the_block_runs_as_written(key, served, collector, tmp_path):
         assert (BIN / "freshcache").exists(), "the freshcache command is not installed"
         done = subprocess.run(
             ["bash", "-c", adapt_bash(block.code)],
-            capture_output=True, text=True, timeout=180, check=False, cwd=tmp_path, env=env(),
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+            cwd=tmp_path,
+            env=env(),
         )
     out = done.stdout + done.stderr
     assert done.returncode == 0, f"{key} exited {done.returncode}:\n{out}"
@@ -268,7 +282,11 @@ def test_the_trace_excerpt_is_what_the_example_prints():
     assert excerpt, "the README and docs/ lost the seed-8 trace"
     done = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "trace_seed8.py")],
-        capture_output=True, text=True, timeout=120, check=True, env=env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env=env(),
     )
     shown, printed = normalized(excerpt.group(1)), normalized(done.stdout)
     assert printed <= shown, f"the run printed lines the README does not show: {printed - shown}"
@@ -302,7 +320,9 @@ def test_the_command_line_synopsis_names_every_command_and_option_the_parser_has
     parsers = {"": parser, **commands.choices}
     synopsis = _synopsis()
     assert set(synopsis) == set(parsers)
-    named = {name: set(re.findall(r"(?<![\w-])--?[a-z][a-z-]*", text)) for name, text in synopsis.items()}
+    named = {
+        name: set(re.findall(r"(?<![\w-])--?[a-z][a-z-]*", text)) for name, text in synopsis.items()
+    }
     missing = [
         f"{name or 'freshcache'} {action.option_strings[-1]}"
         for name, command in parsers.items()

@@ -34,9 +34,7 @@ def recipes() -> dict[str, str]:
 
 def test_every_framework_has_a_short_recipe():
     found = recipes()
-    assert set(found) == {
-        "agent-step", "pydantic-ai", "openai-agents", "langchain", *TOOL_RECIPES
-    }
+    assert set(found) == {"agent-step", "pydantic-ai", "openai-agents", "langchain", *TOOL_RECIPES}
     for name, code in found.items():
         lines = [line for line in code.splitlines() if line.strip()]
         assert len(lines) <= 10, f"recipe {name} has {len(lines)} lines"

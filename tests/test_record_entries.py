@@ -307,7 +307,10 @@ def test_a_cached_uris_record_is_kept_once_in_the_store_and_found_there():
     assert engine.copies.records.get(U) is store.get_object(U)
     engine.finish_read(engine.begin_read(U, None), RequestFailed("not_found"))
     assert engine.status(U).state == "not_found"  # back among the records, with its failure
-    assert engine.copies.records.get(U) is engine.copies.records._records[U] and engine.tracked_uris == 2
+    assert (
+        engine.copies.records.get(U) is engine.copies.records._records[U]
+        and engine.tracked_uris == 2
+    )
 
 
 def test_an_evicted_selected_record_comes_back_with_its_generation():

@@ -116,7 +116,11 @@ async def _fresh_after_notification(cache: FreshCache, toggle: Any) -> None:
     hit = await cache.read(URI)
     assert hit.state == "fresh" and hit.server_read is False  # covered: from the cache
     counters = cache.engine.counters
-    before, invalidations, reads = counters.notifications, counters.invalidations, counters.server_reads
+    before, invalidations, reads = (
+        counters.notifications,
+        counters.invalidations,
+        counters.server_reads,
+    )
     await toggle()
     try:
         await until(lambda: counters.notifications > before, DEADLINE)

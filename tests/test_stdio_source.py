@@ -288,9 +288,7 @@ def test_lines_that_cannot_be_trusted_never_raise_and_are_counted(
     else:
         assert all(not isinstance(d, Answer) for d in out)
     # The channel still works afterwards.
-    assert demux.feed(b'{"jsonrpc":"2.0","id":1,"result":{}}\n') == [
-        Answer(1, Response(1, {}))
-    ]
+    assert demux.feed(b'{"jsonrpc":"2.0","id":1,"result":{}}\n') == [Answer(1, Response(1, {}))]
 
 
 def test_a_change_hint_for_an_unknown_subscription_still_reaches_the_engine_to_invalidate() -> None:

@@ -54,5 +54,3 @@ def test_an_entry_larger_than_the_store_is_not_kept() -> None:
     store.put_object("a", Sized(50))
     store.put_object("huge", Sized(101))
     assert (evicted, store.entry_count, store.bytes_held) == (["huge"], 1, 50)
-
-

@@ -60,7 +60,9 @@ def make(request: pytest.FixtureRequest, servers: dict[str, Any]) -> Iterator[St
 
 
 def entry(size: int, generation: int = 0) -> Entry:
-    return Entry(ReadResult("fresh", "x://", text=f"v{generation}"), generation, 0.0, 1.0, "private", size)
+    return Entry(
+        ReadResult("fresh", "x://", text=f"v{generation}"), generation, 0.0, 1.0, "private", size
+    )
 
 
 def key(n: int, partition: str | None = None) -> EntryKey:

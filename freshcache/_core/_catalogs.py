@@ -251,7 +251,6 @@ class CatalogWalk:
     walk: ListWalk
 
 
-
 class CatalogBook:
     """Every catalog of one server: pages, generations, coverage and what was walked."""
 

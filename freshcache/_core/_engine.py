@@ -150,9 +150,7 @@ class FreshnessEngine:
         self.hits: HitTable = self.copies.hits
         """The default partition's hit table: bare URI -> its row (see `Hit`)."""
         self._selected: set[str] = set()
-        self.catalogs = CatalogBook(
-            store, server_id, policy, clock, wall_clock, default_partition
-        )
+        self.catalogs = CatalogBook(store, server_id, policy, clock, wall_clock, default_partition)
         """Tools, prompts and resource templates (`_catalogs`)."""
         self.lists = ListRules(self.copies, self.coverage, self._selected, self.catalogs)
         self.streams = StreamRules(self.copies, self.heard, self.denials, self.lists)
@@ -167,9 +165,7 @@ class FreshnessEngine:
         self.finish_read = self.rereads.reply if reads.quick else reads.finish_read
         """`ReadRules.finish_read`, the common reply first by the speed path (`quick`)."""
         self.rereads.events = self.events
-        self.handle: Handler = (
-            self.rereads.handle if reads.quick else self.events
-        )
+        self.handle: Handler = self.rereads.handle if reads.quick else self.events
         """Feed one stream event; returns what the middleware must do next: `events`,
         the common ``resources/updated`` first by the speed path (`quick`)."""
         self.abandon_read = reads.abandon_read

@@ -147,9 +147,7 @@ class ReadRules:
             elif ticket.generation != state.generation:
                 counters.superseded_replies += 1
                 result = None
-            elif not reply.from_server and (
-                reply.from_server is False or self.heard.changed(uri)
-            ):
+            elif not reply.from_server and (reply.from_server is False or self.heard.changed(uri)):
                 # A local copy proves nothing about the server (invariant 1, seed 3); nor
                 # does an answer of unknown origin after a change of it.
                 counters.local_copy_replies += 1

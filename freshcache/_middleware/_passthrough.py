@@ -284,9 +284,7 @@ def _judged(name: str, outcome: ToolReply | RequestFailed) -> PromptResult:
         asked = continuation(result)
         if isinstance(asked, str):
             return PromptResult(name, "unavailable", reason="server_error", detail=asked)
-        return PromptResult(
-            name, "input_required", input_requests=asked[0], request_state=asked[1]
-        )
+        return PromptResult(name, "input_required", input_requests=asked[0], request_state=asked[1])
     if result.get("resultType", "complete") != "complete" or not isinstance(
         result.get("messages"), (list, tuple)
     ):

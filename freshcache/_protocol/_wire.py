@@ -98,6 +98,7 @@ def revision_at_least(version: object, revision: str) -> bool:
         and version >= revision  # zero-padded dates order as strings once both are dates
     )
 
+
 META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"

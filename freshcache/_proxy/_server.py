@@ -365,9 +365,7 @@ class Proxy:
     async def _list_prompts(self, ctx: Any, params: Any) -> dict[str, Any]:
         return await self._catalog(ctx, "prompts", "prompts")
 
-    async def _get_prompt(
-        self, ctx: Any, params: types.GetPromptRequestParams
-    ) -> dict[str, Any]:
+    async def _get_prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> dict[str, Any]:
         """Passed through (`FreshCache.get_prompt`: computed, never cached)."""
         name = params.name
         owner = self._owner(name)

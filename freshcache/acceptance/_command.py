@@ -314,9 +314,7 @@ def _client_players(
             # A driver that exits or hangs on every case would cost each case its
             # deadline; the rest get this verdict and the run ends with its summary.
             why = f"the driver failed the last {len(broken)} cases ({broken[-1]})"
-            return CaseReport(
-                case.id, case.where, False, expected_text(case), "-", not_played=why
-            )
+            return CaseReport(case.id, case.where, False, expected_text(case), "-", not_played=why)
         try:
             await driver.ensure_started()  # again, if a row made it exit
         except DriverError as exc:

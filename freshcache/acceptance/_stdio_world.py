@@ -60,7 +60,6 @@ from ._steps import NextRead, Notify, ServerChange, ServerSets
 ServerStep = ServerSets | Notify | NextRead | ServerChange
 
 
-
 def one_authorization_context(case: Case) -> str | None:
     """Why ``case`` cannot be played over stdio, a driver's too (``None``: it can): it
     denies another principal than the one the process serves and checks the denial."""
@@ -78,6 +77,7 @@ def one_authorization_context(case: Case) -> str | None:
             "cannot be denied while another principal is served"
         )
     return None
+
 
 class StdioStats(Protocol):
     """What a world reads of `StdioSource.stats()`."""
