@@ -172,24 +172,6 @@ def test_a_change_heard_is_told_at_once_and_the_reread_is_not_told_again() -> No
     assert not notices.change("u", "fresh", "v2", None)
 
 
-def test_one_change_reaching_the_proxy_twice_is_told_once_until_a_host_asks_again() -> None:
-    """A re-read that already got the new version, then the notice of that change (or a
-    fleet listener's notice after this replica's own): hosts told once and handed
-    nothing since hold nothing the second could make old. Once a host is handed the
-    new version, the next change is told again."""
-    notices = Notices()
-    notices.given("u", "v1")
-    assert not notices.change("u", "awaiting_fresh_source", None, "stream_lost")
-    assert notices.change("u", "fresh", "v2", None)  # the re-proof's re-read differs
-    assert not notices.change("u", "awaiting_fresh_source", None, "invalidated")
-    assert not notices.change("u", "fresh", "v2", None)
-    notices.given("u", "v2")
-    assert notices.change("u", "awaiting_fresh_source", None, "invalidated")
-    assert not notices.change("u", "awaiting_fresh_source", None, "invalidated")
-    notices.given("u", None, "awaiting_fresh_source")
-    assert notices.change("u", "fresh", "v3", None)  # the error handed is over
-
-
 def test_a_lost_stream_is_told_only_when_the_reread_differs() -> None:
     notices = Notices()
     notices.given("same", "v1")

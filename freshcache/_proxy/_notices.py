@@ -17,11 +17,7 @@ resource URI, a catalog) it remembers what hosts were last given or told:
   to change, so the outcome decides as after a lost stream. Telling hosts at the ack
   would tell them of a change that never happened, and a host reading then would get
   the text it already had;
-- a host whose last answer was an error is told when the thing is fresh again;
-- told once is enough until a host is handed the thing again: one change can reach the
-  proxy twice (a re-read that already got the new version, then the notice of it; a
-  fleet's listener's notice after this replica's own), and a host that has not asked
-  since the first telling holds nothing the second could make old.
+- a host whose last answer was an error is told when the thing is fresh again.
 - a consumer that fell behind (`ChangesDropped`) tells everything (`everything`).
 
 What hosts never held is not told (nothing of theirs can be old).
@@ -44,15 +40,12 @@ class Notices:
 
     def __init__(self) -> None:
         self._held: dict[Hashable, tuple[str, str | None]] = {}
-        self._unasked: set[Hashable] = set()
-        """Keys hosts were told of and handed nothing of since: not told again."""
         self._proving: set[Hashable] = set()
         """Keys whose stream was lost and that have had no fresh outcome since."""
 
     def given(self, key: Hashable, version: str | None, state: str = "fresh") -> None:
         """A host was handed ``version`` of ``key`` (or, not fresh, an error naming ``state``)."""
         self._held[key] = (state, version)
-        self._unasked.discard(key)
 
     def watch(self, key: Hashable) -> None:
         """A host subscribed to ``key``: it wants to hear of changes, read or not."""
@@ -74,7 +67,7 @@ class Notices:
             return False  # no host holds anything of it
         if reason == "invalidated" and not reproof:
             self._held[key] = _TOLD
-            return self._told(key)
+            return True
         if reason in _REPROOF or reproof:
             if reason == "stream_lost":
                 self._proving.add(key)
@@ -88,13 +81,6 @@ class Notices:
         if now == held:
             return False
         self._held[key] = now
-        return self._told(key)
-
-    def _told(self, key: Hashable) -> bool:
-        """Hosts are told of ``key`` now, unless told already and not asked since."""
-        if key in self._unasked:
-            return False
-        self._unasked.add(key)
         return True
 
     def unproven(self, key: Hashable) -> bool:
@@ -107,14 +93,13 @@ class Notices:
         if held is None or held == _TOLD or held[0] != "fresh":
             return False
         self._held[key] = _TOLD
-        return self._told(key)
+        return True
 
     def everything(self) -> list[Hashable]:
         """Every key hosts hold, now all marked told (a feed fell behind)."""
         keys = list(self._held)
         for key in keys:
             self._held[key] = _TOLD
-        self._unasked.update(keys)
         return keys
 
     def retain(self, keep: Callable[[Hashable], bool]) -> None:
@@ -124,7 +109,6 @@ class Notices:
 
     def forget(self, key: Hashable) -> None:
         self._held.pop(key, None)
-        self._unasked.discard(key)
         self._proving.discard(key)
 
 
