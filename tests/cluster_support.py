@@ -13,7 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from freshcache.acceptance._valkey import LocalStore, free_port
+from freshcache.acceptance._valkey import LocalStore
+from tests.conftest import free_port
 from tests.valkey_support import valkey_binary
 
 RANGES = [(0, 5460), (5461, 10922), (10923, 16383)]
@@ -50,7 +51,7 @@ class LocalCluster:
         bus: list[int] = []
         for i in range(6 if self.replicas else 3):
             bus.append(free_port())
-            node = LocalStore(binary)
+            node = LocalStore(binary, free_port())
             node.extra_args = (
                 "--cluster-enabled", "yes",
                 "--cluster-config-file", str(self.workdir / f"nodes-{i}.conf"),

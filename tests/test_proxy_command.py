@@ -217,6 +217,17 @@ def test_a_lost_stream_re_proven_is_not_unproven_when_its_copy_expires_later() -
     assert not notices.unproven("u")
 
 
+def test_a_second_lost_stream_after_a_re_proof_is_unproven_again() -> None:
+    notices = Notices()
+    notices.given("u", "v1")
+    assert not notices.change("u", "awaiting_fresh_source", None, "stream_lost")
+    assert not notices.change("u", "fresh", "v1", None)
+    assert not notices.unproven("u")  # the first loss's timeout: re-proven
+    assert not notices.change("u", "awaiting_fresh_source", None, "stream_lost")
+    assert notices.unproven("u")  # the second's: never re-proven
+    assert not notices.unproven("u")
+
+
 def test_what_no_host_holds_is_not_told_and_an_error_given_is_told_when_fresh_again() -> None:
     notices = Notices()
     assert not notices.change("never-read", "awaiting_fresh_source", None, "invalidated")

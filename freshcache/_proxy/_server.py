@@ -173,8 +173,9 @@ class Proxy:
         self._owners: dict[str, Link] = {}
         """URI -> the upstream that listed it (several upstreams only)."""
         self._read_uris: dict[str, None] = {}
-        """URIs hosts read lately, oldest first: selected too, so the proxy hears of
-        their changes (a host that never subscribed still gets fresh text)."""
+        """The `READ_URIS` URIs hosts read most recently, least recent first: selected
+        too, so the proxy hears of their changes (a host that never subscribed still
+        gets fresh text)."""
 
     def _source(self, spec: Upstream) -> Any:
         if spec.url is not None:
@@ -278,8 +279,7 @@ class Proxy:
 
     def _reselect(self) -> None:
         """Hosts' subscriptions, or the URIs read lately, changed: each upstream selects
-        the URIs it serves, and what no host subscribed to or read lately is forgotten
-        (only subscribers are told of a resource's change; a read gets it fresh)."""
+        the URIs it serves."""
         wanted: dict[str, list[str]] = {link.name: [] for link in self.links}
         for uri in self.hosts.subscribed:
             for link in self._candidates(uri):
@@ -291,8 +291,6 @@ class Proxy:
                     wanted[link.name].append(uri)
         for link in self.links:
             link.cache.select(wanted[link.name])
-        kept = {("uri", name, uri) for name, uris in wanted.items() for uri in uris}
-        self.notices.retain(lambda key: key in kept or not _is_uri_key(key))
 
     # ------------------------------------------------------------------ resources
 
@@ -319,7 +317,10 @@ class Proxy:
                 ) from None
             if result.state != NOT_FOUND:
                 break
-        if uri not in self._read_uris:
+        if uri in self._read_uris:
+            del self._read_uris[uri]
+            self._read_uris[uri] = None  # read again: the most recent now
+        else:
             self._read_uris[uri] = None
             if len(self._read_uris) > READ_URIS:
                 del self._read_uris[next(iter(self._read_uris))]
@@ -640,10 +641,6 @@ def thawed(value: Any) -> Any:
     if isinstance(value, (tuple, list)):
         return [thawed(v) for v in value]
     return value
-
-
-def _is_uri_key(key: object) -> bool:
-    return isinstance(key, tuple) and key[0] == "uri"
 
 
 def _text_result(text: str) -> dict[str, Any]:
