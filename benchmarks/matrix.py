@@ -7,7 +7,9 @@ is marked by its class (`freshcache.acceptance._verdicts`): old text handed out 
 current, unproven text, strictness, no explicit state, or only extra server reads,
 so a broken promise never reads like a cost. A driver that cannot run here (its
 package or Node missing) is listed with the reason, and so is a wire on which none of
-a client's rows can be played (it gets no column). One run; nothing is timed.
+a client's rows can be played (it gets no column). One run; nothing is timed. The
+matrix is written again as each client finishes: a run stopped part way keeps the
+clients it played, and ``--only`` plays the rest into it.
 
     python benchmarks/matrix.py [--only NAME ...]   # --only: the others kept from matrix.json
                                                     # (the one in --out), played in that order
@@ -358,6 +360,22 @@ def differences(one: dict[str, Any], other: dict[str, Any]) -> list[str]:
     return lines
 
 
+def play_all(only: list[str] | None, wires: list[str] | None, out: Path) -> list[str]:
+    """Play each client in ``only`` (default every shipped driver) and write the matrix
+    after each one: ``--only`` merges into the matrix in ``out``, a whole run starts a
+    new one. Returns the markdown lines."""
+    data = None
+    if only and (out / "matrix.json").exists():
+        data = json.loads((out / "matrix.json").read_text())
+    lines: list[str] = []
+    for name in only or list(SHIPPED):
+        played = collect([name], wires)
+        data = played if data is None else merged(data, played, wires)
+        lines = write(data, out)
+        print(f"matrix.py: {name} played, {out / 'matrix.md'} written", file=sys.stderr)
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", choices=list(SHIPPED))
@@ -391,13 +409,9 @@ def main() -> None:
         print("\n".join(found) or "every cell the same")
         sys.exit(1 if found else 0)
     if args.again:
-        data = json.loads((args.out / "matrix.json").read_text())
-    elif args.only and (args.out / "matrix.json").exists():
-        old = json.loads((args.out / "matrix.json").read_text())
-        data = merged(old, collect(args.only, args.wire), args.wire)
+        lines = write(json.loads((args.out / "matrix.json").read_text()), args.out)
     else:
-        data = collect(args.only or list(SHIPPED))
-    lines = write(data, args.out)
+        lines = play_all(args.only, args.wire, args.out)
     table = next(i for i, line in enumerate(lines) if line.startswith("| row |"))
     print("\n".join(lines[:table]))
 

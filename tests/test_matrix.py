@@ -275,3 +275,29 @@ def test_an_own_server_read_excuses_fewer_reads_only_without_an_earlier_observat
     # The earlier read handed out text the missing read would have proven.
     assert classify(lines, observed_earlier=True) == "unproven"
     assert classify(lines, observed_earlier=True, handed_text=False) == "no state"
+
+
+def test_a_run_stopped_part_way_keeps_the_clients_it_played(tmp_path, monkeypatch):
+    first, second = list(matrix.SHIPPED)[:2]
+    case = {"id": "seed-1", "skipped": "", "passed": True, "failures": [], "actual": "fresh v1"}
+
+    def play(name: str, wires: list[str] | None = None) -> dict[str, Any]:
+        if name != first:
+            raise KeyboardInterrupt  # the user's Ctrl-C while the second client plays
+        return {"client": name, "cases": [{**case, "wire": "http"}]}
+
+    monkeypatch.setattr(matrix, "play", play)
+    with pytest.raises(KeyboardInterrupt):
+        matrix.play_all(None, None, tmp_path)
+    kept = json.loads((tmp_path / "matrix.json").read_text())
+    assert kept["columns"] == [f"{first} http"]
+    assert kept["rows"] == {"seed-1": {f"{first} http": "pass"}}
+
+    monkeypatch.setattr(
+        matrix,
+        "play",
+        lambda name, wires=None: {"client": name, "cases": [{**case, "wire": "stdio"}]},
+    )
+    matrix.play_all([second], None, tmp_path)  # the rest, played into it
+    again = json.loads((tmp_path / "matrix.json").read_text())
+    assert again["columns"] == [f"{first} http", f"{second} stdio"]
