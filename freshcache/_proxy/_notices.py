@@ -102,9 +102,5 @@ class Notices:
             self._held[key] = _TOLD
         return keys
 
-    def forget(self, key: Hashable) -> None:
-        self._held.pop(key, None)
-        self._proving.discard(key)
-
 
 __all__ = ["Notices"]
