@@ -20,6 +20,7 @@ from freshcache import AWAITING_FRESH_SOURCE, FRESH, FreshCache, MissingDependen
 from freshcache._core import ListenAcknowledged, ListenStarted, ResourceUpdated, StreamLost
 from freshcache.acceptance import InMemorySource, ReferenceServer
 from freshcache.fleet import Fleet
+from tests.polling import scaled
 from tests.polling import until as eventually
 from tests.telemetry_support import Recorder
 from tests.valkey_support import Valkey
@@ -44,8 +45,18 @@ class Counting(ReferenceServer):
         return await super().read(uri, principal)
 
 
-def fleet_of(url: str, namespace: str = "t", lease: float = 0.6) -> Fleet:
-    return Fleet(url, namespace=namespace, lease=lease, op_timeout=0.5)
+def fleet_of(url: str, namespace: str = "t", lease: float | None = None) -> Fleet:
+    """The tests' fleet: a short lease (0.6 s) and store deadline (0.5 s), each stretched
+    by the load when it is made. Fixed, a loop starved for half a second on a loaded
+    machine lets a renewal lapse or a store call time out: the worker fails closed and
+    reads the server itself, and a test that counts the fleet's server reads or its
+    lease holders sees a cost the design does not have."""
+    return Fleet(
+        url,
+        namespace=namespace,
+        lease=scaled(0.6) if lease is None else lease,
+        op_timeout=scaled(0.5),
+    )
 
 
 class Workers(list[FreshCache]):
@@ -71,7 +82,7 @@ async def workers(
     url: str,
     n: int,
     namespace: str = "t",
-    lease: float = 0.6,
+    lease: float | None = None,
     **options: Any,
 ) -> AsyncIterator[Workers]:
     caches = Workers()
@@ -82,7 +93,7 @@ async def workers(
                 InMemorySource(server),
                 select=[URI],
                 fleet=fleet_of(url, namespace, lease),
-                read_timeout=2.0,
+                read_timeout=scaled(2.0),
                 **options,
             )
             entered, caches.stops[id(cache)] = anyio.Event(), anyio.Event()
@@ -98,7 +109,9 @@ async def workers(
 
 
 @asynccontextmanager
-async def a_follower(valkey: Valkey, lease: float = 0.6) -> AsyncIterator[tuple[FreshCache, Any]]:
+async def a_follower(
+    valkey: Valkey, lease: float | None = None
+) -> AsyncIterator[tuple[FreshCache, Any]]:
     """Two workers on ``valkey`` over a reference server holding ``URI`` at v1: the one
     that does not lead, and its fleet parts. A test that needs the leader to stay put
     passes a longer ``lease``: with 0.6 s, a loop starved for a few hundred ms on a
@@ -449,7 +462,8 @@ async def test_fan_out_lease_changes_and_fenced_writes_are_metrics_and_span_even
             assert sum(v for _, v in metrics["freshcache.fleet.fenced_writes"]) == fenced
             assert sum(v for _, v in metrics["freshcache.fleet.fanout_latency"]) >= 2
             holders = {a["holder"] for a, _ in metrics["freshcache.fleet.lease_changes"]}
-            assert holders == {"self", "other"}
+            # (and "none" if a starved loop let the lease lapse between two holders)
+            assert {"self", "other"} <= holders <= {"self", "other", "none"}
         # The listen spans end when the workers close: their events are exported then.
         fanned = _events(recorder, "freshcache.fleet.fanout")
         assert len(fanned) >= 2 and all(e["mcp.resource.uri"] == URI for e in fanned)
