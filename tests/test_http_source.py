@@ -48,7 +48,7 @@ from freshcache._protocol._wire import encode_header_value
 from freshcache.acceptance import ReferenceServer
 from freshcache.acceptance._http_server import RawHttp, RawSse, RecordedRequest, ReferenceHttpServer
 from freshcache.acceptance._protocol import HangUp, Reply, Stall, error
-from tests.polling import until
+from tests.polling import scaled, until
 
 from .conftest import schema_validator
 
@@ -155,8 +155,8 @@ async def serving(
     ):
 
         def make(**kwargs: Any) -> HttpSource:
-            kwargs.setdefault("timeout", 5.0)
-            kwargs.setdefault("idle_timeout", 2.0)
+            kwargs.setdefault("timeout", scaled(5.0))  # a loaded machine's stalls: not
+            kwargs.setdefault("idle_timeout", scaled(2.0))  # what these tests time
             return HttpSource(http.url, client=client, **kwargs)
 
         yield http, make
