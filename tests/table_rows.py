@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from freshcache.acceptance import Case, CaseReport, is_fleet_row, load_cases
+from freshcache.acceptance import Case, CaseReport, World, is_fleet_row, load_cases
 
 TABLES = Path(__file__).resolve().parents[1] / "acceptance_tables"
 CASES = [c for c in load_cases([TABLES]) if not is_fleet_row(c)]
@@ -52,3 +52,16 @@ def check_engine_level_skips(
     reasons = {c.id: unplayable(c) for c in CASES}
     assert {case_id for case_id, why in reasons.items() if why} == WIRE_ONLY | set(also)
     assert all("engine level" in (reasons[case_id] or "") for case_id in WIRE_ONLY)
+
+
+def explain(report: CaseReport, world: World | None = None) -> str:
+    """A failed row's message: where, what was expected and seen, what its last settle
+    that gave up still waited for, and its whole timeline (a row that fails once in many
+    loaded runs must be diagnosable from its log)."""
+    lines = [f"{report.where}: expected {report.expected}, got {report.actual}: {report.failures}"]
+    if report.settle_gave_up:
+        waiting = getattr(world, "last_busy", None)
+        lines.append(f"  {report.settle_gave_up} settles gave up (last waiting for: {waiting})")
+    if report.timeline is not None:
+        lines += [f"  {ms:10.1f} ms  {what}" for ms, what in report.timeline.events]
+    return "\n".join(lines)

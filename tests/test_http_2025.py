@@ -174,3 +174,43 @@ async def test_spans_name_the_revision_in_use():
     finally:
         recorder.shutdown()
     assert versions == {"2025-11-25"}
+
+
+class _DiscoveryFails(httpx.AsyncBaseTransport):
+    """Loopback HTTP, but the first ``failures`` ``server/discover`` POSTs time out (a
+    server still starting, a slow first answer under load)."""
+
+    def __init__(self, failures: int) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.failures = failures
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self.failures and b'"server/discover"' in request.content:
+            self.failures -= 1
+            raise httpx.ReadTimeout("no answer yet", request=request)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@pytest.mark.parametrize("failures", [1, 3])
+async def test_a_discovery_that_got_no_answer_is_tried_again_before_the_next_request(failures):
+    """Until ``server/discover`` is answered nothing says which revision the server
+    speaks: sent in 2026 to a 2025 server, every request and listen was refused
+    ("Missing session ID") for the cache's whole life."""
+    async with (
+        ReferenceHttpServer(reference(), revision="2025-11-25") as http,
+        httpx.AsyncClient(trust_env=False, transport=_DiscoveryFails(failures)) as client,
+    ):
+        source = HttpSource(http.url, client=client, timeout=5.0, idle_timeout=5.0)
+        async with FreshCache(source, read_timeout=5.0, backoff=FAST, select=[U]) as cache:
+            await wait_for(lambda: cache.server_info is not None, limit=10)
+            assert cache.server_info is not None and not cache.server_info.reachable
+            await wait_for(lambda: U in cache.engine.covered, limit=10, what="the subscribe")
+            result = await cache.read(U)
+            assert (result.state, result.text) == ("fresh", "v1")
+            assert source.protocol_version == "2025-11-25"
+    methods = [r.message.get("method") for r in http.requests if isinstance(r.message, dict)]
+    assert "subscriptions/listen" not in methods and methods.count("initialize") == 1
+    assert all(r.headers.get("mcp-session-id") for r in mcp(http, "resources/read"))

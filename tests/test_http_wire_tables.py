@@ -17,6 +17,7 @@ import anyio
 import pytest
 
 from freshcache.acceptance import Case, HttpWorld, is_fleet_row, load_cases, play
+from tests.table_rows import explain
 
 from .sdk_world import SdkHttpWorld, SdkPeer
 
@@ -26,10 +27,6 @@ SEEDS = [c for c in CASES if c.id.startswith("seed-")]
 SDK_CASES = CASES if os.environ.get("FRESHCACHE_SDK_ALL_ROWS") else SEEDS
 
 pytestmark = pytest.mark.wire
-
-
-def _explain(report: object) -> str:
-    return f"{report.where}: expected {report.expected}, got {report.actual}: {report.failures}"  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +47,7 @@ async def test_row_passes_over_http(case: Case) -> None:
     world = HttpWorld()
     report = await play(case, world)
     assert report.skipped is None, report.skipped
-    assert report.passed, _explain(report)
+    assert report.passed, explain(report, world)
     assert world.settle_timeouts == 0, f"settle gave up waiting on: {world.last_busy}"
 
 
@@ -60,7 +57,7 @@ async def test_row_passes_over_http(case: Case) -> None:
 async def test_seed_row_passes_whatever_shape_the_answers_take(case: Case, mode: str) -> None:
     world = HttpWorld(reply_mode=mode)  # type: ignore[arg-type]
     report = await play(case, world)
-    assert report.passed, _explain(report)
+    assert report.passed, explain(report, world)
     assert world.settle_timeouts == 0, f"settle gave up waiting on: {world.last_busy}"
 
 
@@ -74,7 +71,7 @@ SDK_PLAYABLE = [c for c in SDK_CASES if SdkHttpWorld.__new__(SdkHttpWorld).unpla
 async def test_row_passes_against_the_official_sdk_server(case: Case, sdk_peer: SdkPeer) -> None:
     world = SdkHttpWorld(sdk_peer)
     report = await play(case, world)
-    assert report.passed, f"{_explain(report)}\nserver log: {sdk_peer.log_tail()}"
+    assert report.passed, f"{explain(report)}\nserver log: {sdk_peer.log_tail()}"
     assert world.settle_timeouts == 0, f"settle gave up waiting on: {world.last_busy}"
 
 

@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from freshcache.acceptance import Case, load_cases, play
+from tests.table_rows import explain
 
 from .conftest import free_port
 from .sdk1_env import Sdk1Unavailable, sdk1_python
@@ -110,16 +111,12 @@ def test_every_seed_row_can_be_played_against_the_sdk_1_peer() -> None:
     assert {c.id: sdk1_unplayable(c) for c in SEEDS} == {c.id: None for c in SEEDS}
 
 
-def _explain(report: Any) -> str:
-    return f"{report.where}: expected {report.expected}, got {report.actual}: {report.failures}"
-
-
 @pytest.mark.parametrize("case", SEEDS, ids=[c.id for c in SEEDS])
 @pytest.mark.anyio
 async def test_seed_row_passes_against_the_sdk_1_server_over_http(case: Case, sdk1: Path) -> None:
     world = Sdk1HttpWorld(sdk1)
     report = await play(case, world)
-    assert report.passed, f"{_explain(report)}\nserver log: {world.log_tail()}"
+    assert report.passed, f"{explain(report)}\nserver log: {world.log_tail()}"
     assert world.settle_timeouts == 0, f"settle gave up waiting on: {world.last_busy}"
 
 
@@ -128,5 +125,5 @@ async def test_seed_row_passes_against_the_sdk_1_server_over_http(case: Case, sd
 async def test_seed_row_passes_against_the_sdk_1_server_over_stdio(case: Case, sdk1: Path) -> None:
     world = Sdk1StdioWorld(sdk1)
     report = await play(case, world)
-    assert report.passed, _explain(report)
+    assert report.passed, explain(report, world)
     assert world.settle_timeouts == 0, f"settle gave up waiting on: {world.last_busy}"

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from freshcache.acceptance import Case, CaseReport, StdioWorld, is_fleet_row, load_cases, play
+from freshcache.acceptance import Case, StdioWorld, is_fleet_row, load_cases, play
+from tests.table_rows import explain
 
 from .sdk_stdio_world import SdkStdioWorld
 
@@ -23,10 +24,6 @@ SEEDS = [c for c in CASES if c.id.startswith("seed-")]
 SDK_CASES = CASES if os.environ.get("FRESHCACHE_SDK_ALL_ROWS") else SEEDS
 
 pytestmark = [pytest.mark.wire, pytest.mark.anyio]
-
-
-def _explain(report: CaseReport) -> str:
-    return f"{report.where}: expected {report.expected}, got {report.actual}: {report.failures}"
 
 
 # stdio has no keep-alives: the silent-stream rule is HTTP's (the HTTP world plays it).
@@ -45,7 +42,7 @@ async def test_row_passes_over_stdio(case: Case) -> None:
     world = StdioWorld()
     report = await play(case, world)
     assert report.skipped is None, report.skipped
-    assert report.passed, _explain(report)
+    assert report.passed, explain(report, world)
     assert world.settle_timeouts == 0, f"settle gave up waiting for {world.last_busy}"
 
 
@@ -54,7 +51,7 @@ async def test_row_passes_over_stdio_against_the_official_sdk_server(case: Case)
     world = SdkStdioWorld()
     report = await play(case, world)
     assert report.skipped is None, report.skipped
-    assert report.passed, _explain(report)
+    assert report.passed, explain(report, world)
     assert world.settle_timeouts == 0, f"settle gave up waiting for {world.last_busy}"
 
 

@@ -15,7 +15,6 @@ import pytest
 
 from freshcache.acceptance import (
     Case,
-    CaseReport,
     HttpWorld,
     StdioWorld,
     World,
@@ -23,6 +22,7 @@ from freshcache.acceptance import (
     load_cases,
     play,
 )
+from tests.table_rows import explain
 
 TABLES = Path(__file__).resolve().parents[1] / "acceptance_tables"
 CASES = [c for c in load_cases([TABLES]) if not is_fleet_row(c)]  # fleet rows: their own wire
@@ -43,17 +43,13 @@ HTTP_CASES = [c for c in CASES if skip_reason(c, HTTP) is None]
 STDIO_CASES = [c for c in CASES if skip_reason(c, STDIO) is None]
 
 
-def _explain(report: CaseReport) -> str:
-    return f"{report.where}: expected {report.expected}, got {report.actual}: {report.failures}"
-
-
 @pytest.mark.table_row("http-2025")
 @pytest.mark.parametrize("case", HTTP_CASES, ids=[c.id for c in HTTP_CASES])
 async def test_row_passes_over_http_against_a_2025_server(case: Case) -> None:
     world = HttpWorld(revision=REVISION)
     report = await play(case, world)
     assert report.skipped is None, report.skipped
-    assert report.passed, _explain(report)
+    assert report.passed, explain(report, world)
     assert world.settle_timeouts == 0, f"settle gave up waiting on: {world.last_busy}"
 
 
@@ -63,7 +59,7 @@ async def test_row_passes_over_stdio_against_a_2025_server(case: Case) -> None:
     world = StdioWorld(revision=REVISION)
     report = await play(case, world)
     assert report.skipped is None, report.skipped
-    assert report.passed, _explain(report)
+    assert report.passed, explain(report, world)
     assert world.settle_timeouts == 0, f"settle gave up waiting for {world.last_busy}"
 
 

@@ -231,6 +231,9 @@ class HttpSource(SpeaksClientProtocol):
         """The MCP-over-HTTP rules (status, ids, SSE answers, 2025 sessions), sans-IO."""
         self._reader = _Reader(self.limits, self.stats, self.binding, self._note_untrusted)
         self._negotiating: anyio.Event | None = None
+        self._unsettled: RequestFailed | None = None
+        """Why the last `start` did not settle the revision (``server/discover`` timed
+        out, was cut off or found nobody): the next request negotiates first."""
         self.legacy = LegacyHttp(
             LegacyLink(
                 protocol=self.protocol,
@@ -272,14 +275,19 @@ class HttpSource(SpeaksClientProtocol):
         raised; one that speaks neither revision raises `UnsupportedVersionError`."""
         # Hints on the discovery answer are dropped: nothing is cached before it.
         self._negotiating = negotiating = anyio.Event()
+        self._unsettled = RequestFailed("timeout", "server/discover: cut off")
         try:
             first = await self._exchange("server/discover", {}, None, [])
             if isinstance(first, HttpAnswer) and self.protocol.discover_declined(
                 first.message, status=first.status
             ):
+                self._unsettled = None  # 2025 from now on (its session comes on demand)
                 return await self.legacy.start(first)
             outcome, _ = await self._call("server/discover", {}, None, [], first=first)
-            return self.protocol.server_info(outcome)
+            info = self.protocol.server_info(outcome)
+            unanswered = isinstance(outcome, RequestFailed) and not info.reachable
+            self._unsettled = outcome if unanswered else None
+            return info
         finally:
             negotiating.set()
 
@@ -341,6 +349,11 @@ class HttpSource(SpeaksClientProtocol):
         Closing the generator closes the HTTP response, which is how a client cancels
         on Streamable HTTP; on 2025-11-25 the GET stream and ``resources/subscribe``
         stand in for it (`LegacyHttp.listen`)."""
+        if (unsettled := await self._negotiated("subscriptions/listen")) is not None:
+            listen_id = next(self._ids)
+            yield ListenStarted(listen_id, uris, list_changed)
+            yield StreamLost(listen_id, unsettled.detail)
+            return
         if self.protocol.legacy is not None:
             async with aclosing(self.legacy.listen(uris, list_changed)) as legacy_events:
                 async for legacy_event in legacy_events:
@@ -434,7 +447,8 @@ class HttpSource(SpeaksClientProtocol):
         answers are appended to ``hints``. ``first``: the first attempt's answer, if
         it was already sent (discovery)."""
         attempt = Attempt()
-        await self._negotiated(method)
+        if (unsettled := await self._negotiated(method)) is not None:
+            return unsettled, False
         refused = self.binding.refused_call(method, params, principal)
         if refused is not None:
             return refused, False  # never sent (a tool left out of the catalog)
@@ -467,13 +481,26 @@ class HttpSource(SpeaksClientProtocol):
         outcome, _ = await self._call(method, params, None, [])
         return outcome
 
-    async def _negotiated(self, method: str) -> None:
-        """Wait while `start` decides which revision to speak: a request sent now could
-        be in the wrong one (a 2025 server refuses it without a session)."""
+    async def _negotiated(self, method: str) -> RequestFailed | None:
+        """Before a request: wait while `start` decides which revision to speak, or
+        negotiate again if the last `start` got no answer (cut off, timed out, refused
+        connection); why not, if that failed too. Sent in the wrong revision, a request
+        is refused for good (a 2025 server refuses every 2026 request without a
+        session), so a server slow or down at start would stay unusable."""
+        if method in ("server/discover", "initialize"):
+            return None
         negotiating = self._negotiating
-        if negotiating is not None and method not in ("server/discover", "initialize"):
+        if negotiating is not None and not negotiating.is_set():
             with anyio.move_on_after(self.timeout):
                 await negotiating.wait()
+        elif self._unsettled is not None:
+            await self.start()  # (sets `_negotiating` before its first wait: one at a time)
+        failed = self._unsettled
+        if failed is None:
+            return None
+        return RequestFailed(
+            failed.kind, f"{method}: not sent, no revision agreed: {failed.detail}"
+        )
 
     async def _exchange(
         self, method: str, params: dict[str, Any], principal: Partition, hints: list[StreamEvent]
