@@ -44,6 +44,10 @@ every way the stream can end other than the listen request's ``complete`` result
 for ``keepalive_misses`` of the stream's own keep-alive intervals, at least
 ``silence_floor`` seconds, once it has sent keep-alives (`freshcache._sources._sse.SilenceRule`).
 
+Which revision to speak is settled by the first ``server/discover`` that gets an answer:
+until then (timed out, cut off, nobody listening) each request or listen negotiates
+first, since one sent in the wrong revision is refused for good.
+
 A ``resources/updated`` or ``resources/list_changed`` on the SSE answer of any other
 request is a change hint for the engine (invariant 9): it rides on that request's
 reply (``hints``), with whatever subscription id it carried. ``requestState`` rounds
@@ -285,8 +289,9 @@ class HttpSource(SpeaksClientProtocol):
                 return await self.legacy.start(first)
             outcome, _ = await self._call("server/discover", {}, None, [], first=first)
             info = self.protocol.server_info(outcome)
-            unanswered = isinstance(outcome, RequestFailed) and not info.reachable
-            self._unsettled = outcome if unanswered else None
+            self._unsettled = (
+                outcome if isinstance(outcome, RequestFailed) and not info.reachable else None
+            )
             return info
         finally:
             negotiating.set()
@@ -350,9 +355,9 @@ class HttpSource(SpeaksClientProtocol):
         on Streamable HTTP; on 2025-11-25 the GET stream and ``resources/subscribe``
         stand in for it (`LegacyHttp.listen`)."""
         if (unsettled := await self._negotiated("subscriptions/listen")) is not None:
-            listen_id = next(self._ids)
-            yield ListenStarted(listen_id, uris, list_changed)
-            yield StreamLost(listen_id, unsettled.detail)
+            unsent: int = next(self._ids)
+            yield ListenStarted(unsent, uris, list_changed)
+            yield StreamLost(unsent, unsettled.detail)
             return
         if self.protocol.legacy is not None:
             async with aclosing(self.legacy.listen(uris, list_changed)) as legacy_events:
