@@ -60,8 +60,8 @@ import itertools
 import json
 import logging
 import math
-from collections.abc import AsyncGenerator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, aclosing
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager, aclosing, contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -234,10 +234,7 @@ class HttpSource(SpeaksClientProtocol):
         self.check_tool_call = self.binding.prepare_tool_call
         """The MCP-over-HTTP rules (status, ids, SSE answers, 2025 sessions), sans-IO."""
         self._reader = _Reader(self.limits, self.stats, self.binding, self._note_untrusted)
-        self._negotiating: anyio.Event | None = None
-        self._unsettled: RequestFailed | None = None
-        """Why the last `start` did not settle the revision (``server/discover`` timed
-        out, was cut off or found nobody): the next request negotiates first."""
+        self._negotiation = _Negotiation(self.start, self.timeout)
         self.legacy = LegacyHttp(
             LegacyLink(
                 protocol=self.protocol,
@@ -278,23 +275,19 @@ class HttpSource(SpeaksClientProtocol):
         (2025-11-25, `LegacyHttp`). A server that cannot be reached is reported, not
         raised; one that speaks neither revision raises `UnsupportedVersionError`."""
         # Hints on the discovery answer are dropped: nothing is cached before it.
-        self._negotiating = negotiating = anyio.Event()
-        self._unsettled = RequestFailed("timeout", "server/discover: cut off")
-        try:
+        with self._negotiation.running() as negotiation:
             first = await self._exchange("server/discover", {}, None, [])
             if isinstance(first, HttpAnswer) and self.protocol.discover_declined(
                 first.message, status=first.status
             ):
-                self._unsettled = None  # 2025 from now on (its session comes on demand)
+                negotiation.settled()  # 2025 from now on (its session comes on demand)
                 return await self.legacy.start(first)
             outcome, _ = await self._call("server/discover", {}, None, [], first=first)
             info = self.protocol.server_info(outcome)
-            self._unsettled = (
+            negotiation.settled(
                 outcome if isinstance(outcome, RequestFailed) and not info.reachable else None
             )
             return info
-        finally:
-            negotiating.set()
 
     async def aclose(self) -> None:
         """End a 2025 session (DELETE) and close the HTTP client if this source made it."""
@@ -354,7 +347,7 @@ class HttpSource(SpeaksClientProtocol):
         Closing the generator closes the HTTP response, which is how a client cancels
         on Streamable HTTP; on 2025-11-25 the GET stream and ``resources/subscribe``
         stand in for it (`LegacyHttp.listen`)."""
-        if (unsettled := await self._negotiated("subscriptions/listen")) is not None:
+        if (unsettled := await self._negotiation.before("subscriptions/listen")) is not None:
             unsent: int = next(self._ids)
             yield ListenStarted(unsent, uris, list_changed)
             yield StreamLost(unsent, unsettled.detail)
@@ -452,7 +445,7 @@ class HttpSource(SpeaksClientProtocol):
         answers are appended to ``hints``. ``first``: the first attempt's answer, if
         it was already sent (discovery)."""
         attempt = Attempt()
-        if (unsettled := await self._negotiated(method)) is not None:
+        if (unsettled := await self._negotiation.before(method)) is not None:
             return unsettled, False
         refused = self.binding.refused_call(method, params, principal)
         if refused is not None:
@@ -485,27 +478,6 @@ class HttpSource(SpeaksClientProtocol):
         """`_call` as the default principal, hints dropped (2025 session requests)."""
         outcome, _ = await self._call(method, params, None, [])
         return outcome
-
-    async def _negotiated(self, method: str) -> RequestFailed | None:
-        """Before a request: wait while `start` decides which revision to speak, or
-        negotiate again if the last `start` got no answer (cut off, timed out, refused
-        connection); why not, if that failed too. Sent in the wrong revision, a request
-        is refused for good (a 2025 server refuses every 2026 request without a
-        session), so a server slow or down at start would stay unusable."""
-        if method in ("server/discover", "initialize"):
-            return None
-        negotiating = self._negotiating
-        if negotiating is not None and not negotiating.is_set():
-            with anyio.move_on_after(self.timeout):
-                await negotiating.wait()
-        elif self._unsettled is not None:
-            await self.start()  # (sets `_negotiating` before its first wait: one at a time)
-        failed = self._unsettled
-        if failed is None:
-            return None
-        return RequestFailed(
-            failed.kind, f"{method}: not sent, no revision agreed: {failed.detail}"
-        )
 
     async def _exchange(
         self, method: str, params: dict[str, Any], principal: Partition, hints: list[StreamEvent]
@@ -575,6 +547,51 @@ class HttpSource(SpeaksClientProtocol):
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+class _Negotiation:
+    """Which revision an `HttpSource` speaks, settled by the first ``server/discover``
+    that gets an answer (module docstring). Until then each request negotiates first:
+    sent in the wrong revision it is refused for good (a 2025 server refuses every 2026
+    request without a session), so a server slow or down at start would stay unusable."""
+
+    def __init__(self, start: Callable[[], Awaitable[object]], timeout: float) -> None:
+        self._start = start
+        self._timeout = timeout
+        self._running: anyio.Event | None = None
+        self._unsettled: RequestFailed | None = None
+
+    @contextmanager
+    def running(self) -> Iterator[_Negotiation]:
+        """Around one discovery: requests wait for it; one cut off settles nothing."""
+        self._running = running = anyio.Event()
+        self._unsettled = RequestFailed("timeout", "server/discover: got no answer")
+        try:
+            yield self
+        finally:
+            running.set()
+
+    def settled(self, unanswered: RequestFailed | None = None) -> None:
+        """The discovery is over: the server answered, or why it did not."""
+        self._unsettled = unanswered
+
+    async def before(self, method: str) -> RequestFailed | None:
+        """Before ``method`` is sent: wait for a discovery under way, or run one again
+        if the last got no answer; why not to send, if that got none either."""
+        if method in ("server/discover", "initialize"):
+            return None
+        running = self._running
+        if running is not None and not running.is_set():
+            with anyio.move_on_after(self._timeout):
+                await running.wait()
+        elif self._unsettled is not None:
+            await self._start()  # (`running` is entered before its first wait: one at a time)
+        failed = self._unsettled
+        if failed is None:
+            return None
+        return RequestFailed(
+            failed.kind, f"{method}: not sent, no revision agreed: {failed.detail}"
+        )
 
 
 class _Reader:
