@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -177,40 +178,103 @@ async def test_spans_name_the_revision_in_use():
 
 
 class _DiscoveryFails(httpx.AsyncBaseTransport):
-    """Loopback HTTP, but the first ``failures`` ``server/discover`` POSTs time out (a
-    server still starting, a slow first answer under load)."""
+    """Loopback HTTP, but the first ``failures`` ``server/discover`` POSTs fail ``how``:
+    ``timeout`` (no answer), ``503`` (a gateway while the server starts), ``slow`` (the
+    answer comes after ``delay`` seconds: a caller's deadline cuts the discovery off)."""
 
-    def __init__(self, failures: int) -> None:
+    def __init__(self, failures: int, how: str = "timeout", delay: float = 0.0) -> None:
         self.inner = httpx.AsyncHTTPTransport()
-        self.failures = failures
+        self.failures, self.how, self.delay = failures, how, delay
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if self.failures and b'"server/discover"' in request.content:
             self.failures -= 1
-            raise httpx.ReadTimeout("no answer yet", request=request)
+            if self.how == "timeout":
+                raise httpx.ReadTimeout("no answer yet", request=request)
+            if self.how == "503":
+                return httpx.Response(503, text="upstream starting", request=request)
+            await anyio.sleep(self.delay)
         return await self.inner.handle_async_request(request)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
 
 
-@pytest.mark.parametrize("failures", [1, 3])
-async def test_a_discovery_that_got_no_answer_is_tried_again_before_the_next_request(failures):
-    """Until ``server/discover`` is answered nothing says which revision the server
-    speaks: sent in 2026 to a 2025 server, every request and listen was refused
-    ("Missing session ID") for the cache's whole life."""
+@asynccontextmanager
+async def discovery_failing(
+    transport: _DiscoveryFails, **options: Any
+) -> AsyncIterator[tuple[ReferenceHttpServer, HttpSource, FreshCache]]:
     async with (
         ReferenceHttpServer(reference(), revision="2025-11-25") as http,
-        httpx.AsyncClient(trust_env=False, transport=_DiscoveryFails(failures)) as client,
+        httpx.AsyncClient(trust_env=False, transport=transport) as client,
     ):
         source = HttpSource(http.url, client=client, timeout=5.0, idle_timeout=5.0)
-        async with FreshCache(source, read_timeout=5.0, backoff=FAST, select=[U]) as cache:
-            await wait_for(lambda: cache.server_info is not None, limit=10)
-            assert cache.server_info is not None and not cache.server_info.reachable
-            await wait_for(lambda: U in cache.engine.covered, limit=10, what="the subscribe")
-            result = await cache.read(U)
-            assert (result.state, result.text) == ("fresh", "v1")
-            assert source.protocol_version == "2025-11-25"
-    methods = [r.message.get("method") for r in http.requests if isinstance(r.message, dict)]
+        async with FreshCache(source, read_timeout=5.0, backoff=FAST, **options) as cache:
+            yield http, source, cache
+
+
+def spoken(http: ReferenceHttpServer) -> list[str]:
+    return [r.message.get("method") for r in http.requests if isinstance(r.message, dict)]
+
+
+@pytest.mark.parametrize(("failures", "how"), [(1, "timeout"), (3, "timeout"), (2, "503")])
+async def test_a_discovery_the_server_did_not_answer_is_sent_again_before_the_next_listen(
+    failures: int, how: str
+) -> None:
+    """Until the server itself answers ``server/discover`` nothing says which revision it
+    speaks: sent in 2026 to a 2025 server, every request and listen was refused
+    ("Missing session ID") for the cache's whole life."""
+    transport = _DiscoveryFails(failures, how)
+    async with discovery_failing(transport, select=[U]) as (http, source, cache):
+        await wait_for(lambda: U in cache.engine.covered, limit=10, what="the subscribe")
+        result = await cache.read(U)
+        assert (result.state, result.text) == ("fresh", "v1")
+        assert source.protocol_version == "2025-11-25"
+        info = cache.server_info  # the discovery at start: it decided nothing
+        assert info is not None and not info.revision_decided, info
+    assert transport.failures == 0  # every failure was met
+    methods = spoken(http)
     assert "subscriptions/listen" not in methods and methods.count("initialize") == 1
-    assert all(r.headers.get("mcp-session-id") for r in mcp(http, "resources/read"))
+    reads = mcp(http, "resources/read")
+    assert reads and all(r.headers.get("mcp-session-id") for r in reads)
+
+
+async def test_a_read_negotiates_first_when_no_discovery_was_answered() -> None:
+    transport = _DiscoveryFails(2)
+    async with discovery_failing(transport, listen=False) as (http, _, cache):
+        await wait_for(lambda: cache.server_info is not None, limit=10)
+        assert cache.server_info is not None and not cache.server_info.reachable
+        first = await cache.read(U)  # its discovery times out too: not sent
+        assert (first.state, first.reason) == ("awaiting_fresh_source", "timeout"), first
+        assert mcp(http, "resources/read") == []
+        second = await cache.read(U)
+        assert (second.state, second.text) == ("fresh", "v1")
+    assert transport.failures == 0 and spoken(http).count("initialize") == 1
+    assert "subscriptions/listen" not in spoken(http)
+
+
+async def test_a_discovery_cut_off_by_the_cache_deadline_is_sent_again() -> None:
+    transport = _DiscoveryFails(1, "slow", delay=1.0)
+    async with discovery_failing(transport, select=[U], ack_timeout=0.2) as (http, _, cache):
+        await wait_for(lambda: U in cache.engine.covered, limit=10, what="the subscribe")
+        assert (await cache.read(U)).text == "v1"
+    methods = spoken(http)
+    assert "subscriptions/listen" not in methods and methods.count("initialize") == 1
+
+
+def test_which_discovery_outcomes_leave_the_revision_undecided() -> None:
+    from freshcache._core import RequestFailed
+    from freshcache._protocol._client import discovery_unanswered
+
+    undecided = [
+        RequestFailed("timeout", "no answer"),
+        RequestFailed("unreachable", "refused"),
+        RequestFailed("server_error", "HTTP 503 without a JSON-RPC answer"),
+    ]
+    decided = [
+        {"supportedVersions": ["2026-07-28"], "capabilities": {}},
+        RequestFailed("server_error", "internal", -32603),
+        RequestFailed("denied", "HTTP 401", 401),
+    ]
+    assert [discovery_unanswered(o) for o in undecided] == undecided
+    assert [discovery_unanswered(o) for o in decided] == [None, None, None]

@@ -24,6 +24,7 @@ from freshcache.acceptance._stdio_server import default_reference, save_state, s
 from freshcache.acceptance._stdio_world import ControlChannel
 from freshcache.acceptance._steps import ALIASES, ServerSets, text_for
 
+from .polling import scaled
 from .test_stdio_source import FAST, SERVER
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]
@@ -135,3 +136,26 @@ async def test_a_discover_answered_with_an_empty_result_falls_back_to_initialize
         await source.aclose()
     assert info.reachable and info.name == "answers-empty", info
     assert source.protocol_version == "2025-11-25"
+
+
+async def test_a_discovery_the_process_was_too_slow_to_answer_is_sent_again(tmp_path):
+    """The process starts after the first ``server/discover`` gave up (a server's slow
+    start, ``npx`` fetching a package): before, the source kept speaking 2026 to it and
+    its listen was refused for the cache's whole life (``-32601``: listening off)."""
+    state = tmp_path / "state.json"
+    save_state(state, default_reference())
+    command = " ".join([*SERVER, "--state", str(state), "--revision", "2025-11-25"])
+    source = StdioSource(
+        ["sh", "-c", f"sleep 1.5; exec {command}"],
+        timeout=1.0,
+        restart=FAST,
+        shutdown_timeout=2.0,
+    )
+    async with FreshCache(source, select=[U], read_timeout=10.0, backoff=FAST) as cache:
+        await wait_for(lambda: U in cache.engine.covered, limit=scaled(30), what="the subscribe")
+        info = cache.server_info  # the discovery at start: it decided nothing
+        assert info is not None and not info.revision_decided, info
+        assert source.protocol_version == "2025-11-25"
+        result = await cache.read(U)
+        assert (result.state, result.text) == ("fresh", text_for(U, "v1"))
+        assert cache.stream_status == "live"

@@ -734,6 +734,21 @@ class ClientProtocol:
 # --------------------------------------------------------------------------- helpers
 
 
+def discovery_unanswered(outcome: object) -> RequestFailed | None:
+    """Why a ``server/discover`` outcome leaves the revision undecided, or ``None`` when it
+    decides it. Nothing decides it without the server's own word: no answer (timed out,
+    unreachable) or an HTTP answer with no JSON-RPC in it (a gateway's 502, a 503 or 429
+    while the server starts). A result decides it, so does a JSON-RPC error (the server
+    speaking: `_is_2025_refusal`) and so does a denial (credentials are per principal:
+    the requests of others go on)."""
+    if isinstance(outcome, RequestFailed) and (
+        outcome.kind in ("timeout", "unreachable")
+        or (outcome.kind == "server_error" and outcome.code is None)
+    ):
+        return outcome
+    return None
+
+
 def discover_info(
     outcome: Mapping[str, Any] | RequestFailed | ErrorResponse, speaking: str
 ) -> ServerInfo:
@@ -752,6 +767,7 @@ def discover_info(
             reachable=reachable,
             detail=f"server/discover: {outcome.kind}: {detail}",
             failure=outcome.kind,
+            revision_decided=discovery_unanswered(outcome) is None,
         )
     caps = outcome.get("capabilities")
     resources = caps.get("resources") if isinstance(caps, dict) else None

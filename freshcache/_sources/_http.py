@@ -44,9 +44,9 @@ every way the stream can end other than the listen request's ``complete`` result
 for ``keepalive_misses`` of the stream's own keep-alive intervals, at least
 ``silence_floor`` seconds, once it has sent keep-alives (`freshcache._sources._sse.SilenceRule`).
 
-Which revision to speak is settled by the first ``server/discover`` that gets an answer:
-until then (timed out, cut off, nobody listening) each request or listen negotiates
-first, since one sent in the wrong revision is refused for good.
+Which revision to speak is settled by the first ``server/discover`` the server itself
+answers: until then each request or listen negotiates first
+(`freshcache._sources._negotiation`).
 
 A ``resources/updated`` or ``resources/list_changed`` on the SSE answer of any other
 request is a change hint for the engine (invariant 9): it rides on that request's
@@ -60,8 +60,8 @@ import itertools
 import json
 import logging
 import math
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping
-from contextlib import AbstractAsyncContextManager, aclosing, contextmanager
+from collections.abc import AsyncGenerator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, aclosing
 from dataclasses import replace
 from typing import Any
 
@@ -97,6 +97,7 @@ from .._protocol._client import (
     Unclaimed,
     Untrusted,
     decode,
+    discovery_unanswered,
 )
 from .._protocol._http import (
     Attempt,
@@ -110,6 +111,7 @@ from .._protocol._reissue import lost_answer
 from .._protocol._tools import ToolReply, tool_answer
 from .._protocol._wire import ClientIdentity, DenialRules, Message, list_reply
 from ._http_legacy import LegacyHttp, LegacyLink
+from ._negotiation import Negotiation
 from ._source import ServerInfo
 from ._speaking import SpeaksClientProtocol
 from ._sse import (
@@ -234,7 +236,7 @@ class HttpSource(SpeaksClientProtocol):
         self.check_tool_call = self.binding.prepare_tool_call
         """The MCP-over-HTTP rules (status, ids, SSE answers, 2025 sessions), sans-IO."""
         self._reader = _Reader(self.limits, self.stats, self.binding, self._note_untrusted)
-        self._negotiation = _Negotiation(self.start, self.timeout)
+        self._negotiation = Negotiation(self.start)
         self.legacy = LegacyHttp(
             LegacyLink(
                 protocol=self.protocol,
@@ -280,14 +282,14 @@ class HttpSource(SpeaksClientProtocol):
             if isinstance(first, HttpAnswer) and self.protocol.discover_declined(
                 first.message, status=first.status
             ):
-                negotiation.settled()  # 2025 from now on (its session comes on demand)
-                return await self.legacy.start(first)
+                try:
+                    return await self.legacy.start(first)
+                finally:
+                    if self.protocol.legacy is not None:  # (not if cut off before it)
+                        negotiation.settled()  # 2025 from now on, its session on demand
             outcome, _ = await self._call("server/discover", {}, None, [], first=first)
-            info = self.protocol.server_info(outcome)
-            negotiation.settled(
-                outcome if isinstance(outcome, RequestFailed) and not info.reachable else None
-            )
-            return info
+            negotiation.settled(discovery_unanswered(outcome))
+            return self.protocol.server_info(outcome)
 
     async def aclose(self) -> None:
         """End a 2025 session (DELETE) and close the HTTP client if this source made it."""
@@ -347,7 +349,9 @@ class HttpSource(SpeaksClientProtocol):
         Closing the generator closes the HTTP response, which is how a client cancels
         on Streamable HTTP; on 2025-11-25 the GET stream and ``resources/subscribe``
         stand in for it (`LegacyHttp.listen`)."""
-        if (unsettled := await self._negotiation.before("subscriptions/listen")) is not None:
+        if (
+            unsettled := await self._negotiation.before("subscriptions/listen", self.timeout)
+        ) is not None:
             unsent: int = next(self._ids)
             yield ListenStarted(unsent, uris, list_changed)
             yield StreamLost(unsent, unsettled.detail)
@@ -445,7 +449,7 @@ class HttpSource(SpeaksClientProtocol):
         answers are appended to ``hints``. ``first``: the first attempt's answer, if
         it was already sent (discovery)."""
         attempt = Attempt()
-        if (unsettled := await self._negotiation.before(method)) is not None:
+        if (unsettled := await self._negotiation.before(method, self.timeout)) is not None:
             return unsettled, False
         refused = self.binding.refused_call(method, params, principal)
         if refused is not None:
@@ -547,51 +551,6 @@ class HttpSource(SpeaksClientProtocol):
 
 
 # ---------------------------------------------------------------------- helpers
-
-
-class _Negotiation:
-    """Which revision an `HttpSource` speaks, settled by the first ``server/discover``
-    that gets an answer (module docstring). Until then each request negotiates first:
-    sent in the wrong revision it is refused for good (a 2025 server refuses every 2026
-    request without a session), so a server slow or down at start would stay unusable."""
-
-    def __init__(self, start: Callable[[], Awaitable[object]], timeout: float) -> None:
-        self._start = start
-        self._timeout = timeout
-        self._running: anyio.Event | None = None
-        self._unsettled: RequestFailed | None = None
-
-    @contextmanager
-    def running(self) -> Iterator[_Negotiation]:
-        """Around one discovery: requests wait for it; one cut off settles nothing."""
-        self._running = running = anyio.Event()
-        self._unsettled = RequestFailed("timeout", "server/discover: got no answer")
-        try:
-            yield self
-        finally:
-            running.set()
-
-    def settled(self, unanswered: RequestFailed | None = None) -> None:
-        """The discovery is over: the server answered, or why it did not."""
-        self._unsettled = unanswered
-
-    async def before(self, method: str) -> RequestFailed | None:
-        """Before ``method`` is sent: wait for a discovery under way, or run one again
-        if the last got no answer; why not to send, if that got none either."""
-        if method in ("server/discover", "initialize"):
-            return None
-        running = self._running
-        if running is not None and not running.is_set():
-            with anyio.move_on_after(self._timeout):
-                await running.wait()
-        elif self._unsettled is not None:
-            await self._start()  # (`running` is entered before its first wait: one at a time)
-        failed = self._unsettled
-        if failed is None:
-            return None
-        return RequestFailed(
-            failed.kind, f"{method}: not sent, no revision agreed: {failed.detail}"
-        )
 
 
 class _Reader:

@@ -110,6 +110,11 @@ class ServerInfo:
     """Why discovery gave no result: a failure kind (``"unreachable"``, ``"timeout"``,
     ``"denied"``, ``"server_error"`` when the answer was no usable JSON-RPC) or
     ``"error"`` (a JSON-RPC error answer); ``None`` when it did."""
+    revision_decided: bool = True
+    """``False`` when the server itself did not answer ``server/discover`` (no answer, or
+    an HTTP failure without JSON-RPC in it): nothing says which revision it speaks, so
+    the source asks again before its next request or listen
+    (`freshcache._protocol._client.discovery_unanswered`)."""
     raw: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
 

@@ -113,6 +113,7 @@ from .._protocol._client import (
     Untrusted,
     cancellation,
     decode,
+    discovery_unanswered,
     id_key,
 )
 from .._protocol._reissue import lost_answer, may_reissue
@@ -127,6 +128,7 @@ from .._protocol._wire import (
     list_reply,
 )
 from ._background import BackgroundTask, Inbox
+from ._negotiation import Negotiation
 from ._source import ServerInfo
 from ._speaking import SpeaksClientProtocol
 from ._subscribing import Call, InOrder
@@ -631,8 +633,8 @@ class StdioSource(SpeaksClientProtocol):
             settings, self.counters, self.protocol, self._hold, ReconnectBudget(restart)
         )
         """The server process and its restarts."""
-        self._negotiated: anyio.Event | None = None
-        """Unset while `start` decides which revision to speak."""
+        self._negotiation = Negotiation(self.start)
+        """Which revision to speak: requests wait while `start` decides it."""
         self._hints: dict[int, _Hint] = {}
         """Change hints no consumer has taken yet, oldest first (module docstring)."""
         self._hint_numbers = itertools.count()
@@ -667,14 +669,13 @@ class StdioSource(SpeaksClientProtocol):
         `UnsupportedVersionError` when the server answers that it does not speak
         2026-07-28 at all.
         """
-        self._negotiated = anyio.Event()
-        try:
+        with self._negotiation.running() as negotiation:
             answer = await self._call("server/discover", {}, self.timeout)
             # (-32022 never gets here: `_call` renegotiates or raises.)
             if not self.protocol.discover_declined(answer):
-                return self.protocol.server_info(
-                    answer.result if isinstance(answer, Response) else answer
-                )
+                outcome = answer.result if isinstance(answer, Response) else answer
+                negotiation.settled(discovery_unanswered(outcome))
+                return self.protocol.server_info(outcome)
             # 2025-11-25 (an error, or a result naming no revision): initialize on this
             # process (and on every restarted one: `_call`).
             declined = (
@@ -683,6 +684,7 @@ class StdioSource(SpeaksClientProtocol):
                 else f"result {getattr(answer, 'result', answer)!r}"
             )
             self.protocol.initialize()
+            negotiation.settled()  # 2025 from now on (this process initialized next)
             conn = await self._process.connection(self.timeout, wait_for_restart=False)
             if conn is None:
                 return ServerInfo(reachable=False, detail=self._process.down_detail())
@@ -694,8 +696,6 @@ class StdioSource(SpeaksClientProtocol):
                     f"initialize: {ready.kind}: {ready.detail}",
                 )
             return ready
-        finally:
-            self._negotiated.set()
 
     async def _initialize(self, conn: _Connection, limit: float) -> ServerInfo | RequestFailed:
         """``conn`` answered ``initialize`` (2025-11-25), waiting at most ``limit`` seconds.
@@ -787,10 +787,13 @@ class StdioSource(SpeaksClientProtocol):
         closing the iterator early sends ``notifications/cancelled`` naming its id."""
         self._process.ensure_service()
         sid = f"listen-{next(self._ids)}"
-        conn = await self._process.connection(self.timeout, wait_for_restart=True)
+        unsettled = await self._negotiation.before("subscriptions/listen", self.timeout)
+        conn = None
+        if unsettled is None:
+            conn = await self._process.connection(self.timeout, wait_for_restart=True)
         yield ListenStarted(sid, uris, list_changed)
         if conn is None:
-            yield StreamLost(sid, self._process.down_detail())
+            yield StreamLost(sid, unsettled.detail if unsettled else self._process.down_detail())
             return
         key = id_key(sid)
         inbox = Inbox[StreamEvent | _Hint](self.max_backlog)
@@ -905,11 +908,8 @@ class StdioSource(SpeaksClientProtocol):
     ) -> Response | ErrorResponse | RequestFailed:
         self._process.ensure_service()
         deadline = anyio.current_time() + timeout
-        negotiating = self._negotiated
-        if negotiating is not None and method != "server/discover":
-            # Which revision to speak is being decided: wait (2025 wants initialize first).
-            with anyio.move_on_after(timeout):
-                await negotiating.wait()
+        if (unsettled := await self._negotiation.before(method, timeout)) is not None:
+            return unsettled  # (2025 wants initialize first: never guess the revision)
         conn = await self._process.connection(timeout, wait_for_restart=False)
         if conn is None:
             return RequestFailed("unreachable", self._process.down_detail())
