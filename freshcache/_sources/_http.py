@@ -300,11 +300,8 @@ class HttpSource(SpeaksClientProtocol):
             await client.aclose()
 
     async def read_resource(self, uri: str, principal: Partition) -> ReadReply | RequestFailed:
-        """One ``resources/read`` that reaches the server (``requestState`` rounds included).
-
-        Change hints the server put on the SSE answers of these requests ride on the
-        reply (`ReadReply.hints`), so the cache counts them before judging it.
-        """
+        """One ``resources/read`` that reaches the server (``requestState`` rounds included);
+        change hints on its SSE answers ride on the reply (`ReadReply.hints`)."""
         hints: list[StreamEvent] = []
         rounds = self.protocol.read_rounds(uri)
         while True:
