@@ -19,10 +19,13 @@ import httpx
 import pytest
 
 from freshcache import FreshCache, HttpSource
+from freshcache._core import RequestFailed
 from freshcache._core._backoff import BackoffSettings
+from freshcache._protocol._client import discovery_unanswered
 from freshcache.acceptance import ReferenceServer
 from freshcache.acceptance._http_server import RecordedRequest, ReferenceHttpServer
 from freshcache.acceptance._settle import wait_for
+from tests.polling import scaled
 from tests.telemetry_support import Recorder
 
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]
@@ -226,7 +229,7 @@ async def test_a_discovery_the_server_did_not_answer_is_sent_again_before_the_ne
     ("Missing session ID") for the cache's whole life."""
     transport = _DiscoveryFails(failures, how)
     async with discovery_failing(transport, select=[U]) as (http, source, cache):
-        await wait_for(lambda: U in cache.engine.covered, limit=10, what="the subscribe")
+        await wait_for(lambda: U in cache.engine.covered, limit=scaled(10), what="the subscribe")
         result = await cache.read(U)
         assert (result.state, result.text) == ("fresh", "v1")
         assert source.protocol_version == "2025-11-25"
@@ -242,7 +245,7 @@ async def test_a_discovery_the_server_did_not_answer_is_sent_again_before_the_ne
 async def test_a_read_negotiates_first_when_no_discovery_was_answered() -> None:
     transport = _DiscoveryFails(2)
     async with discovery_failing(transport, listen=False) as (http, _, cache):
-        await wait_for(lambda: cache.server_info is not None, limit=10)
+        await wait_for(lambda: cache.server_info is not None, limit=scaled(10))
         assert cache.server_info is not None and not cache.server_info.reachable
         first = await cache.read(U)  # its discovery times out too: not sent
         assert (first.state, first.reason) == ("awaiting_fresh_source", "timeout"), first
@@ -256,16 +259,13 @@ async def test_a_read_negotiates_first_when_no_discovery_was_answered() -> None:
 async def test_a_discovery_cut_off_by_the_cache_deadline_is_sent_again() -> None:
     transport = _DiscoveryFails(1, "slow", delay=1.0)
     async with discovery_failing(transport, select=[U], ack_timeout=0.2) as (http, _, cache):
-        await wait_for(lambda: U in cache.engine.covered, limit=10, what="the subscribe")
+        await wait_for(lambda: U in cache.engine.covered, limit=scaled(10), what="the subscribe")
         assert (await cache.read(U)).text == "v1"
     methods = spoken(http)
     assert "subscriptions/listen" not in methods and methods.count("initialize") == 1
 
 
 def test_which_discovery_outcomes_leave_the_revision_undecided() -> None:
-    from freshcache._core import RequestFailed
-    from freshcache._protocol._client import discovery_unanswered
-
     undecided = [
         RequestFailed("timeout", "no answer"),
         RequestFailed("unreachable", "refused"),
